@@ -1,0 +1,1 @@
+//! vmtune actuators with a crash-safe journal: thread pinning, IRQ affinity, cpusets, hugepages

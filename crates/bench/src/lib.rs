@@ -1,0 +1,1 @@
+//! vmtune micro-benchmarks and comparison reports

@@ -1,0 +1,1 @@
+//! vmtune GPU VM boot-time profiler and estimator

@@ -1,0 +1,1 @@
+//! vmtune emitters: Plan -> libvirt XML, QEMU args, Kata, KubeVirt

@@ -1,0 +1,1 @@
+//! vmtune vBalance-style interrupt balancing policy and daemon

@@ -1,0 +1,196 @@
+//! The placement planner: a pure function of (request, host model, tenants) → [`Plan`].
+//!
+//! Nothing here touches the filesystem; the CLI reads files and hands the planner values.
+//! The types in this file are the `plan --json` contract (see DESIGN.md) that `emit`, `apply`
+//! and users' scripts read.
+
+use serde::{Deserialize, Serialize};
+use topo::{CpuSet, Host};
+
+/// What the VM is for: shapes NUMA and SMT decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Desktop VFIO gaming: low latency, single node, whole cores, host cores kept away.
+    #[default]
+    Gaming,
+    /// GPU compute: single node near the GPUs.
+    Compute,
+    /// CPU-side memory bandwidth: span nodes and expose guest NUMA (seed 003: STREAM 2–7x).
+    Membw,
+    /// Multi-GPU collectives through host memory: keep GPUs and memory on one node where
+    /// possible; guest NUMA hurt NCCL in seed 003.
+    Collective,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuestOs {
+    #[default]
+    Linux,
+    Windows,
+    Windows7,
+}
+
+/// Hugepage policy of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum HugepagePolicy {
+    /// 1G where enough free 1G pages, else 2M, else 4K with a warning.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    #[serde(rename = "none")]
+    None,
+    #[serde(rename = "2M")]
+    Size2M,
+    #[serde(rename = "1G")]
+    Size1G,
+}
+
+/// What the user asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// VM name, if known (used in emitted XML and reports).
+    pub name: Option<String>,
+    pub vcpus: u32,
+    pub memory_bytes: u64,
+    /// Passed-through devices as given (BDFs); the planner adds the other functions of
+    /// multi-function devices.
+    pub devices: Vec<String>,
+    pub profile: Profile,
+    pub os: GuestOs,
+    pub hugepages: HugepagePolicy,
+    /// Override of the host housekeeping CPUs.
+    pub host_cpus: Option<CpuSet>,
+}
+
+/// Another VM already on the host: its pinned CPUs, hugepages and devices are taken.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tenant {
+    pub name: String,
+    /// Host CPUs the tenant pins (vCPUs, emulator, iothreads).
+    pub cpus: CpuSet,
+    /// Devices it has (normalized BDFs).
+    pub devices: Vec<String>,
+    /// Hugepages it holds.
+    pub hugepages: Vec<TenantHugepages>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantHugepages {
+    /// Host node, or `None` when the tenant did not say (counted against every node it could be).
+    pub node: Option<u32>,
+    pub size_kb: u64,
+    pub pages: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VcpuPin {
+    pub vcpu: u32,
+    /// Host PU os_index.
+    pub cpu: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestTopology {
+    pub sockets: u32,
+    pub dies: u32,
+    pub cores: u32,
+    pub threads: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestNumaCell {
+    pub cell: u32,
+    /// vCPU numbers in this cell.
+    pub vcpus: CpuSet,
+    pub memory_bytes: u64,
+    pub host_nodes: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryPlan {
+    pub host_nodes: Vec<u32>,
+    /// 4 (no hugepages), 2048 or 1048576.
+    pub hugepage_size_kb: u64,
+    /// Pages of `hugepage_size_kb` (0 with 4K pages).
+    pub pages: u64,
+    /// Pages per host node, in `host_nodes` order.
+    pub pages_per_node: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IrqPlan {
+    /// Where the passed-through devices' interrupts go (guest CPUs).
+    pub vfio_cpus: CpuSet,
+    /// Where every other movable interrupt goes.
+    pub host_cpus: CpuSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedDevice {
+    pub bdf: String,
+    pub kind: topo::DeviceKind,
+    pub numa: Option<Vec<u32>>,
+    pub iommu_group: Option<u32>,
+}
+
+/// Guest CPU features and timers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuFeatures {
+    /// Hyper-V enlightenments to enable (libvirt `<hyperv>` element names).
+    pub hyperv: Vec<String>,
+    /// Expose invariant TSC (host TSC is stable).
+    pub invtsc: bool,
+    /// Hide the hypervisor CPUID bit (seed 004; Windows 7 only).
+    pub hide_hypervisor: bool,
+    /// Hide the KVM signature (`<kvm><hidden state='on'/>`).
+    pub kvm_hidden: bool,
+}
+
+/// The placement decision. See DESIGN.md for the JSON contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub request: Request,
+    /// Where the host model came from.
+    pub host_source: String,
+    pub vcpus: Vec<VcpuPin>,
+    pub emulator_cpus: CpuSet,
+    pub iothread_cpus: CpuSet,
+    pub host_cpus: CpuSet,
+    pub guest_topology: GuestTopology,
+    pub guest_numa: Vec<GuestNumaCell>,
+    pub memory: MemoryPlan,
+    pub devices: Vec<PlannedDevice>,
+    pub irq: IrqPlan,
+    pub cpu_features: CpuFeatures,
+    pub rationale: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// Host CPUs the guest's vCPUs run on.
+    pub fn guest_cpus(&self) -> CpuSet {
+        self.vcpus.iter().map(|v| v.cpu).collect()
+    }
+
+    /// Every host CPU this plan pins something to (vCPUs, emulator, iothreads): what a later
+    /// plan must treat as taken when this one is a tenant.
+    pub fn pinned_cpus(&self) -> CpuSet {
+        self.guest_cpus()
+            .union(&self.emulator_cpus)
+            .union(&self.iothread_cpus)
+    }
+}
+
+/// Why no plan could be made. One sentence each, saying what would fit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Plan a VM. PLACEHOLDER: the algorithm is being written.
+pub fn plan(_req: &Request, _host: &Host, _tenants: &[Tenant]) -> Result<Plan, PlanError> {
+    Err(PlanError::Refused("planner not implemented yet".into()))
+}

@@ -1,0 +1,1 @@
+//! vmtune discrete-event simulator of vCPU scheduling and interrupt delivery

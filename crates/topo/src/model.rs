@@ -1,0 +1,790 @@
+//! The host model every other crate reads.
+//!
+//! Loaders never build a [`Host`] directly: they fill a [`RawTopology`] (groups of PUs as
+//! cpusets, as each source spells them) and call [`RawTopology::assemble`], which validates the
+//! groups and numbers cores, caches, dies and packages the same way for every source, so a
+//! sysfs snapshot and an hwloc XML of one machine produce equal ids.
+//!
+//! Everything a source does not say is `None` (JSON `null`), never a made-up value.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpuset::CpuSet;
+use crate::error::TopoError;
+
+/// One logical CPU (hwloc "PU", Linux "cpuN").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pu {
+    /// Linux CPU number.
+    pub os_index: u32,
+    /// Machine-unique core id (index into [`Host::cores`]); equal `core` = SMT siblings.
+    pub core: u32,
+    /// Package (socket) id, index into [`Host::packages`].
+    pub package: Option<u32>,
+    /// Die id, index into [`Host::dies`]; `None` where the source has no dies.
+    pub die: Option<u32>,
+    /// Linux NUMA node id of the node whose CPUs include this PU.
+    pub numa: Option<u32>,
+    /// Machine-unique ids of the caches of each level that this PU uses (index among the
+    /// caches of that level in [`Host::caches`]).
+    pub l1d: Option<u32>,
+    pub l2: Option<u32>,
+    pub l3: Option<u32>,
+    /// CPU kind label on hybrid parts (`"performance"`, `"efficiency"`, or `"kindN"` when
+    /// there are more than two kinds); `None` on parts with a single kind.
+    pub kind: Option<String>,
+}
+
+/// A physical core and its SMT siblings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Core {
+    pub id: u32,
+    /// The OS's own core number (`topology/core_id`, hwloc Core os_index); not unique across
+    /// packages.
+    pub os_index: Option<u32>,
+    pub package: Option<u32>,
+    pub die: Option<u32>,
+    pub pus: CpuSet,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheType {
+    Data,
+    Instruction,
+    Unified,
+}
+
+/// One cache instance and the PUs that share it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cache {
+    /// Index among caches of the same level and type, ordered by first PU.
+    pub id: u32,
+    pub level: u8,
+    #[serde(rename = "type")]
+    pub cache_type: CacheType,
+    pub size_bytes: Option<u64>,
+    pub line_bytes: Option<u32>,
+    pub ways: Option<u32>,
+    pub cpus: CpuSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Package {
+    pub id: u32,
+    /// `physical_package_id` / hwloc Package os_index.
+    pub os_index: Option<u32>,
+    pub cpus: CpuSet,
+    /// CPU model name where known (`/proc/cpuinfo` "model name", hwloc CPUModel info).
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Die {
+    pub id: u32,
+    pub os_index: Option<u32>,
+    pub package: Option<u32>,
+    pub cpus: CpuSet,
+}
+
+/// A CPU kind on a hybrid part (P/E cores, Zen5/Zen5c).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuKind {
+    /// Label used in [`Pu::kind`].
+    pub label: String,
+    /// hwloc efficiency rank: higher = faster. `None` where the source does not rank them.
+    pub efficiency: Option<i32>,
+    /// Source-specific name, e.g. hwloc `CoreType` (`IntelCore`, `IntelAtom`) or
+    /// `AMDPerformance`.
+    pub name: Option<String>,
+    pub max_freq_mhz: Option<u32>,
+    pub cpus: CpuSet,
+}
+
+/// Hugepages of one size on one NUMA node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HugePages {
+    pub size_kb: u64,
+    pub total: Option<u64>,
+    pub free: Option<u64>,
+}
+
+/// What kind of memory a NUMA node holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryKind {
+    /// Ordinary DRAM (the default when nothing says otherwise and the node has CPUs).
+    Dram,
+    /// High-bandwidth memory (Xeon Max HBM, KNL MCDRAM).
+    Hbm,
+    /// Memory of a GPU exposed as a NUMA node (POWER9+V100, Grace Hopper).
+    Gpu,
+    /// Persistent or CXL-attached memory.
+    Nvm,
+    /// CPU-less node whose nature the source does not tell.
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaNode {
+    /// Linux node id.
+    pub os_index: u32,
+    /// PUs of this node; empty for CPU-less / memory-only nodes.
+    pub cpus: CpuSet,
+    pub memory_bytes: Option<u64>,
+    pub hugepages: Vec<HugePages>,
+    pub memory_kind: MemoryKind,
+    /// Free memory in bytes where the source says (live sysfs `MemFree`).
+    pub free_bytes: Option<u64>,
+}
+
+impl NumaNode {
+    pub fn is_cpuless(&self) -> bool {
+        self.cpus.is_empty()
+    }
+}
+
+/// The NUMA distance matrix (ACPI SLIT, or hwloc `NUMALatency`), keyed by node os_index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Distances {
+    /// Node os_indexes, in the order of the matrix rows and columns.
+    pub nodes: Vec<u32>,
+    /// `matrix[i][j]` = distance from `nodes[i]` to `nodes[j]` (10 = local by convention).
+    pub matrix: Vec<Vec<u32>>,
+}
+
+impl Distances {
+    pub fn get(&self, from: u32, to: u32) -> Option<u32> {
+        let i = self.nodes.iter().position(|&n| n == from)?;
+        let j = self.nodes.iter().position(|&n| n == to)?;
+        self.matrix.get(i)?.get(j).copied()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Gpu,
+    Nic,
+    Storage,
+    Accelerator,
+    Bridge,
+    Other,
+}
+
+impl DeviceKind {
+    /// Classify by the PCI base class and subclass (`class >> 8`, `class & 0xff`) and vendor.
+    pub fn from_class(class: u16, vendor_id: u16) -> DeviceKind {
+        let base = (class >> 8) as u8;
+        let sub = (class & 0xff) as u8;
+        match base {
+            0x03 => DeviceKind::Gpu,
+            0x02 => DeviceKind::Nic,
+            // InfiniBand controllers are network controllers too
+            0x0c if sub == 0x06 => DeviceKind::Nic,
+            0x01 => DeviceKind::Storage,
+            0x06 => DeviceKind::Bridge,
+            // processing accelerators, co-processors
+            0x12 | 0x0b => DeviceKind::Accelerator,
+            // Some accelerators report class "unassigned" (0xff): classify by vendor.
+            0xff if matches!(vendor_id, 0x10de | 0x1002) => DeviceKind::Accelerator,
+            _ => DeviceKind::Other,
+        }
+    }
+}
+
+/// A PCI BAR (memory region) with its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bar {
+    pub index: u8,
+    pub size_bytes: u64,
+    pub prefetchable: Option<bool>,
+    pub bits64: Option<bool>,
+}
+
+/// PCI ids are written as hex strings in JSON (`"0x10de"`), as lspci and sysfs spell them.
+mod hex16 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u16, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("0x{v:04x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
+        let s = String::deserialize(d)?;
+        let t = s.trim_start_matches("0x");
+        u16::from_str_radix(t, 16).map_err(serde::de::Error::custom)
+    }
+
+    pub mod opt {
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(v: &Option<u16>, s: S) -> Result<S::Ok, S::Error> {
+            match v {
+                Some(v) => super::serialize(v, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+            let s: Option<String> = Option::deserialize(d)?;
+            s.map(|s| u16::from_str_radix(s.trim_start_matches("0x"), 16))
+                .transpose()
+                .map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PciDevice {
+    /// `dddd:bb:dd.f`, lower-case hex.
+    pub bdf: String,
+    #[serde(with = "hex16")]
+    pub vendor_id: u16,
+    #[serde(with = "hex16")]
+    pub device_id: u16,
+    #[serde(with = "hex16::opt", default)]
+    pub subsystem_vendor_id: Option<u16>,
+    #[serde(with = "hex16::opt", default)]
+    pub subsystem_device_id: Option<u16>,
+    /// Base class and subclass, `0x0300` for a VGA controller.
+    #[serde(with = "hex16")]
+    pub class: u16,
+    /// Programming interface byte where known.
+    pub prog_if: Option<u8>,
+    pub kind: DeviceKind,
+    /// Device or vendor name where the source has it (hwloc `PCIDevice` info).
+    pub name: Option<String>,
+    /// Linux NUMA node ids local to the device; `None` = unknown (sysfs `numa_node = -1`, or
+    /// an XML without locality).
+    pub numa: Option<Vec<u32>>,
+    /// PUs local to the device; `None` = unknown.
+    pub local_cpus: Option<CpuSet>,
+    pub iommu_group: Option<u32>,
+    /// Bound kernel driver (`vfio-pci`, `nvidia`, ...).
+    pub driver: Option<String>,
+    /// BARs with non-zero size; empty where unknown.
+    pub bars: Vec<Bar>,
+    /// MSI/MSI-X IRQ numbers (`msi_irqs/`); `None` where unknown.
+    pub msi_irqs: Option<Vec<u32>>,
+    /// Legacy INTx IRQ line where known.
+    pub irq: Option<u32>,
+    /// BDF of the upstream bridge, if known.
+    pub parent: Option<String>,
+    /// OS devices the source names for this function (`card0`, `cuda0`, `eth0`, `nvme0`).
+    pub os_devices: Vec<String>,
+    /// PCIe link speed in GB/s where known.
+    pub link_gbps: Option<f32>,
+}
+
+impl PciDevice {
+    /// `dddd:bb:dd` — functions sharing this are parts of one multi-function device.
+    pub fn slot(&self) -> &str {
+        self.bdf.rsplit_once('.').map(|(s, _)| s).unwrap_or(&self.bdf)
+    }
+}
+
+/// One row of `/proc/interrupts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Irq {
+    /// The row label: a number (`"24"`) or a name (`"NMI"`, `"LOC"`).
+    pub id: String,
+    /// The IRQ number for numbered rows.
+    pub number: Option<u32>,
+    /// Count per CPU, in the order of [`InterruptTable::cpus`].
+    pub counts: Vec<u64>,
+    /// Interrupt chip (`IR-PCI-MSIX-0000:01:00.0`, `IO-APIC`, `PCI-MSI`).
+    pub chip: Option<String>,
+    /// Hardware IRQ and trigger (`2-edge`, `524288-edge`).
+    pub hwirq: Option<String>,
+    /// Action names (`vfio-msix[0](0000:01:00.0)`, `virtio0-input.0`, `timer`).
+    pub actions: String,
+    /// `/proc/irq/N/smp_affinity_list` where readable.
+    pub affinity: Option<CpuSet>,
+    /// `/proc/irq/N/effective_affinity_list` where readable.
+    pub effective_affinity: Option<CpuSet>,
+}
+
+impl Irq {
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// A VFIO-owned vector (`vfio-msi`, `vfio-msix`, `vfio-intx`).
+    pub fn is_vfio(&self) -> bool {
+        self.actions.contains("vfio-")
+    }
+}
+
+/// `/proc/interrupts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterruptTable {
+    /// CPU numbers of the count columns (the `CPUn` header).
+    pub cpus: Vec<u32>,
+    pub irqs: Vec<Irq>,
+}
+
+/// The whole host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    /// Where the model came from (`live:/`, `hwloc-xml:FILE`, `sysfs:DIR`, `builtin:NAME`).
+    pub source: String,
+    /// Hostname or machine description where known.
+    pub name: Option<String>,
+    /// PUs, sorted by `os_index`.
+    pub pus: Vec<Pu>,
+    pub cores: Vec<Core>,
+    pub caches: Vec<Cache>,
+    pub dies: Vec<Die>,
+    pub packages: Vec<Package>,
+    pub cpu_kinds: Vec<CpuKind>,
+    /// NUMA nodes, sorted by `os_index`; empty where the source says nothing about NUMA.
+    pub numa_nodes: Vec<NumaNode>,
+    pub distances: Option<Distances>,
+    pub pci_devices: Vec<PciDevice>,
+    /// `/proc/interrupts`; `None` where the source has no interrupt table (hwloc XML).
+    pub interrupts: Option<InterruptTable>,
+    /// Whether the TSC is usable as a stable clocksource (`constant_tsc` + `nonstop_tsc`, or
+    /// `tsc` in available_clocksource); `None` where unknown.
+    pub tsc_stable: Option<bool>,
+}
+
+impl Host {
+    pub fn pu(&self, os_index: u32) -> Option<&Pu> {
+        self.pus
+            .binary_search_by_key(&os_index, |p| p.os_index)
+            .ok()
+            .map(|i| &self.pus[i])
+    }
+
+    pub fn all_cpus(&self) -> CpuSet {
+        self.pus.iter().map(|p| p.os_index).collect()
+    }
+
+    pub fn numa_node(&self, os_index: u32) -> Option<&NumaNode> {
+        self.numa_nodes.iter().find(|n| n.os_index == os_index)
+    }
+
+    pub fn pci(&self, bdf: &str) -> Option<&PciDevice> {
+        let want = normalize_bdf(bdf)?;
+        self.pci_devices.iter().find(|d| d.bdf == want)
+    }
+
+    pub fn gpus(&self) -> impl Iterator<Item = &PciDevice> {
+        self.pci_devices.iter().filter(|d| d.kind == DeviceKind::Gpu)
+    }
+
+    /// Caches of one level (unified or data), in id order.
+    pub fn caches_at(&self, level: u8) -> impl Iterator<Item = &Cache> {
+        self.caches
+            .iter()
+            .filter(move |c| c.level == level && c.cache_type != CacheType::Instruction)
+    }
+
+    /// NUMA distance between two nodes, where known.
+    pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
+        self.distances.as_ref()?.get(from, to)
+    }
+}
+
+/// Normalize `1:00.0`, `01:00.0`, `0000:01:00.0` (any case) to `0000:01:00.0`.
+pub fn normalize_bdf(s: &str) -> Option<String> {
+    let s = s.trim().to_ascii_lowercase();
+    let (rest, func) = s.rsplit_once('.')?;
+    let parts: Vec<&str> = rest.split(':').collect();
+    let (dom, bus, dev) = match parts.as_slice() {
+        [bus, dev] => ("0", *bus, *dev),
+        [dom, bus, dev] => (*dom, *bus, *dev),
+        _ => return None,
+    };
+    let dom = u32::from_str_radix(dom, 16).ok()?;
+    let bus = u8::from_str_radix(bus, 16).ok()?;
+    let dev = u8::from_str_radix(dev, 16).ok()?;
+    let func = u8::from_str_radix(func, 16).ok()?;
+    if dom > 0xffff || dev > 0x1f || func > 7 {
+        return None;
+    }
+    Some(format!("{dom:04x}:{bus:02x}:{dev:02x}.{func:x}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw topology: what loaders produce.
+// ---------------------------------------------------------------------------------------------
+
+/// A group of PUs with the source's own number for it (if any).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawGroup {
+    pub os_index: Option<u32>,
+    pub cpus: CpuSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawCache {
+    pub level: u8,
+    pub cache_type: CacheType,
+    pub size_bytes: Option<u64>,
+    pub line_bytes: Option<u32>,
+    pub ways: Option<u32>,
+    pub cpus: CpuSet,
+}
+
+/// Topology as a loader reads it: groups of PUs, before ids are assigned.
+#[derive(Debug, Clone, Default)]
+pub struct RawTopology {
+    pub source: String,
+    pub name: Option<String>,
+    /// Every PU's os_index.
+    pub pus: CpuSet,
+    pub cores: Vec<RawGroup>,
+    /// Packages with an optional CPU model name.
+    pub packages: Vec<(RawGroup, Option<String>)>,
+    pub dies: Vec<RawGroup>,
+    /// Cache instances; duplicates (same level, type and cpus) are merged.
+    pub caches: Vec<RawCache>,
+    /// CPU kinds; only kept when there are two or more.
+    pub cpu_kinds: Vec<CpuKind>,
+    pub numa_nodes: Vec<NumaNode>,
+    pub distances: Option<Distances>,
+    pub pci_devices: Vec<PciDevice>,
+    pub interrupts: Option<InterruptTable>,
+    pub tsc_stable: Option<bool>,
+}
+
+impl RawTopology {
+    /// Validate and number everything. Errors name the inconsistency (a PU in two cores, a
+    /// core naming PUs that do not exist, ...).
+    pub fn assemble(mut self) -> Result<Host, TopoError> {
+        let invalid = |msg: String| TopoError::Invalid {
+            source_name: self.source.clone(),
+            msg,
+        };
+        if self.pus.is_empty() {
+            return Err(invalid("no CPUs (PUs) found".into()));
+        }
+        let all = self.pus.clone();
+
+        // Cores: every PU in exactly one core. PUs that no source put in a core become
+        // single-PU cores (hwloc does the same for PUs without Core parents).
+        let mut cores: Vec<RawGroup> = Vec::new();
+        let mut seen = CpuSet::new();
+        for c in self.cores.drain(..) {
+            if c.cpus.is_empty() {
+                continue;
+            }
+            if !c.cpus.is_subset(&all) {
+                return Err(invalid(format!(
+                    "core lists CPUs {} that are not PUs of this host",
+                    c.cpus.difference(&all)
+                )));
+            }
+            if c.cpus.intersects(&seen) {
+                // identical duplicates are fine (same core read twice)
+                if cores.iter().any(|k| k.cpus == c.cpus) {
+                    continue;
+                }
+                return Err(invalid(format!(
+                    "CPUs {} belong to two different cores",
+                    c.cpus.intersection(&seen)
+                )));
+            }
+            seen = seen.union(&c.cpus);
+            cores.push(c);
+        }
+        for cpu in all.difference(&seen).iter() {
+            cores.push(RawGroup {
+                os_index: None,
+                cpus: std::iter::once(cpu).collect(),
+            });
+        }
+        cores.sort_by_key(|c| c.cpus.first());
+
+        let packages = number_groups(
+            self.packages
+                .drain(..)
+                .map(|(g, model)| (g, model))
+                .collect(),
+            &all,
+        )
+        .map_err(|m| invalid(format!("package: {m}")))?;
+        let dies = number_groups(
+            self.dies.drain(..).map(|g| (g, ())).collect(),
+            &all,
+        )
+        .map_err(|m| invalid(format!("die: {m}")))?;
+
+        // Caches: merge duplicates, drop empty, number per (level, type).
+        let mut caches: Vec<RawCache> = Vec::new();
+        for c in self.caches.drain(..) {
+            if c.cpus.is_empty() || !c.cpus.is_subset(&all) {
+                continue;
+            }
+            if caches
+                .iter()
+                .any(|k| k.level == c.level && k.cache_type == c.cache_type && k.cpus == c.cpus)
+            {
+                continue;
+            }
+            caches.push(c);
+        }
+        caches.sort_by(|a, b| {
+            (a.level, a.cache_type, a.cpus.first()).cmp(&(b.level, b.cache_type, b.cpus.first()))
+        });
+        let mut next_id: BTreeMap<(u8, CacheType), u32> = BTreeMap::new();
+        let caches: Vec<Cache> = caches
+            .into_iter()
+            .map(|c| {
+                let id = next_id.entry((c.level, c.cache_type)).or_insert(0);
+                let out = Cache {
+                    id: *id,
+                    level: c.level,
+                    cache_type: c.cache_type,
+                    size_bytes: c.size_bytes,
+                    line_bytes: c.line_bytes,
+                    ways: c.ways,
+                    cpus: c.cpus,
+                };
+                *id += 1;
+                out
+            })
+            .collect();
+
+        // NUMA nodes: sorted, unique os_index.
+        self.numa_nodes.sort_by_key(|n| n.os_index);
+        for w in self.numa_nodes.windows(2) {
+            if w[0].os_index == w[1].os_index {
+                return Err(invalid(format!("NUMA node {} appears twice", w[0].os_index)));
+            }
+        }
+        for n in &mut self.numa_nodes {
+            n.cpus = n.cpus.intersection(&all);
+            n.hugepages.sort_by_key(|h| h.size_kb);
+        }
+
+        // CPU kinds: only meaningful with two or more; label by efficiency rank.
+        let mut kinds: Vec<CpuKind> = self
+            .cpu_kinds
+            .drain(..)
+            .filter(|k| !k.cpus.is_empty())
+            .collect();
+        if kinds.len() < 2 {
+            kinds.clear();
+        }
+        // rank: explicit efficiency, else max frequency; higher = faster
+        kinds.sort_by_key(|k| {
+            (
+                std::cmp::Reverse(k.efficiency.unwrap_or(i32::MIN)),
+                std::cmp::Reverse(k.max_freq_mhz.unwrap_or(0)),
+                k.cpus.first(),
+            )
+        });
+        let nk = kinds.len();
+        for (i, k) in kinds.iter_mut().enumerate() {
+            k.label = match (nk, i) {
+                (2, 0) => "performance".into(),
+                (2, 1) => "efficiency".into(),
+                _ => format!("kind{i}"),
+            };
+        }
+
+        let core_ids: Vec<(CpuSet, u32)> =
+            cores.iter().enumerate().map(|(i, c)| (c.cpus.clone(), i as u32)).collect();
+        let find = |sets: &[(CpuSet, u32)], cpu: u32| -> Option<u32> {
+            sets.iter().find(|(s, _)| s.contains(cpu)).map(|(_, id)| *id)
+        };
+        let pkg_sets: Vec<(CpuSet, u32)> =
+            packages.iter().map(|(g, _, id)| (g.cpus.clone(), *id)).collect();
+        let die_sets: Vec<(CpuSet, u32)> =
+            dies.iter().map(|(g, _, id)| (g.cpus.clone(), *id)).collect();
+        let cache_sets = |level: u8| -> Vec<(CpuSet, u32)> {
+            caches
+                .iter()
+                .filter(|c| c.level == level && c.cache_type != CacheType::Instruction)
+                .map(|c| (c.cpus.clone(), c.id))
+                .collect()
+        };
+        let (l1, l2, l3) = (cache_sets(1), cache_sets(2), cache_sets(3));
+        let numa_sets: Vec<(CpuSet, u32)> = self
+            .numa_nodes
+            .iter()
+            .map(|n| (n.cpus.clone(), n.os_index))
+            .collect();
+
+        let pus: Vec<Pu> = all
+            .iter()
+            .map(|cpu| Pu {
+                os_index: cpu,
+                core: find(&core_ids, cpu).unwrap_or(0),
+                package: find(&pkg_sets, cpu),
+                die: find(&die_sets, cpu),
+                numa: find(&numa_sets, cpu),
+                l1d: find(&l1, cpu),
+                l2: find(&l2, cpu),
+                l3: find(&l3, cpu),
+                kind: kinds
+                    .iter()
+                    .find(|k| k.cpus.contains(cpu))
+                    .map(|k| k.label.clone()),
+            })
+            .collect();
+
+        let core_list: Vec<Core> = cores
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let first = c.cpus.first().unwrap_or(0);
+                Core {
+                    id: i as u32,
+                    os_index: c.os_index,
+                    package: find(&pkg_sets, first),
+                    die: find(&die_sets, first),
+                    pus: c.cpus,
+                }
+            })
+            .collect();
+
+        let package_list = packages
+            .into_iter()
+            .map(|(g, model, id)| Package {
+                id,
+                os_index: g.os_index,
+                cpus: g.cpus,
+                model,
+            })
+            .collect();
+        let die_list = dies
+            .into_iter()
+            .map(|(g, _, id)| Die {
+                id,
+                os_index: g.os_index,
+                package: g.cpus.first().and_then(|c| find(&pkg_sets, c)),
+                cpus: g.cpus,
+            })
+            .collect();
+
+        let mut pci = self.pci_devices;
+        pci.sort_by(|a, b| a.bdf.cmp(&b.bdf));
+
+        Ok(Host {
+            source: self.source,
+            name: self.name,
+            pus,
+            cores: core_list,
+            caches,
+            dies: die_list,
+            packages: package_list,
+            cpu_kinds: kinds,
+            numa_nodes: self.numa_nodes,
+            distances: self.distances,
+            pci_devices: pci,
+            interrupts: self.interrupts,
+            tsc_stable: self.tsc_stable,
+        })
+    }
+}
+
+/// Sort disjoint groups by first CPU and give them ids 0..n; merge exact duplicates; reject
+/// overlapping groups.
+fn number_groups<T>(groups: Vec<(RawGroup, T)>, all: &CpuSet) -> Result<Vec<(RawGroup, T, u32)>, String> {
+    let mut out: Vec<(RawGroup, T)> = Vec::new();
+    for (mut g, extra) in groups {
+        g.cpus = g.cpus.intersection(all);
+        if g.cpus.is_empty() {
+            continue;
+        }
+        if let Some(dup) = out.iter().find(|(k, _)| k.cpus.intersects(&g.cpus)) {
+            if dup.0.cpus == g.cpus {
+                continue;
+            }
+            return Err(format!(
+                "CPUs {} are in two groups",
+                dup.0.cpus.intersection(&g.cpus)
+            ));
+        }
+        out.push((g, extra));
+    }
+    out.sort_by_key(|(g, _)| g.cpus.first());
+    Ok(out
+        .into_iter()
+        .enumerate()
+        .map(|(i, (g, e))| (g, e, i as u32))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    #[test]
+    fn bdf_normalization() {
+        assert_eq!(normalize_bdf("01:00.0").as_deref(), Some("0000:01:00.0"));
+        assert_eq!(normalize_bdf("0000:5D:00.1").as_deref(), Some("0000:5d:00.1"));
+        assert_eq!(normalize_bdf("1:0.0").as_deref(), Some("0000:01:00.0"));
+        assert_eq!(normalize_bdf("garbage"), None);
+        assert_eq!(normalize_bdf("00:20.0"), None);
+        assert_eq!(normalize_bdf("00:1f.8"), None);
+    }
+
+    #[test]
+    fn assemble_numbers_groups_by_first_cpu() {
+        let raw = RawTopology {
+            source: "test".into(),
+            pus: set("0-3"),
+            cores: vec![
+                RawGroup { os_index: Some(1), cpus: set("1,3") },
+                RawGroup { os_index: Some(0), cpus: set("0,2") },
+            ],
+            packages: vec![(RawGroup { os_index: Some(0), cpus: set("0-3") }, None)],
+            caches: vec![RawCache {
+                level: 3,
+                cache_type: CacheType::Unified,
+                size_bytes: Some(1 << 20),
+                line_bytes: None,
+                ways: None,
+                cpus: set("0-3"),
+            }],
+            ..Default::default()
+        };
+        let host = raw.assemble().unwrap();
+        assert_eq!(host.cores[0].pus, set("0,2"));
+        assert_eq!(host.pu(2).unwrap().core, 0);
+        assert_eq!(host.pu(3).unwrap().core, 1);
+        assert_eq!(host.pu(3).unwrap().l3, Some(0));
+        assert_eq!(host.pu(3).unwrap().l2, None);
+        assert_eq!(host.pu(0).unwrap().numa, None);
+        assert_eq!(host.pu(0).unwrap().kind, None);
+    }
+
+    #[test]
+    fn assemble_rejects_overlapping_cores() {
+        let raw = RawTopology {
+            source: "test".into(),
+            pus: set("0-3"),
+            cores: vec![
+                RawGroup { os_index: None, cpus: set("0-1") },
+                RawGroup { os_index: None, cpus: set("1-2") },
+            ],
+            ..Default::default()
+        };
+        let e = raw.assemble().unwrap_err().to_string();
+        assert!(e.contains("two different cores"), "{e}");
+    }
+
+    #[test]
+    fn device_kinds() {
+        assert_eq!(DeviceKind::from_class(0x0300, 0x10de), DeviceKind::Gpu);
+        assert_eq!(DeviceKind::from_class(0x0302, 0x10de), DeviceKind::Gpu);
+        assert_eq!(DeviceKind::from_class(0x0200, 0x8086), DeviceKind::Nic);
+        assert_eq!(DeviceKind::from_class(0x0207, 0x15b3), DeviceKind::Nic);
+        assert_eq!(DeviceKind::from_class(0x0108, 0x144d), DeviceKind::Storage);
+        assert_eq!(DeviceKind::from_class(0x0604, 0x10b5), DeviceKind::Bridge);
+        assert_eq!(DeviceKind::from_class(0x1200, 0x1002), DeviceKind::Accelerator);
+        assert_eq!(DeviceKind::from_class(0x0b40, 0x1bcf), DeviceKind::Accelerator);
+        assert_eq!(DeviceKind::from_class(0x0403, 0x10de), DeviceKind::Other);
+    }
+}

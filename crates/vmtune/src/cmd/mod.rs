@@ -1,0 +1,11 @@
+//! One module per subcommand. Shared argument helpers live in `common`.
+
+pub mod apply;
+pub mod bench;
+pub mod boot;
+pub mod common;
+pub mod demo;
+pub mod irq;
+pub mod plan;
+pub mod sim;
+pub mod topo;

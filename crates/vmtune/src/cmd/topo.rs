@@ -1,0 +1,303 @@
+//! `vmtune topo`: the host model as a tree (like `lstopo`) or JSON.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use topo::{CpuSet, DeviceKind, Host, MemoryKind};
+
+use super::common::{print_json, HostArgs};
+
+/// Show the host topology. Without --topology, reads the live host from /sys and /proc.
+///
+/// The tree nests packages, dies, NUMA nodes, L3 and L2 caches and cores by the CPUs they
+/// cover, like `lstopo`; GPUs and other devices appear under the NUMA node they are local to,
+/// with their local CPUs. --json prints the full model (pus, cores, caches, numa_nodes,
+/// distances, pci_devices, interrupts).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// Print the host model as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let host = args.host.load()?;
+    if args.json {
+        print_json(&host)?;
+    } else {
+        print!("{}", render_tree(&host));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Human-readable byte size with binary units.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 || v >= 100.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// A node of the rendered tree: an object covering `cpus`, ranked for ties.
+struct Obj {
+    rank: u8,
+    label: String,
+    cpus: CpuSet,
+    /// NUMA node os_index, for attaching devices.
+    numa: Option<u32>,
+}
+
+/// Render the host as an indented tree.
+pub fn render_tree(host: &Host) -> String {
+    let mut out = String::new();
+    let mem: u64 = host.numa_nodes.iter().filter_map(|n| n.memory_bytes).sum();
+    let _ = writeln!(
+        out,
+        "Host {} — {}",
+        host.name.as_deref().unwrap_or("(unnamed)"),
+        host.source
+    );
+    let _ = writeln!(
+        out,
+        "  {} PUs, {} cores, {} L3, {} package(s), {} NUMA node(s){}{}",
+        host.pus.len(),
+        host.cores.len(),
+        host.caches_at(3).count(),
+        host.packages.len().max(1),
+        host.numa_nodes.len(),
+        if mem > 0 {
+            format!(", {} memory", human_bytes(mem))
+        } else {
+            String::new()
+        },
+        match host.tsc_stable {
+            Some(true) => ", stable TSC",
+            Some(false) => ", TSC not stable",
+            None => "",
+        }
+    );
+
+    let mut objs: Vec<Obj> = Vec::new();
+    for p in &host.packages {
+        let model = p.model.as_deref().map(|m| format!(" \"{m}\"")).unwrap_or_default();
+        objs.push(Obj { rank: 0, label: format!("Package P#{}{model}", os(p.os_index, p.id)), cpus: p.cpus.clone(), numa: None });
+    }
+    for d in &host.dies {
+        objs.push(Obj { rank: 1, label: format!("Die #{}", d.id), cpus: d.cpus.clone(), numa: None });
+    }
+    for n in host.numa_nodes.iter().filter(|n| !n.is_cpuless()) {
+        objs.push(Obj { rank: 2, label: numa_label(host, n.os_index), cpus: n.cpus.clone(), numa: Some(n.os_index) });
+    }
+    for c in &host.caches {
+        if c.cache_type == topo::CacheType::Instruction {
+            continue;
+        }
+        let size = c.size_bytes.map(|s| format!(" ({})", human_bytes(s))).unwrap_or_default();
+        let kind = if c.cache_type == topo::CacheType::Data { "d" } else { "" };
+        objs.push(Obj { rank: 6 - c.level.min(3), label: format!("L{}{kind} #{}{size}", c.level, c.id), cpus: c.cpus.clone(), numa: None });
+    }
+    for c in &host.cores {
+        let kind = c
+            .pus
+            .first()
+            .and_then(|p| host.pu(p))
+            .and_then(|p| p.kind.clone())
+            .map(|k| format!(" [{k}]"))
+            .unwrap_or_default();
+        objs.push(Obj { rank: 7, label: format!("Core #{}{kind}: PU {}", c.id, c.pus), cpus: c.pus.clone(), numa: None });
+    }
+    // parent = the smallest object strictly larger, or equal cpus with a lower rank
+    let contains = |a: &Obj, b: &Obj| -> bool {
+        b.cpus.is_subset(&a.cpus) && (a.cpus.len() > b.cpus.len() || a.rank < b.rank)
+    };
+    let n = objs.len();
+    let mut parent: Vec<Option<usize>> = vec![None; n];
+    for i in 0..n {
+        let mut best: Option<usize> = None;
+        for j in 0..n {
+            if i != j && contains(&objs[j], &objs[i]) {
+                best = match best {
+                    Some(b) if !contains(&objs[b], &objs[j]) => Some(b),
+                    _ => Some(j),
+                };
+            }
+        }
+        parent[i] = best;
+    }
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut roots = Vec::new();
+    for i in 0..n {
+        match parent[i] {
+            Some(p) => children[p].push(i),
+            None => roots.push(i),
+        }
+    }
+    let key = |i: &usize| (objs[*i].cpus.first(), objs[*i].rank);
+    roots.sort_by_key(key);
+    for c in &mut children {
+        c.sort_by_key(key);
+    }
+    let mut shown_devs = Vec::new();
+    for r in roots {
+        render_obj(host, &objs, &children, r, 1, &mut out, &mut shown_devs);
+    }
+    for node in host.numa_nodes.iter().filter(|n| n.is_cpuless()) {
+        let _ = writeln!(out, "  {}", numa_label(host, node.os_index));
+        render_devices(host, node.os_index, 2, &mut out, &mut shown_devs);
+    }
+    let rest: Vec<_> = host
+        .pci_devices
+        .iter()
+        .filter(|d| show_device(d.kind) && !shown_devs.contains(&d.bdf))
+        .collect();
+    if !rest.is_empty() {
+        let _ = writeln!(out, "  PCI devices with unknown NUMA locality:");
+        for d in rest {
+            let _ = writeln!(out, "    {}", device_line(d));
+        }
+    }
+    if let Some(d) = &host.distances {
+        if d.nodes.len() > 1 && d.nodes.len() <= 16 {
+            let _ = writeln!(out, "  NUMA distances:");
+            let _ = writeln!(out, "    {:>5}{}", "", d.nodes.iter().map(|n| format!("{n:>5}")).collect::<String>());
+            for (i, row) in d.matrix.iter().enumerate() {
+                let _ = writeln!(out, "    {:>5}{}", d.nodes[i], row.iter().map(|v| format!("{v:>5}")).collect::<String>());
+            }
+        } else if d.nodes.len() > 16 {
+            let _ = writeln!(out, "  NUMA distances: {}x{} matrix (see --json)", d.nodes.len(), d.nodes.len());
+        }
+    }
+    if let Some(t) = &host.interrupts {
+        let vfio = t.irqs.iter().filter(|i| i.is_vfio()).count();
+        let _ = writeln!(out, "  Interrupts: {} rows over {} CPUs, {} VFIO vectors", t.irqs.len(), t.cpus.len(), vfio);
+    }
+    out
+}
+
+fn os(os_index: Option<u32>, id: u32) -> u32 {
+    os_index.unwrap_or(id)
+}
+
+fn numa_label(host: &Host, node: u32) -> String {
+    let Some(n) = host.numa_node(node) else {
+        return format!("NUMANode N#{node}");
+    };
+    let mut s = format!("NUMANode N#{}", n.os_index);
+    let mut attrs = Vec::new();
+    if let Some(m) = n.memory_bytes {
+        attrs.push(human_bytes(m));
+    }
+    match n.memory_kind {
+        MemoryKind::Dram => {}
+        MemoryKind::Hbm => attrs.push("HBM".into()),
+        MemoryKind::Gpu => attrs.push("GPU memory".into()),
+        MemoryKind::Nvm => attrs.push("NVM".into()),
+        MemoryKind::Unknown => attrs.push("memory only".into()),
+    }
+    if n.is_cpuless() && n.memory_kind != MemoryKind::Unknown {
+        attrs.push("no CPUs".into());
+    }
+    for h in &n.hugepages {
+        let size = if h.size_kb >= 1 << 20 { format!("{}G", h.size_kb >> 20) } else { format!("{}M", h.size_kb >> 10) };
+        match (h.free, h.total) {
+            (Some(f), Some(t)) => attrs.push(format!("hugepages {size} {f}/{t} free")),
+            (None, Some(t)) => attrs.push(format!("hugepages {size} {t}")),
+            _ => {}
+        }
+    }
+    if !attrs.is_empty() {
+        s.push_str(&format!(" ({})", attrs.join(", ")));
+    }
+    s
+}
+
+fn show_device(kind: DeviceKind) -> bool {
+    !matches!(kind, DeviceKind::Bridge)
+}
+
+fn device_line(d: &topo::PciDevice) -> String {
+    let kind = match d.kind {
+        DeviceKind::Gpu => "GPU",
+        DeviceKind::Nic => "NIC",
+        DeviceKind::Storage => "Storage",
+        DeviceKind::Accelerator => "Accel",
+        DeviceKind::Bridge => "Bridge",
+        DeviceKind::Other => "PCI",
+    };
+    let mut s = format!("{kind} {} [{:04x}:{:04x}]", d.bdf, d.vendor_id, d.device_id);
+    if let Some(n) = &d.name {
+        s.push_str(&format!(" \"{n}\""));
+    }
+    if !d.os_devices.is_empty() {
+        s.push_str(&format!(" ({})", d.os_devices.join(", ")));
+    }
+    let mut attrs = Vec::new();
+    if let Some(c) = &d.local_cpus {
+        attrs.push(format!("local CPUs {c}"));
+    }
+    if let Some(g) = d.iommu_group {
+        attrs.push(format!("IOMMU group {g}"));
+    }
+    if let Some(drv) = &d.driver {
+        attrs.push(drv.clone());
+    }
+    if let Some(big) = d.bars.iter().map(|b| b.size_bytes).max() {
+        attrs.push(format!("largest BAR {}", human_bytes(big)));
+    }
+    if let Some(m) = &d.msi_irqs {
+        if !m.is_empty() {
+            attrs.push(format!("{} MSI IRQs", m.len()));
+        }
+    }
+    if !attrs.is_empty() {
+        s.push_str(&format!(" — {}", attrs.join(", ")));
+    }
+    s
+}
+
+fn render_devices(host: &Host, node: u32, depth: usize, out: &mut String, shown: &mut Vec<String>) {
+    for d in host.pci_devices.iter().filter(|d| show_device(d.kind)) {
+        if d.numa.as_ref().is_some_and(|n| n.contains(&node)) && !shown.contains(&d.bdf) {
+            let _ = writeln!(out, "{}{}", "  ".repeat(depth), device_line(d));
+            shown.push(d.bdf.clone());
+        }
+    }
+}
+
+fn render_obj(
+    host: &Host,
+    objs: &[Obj],
+    children: &[Vec<usize>],
+    i: usize,
+    depth: usize,
+    out: &mut String,
+    shown: &mut Vec<String>,
+) {
+    // merge chains of single children covering the same CPUs: "L2 #0 + L1d #0 + Core #0"
+    let mut label = objs[i].label.clone();
+    let mut cur = i;
+    let mut numa = objs[i].numa;
+    while children[cur].len() == 1 && objs[children[cur][0]].cpus == objs[cur].cpus {
+        cur = children[cur][0];
+        label.push_str(" + ");
+        label.push_str(&objs[cur].label);
+        numa = numa.or(objs[cur].numa);
+    }
+    let _ = writeln!(out, "{}{}", "  ".repeat(depth), label);
+    if let Some(node) = numa {
+        render_devices(host, node, depth + 1, out, shown);
+    }
+    for &c in &children[cur] {
+        render_obj(host, objs, children, c, depth + 1, out, shown);
+    }
+}
