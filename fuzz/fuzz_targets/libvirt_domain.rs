@@ -1,7 +1,61 @@
 #![no_main]
-// PLACEHOLDER: to be filled in by the owner of this parser.
+//! libvirt domain XML: `tenant_from_domain_xml` and `patch_domain` on arbitrary input must
+//! return a value or an error, never panic; a patched domain must parse again and patching it
+//! a second time must change nothing.
 use libfuzzer_sys::fuzz_target;
+use plan::{
+    CpuFeatures, GuestNumaCell, GuestOs, GuestTopology, HugepagePolicy, IrqPlan, MemoryPlan, Plan,
+    PlannedDevice, Profile, Request, Timer, VcpuPin,
+};
+use topo::CpuSet;
+
+fn plan(windows: bool) -> Plan {
+    let g = 1u64 << 30;
+    Plan {
+        request: Request {
+            name: Some("fuzz".into()),
+            vcpus: 4,
+            memory_bytes: 4 * g,
+            devices: vec!["0000:01:00.0".into()],
+            profile: Profile::Gaming,
+            os: if windows { GuestOs::Windows } else { GuestOs::Linux },
+            hugepages: HugepagePolicy::Size2M,
+            host_cpus: None,
+        },
+        host_source: "fuzz".into(),
+        vcpus: (0..4).map(|i| VcpuPin { vcpu: i, cpu: i + 2 }).collect(),
+        emulator_cpus: CpuSet::parse_list("0").unwrap_or_default(),
+        iothread_cpus: CpuSet::parse_list("1").unwrap_or_default(),
+        host_cpus: CpuSet::parse_list("0-1").unwrap_or_default(),
+        guest_topology: GuestTopology { sockets: 1, dies: 1, cores: 2, threads: 2 },
+        guest_numa: vec![
+            GuestNumaCell { cell: 0, vcpus: CpuSet::range(0, 2), memory_bytes: 2 * g, host_nodes: vec![0] },
+            GuestNumaCell { cell: 1, vcpus: CpuSet::range(2, 4), memory_bytes: 2 * g, host_nodes: vec![1] },
+        ],
+        memory: MemoryPlan { host_nodes: vec![0, 1], hugepage_size_kb: 2048, pages: 2048, pages_per_node: vec![1024, 1024] },
+        devices: vec![PlannedDevice { bdf: "0000:01:00.0".into(), kind: topo::DeviceKind::Gpu, numa: None, iommu_group: None }],
+        irq: IrqPlan { vfio_cpus: CpuSet::range(2, 6), host_cpus: CpuSet::range(0, 2) },
+        cpu_features: CpuFeatures {
+            hyperv: if windows { vec!["relaxed".into(), "spinlocks".into(), "bogus".into()] } else { vec![] },
+            invtsc: true,
+            hide_hypervisor: false,
+            kvm_hidden: windows,
+            timers: vec![Timer { name: "hpet".into(), present: false, tickpolicy: None }],
+        },
+        rationale: vec![],
+        warnings: vec![],
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
-    let _ = data;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = emit::libvirt::tenant_from_domain_xml(text);
+    let p = plan(data.first().is_some_and(|b| b & 1 == 1));
+    if let Ok(out) = emit::libvirt::patch_domain(text, &p) {
+        let again = emit::libvirt::patch_domain(&out, &p);
+        assert!(again.is_ok(), "patched output does not parse: {again:?}");
+        let _ = emit::libvirt::tenant_from_domain_xml(&out);
+    }
 });

@@ -1,1 +1,256 @@
-//! vmtune micro-benchmarks and comparison reports
+//! vmtune micro-benchmarks and comparison reports.
+//!
+//! - [`timer`]: cost of reading the time under each clocksource (seed 004's acpi_pm vs TSC)
+//! - [`membw`]: STREAM copy/scale/add/triad with threads pinned per a CPU list (seed 003)
+//! - [`latency`]: cyclictest-like timer wakeup latency per CPU, with optional load
+//! - [`frametimes`]: frame-time logs → average FPS and 1/2/5% lows (seed 000)
+//! - [`compare`]: runs of different configurations side by side, with a noise rule
+//! - [`report`]: terminal tables and a self-contained HTML report with inline SVG charts
+//!
+//! Every benchmark returns its detailed result plus a list of [`Metric`]s (one sample per
+//! repeat), which is what `compare` lines up across configurations.
+
+pub mod compare;
+pub mod error;
+pub mod frametimes;
+pub mod latency;
+pub mod membw;
+pub mod progress;
+pub mod report;
+pub mod signals;
+pub mod stats;
+pub mod svg;
+pub mod sys;
+pub mod timer;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::{BenchError, Result};
+
+/// `schema` of every saved result file.
+pub const SCHEMA: &str = "vmtune-bench/1";
+
+/// One measured quantity with one sample per repeat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    /// Dotted name, stable across runs: `timer.tsc.vdso`, `membw.triad`, `latency.cpu0.p99`,
+    /// `frametimes.low_1pct`.
+    pub name: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    pub samples: Vec<f64>,
+}
+
+impl Metric {
+    pub fn new(
+        name: impl Into<String>,
+        unit: &str,
+        higher_is_better: bool,
+        samples: Vec<f64>,
+    ) -> Self {
+        Metric {
+            name: name.into(),
+            unit: unit.to_string(),
+            higher_is_better,
+            samples,
+        }
+    }
+}
+
+/// Where a run happened: enough to tell runs apart in `compare`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    /// Online CPUs.
+    pub cpus: Option<String>,
+    /// CPUs this process may run on.
+    pub allowed_cpus: Option<String>,
+    /// `hypervisor` CPUID flag present: this is a guest.
+    pub in_guest: Option<bool>,
+    pub clocksource: Option<String>,
+    /// Whether vmtune was built with optimizations (numbers from a debug build are not
+    /// meaningful for membw).
+    pub optimized: bool,
+    pub vmtune_version: String,
+}
+
+impl Environment {
+    /// Read the live environment (missing pieces are `None`).
+    pub fn detect() -> Environment {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string());
+        let in_guest = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("flags"))
+            .map(|l| l.split_whitespace().any(|f| f == "hypervisor"));
+        Environment {
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpu_model,
+            cpus: read("/sys/devices/system/cpu/online"),
+            allowed_cpus: sys::allowed_cpus().ok().map(|s| s.to_list_string()),
+            in_guest,
+            clocksource: timer::current(Path::new(timer::CLOCKSOURCE_DIR)).ok(),
+            optimized: !cfg!(debug_assertions),
+            vmtune_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// One frame-time log's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameLogResult {
+    pub source: String,
+    pub format: String,
+    pub column: Option<String>,
+    pub skipped_rows: usize,
+    pub stats: frametimes::FrameStats,
+    /// The frame times (ms), for plots.
+    pub frame_times_ms: Vec<f64>,
+}
+
+/// A saved run: what `bench ... --json` prints, `--save` writes, and `compare`/`report` read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFile {
+    pub schema: String,
+    /// Configuration label (`--config NAME`), what `compare` shows as the column head.
+    pub config: String,
+    /// Seconds since the Unix epoch.
+    pub created_unix_s: u64,
+    pub environment: Environment,
+    /// The host model (`topo`), where it could be read.
+    pub host: Option<topo::Host>,
+    /// Why `host` is missing.
+    pub host_error: Option<String>,
+    /// The applied plan (`--plan PLAN.json`), as given.
+    pub plan: Option<serde_json::Value>,
+    pub timer: Option<timer::TimerResult>,
+    pub membw: Option<membw::MembwResult>,
+    pub latency: Option<latency::LatencyResult>,
+    #[serde(default)]
+    pub frametimes: Vec<FrameLogResult>,
+    #[serde(default)]
+    pub metrics: Vec<Metric>,
+}
+
+impl RunFile {
+    pub fn new(config: impl Into<String>) -> RunFile {
+        RunFile {
+            schema: SCHEMA.to_string(),
+            config: config.into(),
+            created_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            environment: Environment::detect(),
+            host: None,
+            host_error: None,
+            plan: None,
+            timer: None,
+            membw: None,
+            latency: None,
+            frametimes: Vec::new(),
+            metrics: Vec::new(),
+        }
+    }
+
+    /// Recompute `metrics` from the sections present.
+    pub fn refresh_metrics(&mut self) {
+        let mut m = Vec::new();
+        if let Some(t) = &self.timer {
+            m.extend(t.metrics());
+        }
+        if let Some(b) = &self.membw {
+            m.extend(b.metrics());
+        }
+        if let Some(l) = &self.latency {
+            m.extend(l.metrics());
+        }
+        m.extend(frame_metrics(&self.frametimes));
+        self.metrics = m;
+    }
+
+    /// Read a saved run.
+    pub fn load(path: &Path) -> Result<RunFile> {
+        let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path, e))?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<RunFile> {
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| BenchError::format(path, format!("not JSON: {e}")))?;
+        match v.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA) => {}
+            Some(other) => {
+                return Err(BenchError::format(
+                    path,
+                    format!("schema {other:?} is not {SCHEMA:?}"),
+                ))
+            }
+            None => {
+                return Err(BenchError::format(
+                    path,
+                    "not a vmtune bench result (no \"schema\"); make one with `vmtune bench ... --save FILE`",
+                ))
+            }
+        }
+        serde_json::from_value(v)
+            .map_err(|e| BenchError::format(path, format!("bad bench result: {e}")))
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| BenchError::Invalid(format!("serializing result: {e}")))?;
+        std::fs::write(path, text + "\n").map_err(|e| BenchError::io(path, e))
+    }
+}
+
+/// Metrics of frame-time logs: each log is one repeat of the same configuration.
+pub fn frame_metrics(logs: &[FrameLogResult]) -> Vec<Metric> {
+    if logs.is_empty() {
+        return Vec::new();
+    }
+    let col = |f: &dyn Fn(&frametimes::FrameStats) -> Option<f64>| -> Vec<f64> {
+        logs.iter().filter_map(|l| f(&l.stats)).collect()
+    };
+    let mut m = vec![Metric::new(
+        "frametimes.avg_fps",
+        "FPS",
+        true,
+        col(&|s| Some(s.avg_fps)),
+    )];
+    let percents: Vec<f64> = logs
+        .first()
+        .map(|l| l.stats.lows.iter().map(|x| x.percent).collect())
+        .unwrap_or_default();
+    for p in percents {
+        let find =
+            move |s: &frametimes::FrameStats| s.lows.iter().find(|l| l.percent == p).cloned();
+        m.push(Metric::new(
+            format!("frametimes.low_{p}pct"),
+            "FPS",
+            true,
+            col(&|s| find(s).map(|l| l.fps)),
+        ));
+        m.push(Metric::new(
+            format!("frametimes.avg_slowest_{p}pct"),
+            "FPS",
+            true,
+            col(&|s| find(s).map(|l| l.avg_slowest_fps)),
+        ));
+    }
+    m
+}

@@ -4,8 +4,20 @@
 //! The types in this file are the `plan --json` contract (see DESIGN.md) that `emit`, `apply`
 //! and users' scripts read.
 
+pub mod cost;
+mod devices;
+mod features;
+pub mod memory;
+mod plan;
+pub mod select;
+mod tenant;
+mod topology;
+
 use serde::{Deserialize, Serialize};
-use topo::{CpuSet, Host};
+use topo::CpuSet;
+
+pub use crate::plan::plan;
+pub use crate::tenant::taken_cpus;
 
 /// What the VM is for: shapes NUMA and SMT decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -146,6 +158,17 @@ pub struct CpuFeatures {
     pub hide_hypervisor: bool,
     /// Hide the KVM signature (`<kvm><hidden state='on'/>`).
     pub kvm_hidden: bool,
+    /// Guest timers (libvirt `<clock><timer name present tickpolicy/>`).
+    #[serde(default)]
+    pub timers: Vec<Timer>,
+}
+
+/// One guest timer (`rtc`, `pit`, `hpet`, `hypervclock`, `kvmclock`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timer {
+    pub name: String,
+    pub present: bool,
+    pub tickpolicy: Option<String>,
 }
 
 /// The placement decision. See DESIGN.md for the JSON contract.
@@ -190,7 +213,3 @@ pub enum PlanError {
     Refused(String),
 }
 
-/// Plan a VM. PLACEHOLDER: the algorithm is being written.
-pub fn plan(_req: &Request, _host: &Host, _tenants: &[Tenant]) -> Result<Plan, PlanError> {
-    Err(PlanError::Refused("planner not implemented yet".into()))
-}

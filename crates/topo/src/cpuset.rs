@@ -241,16 +241,51 @@ impl CpuSet {
     /// Parse an hwloc bitmap string (`0x0000ffff,0xffffffff`, `0x0`, `0xf...f`). An infinite
     /// bitmap (`0xf...f`, hwloc's "full") is returned as `Ok(None)`: the caller decides what it
     /// covers (usually every PU).
+    ///
+    /// hwloc writes all-zero 32-bit words as empty strings (`0xffffffff,,0xffffffff` is
+    /// bits 0-31 and 64-95), which is accepted here (not in [`CpuSet::parse_mask`]).
     pub fn parse_hwloc(input: &str) -> Result<Option<Self>, CpuSetError> {
         let s = input.trim();
         if s == "0xf...f" {
             return Ok(None);
         }
-        if let Some(rest) = s.strip_prefix("0xf...f,") {
-            // infinite prefix followed by explicit words: treat the explicit part only
-            return Self::parse_mask(rest).map(Some);
+        // infinite prefix followed by explicit words: keep the explicit part only
+        let s = s.strip_prefix("0xf...f,").unwrap_or(s);
+        if s.is_empty() {
+            return Err(err(input, "empty bitmap"));
         }
-        Self::parse_mask(s).map(Some)
+        let nwords = s.split(',').count();
+        let mut set = CpuSet::new();
+        for (i, word) in s.split(',').enumerate() {
+            let word = word.trim();
+            let word = word
+                .strip_prefix("0x")
+                .or_else(|| word.strip_prefix("0X"))
+                .unwrap_or(word);
+            if word.is_empty() {
+                // hwloc's abbreviation of a zero word
+                continue;
+            }
+            if word.len() > 8 {
+                return Err(err(input, "each bitmap word must be at most 8 hex digits"));
+            }
+            let v = u32::from_str_radix(word, 16)
+                .map_err(|_| err(input, format!("{word:?} is not hexadecimal")))?;
+            if v == 0 {
+                continue;
+            }
+            let base = (nwords - 1 - i) as u64 * 32;
+            let top = base + 31 - u64::from(v.leading_zeros());
+            if top > u64::from(MAX_CPU) {
+                return Err(err(input, format!("bit number above {MAX_CPU}")));
+            }
+            let w = (base / 64) as usize;
+            if set.words.len() <= w {
+                set.words.resize(w + 1, 0);
+            }
+            set.words[w] |= u64::from(v) << (base % 64);
+        }
+        Ok(Some(set))
     }
 
     /// The Linux list spelling, e.g. `0-3,8`.
@@ -403,6 +438,22 @@ mod tests {
         assert_eq!(s.to_list_string(), "0-47");
         assert_eq!(CpuSet::parse_hwloc("0xf...f").unwrap(), None);
         assert!(CpuSet::parse_hwloc("0x0").unwrap().unwrap().is_empty());
+        // hwloc writes zero words as empty strings
+        let s = CpuSet::parse_hwloc("0xffffffff,,0xffffffff").unwrap().unwrap();
+        assert_eq!(s.to_list_string(), "0-31,64-95");
+        let s = CpuSet::parse_hwloc("0x00000100,0x0").unwrap().unwrap();
+        assert_eq!(s.to_vec(), vec![40]);
+        let s = CpuSet::parse_hwloc("0x000000ff,,,,,,0x000000ff,0x0").unwrap().unwrap();
+        assert_eq!(s.to_list_string(), "32-39,224-231");
+        assert_eq!(CpuSet::parse_hwloc("0x00000001").unwrap().unwrap(), CpuSet::parse_mask("1").unwrap());
+        assert!(CpuSet::parse_hwloc("").is_err());
+        assert!(CpuSet::parse_hwloc("0xzz").is_err());
+        assert!(CpuSet::parse_hwloc("0x123456789").is_err());
+        // a bit far above MAX_CPU is refused, zero words up there are not
+        let far = format!("0x1{}", ",".repeat(40_000));
+        assert!(CpuSet::parse_hwloc(&far).is_err());
+        let zeros = format!("0x0{}", ",".repeat(40_000));
+        assert!(CpuSet::parse_hwloc(&zeros).unwrap().unwrap().is_empty());
     }
 
     #[test]

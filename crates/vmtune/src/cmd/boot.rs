@@ -1,14 +1,446 @@
-//! `vmtune boot`. PLACEHOLDER: being written.
+//! `vmtune boot`: GPU VM boot time — analyze logs and traces, print the host tracing scripts,
+//! estimate boot time by phase, calibrate the memory model with QEMU, generate a test journal,
+//! and benchmark the parser against the grep | awk | jq pipeline.
 
-use std::process::ExitCode;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
 
-/// Not implemented yet.
+use anyhow::{bail, Context, Result};
+use bootprof::estimate::{self, Backend, Constants, Input, PageSize};
+use bootprof::{report, timeline, Ingester, Options};
+use clap::{Args as ClapArgs, Subcommand};
+use serde::Serialize;
+
+use super::common::{parse_size, print_json};
+
+/// GPU VM boot time: where the minutes of a multi-GPU (Kata) VM boot go, and what would
+/// shorten them.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    rest: Vec<String>,
+    #[command(subcommand)]
+    cmd: Cmd,
 }
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`vmtune boot` is not implemented yet")
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Build a boot timeline from logs: containerd journals (`journalctl -u containerd`),
+    /// kata-agent/guest console text, dmesg, bpftrace and ftrace output of `vmtune boot trace`,
+    /// `kubectl describe pod`. Formats are detected per line; give as many files as you have.
+    Analyze(AnalyzeArgs),
+    /// Print the host-side tracing scripts (bpftrace pin-pages and map-ioctl probes, ftrace
+    /// recipe), or run one with bpftrace while a VM boots.
+    Trace(TraceArgs),
+    /// Estimate boot time by phase from a model whose constants are all cited.
+    Estimate(EstimateArgs),
+    /// Measure QEMU start-up with preallocated 4 KiB vs 2 MiB pages (TCG) and its page-table
+    /// memory (VmPTE); the ratio feeds `estimate --calibration`. Needs root for hugepages.
+    Calibrate(CalibrateArgs),
+    /// Write a realistic containerd journal (seed 001's boot, repeated under new sandbox ids,
+    /// with noise from other units) for benchmarks.
+    GenJournal(GenArgs),
+    /// Time `analyze`'s parser against seed 001's `grep | awk | jq` pipeline on one journal.
+    Bench(BenchArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+struct AnalyzeArgs {
+    /// Input files (any mix of formats); `-` reads stdin.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Sandbox id (or unique prefix) to report; default: the sandbox with most lines.
+    #[arg(long, value_name = "ID")]
+    sandbox: Option<String>,
+    /// Year for journald short-format prefixes when no `time=` field is present.
+    #[arg(long)]
+    year: Option<i64>,
+    /// Machine-readable report.
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML page with a Gantt chart of the phases.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
+#[derive(ClapArgs, Debug)]
+struct TraceArgs {
+    /// Which script: `pin-pages` (kprobe on vfio_pin_pages_remote), `map-ioctls`
+    /// (VFIO_IOMMU_MAP_DMA / IOMMU_IOAS_MAP; works when the function is inlined and for
+    /// IOMMUFD), `ftrace` (function_graph recipe), or `all`.
+    #[arg(long, default_value = "all")]
+    script: String,
+    /// Run the bpftrace script (needs bpftrace and root) for this many seconds, writing its
+    /// output to stdout; feed that file to `vmtune boot analyze`.
+    #[arg(long, value_name = "SECONDS")]
+    run: Option<u64>,
+    /// Print the scripts as JSON `{name: text}`.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+struct EstimateArgs {
+    /// Guest memory (e.g. 110G).
+    #[arg(long, value_parser = parse_size)]
+    memory: u64,
+    /// Number of passed-through GPUs.
+    #[arg(long)]
+    gpus: u32,
+    /// Largest BAR per GPU (H100: 128G).
+    #[arg(long, value_parser = parse_size, default_value = "128G")]
+    bar_size: u64,
+    /// Host page size backing guest RAM: 4K, 2M or 1G (64K: a 64 KiB-page kernel, extrapolated).
+    #[arg(long, default_value = "4K")]
+    page_size: String,
+    /// VFIO IOMMU backend: type1 (legacy container) or iommufd.
+    #[arg(long, default_value = "type1")]
+    backend: String,
+    /// Preallocate guest RAM (implied by 2M/1G hugepages, as in Kata).
+    #[arg(long)]
+    prealloc: bool,
+    /// QEMU prealloc threads.
+    #[arg(long, default_value_t = 1)]
+    prealloc_threads: u32,
+    /// Host kernel version, e.g. 6.8 or 5.15.0.
+    #[arg(long, default_value = "6.8")]
+    kernel: String,
+    /// Memory the VM boots with (Kata default_memory); the rest is hotplugged. Default: 10G
+    /// (seed 001) or all of --memory if less.
+    #[arg(long, value_parser = parse_size)]
+    boot_memory: Option<u64>,
+    /// Size of each hotplugged memory region, if RAM is added in many small blocks (checks
+    /// VFIO's dma_entry_limit).
+    #[arg(long, value_parser = parse_size)]
+    memory_block: Option<u64>,
+    /// A `vmtune boot calibrate --json` result to take the 4K/2M prealloc ratio from.
+    #[arg(long, value_name = "FILE")]
+    calibration: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+struct CalibrateArgs {
+    /// Guest memory per QEMU start.
+    #[arg(long, value_parser = parse_size, default_value = "2G")]
+    memory: u64,
+    /// Starts per backend (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// QEMU binary.
+    #[arg(long, default_value = "qemu-system-x86_64")]
+    qemu: String,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+struct GenArgs {
+    /// Target size (e.g. 1G).
+    #[arg(long, value_parser = parse_size, default_value = "64M")]
+    size: u64,
+    /// Noise lines from other units per boot line.
+    #[arg(long, default_value_t = 4)]
+    noise: u32,
+    /// PRNG seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output file.
+    out: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+struct BenchArgs {
+    /// Journal to parse (e.g. from `vmtune boot gen-journal`).
+    file: PathBuf,
+    /// Sandbox to extract (default: the generator's first sandbox).
+    #[arg(long, default_value = bootprof::gen::TEMPLATE_SANDBOX)]
+    sandbox: String,
+    /// Runs of each side (the best is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.cmd {
+        Cmd::Analyze(a) => analyze(a),
+        Cmd::Trace(a) => trace(a),
+        Cmd::Estimate(a) => estimate_cmd(a),
+        Cmd::Calibrate(a) => calibrate(a),
+        Cmd::GenJournal(a) => gen(a),
+        Cmd::Bench(a) => bench(a),
+    }
+}
+
+fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
+    let mut ing = Ingester::new(opts);
+    for f in files {
+        let name = f.display().to_string();
+        if name == "-" {
+            ing.read("<stdin>", std::io::stdin().lock()).context("reading stdin")?;
+        } else {
+            let file = File::open(f).with_context(|| format!("opening {name}"))?;
+            ing.read(&name, BufReader::with_capacity(1 << 20, file))
+                .with_context(|| format!("reading {name}"))?;
+        }
+    }
+    Ok(ing.finish())
+}
+
+fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
+    let ing = read_inputs(
+        &a.files,
+        Options {
+            sandbox: a.sandbox.clone(),
+            year: a.year,
+            utc_offset_s: 0,
+        },
+    )?;
+    let r = timeline::build(&ing, a.sandbox.as_deref())?;
+    if let Some(h) = &a.html {
+        std::fs::write(h, report::html(&r)).with_context(|| format!("writing {}", h.display()))?;
+    }
+    if a.json {
+        print_json(&r)?;
+    } else {
+        print!("{}", report::text(&r));
+        if let Some(h) = &a.html {
+            println!("HTML written to {}", h.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn which(bin: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(bin))
+        .find(|p| p.is_file())
+}
+
+fn trace(a: TraceArgs) -> Result<ExitCode> {
+    let all = bootprof::trace::scripts();
+    let pick: Vec<(&str, &str)> = match a.script.as_str() {
+        "all" => all.to_vec(),
+        "pin-pages" => vec![all[0]],
+        "map-ioctls" => vec![all[1]],
+        "ftrace" => vec![all[2]],
+        s => bail!("unknown script {s:?} (pin-pages, map-ioctls, ftrace, all)"),
+    };
+    if let Some(secs) = a.run {
+        let [(name, text)] = pick.as_slice() else {
+            bail!("--run needs one bpftrace script: --script pin-pages or --script map-ioctls");
+        };
+        if !name.ends_with(".bt") {
+            bail!("--run runs bpftrace scripts; run the ftrace recipe as a shell script");
+        }
+        let Some(bt) = which("bpftrace") else {
+            bail!("bpftrace is not installed; print the script with `vmtune boot trace --script {}` and run it elsewhere", a.script);
+        };
+        let status = Command::new("timeout")
+            .args(["--signal=INT", &secs.to_string()])
+            .arg(bt)
+            .args(["-e", text])
+            .status()
+            .context("running bpftrace")?;
+        // timeout exits 124 when it stopped bpftrace, which is the normal end
+        return Ok(if status.success() || status.code() == Some(124) { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    if a.json {
+        let m: serde_json::Map<String, serde_json::Value> =
+            pick.iter().map(|(n, t)| (n.to_string(), serde_json::Value::String(t.to_string()))).collect();
+        print_json(&m)?;
+    } else {
+        for (n, t) in pick {
+            println!("# ===== {n} =====");
+            println!("{t}");
+        }
+        if which("bpftrace").is_none() {
+            eprintln!("note: bpftrace is not installed here; run the .bt scripts with `bpftrace FILE > out.txt` on the host");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_kernel(s: &str) -> Result<(u32, u32)> {
+    let mut it = s.trim().trim_start_matches('v').split(['.', '-']);
+    let major = it.next().and_then(|v| v.parse().ok());
+    let minor = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    match major {
+        Some(m) => Ok((m, minor)),
+        None => bail!("invalid --kernel {s:?} (example: 6.8)"),
+    }
+}
+
+fn estimate_cmd(a: EstimateArgs) -> Result<ExitCode> {
+    let page_size = PageSize::parse(&a.page_size)
+        .with_context(|| format!("invalid --page-size {:?} (4K, 2M, 1G)", a.page_size))?;
+    let backend = match a.backend.to_ascii_lowercase().as_str() {
+        "type1" | "vfio" | "legacy" => Backend::Type1,
+        "iommufd" => Backend::Iommufd,
+        b => bail!("invalid --backend {b:?} (type1, iommufd)"),
+    };
+    if a.gpus > 64 {
+        bail!("--gpus {} is more than a host holds", a.gpus);
+    }
+    let mut c = Constants::default();
+    if let Some(f) = &a.calibration {
+        let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", f.display()))?;
+        let r = v
+            .get("prealloc_ratio_4k_2m")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .with_context(|| format!("{}: no prealloc_ratio_4k_2m", f.display()))?;
+        c.prealloc_ratio_4k_2m = r;
+    }
+    let inp = Input {
+        memory: a.memory,
+        boot_memory: a.boot_memory.unwrap_or(10 << 30).min(a.memory),
+        gpus: a.gpus,
+        bar_size: a.bar_size,
+        page_size,
+        backend,
+        prealloc: a.prealloc,
+        prealloc_threads: a.prealloc_threads,
+        kernel: parse_kernel(&a.kernel)?,
+        memory_block: a.memory_block,
+    };
+    let e = estimate::estimate(&inp, &c);
+    if a.json {
+        print_json(&e)?;
+    } else {
+        print!("{}", report::estimate_text(&e));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
+    if a.memory < (64 << 20) || a.memory > (64 << 30) {
+        bail!("--memory must be between 64M and 64G");
+    }
+    let c = bootprof::calibrate::calibrate(&a.qemu, a.memory, a.runs)?;
+    if a.json {
+        print_json(&c)?;
+    } else {
+        println!("QEMU prealloc calibration, {} MiB guest, {} runs each (median):", a.memory >> 20, a.runs);
+        println!("{:<14} {:>10} {:>10} {:>10} {:>12}", "BACKEND", "START s", "VmPTE kB", "VmRSS kB", "Hugetlb kB");
+        for r in &c.runs {
+            println!("{:<14} {:>10.3} {:>10} {:>10} {:>12}", r.backend, r.startup_s, r.vm_pte_kb, r.vm_rss_kb, r.hugetlb_kb);
+        }
+        if let Some(r) = c.prealloc_ratio_4k_2m {
+            println!("prealloc time ratio 4K/2M (baseline subtracted): {r:.2}x");
+        }
+        if let Some(r) = c.pte_ratio_4k_2m {
+            println!("page-table memory ratio 4K/2M: {r:.1}x");
+        }
+        for n in &c.notes {
+            println!("note: {n}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Serialize)]
+struct GenOut {
+    path: String,
+    bytes: u64,
+    boots: u64,
+    sandbox: &'static str,
+}
+
+fn gen(a: GenArgs) -> Result<ExitCode> {
+    let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    let (bytes, boots) = bootprof::gen::generate(a.size, a.noise, a.seed, &mut w)?;
+    w.flush()?;
+    let o = GenOut {
+        path: a.out.display().to_string(),
+        bytes,
+        boots,
+        sandbox: bootprof::gen::TEMPLATE_SANDBOX,
+    };
+    if a.json {
+        print_json(&o)?;
+    } else {
+        println!("wrote {} ({bytes} bytes, {boots} boots); analyze with --sandbox {}", o.path, o.sandbox);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Serialize)]
+struct BenchOut {
+    file: String,
+    bytes: u64,
+    ours_s: f64,
+    pipeline_s: f64,
+    /// pipeline_s / ours_s: how many times faster the parser is.
+    speedup: f64,
+    ours_mb_s: f64,
+    pipeline_mb_s: f64,
+    events: u64,
+    pipeline_lines: u64,
+}
+
+fn bench(a: BenchArgs) -> Result<ExitCode> {
+    let bytes = std::fs::metadata(&a.file).with_context(|| format!("reading {}", a.file.display()))?.len();
+    if which("jq").is_none() {
+        bail!("jq is not installed (apt-get install jq); the baseline is seed 001's grep | awk | jq pipeline");
+    }
+    let mut ours = f64::INFINITY;
+    let mut events = 0;
+    for _ in 0..a.runs.max(1) {
+        let t = Instant::now();
+        let ing = read_inputs(std::slice::from_ref(&a.file), Options { sandbox: Some(a.sandbox.clone()), ..Default::default() })?;
+        let r = timeline::build(&ing, Some(&a.sandbox))?;
+        ours = ours.min(t.elapsed().as_secs_f64());
+        events = ing.stats.events;
+        std::hint::black_box(r);
+    }
+    let mut pipe = f64::INFINITY;
+    let mut lines = 0;
+    for _ in 0..a.runs.max(1) {
+        let t = Instant::now();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "grep 'sandbox={}' \"$1\" | awk -F'vmconsole=' '{{ print $2 }}' | jq -r . 2>/dev/null | wc -l",
+                a.sandbox
+            ))
+            .arg("sh")
+            .arg(&a.file)
+            .stderr(Stdio::null())
+            .output()
+            .context("running the grep | awk | jq pipeline")?;
+        pipe = pipe.min(t.elapsed().as_secs_f64());
+        lines = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+    }
+    let mb = bytes as f64 / 1e6;
+    let o = BenchOut {
+        file: a.file.display().to_string(),
+        bytes,
+        ours_s: ours,
+        pipeline_s: pipe,
+        speedup: pipe / ours,
+        ours_mb_s: mb / ours,
+        pipeline_mb_s: mb / pipe,
+        events,
+        pipeline_lines: lines,
+    };
+    if a.json {
+        print_json(&o)?;
+    } else {
+        println!(
+            "{}: {:.0} MB\n  vmtune boot analyze parser: {:.3} s ({:.0} MB/s, {} events, timeline built)\n  grep | awk | jq pipeline:   {:.3} s ({:.0} MB/s, {} lines, no timeline)\n  ratio: parser is {:.2}x the pipeline's speed",
+            o.file, mb, o.ours_s, o.ours_mb_s, o.events, o.pipeline_s, o.pipeline_mb_s, o.pipeline_lines, o.speedup
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,930 @@
+//! Observe → validate → build the ordered steps → apply each through the journal; restore;
+//! watch for new VFIO vectors.
+//!
+//! Order of an apply: hugepages, QEMU threads (vCPUs, iothreads, emulator), IRQs, the default
+//! IRQ affinity, the workqueue mask, CPU shielding. Restore walks the journal backwards.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use plan::Plan;
+use serde::Serialize;
+use topo::CpuSet;
+
+use crate::error::{read_trim, ApplyError, Result};
+use crate::journal::{self, Header, Journal, Lock, State};
+use crate::qemu::{self, QemuThreads};
+pub use crate::step::PlannedStep;
+use crate::step::{Actuator, Outcome, Target};
+use crate::{irq, proc, shield};
+
+/// Where procfs and sysfs are (tests may point them elsewhere for file-only actuators).
+#[derive(Debug, Clone)]
+pub struct HostPaths {
+    pub proc_root: PathBuf,
+    pub sys_root: PathBuf,
+}
+
+impl Default for HostPaths {
+    fn default() -> Self {
+        HostPaths {
+            proc_root: PathBuf::from("/proc"),
+            sys_root: PathBuf::from("/sys"),
+        }
+    }
+}
+
+/// How to find the VM's QEMU.
+#[derive(Debug, Clone)]
+pub enum QemuRef {
+    /// A QMP socket (`-qmp unix:PATH,server=on,wait=off`).
+    Qmp(PathBuf),
+    /// A process id; threads are found by name (`-name …,debug-threads=on`).
+    Pid(i32),
+}
+
+/// Which groups of changes to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Phases {
+    pub hugepages: bool,
+    pub threads: bool,
+    pub irqs: bool,
+    pub shield: bool,
+}
+
+impl Phases {
+    pub const ALL: Phases = Phases {
+        hugepages: true,
+        threads: true,
+        irqs: true,
+        shield: true,
+    };
+    pub const NONE: Phases = Phases {
+        hugepages: false,
+        threads: false,
+        irqs: false,
+        shield: false,
+    };
+
+    /// Parse `hugepages,threads,irqs,shield` (any subset).
+    pub fn parse(s: &str) -> Result<Phases, String> {
+        let mut p = Phases::NONE;
+        for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            match part {
+                "hugepages" => p.hugepages = true,
+                "threads" => p.threads = true,
+                "irqs" => p.irqs = true,
+                "shield" => p.shield = true,
+                other => {
+                    return Err(format!(
+                        "unknown phase {other:?} (use hugepages, threads, irqs, shield)"
+                    ))
+                }
+            }
+        }
+        if p == Phases::NONE {
+            return Err("no phase given".into());
+        }
+        Ok(p)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    pub journal: PathBuf,
+    /// Print the steps, change nothing.
+    pub dry_run: bool,
+    /// Add to an existing journal instead of refusing (the hook: `prepare`, then `started`).
+    pub append: bool,
+    /// Test hook: SIGKILL ourselves right after step N's change, before its outcome record.
+    pub crash_after_step: Option<u32>,
+    pub lock_wait: Duration,
+    pub phases: Phases,
+    pub paths: HostPaths,
+    pub qmp_timeout: Duration,
+}
+
+impl ApplyOptions {
+    pub fn new(journal: impl Into<PathBuf>) -> Self {
+        ApplyOptions {
+            journal: journal.into(),
+            dry_run: false,
+            append: false,
+            crash_after_step: None,
+            lock_wait: Duration::from_secs(10),
+            phases: Phases::ALL,
+            paths: HostPaths::default(),
+            qmp_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One step in a report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepReport {
+    /// Journal step number (`null` in a dry run).
+    pub step: Option<u32>,
+    pub actuator: String,
+    pub target: String,
+    pub previous: String,
+    pub new: String,
+    /// `planned` (dry run), `done`, `skipped`, `failed`; for restore `restored`, `skipped`,
+    /// `unchanged`, `failed`.
+    pub result: String,
+    pub note: Option<String>,
+    /// Read back after the change.
+    pub observed: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ApplyReport {
+    pub journal: PathBuf,
+    pub dry_run: bool,
+    pub qemu_pid: Option<i32>,
+    pub steps: Vec<StepReport>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreReport {
+    pub journal: PathBuf,
+    /// Where the restored journal was moved (`JOURNAL.restored`); `null` if nothing was
+    /// restored or a step failed (the journal stays for another try).
+    pub archived_as: Option<PathBuf>,
+    pub steps: Vec<StepReport>,
+    pub failed: usize,
+    pub notes: Vec<String>,
+}
+
+/// Check a plan against the host before anything changes. Pure.
+pub fn validate(plan: &Plan, online: &CpuSet) -> Result<()> {
+    if plan.host_cpus.is_empty() {
+        return Err(ApplyError::Refused(
+            "host_cpus is empty: the host would be left with no CPU".into(),
+        ));
+    }
+    let sets: [(&str, CpuSet); 6] = [
+        ("vcpus", plan.guest_cpus()),
+        ("emulator_cpus", plan.emulator_cpus.clone()),
+        ("iothread_cpus", plan.iothread_cpus.clone()),
+        ("host_cpus", plan.host_cpus.clone()),
+        ("irq.vfio_cpus", plan.irq.vfio_cpus.clone()),
+        ("irq.host_cpus", plan.irq.host_cpus.clone()),
+    ];
+    for (name, set) in &sets {
+        let missing = set.difference(online);
+        if !missing.is_empty() {
+            return Err(ApplyError::Refused(format!(
+                "{name} names CPU {missing} which this host does not have online (online: {online})"
+            )));
+        }
+    }
+    let mut seen = CpuSet::new();
+    for v in &plan.vcpus {
+        if seen.contains(v.vcpu) {
+            return Err(ApplyError::Refused(format!(
+                "vCPU {} is pinned twice",
+                v.vcpu
+            )));
+        }
+        seen.insert(v.vcpu);
+    }
+    let m = &plan.memory;
+    if m.pages > 0
+        && m.hugepage_size_kb > 4
+        && !m.pages_per_node.is_empty()
+        && m.pages_per_node.len() != m.host_nodes.len()
+    {
+        return Err(ApplyError::Refused(format!(
+            "memory.pages_per_node has {} entries for {} host_nodes",
+            m.pages_per_node.len(),
+            m.host_nodes.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Thread steps: each vCPU to its planned CPU, iothreads to `iothread_cpus` (or the
+/// emulator CPUs), every other thread to `emulator_cpus`. `current` gives a thread's
+/// (affinity, start time). Refuses when the plan and the QEMU disagree on vCPUs. Pure.
+pub fn thread_steps(
+    plan: &Plan,
+    t: &QemuThreads,
+    current: impl Fn(i32) -> Option<(String, u64)>,
+    proc_root: &Path,
+) -> Result<Vec<PlannedStep>> {
+    for v in &plan.vcpus {
+        if !t.vcpus.iter().any(|(i, _)| *i == v.vcpu) {
+            return Err(ApplyError::Refused(format!(
+                "the plan pins vCPU {} but QEMU {} has vCPUs {}",
+                v.vcpu,
+                t.pid,
+                t.vcpus.iter().map(|v| v.0).collect::<CpuSet>()
+            )));
+        }
+    }
+    let mut wanted: Vec<(i32, String, CpuSet)> = Vec::new();
+    for (idx, tid) in &t.vcpus {
+        let Some(pin) = plan.vcpus.iter().find(|v| v.vcpu == *idx) else {
+            return Err(ApplyError::Refused(format!(
+                "QEMU {} has vCPU {idx} which the plan does not pin ({} vCPUs planned)",
+                t.pid,
+                plan.vcpus.len()
+            )));
+        };
+        wanted.push((*tid, format!("vcpu {idx}"), [pin.cpu].into_iter().collect()));
+    }
+    let io_cpus = if plan.iothread_cpus.is_empty() {
+        &plan.emulator_cpus
+    } else {
+        &plan.iothread_cpus
+    };
+    if !io_cpus.is_empty() {
+        for (id, tid) in &t.iothreads {
+            wanted.push((*tid, format!("iothread {id}"), io_cpus.clone()));
+        }
+    }
+    if !plan.emulator_cpus.is_empty() {
+        for tid in &t.emulator {
+            wanted.push((*tid, "emulator".into(), plan.emulator_cpus.clone()));
+        }
+    }
+    let mut out = Vec::new();
+    for (tid, role, cpus) in wanted {
+        // a thread that exited since we listed it needs no step
+        let Some((cur, start)) = current(tid) else {
+            continue;
+        };
+        if CpuSet::parse_list(&cur).map(|c| c == cpus).unwrap_or(false) {
+            continue;
+        }
+        out.push(PlannedStep {
+            target: Target::Thread {
+                pid: t.pid,
+                tid,
+                start_time: start,
+                role,
+                proc_root: proc_root.to_path_buf(),
+            },
+            previous: cur,
+            new: cpus.to_list_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// Pages to reserve per node: (node, pages). Pure.
+pub fn hugepage_demand(plan: &Plan) -> Result<Vec<(u32, u64)>> {
+    let m = &plan.memory;
+    if m.pages == 0 || m.hugepage_size_kb <= 4 {
+        return Ok(Vec::new());
+    }
+    if !m.pages_per_node.is_empty() {
+        return Ok(m
+            .host_nodes
+            .iter()
+            .copied()
+            .zip(m.pages_per_node.iter().copied())
+            .filter(|(_, p)| *p > 0)
+            .collect());
+    }
+    match m.host_nodes.as_slice() {
+        [n] => Ok(vec![(*n, m.pages)]),
+        [] => Err(ApplyError::Refused(
+            "memory.pages is set but memory.host_nodes is empty".into(),
+        )),
+        _ => Err(ApplyError::Refused(
+            "memory.pages spans several host_nodes without pages_per_node".into(),
+        )),
+    }
+}
+
+fn hugepage_steps(
+    plan: &Plan,
+    paths: &HostPaths,
+    notes: &mut Vec<String>,
+) -> Result<Vec<PlannedStep>> {
+    let size = plan.memory.hugepage_size_kb;
+    let mut out = Vec::new();
+    for (node, pages) in hugepage_demand(plan)? {
+        let dir = paths.sys_root.join(format!(
+            "devices/system/node/node{node}/hugepages/hugepages-{size}kB"
+        ));
+        if !dir.is_dir() {
+            return Err(ApplyError::Refused(format!(
+                "no {size} kB hugepages on NUMA node {node} ({} does not exist)",
+                dir.display()
+            )));
+        }
+        let total: u64 = read_num(&dir.join("nr_hugepages"))?;
+        let free: u64 = read_num(&dir.join("free_hugepages"))?;
+        if free >= pages {
+            notes.push(format!(
+                "node {node}: {free} free {size} kB pages already, {pages} needed"
+            ));
+            continue;
+        }
+        out.push(PlannedStep {
+            target: Target::Hugepages {
+                node,
+                size_kb: size,
+                path: dir.join("nr_hugepages"),
+                compact: paths.proc_root.join("sys/vm/compact_memory"),
+            },
+            previous: total.to_string(),
+            new: (total + (pages - free)).to_string(),
+        });
+    }
+    Ok(out)
+}
+
+fn read_num(p: &Path) -> Result<u64> {
+    let s = read_trim(p)?;
+    s.parse()
+        .map_err(|_| ApplyError::parse(p, format!("not a number: {s:?}")))
+}
+
+fn mask_step(
+    path: PathBuf,
+    what: &str,
+    cpus: &CpuSet,
+    notes: &mut Vec<String>,
+) -> Option<PlannedStep> {
+    let cur = match read_trim(&path) {
+        Ok(c) => c,
+        Err(_) => {
+            notes.push(format!("{what}: {} is absent, left alone", path.display()));
+            return None;
+        }
+    };
+    let writable = std::fs::metadata(&path)
+        .map(|m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.permissions().mode() & 0o222 != 0
+        })
+        .unwrap_or(false);
+    if !writable {
+        notes.push(format!(
+            "{what}: {} is read-only, left alone",
+            path.display()
+        ));
+        return None;
+    }
+    if CpuSet::parse_mask(&cur)
+        .map(|c| &c == cpus)
+        .unwrap_or(false)
+    {
+        return None;
+    }
+    let words = cur.split(',').count();
+    Some(PlannedStep {
+        target: Target::MaskFile {
+            path,
+            what: what.into(),
+        },
+        previous: cur,
+        new: cpus.to_mask_string(words),
+    })
+}
+
+/// Everything `apply` would do, in order, with nothing changed. Also the validation.
+pub fn plan_steps(
+    plan: &Plan,
+    qemu: Option<&QemuRef>,
+    opts: &ApplyOptions,
+) -> Result<(Vec<PlannedStep>, Vec<String>, Option<i32>)> {
+    let paths = &opts.paths;
+    let online = proc::online_cpus(&paths.sys_root)?;
+    validate(plan, &online)?;
+    for d in &plan.devices {
+        let bdf = irq::normalize_bdf(&d.bdf);
+        let p = paths.sys_root.join("bus/pci/devices").join(&bdf);
+        if !p.exists() {
+            return Err(ApplyError::Refused(format!(
+                "device {bdf} does not exist on this host ({})",
+                p.display()
+            )));
+        }
+    }
+    let mut notes = Vec::new();
+    let mut steps = Vec::new();
+    if opts.phases.hugepages {
+        steps.extend(hugepage_steps(plan, paths, &mut notes)?);
+    }
+    let threads = if opts.phases.threads || opts.phases.shield || opts.phases.irqs {
+        match qemu {
+            Some(QemuRef::Qmp(sock)) => Some(qemu::threads_from_qmp(
+                &paths.proc_root,
+                sock,
+                opts.qmp_timeout,
+            )?),
+            Some(QemuRef::Pid(pid)) => Some(qemu::threads_from_proc(&paths.proc_root, *pid)?),
+            None => None,
+        }
+    } else {
+        None
+    };
+    let pid = threads.as_ref().map(|t| t.pid);
+    if opts.phases.threads {
+        match &threads {
+            Some(t) => {
+                let pr = paths.proc_root.clone();
+                let cur = |tid: i32| {
+                    Some((
+                        proc::thread_cpus(&pr, t.pid, tid).ok()?,
+                        proc::start_time(&pr, t.pid, tid)?,
+                    ))
+                };
+                steps.extend(thread_steps(plan, t, cur, &paths.proc_root)?);
+            }
+            None => notes.push("no QEMU given (--qmp/--pid): threads not pinned".into()),
+        }
+    }
+    if opts.phases.irqs {
+        let irqs = irq::observe(&paths.proc_root)?;
+        let devices: Vec<String> = plan.devices.iter().map(|d| d.bdf.clone()).collect();
+        let vfio_cpus = if plan.irq.vfio_cpus.is_empty() {
+            plan.guest_cpus()
+        } else {
+            plan.irq.vfio_cpus.clone()
+        };
+        let host_cpus = if plan.irq.host_cpus.is_empty() {
+            plan.host_cpus.clone()
+        } else {
+            plan.irq.host_cpus.clone()
+        };
+        steps.extend(irq::route(
+            &irqs,
+            &devices,
+            &vfio_cpus,
+            &host_cpus,
+            &paths.proc_root,
+        ));
+        if !devices.is_empty()
+            && !irqs.iter().any(|i| {
+                irq::vfio_device(&i.actions)
+                    .map(|d| {
+                        devices.contains(&d) || devices.iter().any(|x| irq::normalize_bdf(x) == d)
+                    })
+                    .unwrap_or(false)
+            })
+        {
+            notes.push("no vfio interrupts of the plan's devices yet (the guest driver enables them): use --watch".into());
+        }
+        steps.extend(mask_step(
+            paths.proc_root.join("irq/default_smp_affinity"),
+            "default IRQ affinity",
+            &host_cpus,
+            &mut notes,
+        ));
+    }
+    if opts.phases.shield {
+        steps.extend(mask_step(
+            paths.sys_root.join("devices/virtual/workqueue/cpumask"),
+            "workqueue cpumask",
+            &plan.host_cpus,
+            &mut notes,
+        ));
+        let backend = shield::detect_live(&paths.proc_root);
+        let (s, n) = shield::plan_steps(&backend, &plan.host_cpus, &paths.proc_root, pid)?;
+        notes.extend(n);
+        steps.extend(s);
+    }
+    Ok((steps, notes, pid))
+}
+
+fn report(
+    step: Option<u32>,
+    s: &PlannedStep,
+    result: &str,
+    note: Option<String>,
+    observed: Option<String>,
+) -> StepReport {
+    StepReport {
+        step,
+        actuator: s.target.kind().into(),
+        target: s.target.describe(),
+        previous: s.previous.clone(),
+        new: s.new.clone(),
+        result: result.into(),
+        note,
+        observed,
+    }
+}
+
+/// Apply a plan: every change journaled (and fsync'd) before it is made. On a hard failure
+/// everything applied so far is rolled back and the error returned.
+pub fn apply(plan: &Plan, qemu: Option<&QemuRef>, opts: &ApplyOptions) -> Result<ApplyReport> {
+    let _lock = if opts.dry_run {
+        None
+    } else {
+        Some(Lock::acquire(
+            &journal::lock_path(&opts.journal),
+            opts.lock_wait,
+        )?)
+    };
+    if !opts.dry_run && !opts.append && opts.journal.exists() {
+        return Err(ApplyError::journal(
+            &opts.journal,
+            "a journal of an earlier apply exists: run `vmtune restore` first",
+        ));
+    }
+    let (steps, notes, pid) = plan_steps(plan, qemu, opts)?;
+    let mut rep = ApplyReport {
+        journal: opts.journal.clone(),
+        dry_run: opts.dry_run,
+        qemu_pid: pid,
+        steps: Vec::new(),
+        notes,
+    };
+    if opts.dry_run {
+        rep.steps = steps
+            .iter()
+            .map(|s| report(None, s, "planned", None, None))
+            .collect();
+        return Ok(rep);
+    }
+    let mut j = if opts.append && opts.journal.exists() {
+        Journal::open_append(&opts.journal)?
+    } else {
+        Journal::create(&opts.journal, &header(pid))?
+    };
+    if let Err(e) = run_steps(&mut j, &steps, opts.crash_after_step, &mut rep.steps) {
+        drop(j);
+        let undo = restore_locked(&opts.journal);
+        let how = match undo {
+            Ok(r) if r.failed == 0 => "everything applied so far was rolled back".to_string(),
+            Ok(r) => format!(
+                "rollback left {} steps failed; the journal is kept",
+                r.failed
+            ),
+            Err(e2) => format!("rollback failed too: {e2}"),
+        };
+        return Err(ApplyError::Other(format!("{e}; {how}")));
+    }
+    Ok(rep)
+}
+
+fn header(pid: Option<i32>) -> Header {
+    Header {
+        journal: "vmtune".into(),
+        version: 1,
+        created_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        apply_pid: std::process::id(),
+        qemu_pid: pid,
+    }
+}
+
+fn run_steps(
+    j: &mut Journal,
+    steps: &[PlannedStep],
+    crash_after: Option<u32>,
+    out: &mut Vec<StepReport>,
+) -> Result<()> {
+    for s in steps {
+        let n = j.intend(&s.target, &s.previous, &s.new)?;
+        let r = s.target.apply(&s.new);
+        if crash_after == Some(n) {
+            crash_now();
+        }
+        match r {
+            Ok(Outcome::Done(note)) => {
+                let v = s.target.verify(&s.new).ok();
+                let note = match (&v, note) {
+                    (Some(v), n) if !v.ok => Some(format!(
+                        "{}read back {}",
+                        n.map(|n| n + "; ").unwrap_or_default(),
+                        v.observed
+                    )),
+                    (_, n) => n,
+                };
+                j.outcome(n, State::Done, note.clone())?;
+                out.push(report(Some(n), s, "done", note, v.map(|v| v.observed)));
+            }
+            Ok(Outcome::Skipped(why)) => {
+                j.outcome(n, State::Skipped, Some(why.clone()))?;
+                out.push(report(Some(n), s, "skipped", Some(why), None));
+            }
+            Err(e) => {
+                let _ = j.outcome(n, State::Failed, Some(e.to_string()));
+                out.push(report(Some(n), s, "failed", Some(e.to_string()), None));
+                return Err(ApplyError::Other(format!(
+                    "step {n} ({}): {e}",
+                    s.target.describe()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The crash-injection test hook: die by SIGKILL, as `kill -9` would.
+fn crash_now() -> ! {
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    std::process::abort()
+}
+
+/// Undo everything a journal records, newest first. Idempotent: no journal, nothing to do.
+pub fn restore(journal_path: &Path, lock_wait: Duration) -> Result<RestoreReport> {
+    let _lock = Lock::acquire(&journal::lock_path(journal_path), lock_wait)?;
+    restore_locked(journal_path)
+}
+
+/// What restore would do, without doing it.
+pub fn restore_dry_run(journal_path: &Path) -> Result<RestoreReport> {
+    let mut rep = RestoreReport {
+        journal: journal_path.to_path_buf(),
+        archived_as: None,
+        steps: Vec::new(),
+        failed: 0,
+        notes: Vec::new(),
+    };
+    if !journal_path.exists() {
+        rep.notes.push("no journal: nothing to restore".into());
+        return Ok(rep);
+    }
+    let (_, steps) = journal::read(journal_path)?;
+    for s in steps.iter().rev() {
+        let cur = s.target.read_current().ok();
+        rep.steps.push(StepReport {
+            step: Some(s.step),
+            actuator: s.target.kind().into(),
+            target: s.target.describe(),
+            previous: s.new.clone(),
+            new: s.previous.clone(),
+            result: if s.state == State::Skipped {
+                "unchanged"
+            } else {
+                "planned"
+            }
+            .into(),
+            note: None,
+            observed: cur,
+        });
+    }
+    Ok(rep)
+}
+
+fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
+    let mut rep = RestoreReport {
+        journal: journal_path.to_path_buf(),
+        archived_as: None,
+        steps: Vec::new(),
+        failed: 0,
+        notes: Vec::new(),
+    };
+    if !journal_path.exists() {
+        rep.notes.push("no journal: nothing to restore".into());
+        return Ok(rep);
+    }
+    let (_, steps) = journal::read(journal_path)?;
+    for s in steps.iter().rev() {
+        let mut r = StepReport {
+            step: Some(s.step),
+            actuator: s.target.kind().into(),
+            target: s.target.describe(),
+            previous: s.new.clone(),
+            new: s.previous.clone(),
+            result: String::new(),
+            note: None,
+            observed: None,
+        };
+        if s.state == State::Skipped {
+            r.result = "unchanged".into();
+            rep.steps.push(r);
+            continue;
+        }
+        match s.target.rollback(&s.previous) {
+            Ok(Outcome::Done(note)) => {
+                r.result = "restored".into();
+                r.note = note;
+                r.observed = s.target.read_current().ok();
+            }
+            Ok(Outcome::Skipped(why)) => {
+                r.result = "skipped".into();
+                r.note = Some(why);
+            }
+            Err(e) => {
+                r.result = "failed".into();
+                r.note = Some(e.to_string());
+                rep.failed += 1;
+            }
+        }
+        rep.steps.push(r);
+    }
+    if rep.failed == 0 {
+        let mut archived = journal_path.as_os_str().to_owned();
+        archived.push(".restored");
+        let archived = PathBuf::from(archived);
+        std::fs::rename(journal_path, &archived).map_err(|e| ApplyError::io(journal_path, e))?;
+        if let Some(d) = journal_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if let Ok(f) = std::fs::File::open(d) {
+                let _ = f.sync_all();
+            }
+        }
+        rep.archived_as = Some(archived);
+    } else {
+        rep.notes.push(format!(
+            "{} steps failed; the journal is kept: fix the cause and run restore again",
+            rep.failed
+        ));
+    }
+    Ok(rep)
+}
+
+/// After an apply: re-route IRQs as new ones appear (VFIO vectors exist only once the guest
+/// driver enables them), until the QEMU exits, the journal is restored, or `max` passes.
+/// Each change goes through the same journal. `on_step` sees each step as it is made.
+pub fn watch(
+    plan: &Plan,
+    pid: i32,
+    opts: &ApplyOptions,
+    poll: Duration,
+    max: Option<Duration>,
+    mut on_step: impl FnMut(&StepReport),
+) -> Result<String> {
+    let start = Instant::now();
+    let irq_only = ApplyOptions {
+        phases: Phases {
+            hugepages: false,
+            threads: false,
+            irqs: true,
+            shield: false,
+        },
+        dry_run: false,
+        ..opts.clone()
+    };
+    loop {
+        std::thread::sleep(poll);
+        if !proc::process_running(&opts.paths.proc_root, pid) {
+            return Ok(format!("QEMU {pid} exited"));
+        }
+        if max.map(|m| start.elapsed() >= m).unwrap_or(false) {
+            return Ok("watch time limit reached".into());
+        }
+        let _lock = Lock::acquire(&journal::lock_path(&opts.journal), opts.lock_wait)?;
+        if !opts.journal.exists() {
+            return Ok("journal restored".into());
+        }
+        let (steps, _, _) = plan_steps(plan, None, &irq_only)?;
+        if steps.is_empty() {
+            continue;
+        }
+        let mut j = Journal::open_append(&opts.journal)?;
+        let mut reps = Vec::new();
+        let r = run_steps(&mut j, &steps, None, &mut reps);
+        for s in &reps {
+            on_step(s);
+        }
+        r?;
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use plan::*;
+    use topo::CpuSet;
+
+    pub(crate) fn small_plan() -> Plan {
+        let cs = |s: &str| CpuSet::parse_list(s).unwrap();
+        Plan {
+            request: Request {
+                name: Some("t".into()),
+                vcpus: 2,
+                memory_bytes: 64 << 20,
+                devices: vec![],
+                profile: Profile::Gaming,
+                os: GuestOs::Linux,
+                hugepages: HugepagePolicy::None,
+                host_cpus: None,
+            },
+            host_source: "test".into(),
+            vcpus: vec![VcpuPin { vcpu: 0, cpu: 1 }, VcpuPin { vcpu: 1, cpu: 1 }],
+            emulator_cpus: cs("0"),
+            iothread_cpus: cs(""),
+            host_cpus: cs("0"),
+            guest_topology: GuestTopology {
+                sockets: 1,
+                dies: 1,
+                cores: 2,
+                threads: 1,
+            },
+            guest_numa: vec![],
+            memory: MemoryPlan {
+                host_nodes: vec![0],
+                hugepage_size_kb: 2048,
+                pages: 0,
+                pages_per_node: vec![],
+            },
+            devices: vec![],
+            irq: IrqPlan {
+                vfio_cpus: cs("1"),
+                host_cpus: cs("0"),
+            },
+            cpu_features: CpuFeatures::default(),
+            rationale: vec![],
+            warnings: vec![],
+        }
+    }
+
+    pub(crate) fn small_plan_json() -> String {
+        serde_json::to_string(&small_plan()).unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::small_plan;
+    use super::*;
+
+    #[test]
+    fn refuses_empty_host_and_unknown_cpus() {
+        let online = CpuSet::parse_list("0-1").unwrap();
+        let mut p = small_plan();
+        assert!(validate(&p, &online).is_ok());
+        p.host_cpus = CpuSet::new();
+        let e = validate(&p, &online).unwrap_err().to_string();
+        assert!(e.contains("no CPU"), "{e}");
+        let mut p = small_plan();
+        p.vcpus[1].cpu = 7;
+        let e = validate(&p, &online).unwrap_err().to_string();
+        assert!(e.contains("CPU 7"), "{e}");
+        let mut p = small_plan();
+        p.vcpus[1].vcpu = 0;
+        assert!(validate(&p, &online).is_err());
+    }
+
+    #[test]
+    fn thread_steps_match_vcpus_and_skip_noops() {
+        let p = small_plan();
+        let t = QemuThreads {
+            pid: 100,
+            vcpus: vec![(0, 101), (1, 102)],
+            iothreads: vec![("io0".into(), 103)],
+            emulator: vec![100, 104],
+        };
+        let cur = |tid: i32| {
+            if tid == 104 {
+                Some(("0".to_string(), 5))
+            } else {
+                Some(("0-1".to_string(), 5))
+            }
+        };
+        let s = thread_steps(&p, &t, cur, Path::new("/proc")).unwrap();
+        let got: Vec<(i32, String)> = s
+            .iter()
+            .map(|s| match &s.target {
+                Target::Thread { tid, .. } => (*tid, s.new.clone()),
+                _ => unreachable!(),
+            })
+            .collect();
+        // 104 is already on CPU 0: no step; io0 follows the emulator CPUs
+        assert_eq!(
+            got,
+            vec![
+                (101, "1".into()),
+                (102, "1".into()),
+                (103, "0".into()),
+                (100, "0".into())
+            ]
+        );
+        let t3 = QemuThreads {
+            vcpus: vec![(0, 101), (1, 102), (2, 105)],
+            ..t.clone()
+        };
+        assert!(thread_steps(&p, &t3, cur, Path::new("/proc")).is_err());
+        let t1 = QemuThreads {
+            vcpus: vec![(0, 101)],
+            ..t
+        };
+        assert!(thread_steps(&p, &t1, cur, Path::new("/proc")).is_err());
+    }
+
+    #[test]
+    fn hugepage_demand_per_node() {
+        let mut p = small_plan();
+        assert!(hugepage_demand(&p).unwrap().is_empty());
+        p.memory.pages = 32;
+        assert_eq!(hugepage_demand(&p).unwrap(), vec![(0, 32)]);
+        p.memory.host_nodes = vec![0, 1];
+        assert!(hugepage_demand(&p).is_err());
+        p.memory.pages_per_node = vec![16, 16];
+        assert_eq!(hugepage_demand(&p).unwrap(), vec![(0, 16), (1, 16)]);
+    }
+
+    #[test]
+    fn phases_parse() {
+        assert_eq!(
+            Phases::parse("irqs").unwrap(),
+            Phases {
+                irqs: true,
+                ..Phases::NONE
+            }
+        );
+        assert!(Phases::parse("bogus").is_err());
+        assert!(Phases::parse("").is_err());
+    }
+}

@@ -1,0 +1,273 @@
+//! Runs of the same benchmarks under different configurations, side by side.
+//!
+//! Each run file holds every metric's repeat samples. For each metric, each run gets its
+//! median and spread (min–max); the change is the median's relative difference from the first
+//! (baseline) run; a change counts as **beyond noise** when both runs have at least two
+//! repeats and their min–max ranges do not overlap. That rule is conservative (any overlap is
+//! "within noise") and needs no distribution assumptions.
+//!
+//! `differences` lists what differed between the runs: configuration names, the environment
+//! (kernel, clocksource, host), the host model and the applied plan (JSON paths whose values
+//! differ), so a reader knows what the change is attributed to.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{beyond_noise, Summary};
+use crate::RunFile;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// (median − baseline median) / baseline median, percent.
+    pub pct: f64,
+    /// `None` when a side has fewer than two repeats.
+    pub beyond_noise: Option<bool>,
+    /// Whether the change goes the good way for this metric.
+    pub better: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub metric: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    /// One per run (`None` where the run lacks the metric).
+    pub runs: Vec<Option<Summary>>,
+    /// One per run; the baseline's is `None`.
+    pub changes: Vec<Option<Change>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub configs: Vec<String>,
+    pub differences: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+pub fn compare(runs: &[RunFile]) -> Comparison {
+    let mut names: Vec<(String, String, bool)> = Vec::new();
+    for r in runs {
+        for m in &r.metrics {
+            if !names.iter().any(|(n, _, _)| n == &m.name) {
+                names.push((m.name.clone(), m.unit.clone(), m.higher_is_better));
+            }
+        }
+    }
+    let rows = names
+        .into_iter()
+        .map(|(metric, unit, hib)| {
+            let sums: Vec<Option<Summary>> = runs
+                .iter()
+                .map(|r| {
+                    r.metrics
+                        .iter()
+                        .find(|m| m.name == metric)
+                        .and_then(|m| Summary::of(&m.samples))
+                })
+                .collect();
+            let base = sums.first().cloned().flatten();
+            let changes = sums
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let (b, s) = (base.as_ref()?, s.as_ref()?);
+                    if i == 0 || b.median == 0.0 {
+                        return None;
+                    }
+                    let pct = (s.median - b.median) / b.median.abs() * 100.0;
+                    Some(Change {
+                        pct,
+                        beyond_noise: beyond_noise(b, s),
+                        better: if hib { pct > 0.0 } else { pct < 0.0 },
+                    })
+                })
+                .collect();
+            Row {
+                metric,
+                unit,
+                higher_is_better: hib,
+                runs: sums,
+                changes,
+            }
+        })
+        .collect();
+    Comparison {
+        configs: runs.iter().map(|r| r.config.clone()).collect(),
+        differences: differences(runs),
+        rows,
+    }
+}
+
+/// Flatten JSON into `path = value` leaves.
+fn flatten(v: &serde_json::Value, path: String, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                flatten(x, p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                flatten(x, format!("{path}[{i}]"), out);
+            }
+        }
+        other => out.push((path, other.to_string())),
+    }
+}
+
+/// Paths whose values differ between `a` and `b` (at most `limit`, then a count).
+pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value, limit: usize) -> Vec<String> {
+    let (mut fa, mut fb) = (Vec::new(), Vec::new());
+    flatten(a, String::new(), &mut fa);
+    flatten(b, String::new(), &mut fb);
+    let ma: std::collections::BTreeMap<_, _> = fa.into_iter().collect();
+    let mb: std::collections::BTreeMap<_, _> = fb.into_iter().collect();
+    let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let diffs: Vec<String> = keys
+        .into_iter()
+        .filter(|k| ma.get(*k) != mb.get(*k))
+        .map(|k| {
+            let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(absent)".into());
+            format!("{k}: {} → {}", show(ma.get(k)), show(mb.get(k)))
+        })
+        .collect();
+    let n = diffs.len();
+    let mut out: Vec<String> = diffs.into_iter().take(limit).collect();
+    if n > limit {
+        out.push(format!("… and {} more", n - limit));
+    }
+    out
+}
+
+fn differences(runs: &[RunFile]) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(base) = runs.first() else {
+        return out;
+    };
+    for r in runs.iter().skip(1) {
+        let who = format!("{} vs {}", r.config, base.config);
+        let e0 = serde_json::to_value(&base.environment).unwrap_or_default();
+        let e1 = serde_json::to_value(&r.environment).unwrap_or_default();
+        for d in json_diff(&e0, &e1, 8) {
+            out.push(format!("{who}: environment.{d}"));
+        }
+        match (&base.host, &r.host) {
+            (Some(h0), Some(h1)) if h0 != h1 => {
+                let summary = |h: &topo::Host| {
+                    format!(
+                        "{} ({} PUs, {} NUMA nodes)",
+                        h.name.clone().unwrap_or_else(|| h.source.clone()),
+                        h.pus.len(),
+                        h.numa_nodes.len()
+                    )
+                };
+                out.push(format!("{who}: host {} → {}", summary(h0), summary(h1)));
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                out.push(format!("{who}: host model recorded in only one run"))
+            }
+            _ => {}
+        }
+        match (&base.plan, &r.plan) {
+            (None, None) => {}
+            (p0, p1) => {
+                let null = serde_json::Value::Null;
+                let d = json_diff(
+                    p0.as_ref().unwrap_or(&null),
+                    p1.as_ref().unwrap_or(&null),
+                    12,
+                );
+                for x in d {
+                    out.push(format!("{who}: plan.{x}"));
+                }
+            }
+        }
+        let setup = |f: &RunFile| {
+            serde_json::json!({
+                "membw": f.membw.as_ref().map(|m| serde_json::json!({"threads": m.threads, "cpus": m.cpus, "array_bytes": m.array_bytes})),
+                "latency": f.latency.as_ref().map(|l| serde_json::json!({"policy": l.policy, "load_cpus": l.load_cpus, "interval_us": l.interval_us})),
+            })
+        };
+        for d in json_diff(&setup(base), &setup(r), 8) {
+            out.push(format!("{who}: {d}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Metric;
+
+    fn run(config: &str, samples: Vec<f64>) -> RunFile {
+        let mut r = RunFile::new(config);
+        r.metrics = vec![Metric::new("membw.triad", "GB/s", true, samples)];
+        r
+    }
+
+    #[test]
+    fn medians_changes_and_noise() {
+        let a = run("default", vec![10.0, 10.5, 9.8]);
+        let b = run("pinned", vec![20.0, 21.0, 19.0]);
+        let c = run("smt", vec![10.2, 10.3, 10.1]);
+        let mut d = run("one-shot", vec![30.0]);
+        d.plan = Some(serde_json::json!({"vcpus": [{"vcpu": 0, "cpu": 2}]}));
+        let cmp = compare(&[a, b, c, d]);
+        assert_eq!(cmp.configs, ["default", "pinned", "smt", "one-shot"]);
+        let row = &cmp.rows[0];
+        assert_eq!(row.runs[0].as_ref().unwrap().median, 10.0);
+        let ch = row.changes[1].as_ref().unwrap();
+        assert!((ch.pct - 100.0).abs() < 1e-9);
+        assert_eq!(ch.beyond_noise, Some(true));
+        assert!(ch.better);
+        assert_eq!(row.changes[2].as_ref().unwrap().beyond_noise, Some(false));
+        assert_eq!(row.changes[3].as_ref().unwrap().beyond_noise, None);
+        assert!(row.changes[0].is_none());
+        assert!(
+            cmp.differences
+                .iter()
+                .any(|d| d.contains("one-shot vs default: plan.vcpus[0].cpu: (absent) → 2")),
+            "{:?}",
+            cmp.differences
+        );
+    }
+
+    #[test]
+    fn lower_is_better_and_missing() {
+        let mut a = RunFile::new("a");
+        a.metrics = vec![Metric::new(
+            "latency.cpu0.p99",
+            "µs",
+            false,
+            vec![50.0, 60.0],
+        )];
+        let b = RunFile::new("b");
+        let mut c = RunFile::new("c");
+        c.metrics = vec![Metric::new(
+            "latency.cpu0.p99",
+            "µs",
+            false,
+            vec![20.0, 25.0],
+        )];
+        let cmp = compare(&[a, b, c]);
+        let row = &cmp.rows[0];
+        assert!(row.runs[1].is_none() && row.changes[1].is_none());
+        let ch = row.changes[2].as_ref().unwrap();
+        assert!(ch.better && ch.pct < 0.0 && ch.beyond_noise == Some(true));
+    }
+
+    #[test]
+    fn json_diff_limits() {
+        let a = serde_json::json!({"x": [1, 2, 3], "y": {"z": "a"}});
+        let b = serde_json::json!({"x": [1, 5, 6], "y": {"z": "b"}});
+        let d = json_diff(&a, &b, 2);
+        assert_eq!(d, ["x[1]: 2 → 5", "x[2]: 3 → 6", "… and 1 more"]);
+    }
+}

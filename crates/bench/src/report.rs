@@ -1,0 +1,722 @@
+//! Terminal tables and the self-contained HTML report (inline SVG charts, no scripts, no
+//! network resources).
+
+use std::fmt::Write;
+
+use crate::compare::Comparison;
+use crate::latency::LatencyResult;
+use crate::membw::MembwResult;
+use crate::svg::{self, esc, num, Bar};
+use crate::timer::{self, TimerResult};
+use crate::{FrameLogResult, RunFile};
+
+/// Left-aligned first column, right-aligned others.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let ncol = headers.len();
+    let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(ncol) {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate().take(ncol) {
+            let pad = w[i].saturating_sub(c.chars().count());
+            if i == 0 {
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str("  ");
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(headers.iter().map(|h| h.to_string()).collect());
+    out.push_str(&line(w.iter().map(|n| "-".repeat(*n)).collect()));
+    for r in rows {
+        out.push_str(&line(r.clone()));
+    }
+    out
+}
+
+/// Short chart label: `tsc vDSO`, `acpi_pm syscall`, `rdtsc`.
+fn probe_short(p: &timer::Probe) -> String {
+    let m = match p.method {
+        timer::Method::Vdso => "vDSO",
+        timer::Method::Syscall => "syscall",
+        timer::Method::Rdtsc => "rdtsc",
+    };
+    match &p.clocksource {
+        Some(cs) => format!("{cs} {m}"),
+        None => m.to_string(),
+    }
+}
+
+fn probe_label(p: &timer::Probe) -> String {
+    match &p.clocksource {
+        Some(cs) => format!("{cs} {}", p.method.label()),
+        None => p.method.label().to_string(),
+    }
+}
+
+pub fn text_timer(t: &TimerResult) -> String {
+    let mut out = format!(
+        "Timer read cost (clocksource before and after: {}; {} repeats × {:.0} ms)\n",
+        t.original_clocksource.as_deref().unwrap_or("unknown"),
+        t.repeats,
+        t.seconds_per_repeat * 1000.0
+    );
+    let mut rows = Vec::new();
+    for p in &t.probes {
+        let label = probe_label(p);
+        match (&p.summary, &p.error) {
+            (Some(s), _) => rows.push(vec![
+                label,
+                format!("{:.2}", s.median),
+                format!("{:.2}–{:.2}", s.min, s.max),
+                format!("{:.1}M", p.calls_per_sec / 1e6),
+                format!("{:.2}%", timer::cpu_share_pct(s.median, 275_000.0)),
+            ]),
+            (None, e) => rows.push(vec![
+                label,
+                "—".into(),
+                e.clone().unwrap_or_default(),
+                String::new(),
+                String::new(),
+            ]),
+        }
+    }
+    out.push_str(&table(
+        &["read", "ns/read", "range", "reads/s", "CPU @275k/s"],
+        &rows,
+    ));
+    out.push_str(
+        "CPU @275k/s: share of one CPU spent reading the clock at the 275,000 reads/s of seed 004's games.\n",
+    );
+    for n in &t.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+pub fn text_membw(m: &MembwResult) -> String {
+    let mut out = format!(
+        "STREAM memory bandwidth: {} threads {}, {:.0} MiB per array, {} repeats (first not counted){}\n",
+        m.threads,
+        m.cpus
+            .as_ref()
+            .map_or("unpinned".to_string(), |c| format!("pinned to CPUs {c}")),
+        m.array_bytes as f64 / (1 << 20) as f64,
+        m.repeats,
+        if m.validated { ", results check OK" } else { ", results check FAILED" }
+    );
+    let rows: Vec<Vec<String>> = m
+        .kernels
+        .iter()
+        .map(|k| {
+            let s = k.summary.as_ref();
+            vec![
+                k.name.clone(),
+                format!("{:.2}", k.best_gbps),
+                s.map_or("—".into(), |s| format!("{:.2}", s.median)),
+                s.map_or("—".into(), |s| format!("{:.2}–{:.2}", s.min, s.max)),
+                format!("{:.2}", k.avg_time_s * 1000.0),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["kernel", "best GB/s", "median GB/s", "range", "avg ms"],
+        &rows,
+    ));
+    for n in &m.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+pub fn text_latency(l: &LatencyResult) -> String {
+    let mut out = format!(
+        "Wakeup latency: interval {} µs, {:.1} s, policy {}, load on {}\n",
+        l.interval_us,
+        l.duration_s,
+        l.policy,
+        l.load_cpus.as_deref().unwrap_or("no CPUs")
+    );
+    let rows: Vec<Vec<String>> = l
+        .cpus
+        .iter()
+        .map(|c| match &c.error {
+            Some(e) => vec![format!("cpu{}", c.cpu), e.clone()],
+            None => vec![
+                format!("cpu{}", c.cpu),
+                c.samples.to_string(),
+                format!("{:.1}", c.min_us),
+                format!("{:.1}", c.avg_us),
+                format!("{:.1}", c.p99_us),
+                format!("{:.1}", c.max_us),
+                c.overruns.to_string(),
+            ],
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "cpu", "wakeups", "min µs", "avg µs", "p99 µs", "max µs", "overruns",
+        ],
+        &rows,
+    ));
+    for c in l.cpus.iter().filter(|c| c.error.is_none()) {
+        let _ = writeln!(
+            out,
+            "cpu{} histogram: {}",
+            c.cpu,
+            text_hist(&c.histogram, c.overflow, l.hist_max_us)
+        );
+    }
+    for n in &l.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+/// Compact histogram: counts in power-of-two µs ranges.
+pub fn text_hist(h: &[u64], overflow: u64, max_us: u32) -> String {
+    let mut parts = Vec::new();
+    let mut lo = 0usize;
+    let mut hi = 1usize;
+    while lo < h.len() {
+        let n: u64 = h.get(lo..hi.min(h.len())).map_or(0, |s| s.iter().sum());
+        if n > 0 {
+            parts.push(format!("[{lo},{hi})µs:{n}"));
+        }
+        lo = hi;
+        hi *= 2;
+    }
+    if overflow > 0 {
+        parts.push(format!("≥{max_us}µs:{overflow}"));
+    }
+    parts.join(" ")
+}
+
+pub fn text_frametimes(logs: &[FrameLogResult]) -> String {
+    let mut out = String::new();
+    let Some(first) = logs.first() else {
+        return out;
+    };
+    let pcts: Vec<f64> = first.stats.lows.iter().map(|l| l.percent).collect();
+    let mut headers = vec!["log".to_string(), "frames".into(), "avg FPS".into()];
+    for p in &pcts {
+        headers.push(format!("{p}% low"));
+    }
+    for p in &pcts {
+        headers.push(format!("avg slowest {p}%"));
+    }
+    let rows: Vec<Vec<String>> = logs
+        .iter()
+        .map(|l| {
+            let mut r = vec![
+                l.source.clone(),
+                l.stats.frames.to_string(),
+                format!("{:.2}", l.stats.avg_fps),
+            ];
+            for x in &l.stats.lows {
+                r.push(format!("{:.2}", x.fps));
+            }
+            for x in &l.stats.lows {
+                r.push(format!("{:.2}", x.avg_slowest_fps));
+            }
+            r
+        })
+        .collect();
+    let h: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let _ = writeln!(
+        out,
+        "Frame times (p% low = 1000 / frame time at the (100−p)th percentile, {} interpolation; \
+         \"avg slowest p%\" = 1000 / mean of the slowest p% of frames)",
+        first.stats.method
+    );
+    out.push_str(&table(&h, &rows));
+    for l in logs {
+        let _ = writeln!(
+            out,
+            "{}: {} (column {}), {:.1} s, frame time median {:.2} ms, max {:.2} ms{}",
+            l.source,
+            l.format,
+            l.column.as_deref().unwrap_or("-"),
+            l.stats.duration_s,
+            l.stats.median_ms,
+            l.stats.max_ms,
+            if l.skipped_rows > 0 {
+                format!(", {} rows without a value skipped", l.skipped_rows)
+            } else {
+                String::new()
+            }
+        );
+    }
+    out
+}
+
+pub fn text_comparison(c: &Comparison) -> String {
+    let mut out = String::new();
+    let mut headers = vec!["metric".to_string()];
+    for (i, cfg) in c.configs.iter().enumerate() {
+        headers.push(format!("{cfg} median [min–max]"));
+        if i > 0 {
+            headers.push("change".into());
+        }
+    }
+    let rows: Vec<Vec<String>> = c
+        .rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![format!(
+                "{} ({}{})",
+                r.metric,
+                r.unit,
+                if r.higher_is_better { " ↑" } else { " ↓" }
+            )];
+            for (i, s) in r.runs.iter().enumerate() {
+                cells.push(s.as_ref().map_or("—".into(), |s| {
+                    format!(
+                        "{} [{}–{}] n={}",
+                        num(s.median),
+                        num(s.min),
+                        num(s.max),
+                        s.n
+                    )
+                }));
+                if i > 0 {
+                    cells.push(
+                        r.changes
+                            .get(i)
+                            .cloned()
+                            .flatten()
+                            .map_or("—".into(), |ch| {
+                                let verdict = match ch.beyond_noise {
+                                    Some(true) => {
+                                        if ch.better {
+                                            "better"
+                                        } else {
+                                            "worse"
+                                        }
+                                    }
+                                    Some(false) => "noise",
+                                    None => "n<2",
+                                };
+                                format!("{:+.1}% {verdict}", ch.pct)
+                            }),
+                    );
+                }
+            }
+            cells
+        })
+        .collect();
+    let h: Vec<&str> = headers.iter().map(String::as_str).collect();
+    out.push_str(&table(&h, &rows));
+    out.push_str("change: median vs the first run; \"better\"/\"worse\" only when the min–max ranges of the repeats do not overlap, else \"noise\".\n");
+    if !c.differences.is_empty() {
+        out.push_str("What differed:\n");
+        for d in &c.differences {
+            let _ = writeln!(out, "  {d}");
+        }
+    }
+    out
+}
+
+/// The text of one run file (every section present).
+pub fn text_run(r: &RunFile) -> String {
+    let mut out = String::new();
+    if let Some(t) = &r.timer {
+        out.push_str(&text_timer(t));
+        out.push('\n');
+    }
+    if let Some(m) = &r.membw {
+        out.push_str(&text_membw(m));
+        out.push('\n');
+    }
+    if let Some(l) = &r.latency {
+        out.push_str(&text_latency(l));
+        out.push('\n');
+    }
+    if !r.frametimes.is_empty() {
+        out.push_str(&text_frametimes(&r.frametimes));
+    }
+    out.trim_end().to_string() + "\n"
+}
+
+const CSS: &str = "body{font-family:system-ui,-apple-system,'DejaVu Sans',sans-serif;margin:24px;color:#222;max-width:1100px}\
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc}\
+table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
+td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}.better{color:#1a7f37;font-weight:bold}\
+.worse{color:#cf222e;font-weight:bold}.noise{color:#777}svg.chart{display:block;margin:10px 0;border:1px solid #eee}\
+.note{color:#555;font-size:13px}code{background:#f5f5f5;padding:1px 3px}";
+
+fn html_table(headers: &[String], rows: &[Vec<String>]) -> String {
+    let mut s = String::from("<table><tr>");
+    for h in headers {
+        let _ = write!(s, "<th>{}</th>", esc(h));
+    }
+    s.push_str("</tr>");
+    for r in rows {
+        s.push_str("<tr>");
+        for c in r {
+            // cells may carry a class marker "cls|text"
+            match c.split_once('|') {
+                Some((cls, t)) if ["better", "worse", "noise"].contains(&cls) => {
+                    let _ = write!(s, "<td class=\"{cls}\">{}</td>", esc(t));
+                }
+                _ => {
+                    let _ = write!(s, "<td>{}</td>", esc(c));
+                }
+            }
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+    s
+}
+
+/// The HTML report for one or more runs (and their comparison when there are several).
+pub fn html(runs: &[RunFile], title: &str) -> String {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{CSS}</style></head><body><h1>{t}</h1>",
+        t = esc(title)
+    );
+    // runs
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let e = &r.environment;
+            vec![
+                r.config.clone(),
+                r.host
+                    .as_ref()
+                    .map(|h| {
+                        format!(
+                            "{} ({} PUs, {} NUMA nodes)",
+                            h.name.clone().unwrap_or_else(|| h.source.clone()),
+                            h.pus.len(),
+                            h.numa_nodes.len()
+                        )
+                    })
+                    .unwrap_or_else(|| {
+                        format!(
+                            "not recorded{}",
+                            r.host_error
+                                .as_ref()
+                                .map(|e| format!(": {e}"))
+                                .unwrap_or_default()
+                        )
+                    }),
+                e.kernel.clone().unwrap_or_default(),
+                e.cpu_model.clone().unwrap_or_default(),
+                e.clocksource.clone().unwrap_or_default(),
+                match e.in_guest {
+                    Some(true) => "guest",
+                    Some(false) => "bare metal",
+                    None => "?",
+                }
+                .into(),
+                if r.plan.is_some() { "yes" } else { "no" }.into(),
+            ]
+        })
+        .collect();
+    b.push_str("<h2>Runs</h2>");
+    b.push_str(&html_table(
+        &[
+            "config",
+            "host",
+            "kernel",
+            "CPU",
+            "clocksource",
+            "where",
+            "plan",
+        ]
+        .map(String::from),
+        &rows,
+    ));
+    if runs.len() > 1 {
+        let c = crate::compare::compare(runs);
+        b.push_str("<h2>Comparison</h2><p class=\"note\">Median of the repeats with [min–max]; change vs the first run; a change is marked better/worse only when the min–max ranges do not overlap.</p>");
+        let mut headers = vec!["metric".to_string()];
+        for (i, cfg) in c.configs.iter().enumerate() {
+            headers.push(cfg.clone());
+            if i > 0 {
+                headers.push("change".into());
+            }
+        }
+        let rows: Vec<Vec<String>> =
+            c.rows
+                .iter()
+                .map(|r| {
+                    let mut cells = vec![format!("{} ({})", r.metric, r.unit)];
+                    for (i, s) in r.runs.iter().enumerate() {
+                        cells.push(s.as_ref().map_or("—".into(), |s| {
+                            format!("{} [{}–{}]", num(s.median), num(s.min), num(s.max))
+                        }));
+                        if i > 0 {
+                            cells.push(r.changes.get(i).cloned().flatten().map_or(
+                                "—".into(),
+                                |ch| {
+                                    let cls = match ch.beyond_noise {
+                                        Some(true) if ch.better => "better",
+                                        Some(true) => "worse",
+                                        _ => "noise",
+                                    };
+                                    format!("{cls}|{:+.1}%", ch.pct)
+                                },
+                            ));
+                        }
+                    }
+                    cells
+                })
+                .collect();
+        b.push_str(&html_table(&headers, &rows));
+        if !c.differences.is_empty() {
+            b.push_str("<p class=\"note\">What differed:</p><ul class=\"note\">");
+            for d in &c.differences {
+                let _ = write!(b, "<li>{}</li>", esc(d));
+            }
+            b.push_str("</ul>");
+        }
+    }
+    html_timer(&mut b, runs);
+    html_membw(&mut b, runs);
+    html_latency(&mut b, runs);
+    html_frames(&mut b, runs);
+    b.push_str("<p class=\"note\">Generated by <code>vmtune bench report</code>. Definitions: docs/bench.md.</p></body></html>\n");
+    b
+}
+
+fn bar_of(s: Option<&crate::stats::Summary>) -> Option<Bar> {
+    s.map(|s| Bar {
+        value: s.median,
+        lo: Some(s.min),
+        hi: Some(s.max),
+    })
+}
+
+fn html_timer(b: &mut String, runs: &[RunFile]) {
+    let with: Vec<&RunFile> = runs.iter().filter(|r| r.timer.is_some()).collect();
+    if with.is_empty() {
+        return;
+    }
+    let mut cats: Vec<String> = Vec::new();
+    for r in &with {
+        for p in r.timer.iter().flat_map(|t| &t.probes) {
+            let l = probe_short(p);
+            if !cats.contains(&l) {
+                cats.push(l);
+            }
+        }
+    }
+    let series: Vec<(String, Vec<Option<Bar>>)> = with
+        .iter()
+        .map(|r| {
+            let probes = r.timer.as_ref().map(|t| t.probes.as_slice()).unwrap_or(&[]);
+            let v = cats
+                .iter()
+                .map(|c| {
+                    probes
+                        .iter()
+                        .find(|p| &probe_short(p) == c)
+                        .and_then(|p| bar_of(p.summary.as_ref()))
+                })
+                .collect();
+            (r.config.clone(), v)
+        })
+        .collect();
+    b.push_str("<h2>Timer read cost</h2><p class=\"note\">ns per read (median of the repeats, whisker min–max), log scale. Slow emulated clocksources (acpi_pm, hpet) make the vDSO fall back to a system call — seed 004 measured 3,605 ns (acpi_pm) vs 12.52 ns (TSC) in a Windows guest.</p>");
+    b.push_str(&svg::bar_chart(
+        "Timer read cost",
+        "ns per read (log)",
+        &cats,
+        &series,
+        true,
+    ));
+    for r in with {
+        if let Some(t) = &r.timer {
+            let _ = write!(
+                b,
+                "<pre>{}</pre>",
+                esc(&format!("[{}]\n{}", r.config, text_timer(t)))
+            );
+        }
+    }
+}
+
+fn html_membw(b: &mut String, runs: &[RunFile]) {
+    let with: Vec<&RunFile> = runs.iter().filter(|r| r.membw.is_some()).collect();
+    if with.is_empty() {
+        return;
+    }
+    let cats: Vec<String> = crate::membw::KERNELS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let series: Vec<(String, Vec<Option<Bar>>)> = with
+        .iter()
+        .map(|r| {
+            let ks = r
+                .membw
+                .as_ref()
+                .map(|m| m.kernels.as_slice())
+                .unwrap_or(&[]);
+            let v = cats
+                .iter()
+                .map(|c| {
+                    ks.iter()
+                        .find(|k| &k.name == c)
+                        .and_then(|k| bar_of(k.summary.as_ref()))
+                })
+                .collect();
+            let m = r.membw.as_ref();
+            let how = m
+                .and_then(|m| m.cpus.clone())
+                .map_or("unpinned".into(), |c| format!("CPUs {c}"));
+            (format!("{} ({how})", r.config), v)
+        })
+        .collect();
+    b.push_str("<h2>Memory bandwidth (STREAM)</h2><p class=\"note\">GB/s, median of the repeats with min–max whiskers. Seed 003 saw 2–7× on multi-NUMA hosts once the guest had NUMA topology.</p>");
+    b.push_str(&svg::bar_chart(
+        "STREAM bandwidth",
+        "GB/s",
+        &cats,
+        &series,
+        false,
+    ));
+    for r in with {
+        if let Some(m) = &r.membw {
+            let _ = write!(
+                b,
+                "<pre>{}</pre>",
+                esc(&format!("[{}]\n{}", r.config, text_membw(m)))
+            );
+        }
+    }
+}
+
+fn html_latency(b: &mut String, runs: &[RunFile]) {
+    let with: Vec<&RunFile> = runs.iter().filter(|r| r.latency.is_some()).collect();
+    if with.is_empty() {
+        return;
+    }
+    b.push_str("<h2>Wakeup latency</h2><p class=\"note\">Timer-driven thread per CPU (clock_nanosleep to absolute deadlines); histogram of wakeup latency in 1 µs buckets, log count scale.</p>");
+    for r in with {
+        let Some(l) = &r.latency else { continue };
+        let series: Vec<(String, Vec<u64>)> = l
+            .cpus
+            .iter()
+            .filter(|c| c.error.is_none())
+            .map(|c| (format!("cpu{}", c.cpu), c.histogram.clone()))
+            .collect();
+        b.push_str(&svg::histogram(
+            &format!("Wakeup latency — {}", r.config),
+            "latency (µs)",
+            &series,
+        ));
+        let _ = write!(b, "<pre>{}</pre>", esc(&text_latency(l)));
+    }
+}
+
+fn html_frames(b: &mut String, runs: &[RunFile]) {
+    let with: Vec<&RunFile> = runs.iter().filter(|r| !r.frametimes.is_empty()).collect();
+    if with.is_empty() {
+        return;
+    }
+    b.push_str("<h2>Frame times</h2><p class=\"note\">Frame time over the run (each log), and average FPS with the 5/2/1% lows (1000 / frame time at the 95/98/99th percentile) — the figures of seed 000.</p>");
+    let mut lines = Vec::new();
+    let mut series = Vec::new();
+    let mut cats = vec!["average".to_string()];
+    if let Some(l) = with.first().and_then(|r| r.frametimes.first()) {
+        let mut lows: Vec<f64> = l.stats.lows.iter().map(|x| x.percent).collect();
+        lows.sort_by(|a, b| b.total_cmp(a));
+        cats.extend(lows.iter().map(|p| format!("{p}% low")));
+    }
+    for r in &with {
+        for l in &r.frametimes {
+            let name = if runs.len() > 1 {
+                format!("{}: {}", r.config, l.source)
+            } else {
+                l.source.clone()
+            };
+            let mut t = 0.0;
+            let pts: Vec<(f64, f64)> = l
+                .frame_times_ms
+                .iter()
+                .map(|ms| {
+                    t += ms / 1000.0;
+                    (t, *ms)
+                })
+                .collect();
+            lines.push((name.clone(), pts));
+            let vals = cats
+                .iter()
+                .map(|c| {
+                    if c == "average" {
+                        return Some(Bar {
+                            value: l.stats.avg_fps,
+                            lo: None,
+                            hi: None,
+                        });
+                    }
+                    l.stats
+                        .lows
+                        .iter()
+                        .find(|x| format!("{}% low", x.percent) == *c)
+                        .map(|x| Bar {
+                            value: x.fps,
+                            lo: None,
+                            hi: None,
+                        })
+                })
+                .collect();
+            series.push((name, vals));
+        }
+    }
+    b.push_str(&svg::line_plot(
+        "Frame times",
+        "time (s)",
+        "frame time (ms)",
+        &lines,
+    ));
+    b.push_str(&svg::bar_chart(
+        "FPS: average and percentile lows",
+        "FPS",
+        &cats,
+        &series,
+        false,
+    ));
+    for r in with {
+        let _ = write!(b, "<pre>{}</pre>", esc(&text_frametimes(&r.frametimes)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns() {
+        let t = table(
+            &["a", "bb"],
+            &[
+                vec!["xyz".into(), "1".into()],
+                vec!["q".into(), "22".into()],
+            ],
+        );
+        assert_eq!(t, "a    bb\n---  --\nxyz   1\nq    22\n");
+    }
+
+    #[test]
+    fn hist_text() {
+        assert_eq!(
+            text_hist(&[0, 3, 1, 0, 2], 4, 5),
+            "[1,2)µs:3 [2,4)µs:1 [4,8)µs:2 ≥5µs:4"
+        );
+    }
+}

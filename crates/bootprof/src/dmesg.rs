@@ -1,0 +1,285 @@
+//! Guest kernel lines (`dmesg`, also as `vmconsole` values): `[    3.201931] pci 0000:02:00.0:
+//! …`, optionally with a `<6>` level prefix; `initcall_debug` lines included.
+
+/// What a kernel line means for the boot timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelKind {
+    /// `pci BDF: [vvvv:dddd] type 00 class 0xCCCCCC …` — a device found on the bus.
+    PciFound {
+        bdf: String,
+        vendor: u16,
+        device: u16,
+        class: u32,
+    },
+    /// `pci BDF: BAR N [mem 0xA-0xB …]` (sized, or `: assigned`).
+    Bar {
+        bdf: String,
+        index: u8,
+        size: u64,
+        assigned: bool,
+    },
+    /// `<driver> BDF: enabling device (…)` — a driver's probe enabling the device.
+    DriverEnable { driver: String, bdf: String },
+    /// `NVRM: …` — NVIDIA resource manager messages.
+    Nvrm(String),
+    /// initcall_debug: `calling  fn+0x0/0x… @ 1`.
+    InitcallStart { func: String },
+    /// initcall_debug: `initcall fn… returned 0 after N usecs`, or a PCI fixup `… took N usecs`.
+    InitcallDone {
+        func: String,
+        usecs: u64,
+        bdf: Option<String>,
+    },
+    /// `Run /init as init process` — user space starts.
+    RunInit,
+    /// Guest memory hotplug (`… memory… online` / `init_memory_mapping` after boot).
+    Memory,
+    Other,
+}
+
+/// One parsed kernel line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelLine {
+    /// Seconds since guest boot.
+    pub t: f64,
+    pub kind: KernelKind,
+}
+
+/// Is `s` a PCI address `dddd:bb:dd.f`?
+pub fn is_bdf(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 12
+        && b.get(4) == Some(&b':')
+        && b.get(7) == Some(&b':')
+        && b.get(10) == Some(&b'.')
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+}
+
+/// Does this line start like a kernel line (`[ 1.23]` or `<6>[ 1.23]`)?
+pub fn looks_like(line: &str) -> bool {
+    split_stamp(line).is_some()
+}
+
+fn split_stamp(line: &str) -> Option<(f64, &str)> {
+    let mut s = line.trim_start();
+    if let Some(r) = s.strip_prefix('<') {
+        let close = r.find('>')?;
+        if close > 3 || !r.get(..close)?.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        s = r.get(close + 1..)?;
+    }
+    let r = s.strip_prefix('[')?;
+    let close = r.find(']')?;
+    let stamp = r.get(..close)?.trim();
+    let (a, b) = stamp.split_once('.')?;
+    if a.is_empty() || b.is_empty() || !a.bytes().all(|c| c.is_ascii_digit()) || !b.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let t: f64 = stamp.parse().ok()?;
+    Some((t, r.get(close + 1..)?.trim_start()))
+}
+
+/// Parse one kernel line; `None` if it has no `[seconds]` stamp.
+pub fn parse_line(line: &str) -> Option<KernelLine> {
+    let (t, body) = split_stamp(line)?;
+    Some(KernelLine {
+        t,
+        kind: classify(body),
+    })
+}
+
+fn hex_u64(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
+}
+
+fn classify(body: &str) -> KernelKind {
+    if let Some(rest) = body.strip_prefix("NVRM: ") {
+        return KernelKind::Nvrm(rest.to_string());
+    }
+    if body.starts_with("Run /") && body.ends_with("as init process") {
+        return KernelKind::RunInit;
+    }
+    if let Some(rest) = body.strip_prefix("calling ") {
+        let func = rest.split_whitespace().next().unwrap_or("");
+        return KernelKind::InitcallStart {
+            func: strip_offset(func),
+        };
+    }
+    if let Some(rest) = body.strip_prefix("initcall ") {
+        if let Some((f, tail)) = rest.split_once(" returned ") {
+            if let Some(us) = tail.split(" after ").nth(1).and_then(|u| u.split_whitespace().next()) {
+                if let Ok(usecs) = us.parse() {
+                    return KernelKind::InitcallDone {
+                        func: strip_offset(f.split_whitespace().next().unwrap_or(f)),
+                        usecs,
+                        bdf: None,
+                    };
+                }
+            }
+        }
+        return KernelKind::Other;
+    }
+    if body.contains("memory") && (body.contains("online") || body.contains("hotplug")) {
+        return KernelKind::Memory;
+    }
+    // `<driver> <BDF>: <rest>`
+    let mut it = body.splitn(3, ' ');
+    let (Some(driver), Some(dev), rest) = (it.next(), it.next(), it.next()) else {
+        return KernelKind::Other;
+    };
+    let Some(bdf) = dev.strip_suffix(':').filter(|d| is_bdf(d)) else {
+        return KernelKind::Other;
+    };
+    let rest = rest.unwrap_or("");
+    let bdf = bdf.to_string();
+    if rest.starts_with("enabling device") {
+        return KernelKind::DriverEnable {
+            driver: driver.to_string(),
+            bdf,
+        };
+    }
+    if driver != "pci" {
+        return KernelKind::Other;
+    }
+    if let Some(r) = rest.strip_prefix('[') {
+        // [10de:2330] type 00 class 0x030200
+        let Some((ids, tail)) = r.split_once(']') else {
+            return KernelKind::Other;
+        };
+        let Some((v, d)) = ids.split_once(':') else {
+            return KernelKind::Other;
+        };
+        let class = tail
+            .split_once("class ")
+            .and_then(|(_, c)| c.split_whitespace().next())
+            .and_then(|c| u32::from_str_radix(c.trim_start_matches("0x"), 16).ok());
+        if let (Ok(vendor), Ok(device), Some(class)) =
+            (u16::from_str_radix(v, 16), u16::from_str_radix(d, 16), class)
+        {
+            return KernelKind::PciFound {
+                bdf,
+                vendor,
+                device,
+                class,
+            };
+        }
+        return KernelKind::Other;
+    }
+    if let Some(r) = rest.strip_prefix("BAR ") {
+        // BAR 2 [mem 0x00000000-0x1fffffffff 64bit pref]: assigned
+        let mut p = r.splitn(2, ' ');
+        let idx = p.next().and_then(|i| i.parse::<u8>().ok());
+        let range = p
+            .next()
+            .and_then(|x| x.strip_prefix("[mem "))
+            .and_then(|x| x.split([' ', ']']).next())
+            .and_then(|x| x.split_once('-'));
+        if let (Some(index), Some((a, b))) = (idx, range) {
+            if let (Some(a), Some(b)) = (hex_u64(a), hex_u64(b)) {
+                if b >= a {
+                    return KernelKind::Bar {
+                        bdf,
+                        index,
+                        size: (b - a).saturating_add(1),
+                        assigned: rest.ends_with("assigned"),
+                    };
+                }
+            }
+        }
+        return KernelKind::Other;
+    }
+    // initcall_debug fixup: `pci BDF: quirk+0x0/0x20 took 803659 usecs`
+    if let Some((f, tail)) = rest.split_once(" took ") {
+        if let Some(us) = tail.strip_suffix(" usecs").and_then(|u| u.trim().parse().ok()) {
+            return KernelKind::InitcallDone {
+                func: strip_offset(f),
+                usecs: us,
+                bdf: Some(bdf),
+            };
+        }
+    }
+    KernelKind::Other
+}
+
+fn strip_offset(f: &str) -> String {
+    f.split('+').next().unwrap_or(f).to_string()
+}
+
+/// Is this a display/3D controller class (0x03xxxx)?
+pub fn is_gpu_class(class: u32) -> bool {
+    class >> 16 == 0x03
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_lines() {
+        let l = parse_line("[    3.201931] pci 0000:02:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint").unwrap();
+        assert!((l.t - 3.201931).abs() < 1e-9);
+        assert_eq!(
+            l.kind,
+            KernelKind::PciFound {
+                bdf: "0000:02:00.0".into(),
+                vendor: 0x10de,
+                device: 0x2330,
+                class: 0x030200
+            }
+        );
+        let l = parse_line("[    3.202551] pci 0000:02:00.0: BAR 2 [mem 0x00000000-0x1fffffffff 64bit pref]").unwrap();
+        assert_eq!(
+            l.kind,
+            KernelKind::Bar {
+                bdf: "0000:02:00.0".into(),
+                index: 2,
+                size: 128 << 30,
+                assigned: false
+            }
+        );
+        let l = parse_line("[    5.681204] pci 0000:02:00.0: BAR 2 [mem 0x3a4000000000-0x3a5fffffffff 64bit pref]: assigned").unwrap();
+        assert!(matches!(l.kind, KernelKind::Bar { assigned: true, size, .. } if size == 128 << 30));
+        let l = parse_line("[   32.130338] nvidia 0000:07:00.0: enabling device (0140 -> 0142)").unwrap();
+        assert_eq!(
+            l.kind,
+            KernelKind::DriverEnable {
+                driver: "nvidia".into(),
+                bdf: "0000:07:00.0".into()
+            }
+        );
+        let l = parse_line("[    6.505076] pci 0000:02:00.0: nv_msi_ht_cap_quirk_leaf+0x0/0x20 took 803659 usecs").unwrap();
+        assert_eq!(
+            l.kind,
+            KernelKind::InitcallDone {
+                func: "nv_msi_ht_cap_quirk_leaf".into(),
+                usecs: 803_659,
+                bdf: Some("0000:02:00.0".into())
+            }
+        );
+        let l = parse_line("[   35.757629] NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected. Clearing it.").unwrap();
+        assert!(matches!(l.kind, KernelKind::Nvrm(_)));
+        let l = parse_line("<6>[    0.437005] brd: module loaded").unwrap();
+        assert_eq!(l.kind, KernelKind::Other);
+    }
+
+    #[test]
+    fn initcall_debug() {
+        let l = parse_line("[    1.000100] calling  nvidia_init_module+0x0/0x1000 [nvidia] @ 1").unwrap();
+        assert_eq!(l.kind, KernelKind::InitcallStart { func: "nvidia_init_module".into() });
+        let l = parse_line("[    1.500100] initcall nvidia_init_module+0x0/0x1000 [nvidia] returned 0 after 500000 usecs").unwrap();
+        assert!(matches!(l.kind, KernelKind::InitcallDone { usecs: 500_000, .. }));
+    }
+
+    #[test]
+    fn not_kernel() {
+        assert!(parse_line("[0]                   89 |@@@|").is_none());
+        assert!(parse_line("[2, 4)                 8 |@@@@ |").is_none());
+        assert!(parse_line("[...]").is_none());
+        assert!(parse_line("[ .5] x").is_none());
+        assert!(!is_bdf("0000:02:00.g"));
+        assert!(is_bdf("0000:0a:1f.7"));
+    }
+}

@@ -1,0 +1,395 @@
+//! A model of GPU VM boot time by phase. Every constant is listed with its source: seed 001's
+//! measurements (the Kata 7×H100 boot-time investigation), public kernel/QEMU commit
+//! figures, and this machine's QEMU prealloc calibration.
+
+use serde::Serialize;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Host page size backing guest RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PageSize {
+    #[serde(rename = "4K")]
+    K4,
+    /// A kernel built with 64 KiB base pages (arm64); an extrapolation, see the constants.
+    #[serde(rename = "64K")]
+    K64,
+    #[serde(rename = "2M")]
+    M2,
+    #[serde(rename = "1G")]
+    G1,
+}
+
+impl PageSize {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_uppercase().trim_end_matches('B').trim_end_matches('I') {
+            "4K" | "4096" => Some(Self::K4),
+            "64K" | "65536" => Some(Self::K64),
+            "2M" => Some(Self::M2),
+            "1G" => Some(Self::G1),
+            _ => None,
+        }
+    }
+    pub fn huge(self) -> bool {
+        matches!(self, Self::M2 | Self::G1)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Type1,
+    Iommufd,
+}
+
+/// What is booted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Input {
+    pub memory: u64,
+    /// Memory the VM boots with (Kata `default_memory`); the rest is hotplugged.
+    pub boot_memory: u64,
+    pub gpus: u32,
+    pub bar_size: u64,
+    pub page_size: PageSize,
+    pub backend: Backend,
+    pub prealloc: bool,
+    pub prealloc_threads: u32,
+    /// Host kernel (major, minor).
+    pub kernel: (u32, u32),
+    /// Memory hotplug block, if RAM is added in many small regions (each is one DMA mapping).
+    pub memory_block: Option<u64>,
+}
+
+impl Input {
+    /// Seed 001's host: 7 H100 (128 GiB BAR 2), 110 GiB (10 GiB boot + 100 GiB hotplugged),
+    /// kernel 6.8, type1, 4 KiB pages.
+    pub fn seed001() -> Self {
+        Input {
+            memory: 110 << 30,
+            boot_memory: 10 << 30,
+            gpus: 7,
+            bar_size: 128 << 30,
+            page_size: PageSize::K4,
+            backend: Backend::Type1,
+            prealloc: false,
+            prealloc_threads: 1,
+            kernel: (6, 8),
+            memory_block: None,
+        }
+    }
+}
+
+/// A constant of the model and where it comes from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Constant {
+    pub name: &'static str,
+    pub value: f64,
+    pub unit: &'static str,
+    pub source: &'static str,
+}
+
+/// The constants; `prealloc_ratio_4k_2m` can be replaced by a fresh calibration.
+#[derive(Debug, Clone)]
+pub struct Constants {
+    pub kernel_boot_s: f64,
+    pub agent_init_s: f64,
+    pub pci_hotplug_wait_s: f64,
+    pub pci_per_gpu_s: f64,
+    pub driver_load_s: f64,
+    pub driver_per_gpu_s: f64,
+    pub fbhub_per_gpu_s: f64,
+    pub cdi_generation_s: f64,
+    pub container_setup_s: f64,
+    pub sandbox_setup_s: f64,
+    pub pin_4k_cold_s_per_gib: f64,
+    pub pin_4k_warm_s_per_gib: f64,
+    pub pin_huge_s_per_gib: f64,
+    pub bar_old_s_per_gib: f64,
+    pub bar_new_s: f64,
+    pub bar_legacy_s_per_gib: f64,
+    pub prealloc_ratio_4k_2m: f64,
+    pub prealloc_speedup_8: f64,
+    pub prealloc_speedup_16: f64,
+    pub cdi_wait_limit_s: f64,
+    pub create_container_timeout_s: f64,
+    pub dma_entry_limit: f64,
+}
+
+/// Measured on the development machine with `vmtune boot calibrate --memory 2G --runs 3`
+/// (QEMU 2 GiB, TCG, prealloc=on): /dev/shm 4 KiB 8.348 s, hugetlbfs 2 MiB 1.429 s, no-prealloc
+/// baseline 0.134 s → (8.348 − 0.134) / (1.429 − 0.134) = 6.34.
+pub const CALIBRATED_PREALLOC_RATIO: f64 = 6.34;
+
+/// Host page-table memory per GiB of guest RAM, measured by the same calibration (VmPTE
+/// 4312 kB at 4 KiB vs 224 kB at 2 MiB, 216 kB baseline, for 2 GiB): 2048 kB/GiB at 4 KiB
+/// (one 8-byte PTE per page), 4 kB/GiB at 2 MiB.
+pub const PTE_KB_PER_GIB_4K: f64 = 2048.0;
+pub const PTE_KB_PER_GIB_2M: f64 = 4.0;
+
+impl Default for Constants {
+    fn default() -> Self {
+        Constants {
+            kernel_boot_s: 1.2,
+            agent_init_s: 0.5,
+            pci_hotplug_wait_s: 11.0,
+            pci_per_gpu_s: 0.26,
+            driver_load_s: 4.1,
+            driver_per_gpu_s: 0.2,
+            fbhub_per_gpu_s: 2.12,
+            cdi_generation_s: 42.7,
+            container_setup_s: 16.9,
+            sandbox_setup_s: 22.0,
+            pin_4k_cold_s_per_gib: 0.27,
+            pin_4k_warm_s_per_gib: 0.0175,
+            pin_huge_s_per_gib: 0.0033,
+            bar_old_s_per_gib: 0.4 / 16.0,
+            bar_new_s: 0.001,
+            bar_legacy_s_per_gib: (1800.0 - 180.0) / 8.0 / 128.0,
+            prealloc_ratio_4k_2m: CALIBRATED_PREALLOC_RATIO,
+            prealloc_speedup_8: 537.0 / 70.0,
+            prealloc_speedup_16: 537.0 / 40.0,
+            cdi_wait_limit_s: 100.0,
+            create_container_timeout_s: 1200.0,
+            dma_entry_limit: 65_535.0,
+        }
+    }
+}
+
+impl Constants {
+    /// Every constant with its value, unit and source.
+    pub fn table(&self) -> Vec<Constant> {
+        let c = |name, value, unit, source| Constant { name, value, unit, source };
+        vec![
+            c("kernel_boot_s", self.kernel_boot_s, "s", "seed 001: the VM boots and calls the Kata agent 1.2 s from T=0"),
+            c("agent_init_s", self.agent_init_s, "s", "seed 001: agent sanity checks and first hotplug, 0.5 s"),
+            c("pci_hotplug_wait_s", self.pci_hotplug_wait_s, "s", "seed 001: agent ready 17:56:00.1 until the first GPU is enumerated (guest 12.58 s)"),
+            c("pci_per_gpu_s", self.pci_per_gpu_s, "s/GPU", "seed 001: 7 GPUs enumerated between guest 12.58 s and 14.37 s"),
+            c("driver_load_s", self.driver_load_s, "s", "seed 001: last GPU added 17:56:14.37 until the first heavy pin 17:56:18.47"),
+            c("driver_per_gpu_s", self.driver_per_gpu_s, "s/GPU", "seed 001: 'enabling device' every 3.40 s (mean of 6 intervals) minus the 3.2 s BAR pin"),
+            c("fbhub_per_gpu_s", self.fbhub_per_gpu_s, "s/GPU", "seed 001: NVRM FBHUB interrupt cleared every 2.12 s, once per GPU (35.76 s to 48.52 s)"),
+            c("cdi_generation_s", self.cdi_generation_s, "s", "seed 001: last GPU pinned 17:56:42.44 to CDI specs injected 17:57:40.05 (57.6 s) minus 7 FBHUB clears"),
+            c("container_setup_s", self.container_setup_s, "s", "seed 001: CDI specs injected 17:57:40.05 until memory hotplug starts 17:57:56.95"),
+            c("sandbox_setup_s", self.sandbox_setup_s, "s", "fitted: pod accepted until guest boot is not in seed 001's logs; the value minimising the largest error over its three kubectl-measured boots (3:03, 2:26, 1:54)"),
+            c("pin_4k_cold_s_per_gib", self.pin_4k_cold_s_per_gib, "s/GiB", "kernel commit 4d83de6da265: pinning not-yet-faulted 4 KiB memory, 1 GB 0.61 s, 16 GB 4.66 s, 120 GB 32.45 s"),
+            c("pin_4k_warm_s_per_gib", self.pin_4k_warm_s_per_gib, "s/GiB", "kernel commit 4d83de6da265: pinning pre-faulted 4 KiB memory, ~17.5 ms/GiB"),
+            c("pin_huge_s_per_gib", self.pin_huge_s_per_gib, "s/GiB", "vfio/type1 large-folio pinning series (2025): 16 GiB in 0.047 s (THP), 0.052 s (hugetlbfs)"),
+            c("bar_old_s_per_gib", self.bar_old_s_per_gib, "s/GiB", "kernel commits 356e88ebe447, 0fd06844de5d, f9e54c3a2f5b: ~0.4 s per 16 GB BAR before them; seed 001 measured 3.2-3.5 s per 128 GiB BAR"),
+            c("bar_new_s", self.bar_new_s, "s/BAR", "same commits with QEMU >= 9.2: under 1 ms per BAR (taken as kernel >= 6.15)"),
+            c("bar_legacy_s_per_gib", self.bar_legacy_s_per_gib, "s/GiB", "seed 001: kernel 5.15 faulted every BAR page, >30 min for 8 GPUs vs ~3 min on 6.8 (taken as kernel < 6.8)"),
+            c("prealloc_ratio_4k_2m", self.prealloc_ratio_4k_2m, "x", "vmtune boot calibrate (QEMU, 2 GiB, prealloc=on): 4 KiB /dev/shm 8.35 s vs 2 MiB hugetlbfs 1.43 s, baseline 0.13 s"),
+            c("pte_kb_per_gib_4k", PTE_KB_PER_GIB_4K, "kB/GiB", "vmtune boot calibrate: VmPTE 4312 kB (4 KiB) vs 216 kB baseline for 2 GiB"),
+            c("pte_kb_per_gib_2m", PTE_KB_PER_GIB_2M, "kB/GiB", "vmtune boot calibrate: VmPTE 224 kB (2 MiB) vs 216 kB baseline for 2 GiB"),
+            c("prealloc_speedup_8", self.prealloc_speedup_8, "x", "QEMU commit 1e356fc14bea: 1 TB prealloc 537 s with 1 thread, 70 s with 8"),
+            c("prealloc_speedup_16", self.prealloc_speedup_16, "x", "QEMU commit 1e356fc14bea: 1 TB prealloc 40 s with 16 threads"),
+            c("cdi_wait_limit_s", self.cdi_wait_limit_s, "s", "kata-agent CDI wait: 100 tries, ~100 s (Kata 3.13)"),
+            c("create_container_timeout_s", self.create_container_timeout_s, "s", "Kata NVIDIA runtime class create_container_timeout"),
+            c("dma_entry_limit", self.dma_entry_limit, "mappings", "VFIO type1 dma_entry_limit module parameter default"),
+        ]
+    }
+
+    /// Seconds to pin `gib` of guest RAM: faulted-in or not, by page size.
+    pub fn ram_pin_s(&self, gib: f64, page: PageSize, prefaulted: bool) -> f64 {
+        match page {
+            PageSize::M2 | PageSize::G1 => gib * self.pin_huge_s_per_gib,
+            PageSize::K64 => gib * (if prefaulted { self.pin_4k_warm_s_per_gib } else { self.pin_4k_cold_s_per_gib }) / 16.0,
+            PageSize::K4 => gib * if prefaulted { self.pin_4k_warm_s_per_gib } else { self.pin_4k_cold_s_per_gib },
+        }
+    }
+
+    /// Seconds to preallocate (fault in and zero) `gib` with `threads` threads. 4 KiB: the
+    /// cold-minus-warm pin cost (the fault-in part); 2 MiB / 1 GiB: that divided by the
+    /// calibrated 4K/2M ratio.
+    pub fn prealloc_s(&self, gib: f64, page: PageSize, threads: u32) -> f64 {
+        let fault_4k = self.pin_4k_cold_s_per_gib - self.pin_4k_warm_s_per_gib;
+        let per_gib = match page {
+            PageSize::K4 => fault_4k,
+            PageSize::K64 => fault_4k / 16.0_f64.min(self.prealloc_ratio_4k_2m.max(1.0)),
+            PageSize::M2 | PageSize::G1 => fault_4k / self.prealloc_ratio_4k_2m.max(1e-3),
+        };
+        gib * per_gib / self.thread_speedup(threads)
+    }
+
+    /// Prealloc speedup with `n` threads, interpolated through QEMU's 1/8/16-thread figures.
+    pub fn thread_speedup(&self, n: u32) -> f64 {
+        let n = f64::from(n.max(1));
+        let pts = [(1.0, 1.0), (8.0, self.prealloc_speedup_8), (16.0, self.prealloc_speedup_16)];
+        if n >= 16.0 {
+            return self.prealloc_speedup_16;
+        }
+        for w in pts.windows(2) {
+            if let [(x0, y0), (x1, y1)] = w {
+                if n <= *x1 {
+                    return y0 + (y1 - y0) * (n - x0) / (x1 - x0);
+                }
+            }
+        }
+        1.0
+    }
+
+    /// Seconds to DMA-map one GPU BAR of `bytes` on this kernel and backend.
+    pub fn bar_map_s(&self, bytes: u64, kernel: (u32, u32), backend: Backend) -> f64 {
+        let gib = bytes as f64 / GIB;
+        if backend == Backend::Iommufd {
+            // QEMU's iommufd backend cannot map PFNMAP BARs (peer-to-peer); it skips them.
+            return 0.0;
+        }
+        if kernel < (6, 8) {
+            gib * (self.bar_old_s_per_gib + self.bar_legacy_s_per_gib)
+        } else if kernel < (6, 15) {
+            gib * self.bar_old_s_per_gib
+        } else {
+            self.bar_new_s
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EstPhase {
+    pub name: &'static str,
+    pub seconds: f64,
+    pub formula: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Estimate {
+    pub input: Input,
+    pub phases: Vec<EstPhase>,
+    pub total_s: f64,
+    /// QEMU page-table memory for guest RAM (VmPTE), bytes.
+    pub page_table_bytes: u64,
+    pub warnings: Vec<String>,
+    pub constants: Vec<Constant>,
+}
+
+/// Estimate boot time by phase. Phases run one after another (seed 001: the GPUs are
+/// enabled one at a time and the agent waits for all of them before the CDI specs).
+pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
+    let mem_gib = inp.memory as f64 / GIB;
+    let boot_gib = (inp.boot_memory.min(inp.memory)) as f64 / GIB;
+    let hot_gib = mem_gib - boot_gib;
+    let g = f64::from(inp.gpus);
+    let page = inp.page_size;
+    // hugepages imply preallocation in Kata (enable_hugepages)
+    let prefault = inp.prealloc || page.huge();
+    let prealloc = |gib: f64| if prefault { c.prealloc_s(gib, page, inp.prealloc_threads) } else { 0.0 };
+    let mut phases = Vec::new();
+    let mut p = |name, seconds: f64, formula: String| phases.push(EstPhase { name, seconds, formula });
+
+    let boot_ram = prealloc(boot_gib) + c.ram_pin_s(boot_gib, page, prefault);
+    p("vm_create", c.sandbox_setup_s + boot_ram,
+        format!("sandbox_setup_s + {boot_gib:.0} GiB boot RAM {} and pinned ({boot_ram:.1} s)", if prefault { "preallocated" } else { "faulted" }));
+    p("kernel_boot", c.kernel_boot_s + c.agent_init_s, "kernel_boot_s + agent_init_s".into());
+    p("pci_enumeration", c.pci_hotplug_wait_s + g * c.pci_per_gpu_s, "pci_hotplug_wait_s + GPUs × pci_per_gpu_s".into());
+    let bar = c.bar_map_s(inp.bar_size, inp.kernel, inp.backend);
+    let driver = c.driver_load_s + g * (c.driver_per_gpu_s + bar);
+    p("gpu_driver_init", driver, format!("driver_load_s + GPUs × (driver_per_gpu_s + BAR map {bar:.3} s)"));
+    let cdi_rest = g * c.fbhub_per_gpu_s + c.cdi_generation_s;
+    p("cdi_wait", cdi_rest, "GPUs × fbhub_per_gpu_s + cdi_generation_s (after the last GPU is enabled)".into());
+    let hot = prealloc(hot_gib) + c.ram_pin_s(hot_gib, page, prefault);
+    p("memory_hotplug", c.container_setup_s + hot,
+        format!("container_setup_s + {hot_gib:.0} GiB hotplugged RAM {} and pinned ({hot:.1} s)", if prefault { "preallocated" } else { "faulted" }));
+    let total_s: f64 = phases.iter().map(|p| p.seconds).sum();
+
+    let mut warnings = Vec::new();
+    // the agent waits for CDI from enumeration until the specs appear
+    let cdi_wait = driver + cdi_rest;
+    if cdi_wait >= 0.8 * c.cdi_wait_limit_s {
+        warnings.push(format!(
+            "the kata-agent would wait ~{cdi_wait:.0} s for CDI specs, {:.0}% of its ~{:.0} s limit (100 tries, Kata 3.13): a slower host turns this boot into a failure",
+            100.0 * cdi_wait / c.cdi_wait_limit_s,
+            c.cdi_wait_limit_s
+        ));
+    }
+    if total_s >= 0.8 * c.create_container_timeout_s {
+        warnings.push(format!(
+            "predicted boot {total_s:.0} s is {:.0}% of Kata's NVIDIA create_container_timeout ({:.0} s)",
+            100.0 * total_s / c.create_container_timeout_s,
+            c.create_container_timeout_s
+        ));
+    }
+    let regions = inp.memory_block.filter(|b| *b > 0).map_or(2.0, |b| (inp.memory as f64 / b as f64).ceil() + 1.0) + 3.0 * g;
+    if inp.backend == Backend::Type1 && regions >= 0.8 * c.dma_entry_limit {
+        warnings.push(format!(
+            "~{regions:.0} DMA mappings, near VFIO type1's dma_entry_limit of {:.0}: use larger memory blocks or raise the limit",
+            c.dma_entry_limit
+        ));
+    }
+    if inp.kernel < (6, 8) {
+        warnings.push("host kernel before 6.8 faults in every BAR page when mapping it (seed 001: >30 min with 8 GPUs on 5.15); upgrade".into());
+    }
+    let pte_kb = match page {
+        PageSize::K4 => PTE_KB_PER_GIB_4K,
+        PageSize::K64 => PTE_KB_PER_GIB_4K / 16.0,
+        PageSize::M2 => PTE_KB_PER_GIB_2M,
+        PageSize::G1 => PTE_KB_PER_GIB_2M / 512.0,
+    };
+    Estimate {
+        input: inp.clone(),
+        phases,
+        total_s,
+        page_table_bytes: (mem_gib * pte_kb * 1024.0) as u64,
+        warnings,
+        constants: c.table(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pct(pred: f64, meas: f64) -> f64 {
+        100.0 * (pred - meas).abs() / meas
+    }
+
+    /// Seed 001's three kubectl-measured boots, each within 15%.
+    #[test]
+    fn reproduces_seed_boots() {
+        let c = Constants::default();
+        let a = estimate(&Input::seed001(), &c).total_s;
+        let huge = Input {
+            page_size: PageSize::G1,
+            ..Input::seed001()
+        };
+        let b = estimate(&huge, &c).total_s;
+        let iommufd = Input {
+            backend: Backend::Iommufd,
+            ..huge
+        };
+        let d = estimate(&iommufd, &c).total_s;
+        assert!(pct(a, 183.0) <= 15.0, "no hugepages: {a:.1} s vs 183 s");
+        assert!(pct(b, 146.0) <= 15.0, "hugepages: {b:.1} s vs 146 s");
+        assert!(pct(d, 114.0) <= 15.0, "hugepages + iommufd: {d:.1} s vs 114 s");
+        assert!(a > b && b > d);
+    }
+
+    #[test]
+    fn prealloc_ratio_reproduced() {
+        let c = Constants::default();
+        let r = c.prealloc_s(2.0, PageSize::K4, 1) / c.prealloc_s(2.0, PageSize::M2, 1);
+        assert!((r - c.prealloc_ratio_4k_2m).abs() < 1e-9);
+        assert!((c.thread_speedup(8) - 537.0 / 70.0).abs() < 1e-9);
+        assert!(c.thread_speedup(4) > 1.0 && c.thread_speedup(4) < c.thread_speedup(8));
+    }
+
+    #[test]
+    fn per_gpu_pin_matches_seed() {
+        let c = Constants::default();
+        let s = c.bar_map_s(128 << 30, (6, 8), Backend::Type1);
+        assert!((3.0..=3.6).contains(&s), "{s}");
+        assert!(c.bar_map_s(16 << 30, (6, 16), Backend::Type1) < 0.001 + 1e-12);
+    }
+
+    #[test]
+    fn warnings() {
+        let c = Constants::default();
+        let e = estimate(&Input { kernel: (5, 15), gpus: 8, ..Input::seed001() }, &c);
+        assert!(e.total_s > 1200.0);
+        assert!(e.warnings.iter().any(|w| w.contains("create_container_timeout")));
+        let e = estimate(&Input::seed001(), &c);
+        assert!(e.warnings.iter().any(|w| w.contains("CDI")));
+        let e = estimate(&Input { memory_block: Some(1 << 20), memory: 64 << 30, ..Input::seed001() }, &c);
+        assert!(e.warnings.iter().any(|w| w.contains("dma_entry_limit")));
+        let e = estimate(&Input { gpus: 1, ..Input::seed001() }, &c);
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+    }
+}

@@ -1,0 +1,351 @@
+//! Rendering: the terminal table and a self-contained HTML page (inline CSS and SVG Gantt
+//! chart, no scripts, no network).
+
+use std::fmt::Write as _;
+
+use crate::estimate::Estimate;
+use crate::timeline::{Phase, Report};
+
+/// `dir/file:12` → `file:12` for the terminal.
+fn base(s: &str) -> &str {
+    s.rsplit('/').next().unwrap_or(s)
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Rows shown in tables: every phase, except RAM pin calls (not tied to a GPU), which are
+/// folded into one row per phase kind.
+fn table_rows(r: &Report) -> Vec<Phase> {
+    let mut rows: Vec<Phase> = Vec::new();
+    let mut ram: Option<Phase> = None;
+    let mut ram_n = 0usize;
+    for p in &r.phases {
+        if p.name == "dma_pinning" && p.gpu.is_none() {
+            ram_n += 1;
+            match &mut ram {
+                None => ram = Some(p.clone()),
+                Some(a) => {
+                    a.duration_s += p.duration_s;
+                    if p.end_ns > a.end_ns {
+                        a.end_ns = p.end_ns;
+                        a.end_s = p.end_s;
+                        a.end_line = p.end_line.clone().or(p.start_line.clone());
+                    }
+                }
+            }
+            continue;
+        }
+        rows.push(p.clone());
+    }
+    if let Some(mut a) = ram {
+        a.label = format!("RAM ×{ram_n}");
+        a.detail = format!("{ram_n} guest RAM pin calls; duration is their sum");
+        rows.push(a);
+        rows.sort_by(|x, y| x.start_ns.cmp(&y.start_ns));
+    }
+    rows
+}
+
+/// The terminal report.
+pub fn text(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Boot timeline{}: total {:.1} s ({}), t0 {}",
+        r.sandbox.as_ref().map_or(String::new(), |s| format!(" of sandbox {}", short(s, 16))),
+        r.total_s,
+        if r.total_from == "kubectl" { "kubectl Start Time → Started" } else { "first to last phase" },
+        r.t0
+    );
+    if !r.gpus.is_empty() {
+        let ids: Vec<String> = r.gpus.iter().map(|g| g.bdf.clone()).collect();
+        let first = r.gpus.first().map_or(String::new(), |g| format!(" [{}:{}]", g.vendor_id, g.device_id));
+        let _ = writeln!(o, "GPUs found: {}{first}: {}", r.gpus.len(), ids.join(" "));
+    }
+    let c = &r.clocks;
+    let _ = writeln!(
+        o,
+        "Clocks: guest boot {} (from {}); agent offset {}; max console delay {}",
+        c.guest_boot.as_deref().unwrap_or("unknown"),
+        c.guest_boot_from,
+        c.agent_offset_s.map_or("n/a".into(), |v| format!("{v:+.3} s")),
+        c.max_console_delay_s.map_or("n/a".into(), |v| format!("{v:.3} s"))
+    );
+    for n in &c.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "{:<16} {:<16} {:>9} {:>9} {:>9}  SOURCE", "PHASE", "LABEL", "START s", "END s", "SECONDS");
+    for p in table_rows(r) {
+        let _ = writeln!(
+            o,
+            "{:<16} {:<16} {:>9.3} {:>9.3} {:>9.3}{} {} → {}",
+            p.name,
+            short(&p.label, 16),
+            p.start_s,
+            p.end_s,
+            p.duration_s,
+            if p.estimated { "~" } else { " " },
+            base(p.start_line.as_deref().unwrap_or("?")),
+            base(p.end_line.as_deref().unwrap_or("(estimated)"))
+        );
+    }
+    let s = &r.pin_summary;
+    if s.calls > 0 || s.ftrace_calls > 0 {
+        let _ = writeln!(
+            o,
+            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {:.1} s, {:.0} GiB; {} took ≥ 1 s",
+            s.calls,
+            s.total_s,
+            s.bytes as f64 / (1u64 << 30) as f64,
+            s.heavy_calls
+        );
+        if s.ftrace_calls > 0 {
+            let h: Vec<String> = s.ftrace_heavy.iter().map(|v| format!("{v:.2}")).collect();
+            let _ = writeln!(o, "  function_graph: {} calls, ≥ 1 s: [{}] s", s.ftrace_calls, h.join(", "));
+        }
+        if !s.hist.is_empty() {
+            let b: Vec<String> = s.hist.iter().filter(|h| h.2 > 0).map(|(a, b, c)| format!("[{a},{b}) ms: {c}")).collect();
+            let _ = writeln!(o, "  @hist: {}", b.join("; "));
+        }
+    }
+    if !r.critical_path.is_empty() {
+        let _ = writeln!(o, "\nCritical path:");
+        for st in &r.critical_path {
+            let _ = writeln!(
+                o,
+                "  {:>8.1} s  {:<16} {:<14} {:>7.1} s{}{}",
+                st.start_s,
+                st.phase,
+                short(&st.label, 14),
+                st.duration_s,
+                if st.gap_before_s >= 0.5 { format!("  (after {:.1} s gap)", st.gap_before_s) } else { String::new() },
+                if st.contains.is_empty() { String::new() } else { format!("  contains: {}", st.contains.join(", ")) }
+            );
+        }
+    }
+    if !r.findings.is_empty() {
+        let _ = writeln!(o, "\nFindings:");
+        for (i, f) in r.findings.iter().enumerate() {
+            let _ = writeln!(o, "  {}. [{} {:.1} s] {}", i + 1, f.phase, f.measured_s, f.text);
+            let _ = writeln!(
+                o,
+                "     fix: {}{}",
+                f.fix,
+                f.saving_s.map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
+            );
+        }
+    }
+    let st = &r.stats;
+    let _ = writeln!(
+        o,
+        "\nInput: {} lines, {} events, {} unrecognized, {} other sandboxes' lines; bad lines skipped: {} (json {}, encoding {}, time {}, format {}, out-of-order {})",
+        st.lines, st.events, st.unrecognized, st.other_sandbox, st.bad.total(), st.bad.json, st.bad.encoding, st.bad.time, st.bad.format, st.bad.out_of_order
+    );
+    for e in &st.bad_examples {
+        let _ = writeln!(o, "  {e}");
+    }
+    if !r.other_sandboxes.is_empty() {
+        let _ = writeln!(o, "Other sandboxes in the input (use --sandbox): {}", r.other_sandboxes.join(", "));
+    }
+    o
+}
+
+/// The estimator's terminal report.
+pub fn estimate_text(e: &Estimate) -> String {
+    let mut o = String::new();
+    let i = &e.input;
+    let _ = writeln!(
+        o,
+        "Estimated boot: {:.0} s ({:.0}:{:02.0}) for {} GPUs, {:.0} GiB RAM, {} pages{}, {:?} backend, kernel {}.{}",
+        e.total_s,
+        (e.total_s / 60.0).floor(),
+        e.total_s % 60.0,
+        i.gpus,
+        i.memory as f64 / (1u64 << 30) as f64,
+        serde_json::to_value(i.page_size).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        if i.prealloc { " (prealloc)" } else { "" },
+        i.backend,
+        i.kernel.0,
+        i.kernel.1
+    );
+    let _ = writeln!(o, "\n{:<16} {:>9}  FORMULA", "PHASE", "SECONDS");
+    for p in &e.phases {
+        let _ = writeln!(o, "{:<16} {:>9.1}  {}", p.name, p.seconds, p.formula);
+    }
+    let _ = writeln!(o, "{:<16} {:>9.1}", "total", e.total_s);
+    let _ = writeln!(
+        o,
+        "\nQEMU page tables for guest RAM: {:.0} MiB",
+        e.page_table_bytes as f64 / (1u64 << 20) as f64
+    );
+    for w in &e.warnings {
+        let _ = writeln!(o, "\nwarning: {w}");
+    }
+    let _ = writeln!(o, "\nConstants:");
+    for c in &e.constants {
+        let _ = writeln!(o, "  {:<28} {:>10.4} {:<9} {}", c.name, c.value, c.unit, c.source);
+    }
+    o
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn color(name: &str) -> &'static str {
+    match name {
+        "vm_create" => "#8c8c8c",
+        "kernel_boot" => "#4e79a7",
+        "pci_enumeration" => "#59a14f",
+        "gpu_driver_init" => "#f28e2b",
+        "dma_pinning" => "#e15759",
+        "cdi_wait" => "#b07aa1",
+        "memory_hotplug" => "#76b7b2",
+        "container_start" => "#edc948",
+        _ => "#bab0ac",
+    }
+}
+
+/// A self-contained HTML page: summary, Gantt chart of the phases, table, findings.
+pub fn html(r: &Report) -> String {
+    let rows = table_rows(r);
+    let span = rows.iter().map(|p| p.end_s).fold(r.total_s, f64::max).max(1.0);
+    let (left, width, row_h) = (260.0, 900.0, 22.0);
+    let height = rows.len() as f64 * row_h + 50.0;
+    let x = |s: f64| left + s / span * width;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{:.0}" height="{height:.0}" role="img" aria-label="boot phases">"#,
+        left + width + 20.0
+    );
+    // axis ticks
+    let step = [1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0]
+        .into_iter()
+        .find(|s| span / s <= 12.0)
+        .unwrap_or(1200.0);
+    let mut t = 0.0;
+    while t <= span + 1e-9 {
+        let _ = write!(
+            svg,
+            r##"<line x1="{0:.1}" y1="20" x2="{0:.1}" y2="{1:.0}" stroke="#ddd"/><text x="{0:.1}" y="14" class="tick">{2:.0} s</text>"##,
+            x(t),
+            height - 20.0,
+            t
+        );
+        t += step;
+    }
+    for (i, p) in rows.iter().enumerate() {
+        let y = 24.0 + i as f64 * row_h;
+        let w = (x(p.end_s) - x(p.start_s)).max(1.5);
+        let _ = write!(
+            svg,
+            r#"<text x="4" y="{:.1}" class="lab">{} {}</text><rect x="{:.1}" y="{y:.1}" width="{w:.1}" height="{:.1}" fill="{}" rx="2"{}><title>{} {}: {:.3} s ({:.3} → {:.3} s) — {}; {} → {}</title></rect>"#,
+            y + 14.0,
+            esc(p.name),
+            esc(&short(&p.label, 16)),
+            x(p.start_s),
+            row_h - 6.0,
+            color(p.name),
+            if p.estimated { r#" fill-opacity="0.5""# } else { "" },
+            esc(p.name),
+            esc(&p.label),
+            p.duration_s,
+            p.start_s,
+            p.end_s,
+            esc(&p.detail),
+            esc(p.start_line.as_deref().unwrap_or("?")),
+            esc(p.end_line.as_deref().unwrap_or("estimated"))
+        );
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" class="dur">{:.1} s</text>"#,
+            x(p.start_s) + w + 4.0,
+            y + 13.0,
+            p.duration_s
+        );
+    }
+    svg.push_str("</svg>");
+
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>vmtune boot timeline</title>
+<style>
+body{{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}}
+h1{{font-size:20px}} h2{{font-size:16px;margin-top:28px}}
+table{{border-collapse:collapse}} td,th{{padding:3px 8px;border-bottom:1px solid #eee;text-align:left}}
+td.n{{text-align:right;font-variant-numeric:tabular-nums}}
+.tick{{font-size:11px;fill:#666;text-anchor:middle}} .lab{{font-size:12px}} .dur{{font-size:11px;fill:#444}}
+.fix{{color:#2a6}} code{{font-size:12px}}
+</style></head><body>
+<h1>Boot timeline{}</h1>
+<p>Total <b>{:.1} s</b> ({}); origin {}; {} GPUs found.</p>
+"#,
+        r.sandbox.as_ref().map_or(String::new(), |s| format!(" — sandbox <code>{}</code>", esc(s))),
+        r.total_s,
+        esc(r.total_from),
+        esc(&r.t0),
+        r.gpus.len()
+    );
+    o.push_str(&svg);
+    o.push_str("\n<h2>Critical path</h2><ol>");
+    for st in &r.critical_path {
+        let _ = write!(
+            o,
+            "<li>{} {} — {:.1} s{}</li>",
+            esc(st.phase),
+            esc(&st.label),
+            st.duration_s,
+            if st.contains.is_empty() { String::new() } else { format!(" (contains {})", esc(&st.contains.join(", "))) }
+        );
+    }
+    o.push_str("</ol>\n<h2>Findings</h2><ol>");
+    for f in &r.findings {
+        let _ = write!(
+            o,
+            "<li><b>{}</b> ({:.1} s): {}<br><span class=\"fix\">Fix: {}{}</span></li>",
+            esc(f.phase),
+            f.measured_s,
+            esc(&f.text),
+            esc(&f.fix),
+            f.saving_s.map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
+        );
+    }
+    o.push_str("</ol>\n<h2>Phases</h2><table><tr><th>phase</th><th>label</th><th>start s</th><th>end s</th><th>seconds</th><th>source</th></tr>");
+    for p in &rows {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=n>{:.3}</td><td class=n>{:.3}</td><td class=n>{:.3}{}</td><td><code>{} → {}</code></td></tr>",
+            esc(p.name),
+            esc(&p.label),
+            p.start_s,
+            p.end_s,
+            p.duration_s,
+            if p.estimated { "~" } else { "" },
+            esc(p.start_line.as_deref().unwrap_or("?")),
+            esc(p.end_line.as_deref().unwrap_or("estimated"))
+        );
+    }
+    let st = &r.stats;
+    let _ = write!(
+        o,
+        "</table>\n<h2>Input</h2><p>{} lines, {} events; bad lines skipped: {} (JSON {}, encoding {}, time {}, format {}, out of order {}).</p>",
+        st.lines, st.events, st.bad.total(), st.bad.json, st.bad.encoding, st.bad.time, st.bad.format, st.bad.out_of_order
+    );
+    for n in &r.clocks.notes {
+        let _ = write!(o, "<p>Clock note: {}</p>", esc(n));
+    }
+    o.push_str("\n</body></html>\n");
+    o
+}

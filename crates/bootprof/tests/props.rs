@@ -1,0 +1,78 @@
+//! Property tests: no input makes the parsers panic, and the line accounting holds.
+
+use bootprof::ingest::{ingest_bytes, Options};
+use proptest::prelude::*;
+
+const SEEDS: &[&str] = &[
+    include_str!("fixtures/run1-vmconsole.txt"),
+    include_str!("fixtures/run2-bpftrace.txt"),
+    include_str!("fixtures/seed-ftrace.txt"),
+    include_str!("fixtures/kubectl-hugepages.txt"),
+    include_str!("fixtures/dmesg-initcall.txt"),
+];
+
+fn fixture_lines() -> Vec<String> {
+    let mut v: Vec<String> = SEEDS.iter().flat_map(|s| s.lines().map(str::to_string)).collect();
+    v.extend(include_str!("fixtures/run2-containerd.journal").lines().take(120).map(str::to_string));
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let ing = ingest_bytes("fuzz", &data, Options::default());
+        let _ = bootprof::timeline::build(&ing, None);
+    }
+
+    #[test]
+    fn mutated_fixture_lines(picks in proptest::collection::vec((0usize..2000, 0usize..400, any::<u8>(), 0u8..4), 1..80)) {
+        let lines = fixture_lines();
+        let mut data = Vec::new();
+        for (i, pos, byte, op) in picks {
+            let mut l = lines[i % lines.len()].clone().into_bytes();
+            let p = pos.min(l.len());
+            match op {
+                0 => l.truncate(p),
+                1 => l.insert(p, byte),
+                2 => { if p < l.len() { l[p] = byte; } }
+                _ => {}
+            }
+            data.extend_from_slice(&l);
+            data.push(b'\n');
+        }
+        let ing = ingest_bytes("m", &data, Options::default());
+        let s = &ing.stats;
+        // every line is an event, unrecognized, another sandbox's, or bad (a bpftrace return
+        // printed before its call is both an event and counted bad)
+        let accounted = s.events + s.unrecognized + s.other_sandbox + s.bad.total();
+        prop_assert!(accounted >= s.lines && accounted <= s.lines + s.bad.out_of_order);
+        if let Ok(r) = bootprof::timeline::build(&ing, None) {
+            for p in &r.phases {
+                prop_assert!(p.duration_s >= 0.0 && p.end_s >= p.start_s);
+            }
+            let _ = bootprof::report::html(&r);
+            let _ = bootprof::report::text(&r);
+        }
+    }
+
+    #[test]
+    fn rfc3339_round_trips(secs in 0i64..4_000_000_000, us in 0i64..1_000_000) {
+        let ns = secs * 1_000_000_000 + us * 1000;
+        let s = bootprof::time::format_rfc3339(ns);
+        prop_assert_eq!(bootprof::time::parse_rfc3339(&s), Some(ns));
+    }
+
+    #[test]
+    fn estimate_is_monotone_in_gpus_and_memory(g in 1u32..16, m in 8u64..2048) {
+        use bootprof::estimate::{estimate, Constants, Input};
+        let c = Constants::default();
+        let base = Input { gpus: g, memory: m << 30, ..Input::seed001() };
+        let more_gpus = Input { gpus: g + 1, ..base.clone() };
+        let more_mem = Input { memory: (m + 1) << 30, ..base.clone() };
+        let t = estimate(&base, &c).total_s;
+        prop_assert!(estimate(&more_gpus, &c).total_s > t);
+        prop_assert!(estimate(&more_mem, &c).total_s > t);
+    }
+}

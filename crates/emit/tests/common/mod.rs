@@ -1,0 +1,77 @@
+//! Fixture loading shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+pub fn fixture_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+pub fn read(name: &str) -> String {
+    std::fs::read_to_string(fixture_path(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+pub fn plan(name: &str) -> plan::Plan {
+    serde_json::from_str(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Every fixture plan: (short name, plan).
+pub const PLANS: &[(&str, &str)] = &[
+    ("seed000_win10_gaming", "plan_seed000_win10_gaming.json"),
+    ("seed004_win7", "plan_seed004_win7.json"),
+    ("membw_2node_1g", "plan_membw_2node_1g.json"),
+    ("compute_4k", "plan_compute_4k.json"),
+];
+
+pub const DOMAINS: &[&str] = &[
+    "domain_win10.xml",
+    "domain_minimal.xml",
+    "domain_crlf_tabs.xml",
+];
+
+pub fn plans() -> Vec<(&'static str, plan::Plan)> {
+    PLANS.iter().map(|(n, f)| (*n, plan(f))).collect()
+}
+
+/// Top-level `<domain>` children the patch owns.
+pub const OWNED: &[&str] = &[
+    "memory",
+    "currentMemory",
+    "memoryBacking",
+    "vcpu",
+    "vcpus",
+    "iothreads",
+    "cputune",
+    "numatune",
+    "features",
+    "cpu",
+    "clock",
+];
+
+/// The document with every owned top-level element (and the whitespace before it) cut out.
+pub fn without_owned(xml: &str) -> String {
+    let doc = roxmltree::Document::parse(xml).expect("parse");
+    let root = doc.root_element();
+    let mut cuts = Vec::new();
+    let mut prev_end = None;
+    for c in root.children().filter(|c| !c.is_text()) {
+        let r = c.range();
+        if c.is_element() && OWNED.contains(&c.tag_name().name()) {
+            let start = prev_end
+                .filter(|&p: &usize| xml[p..r.start].trim().is_empty())
+                .unwrap_or(r.start);
+            cuts.push(start..r.end);
+        }
+        prev_end = Some(r.end);
+    }
+    let mut out = String::new();
+    let mut at = 0;
+    for c in cuts {
+        out.push_str(&xml[at..c.start]);
+        at = c.end;
+    }
+    out.push_str(&xml[at..]);
+    out
+}

@@ -1,0 +1,123 @@
+//! Property tests: for any plan, patching a domain keeps every byte outside the owned
+//! elements, is idempotent, and reads back as the plan's tenant.
+
+mod common;
+
+use plan::{GuestNumaCell, GuestTopology, MemoryPlan, Plan, VcpuPin};
+use proptest::prelude::*;
+use topo::CpuSet;
+
+fn arb_plan() -> impl Strategy<Value = Plan> {
+    let base = common::plan("plan_seed000_win10_gaming.json");
+    (
+        1u32..40,                                         // vCPUs
+        proptest::collection::vec(0u32..256, 1..40),      // host CPUs for vCPUs
+        proptest::collection::btree_set(0u32..256, 0..4), // emulator
+        proptest::collection::btree_set(0u32..256, 0..3), // iothreads
+        prop_oneof![Just(4u64), Just(2048u64), Just(1 << 20)],
+        1u64..64,  // GiB
+        0usize..4, // guest NUMA cells
+        0usize..3, // os
+        any::<(bool, bool, bool)>(),
+    )
+        .prop_map(
+            move |(n, cpus, emu, io, page_kb, gib, cells, os, (invtsc, hide, kvm))| {
+                let mut p = base.clone();
+                p.request.vcpus = n;
+                p.request.memory_bytes = gib << 30;
+                p.request.os = [
+                    plan::GuestOs::Linux,
+                    plan::GuestOs::Windows,
+                    plan::GuestOs::Windows7,
+                ][os];
+                p.vcpus = (0..n)
+                    .map(|v| VcpuPin {
+                        vcpu: v,
+                        cpu: cpus[v as usize % cpus.len()],
+                    })
+                    .collect();
+                p.emulator_cpus = emu.into_iter().collect();
+                p.iothread_cpus = io.into_iter().collect();
+                p.guest_topology = GuestTopology {
+                    sockets: 1,
+                    dies: 1,
+                    cores: n,
+                    threads: 1,
+                };
+                let cells = cells.min(n as usize);
+                let per = (gib << 30) / cells.max(1) as u64;
+                p.guest_numa = (0..cells)
+                    .map(|c| GuestNumaCell {
+                        cell: c as u32,
+                        vcpus: (0..n)
+                            .filter(|v| *v as usize % cells == c)
+                            .collect::<CpuSet>(),
+                        memory_bytes: per,
+                        host_nodes: vec![c as u32],
+                    })
+                    .collect();
+                if cells > 1 {
+                    p.request.memory_bytes = per * cells as u64;
+                }
+                let nodes: Vec<u32> = (0..cells.max(1) as u32).collect();
+                let (pages, per_node) = if page_kb == 4 {
+                    (0, vec![0; nodes.len()])
+                } else {
+                    let size = page_kb * 1024;
+                    let per_node: Vec<u64> = if cells > 1 {
+                        p.guest_numa
+                            .iter()
+                            .map(|c| c.memory_bytes.div_ceil(size))
+                            .collect()
+                    } else {
+                        vec![p.request.memory_bytes.div_ceil(size)]
+                    };
+                    (per_node.iter().sum(), per_node)
+                };
+                p.memory = MemoryPlan {
+                    host_nodes: nodes,
+                    hugepage_size_kb: page_kb,
+                    pages,
+                    pages_per_node: per_node,
+                };
+                p.cpu_features.invtsc = invtsc;
+                p.cpu_features.hide_hypervisor = hide;
+                p.cpu_features.kvm_hidden = kvm;
+                p
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn patch_keeps_foreign_bytes_and_round_trips(p in arb_plan()) {
+        for d in common::DOMAINS {
+            let base = common::read(d);
+            let out = emit::libvirt::patch_domain(&base, &p).expect("patch");
+            prop_assert_eq!(common::without_owned(&base), common::without_owned(&out));
+            let again = emit::libvirt::patch_domain(&out, &p).expect("patch again");
+            prop_assert_eq!(&again, &out);
+            let t = emit::libvirt::tenant_from_domain_xml(&out).expect("tenant");
+            let mut want = p.pinned_cpus();
+            if p.iothread_cpus.is_empty() && out.contains("<iothreadpin") {
+                want = want.union(&p.emulator_cpus);
+            }
+            prop_assert_eq!(t.cpus, want);
+            let pages: u64 = t.hugepages.iter().map(|h| h.pages).sum();
+            prop_assert_eq!(pages, p.memory.pages);
+            prop_assert_eq!(out.matches("<vcpupin ").count(), p.vcpus.len());
+        }
+    }
+
+    #[test]
+    fn emitters_never_panic(p in arb_plan()) {
+        let _ = emit::libvirt::domain_fragment(&p);
+        let a = emit::qemu::args(&p);
+        prop_assert!(a.len() % 2 == 0);
+        let _ = emit::kata::config_toml(&p);
+        let _ = emit::kata::pod_spec_yaml(&p);
+        let _ = emit::kubevirt::vmi_fragment_yaml(&p);
+    }
+}

@@ -1,0 +1,695 @@
+//! The vBalance interrupt policy as a pure state machine.
+//!
+//! This is Algorithm 1 of the vBalance paper (Cheng & Wang, section 3.3.2) extended the way its
+//! future-work section asks: many IRQs to many vCPUs, each IRQ (each queue of a multi-queue NIC)
+//! placed on its own, with hysteresis and a migration rate limit.
+//!
+//! Inputs per decision ([`Snapshot`]): each vCPU's online/offline status and interrupt load,
+//! and each balanced IRQ with its current holder and its own load. Output ([`Decision`]): the
+//! new IRQ → vCPU map and the moves that lead there, each with its [`Reason`].
+//!
+//! The simulator (`sim` crate) and the daemon ([`crate::daemon`]) both call [`Policy::decide`];
+//! nothing else decides where an interrupt goes.
+//!
+//! # Algorithm 1, per IRQ
+//! 1. `avg` = mean load over **all** vCPUs (online or not); online vCPUs above it are `HIGH`,
+//!    the others `LOW`.
+//! 2. If the holder is offline: move to the least loaded online vCPU ([`Reason::HolderOffline`]).
+//! 3. Else if the holder is `HIGH` and `max(online) > min(online) × threshold`: move to the
+//!    least loaded online vCPU ([`Reason::Imbalance`]).
+//! 4. Else stay.
+//!
+//! With no online vCPU the IRQ stays (the paper's hypervisor fast path handles that case).
+
+use serde::{Deserialize, Serialize};
+
+/// A vCPU index: the guest CPU number in the daemon, the vCPU index in the simulator.
+pub type Vcpu = u32;
+
+/// One vCPU as the policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VcpuView {
+    pub vcpu: Vcpu,
+    /// Running (or able to take an interrupt now): not preempted by the hypervisor.
+    pub online: bool,
+    /// Interrupt load: irq + softirq time over the recent window, in any unit as long as every
+    /// vCPU and every IRQ of one snapshot uses the same one.
+    pub load: f64,
+    /// May hold balanced IRQs (false for CPUs excluded by the user).
+    pub eligible: bool,
+}
+
+/// One balanced IRQ.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IrqView {
+    /// IRQ number (daemon) or interrupt-source index (simulator).
+    pub irq: u32,
+    /// The vCPU that holds it now.
+    pub holder: Vcpu,
+    /// Its own share of the holder's load, same unit as [`VcpuView::load`]. Only the
+    /// many-to-many extension uses it (to update the projected loads after a move).
+    pub load: f64,
+}
+
+/// Everything one decision looks at.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Time of the snapshot in nanoseconds (monotonic); drives hysteresis and rate limits.
+    pub now_ns: u64,
+    pub vcpus: Vec<VcpuView>,
+    pub irqs: Vec<IrqView>,
+}
+
+/// How a group of IRQs is placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mapping {
+    /// The paper: all balanced IRQs move together to one vCPU (many-to-one). The group's
+    /// holder is the holder of the first IRQ.
+    ManyToOne,
+    /// The extension: each IRQ is decided on its own, heaviest first, with the loads projected
+    /// after every move so that queues of one NIC spread over the online vCPUs.
+    ManyToMany,
+}
+
+/// Policy parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PolicyConfig {
+    /// Imbalance threshold on `max/min` of online vCPU loads (paper: 1.5).
+    pub threshold: f64,
+    pub mapping: Mapping,
+    /// Hysteresis: after a move, an IRQ is not moved again *for balance* for this long.
+    /// Moves away from an offline holder are never held back.
+    pub min_dwell_ns: u64,
+    /// Rate limit: at most this many balance moves per `rate_window_ns` (0 = unlimited).
+    pub max_balance_moves: u32,
+    pub rate_window_ns: u64,
+    /// Loads below this floor count as the floor when testing `max > min × threshold`, so that
+    /// noise on nearly idle vCPUs does not look like an infinite ratio (0 = the paper).
+    pub load_floor: f64,
+    /// Hysteresis: a balance move must leave the target less loaded than the holder was
+    /// (projected with the IRQ's own load), so two vCPUs cannot trade an IRQ back and forth.
+    pub require_improvement: bool,
+}
+
+impl PolicyConfig {
+    /// Algorithm 1 exactly as published: threshold 1.5, many-to-one, no hysteresis, no limit.
+    pub fn paper() -> Self {
+        Self {
+            threshold: 1.5,
+            mapping: Mapping::ManyToOne,
+            min_dwell_ns: 0,
+            max_balance_moves: 0,
+            rate_window_ns: 1_000_000_000,
+            load_floor: 0.0,
+            require_improvement: false,
+        }
+    }
+
+    /// The extension used by the daemon by default: many-to-many, a 1 s dwell for balance
+    /// moves, at most 4 balance moves per second, improvement required.
+    pub fn extended() -> Self {
+        Self {
+            threshold: 1.5,
+            mapping: Mapping::ManyToMany,
+            min_dwell_ns: 1_000_000_000,
+            max_balance_moves: 4,
+            rate_window_ns: 1_000_000_000,
+            load_floor: 0.0,
+            require_improvement: true,
+        }
+    }
+
+    /// Check the parameters; the error names the bad field.
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        if !(self.threshold.is_finite() && self.threshold >= 1.0) {
+            return Err(crate::Error::Config(format!(
+                "threshold {} must be a number >= 1",
+                self.threshold
+            )));
+        }
+        if !(self.load_floor.is_finite() && self.load_floor >= 0.0) {
+            return Err(crate::Error::Config(format!(
+                "load floor {} must be a number >= 0",
+                self.load_floor
+            )));
+        }
+        if self.max_balance_moves > 0 && self.rate_window_ns == 0 {
+            return Err(crate::Error::Config(
+                "a migration rate limit needs a non-zero window".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self::extended()
+    }
+}
+
+/// The state a vCPU is in for one decision (paper figure 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VcpuClass {
+    Offline,
+    /// Online and holding the IRQ under decision.
+    Hold,
+    /// Online, load above the all-vCPU average.
+    High,
+    /// Online, load at or below the average.
+    Low,
+}
+
+/// Why an IRQ moved or stayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// The holder is descheduled: the IRQ must go to an online vCPU.
+    HolderOffline,
+    /// The holder is HIGH and max/min of online loads exceeds the threshold.
+    Imbalance,
+    /// The holder is online and LOW, or the ratio is within the threshold.
+    Balanced,
+    /// No vCPU is online (or eligible): nothing to move to.
+    NoOnlineVcpu,
+    /// The holder is not in the snapshot (unknown CPU): treated as offline.
+    HolderUnknown,
+    /// A balance move was held back by the dwell time.
+    Dwell,
+    /// A balance move was held back by the rate limit.
+    RateLimited,
+    /// A balance move would not make the target less loaded than the holder.
+    NoImprovement,
+}
+
+/// One IRQ's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    pub irq: u32,
+    pub from: Vcpu,
+    pub to: Vcpu,
+    pub reason: Reason,
+}
+
+impl Placement {
+    pub fn moved(&self) -> bool {
+        self.from != self.to
+    }
+}
+
+/// The outcome of one decision: one placement per IRQ of the snapshot, in snapshot order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub placements: Vec<Placement>,
+    /// The all-vCPU average load the decision used.
+    pub average: f64,
+}
+
+impl Decision {
+    /// Only the placements that change a holder.
+    pub fn moves(&self) -> impl Iterator<Item = &Placement> {
+        self.placements.iter().filter(|p| p.moved())
+    }
+
+    /// The new holder of `irq`, if it was in the snapshot.
+    pub fn target(&self, irq: u32) -> Option<Vcpu> {
+        self.placements.iter().find(|p| p.irq == irq).map(|p| p.to)
+    }
+}
+
+/// Algorithm 1 for one holder: a pure function of the vCPU views.
+///
+/// Returns the next holder and why. Ties for the least loaded vCPU go to the lowest index.
+pub fn algorithm1(prev: Vcpu, vcpus: &[VcpuView], threshold: f64, floor: f64) -> (Vcpu, Reason) {
+    let avg = average(vcpus);
+    let mut min: Option<&VcpuView> = None;
+    let mut max_load = f64::NEG_INFINITY;
+    for v in vcpus.iter().filter(|v| v.online && v.eligible) {
+        if min.map_or(true, |m| v.load < m.load) {
+            min = Some(v);
+        }
+        max_load = max_load.max(v.load);
+    }
+    let Some(min) = min else {
+        return (prev, Reason::NoOnlineVcpu);
+    };
+    let holder = vcpus.iter().find(|v| v.vcpu == prev);
+    match holder {
+        None => (min.vcpu, Reason::HolderUnknown),
+        Some(h) if !h.online => (min.vcpu, Reason::HolderOffline),
+        Some(h) => {
+            let high = h.load > avg;
+            if high && max_load.max(floor) > min.load.max(floor) * threshold {
+                (min.vcpu, Reason::Imbalance)
+            } else {
+                (prev, Reason::Balanced)
+            }
+        }
+    }
+}
+
+/// Classify every vCPU for `holder` (paper figure 4); for display and tests.
+pub fn classify(holder: Vcpu, vcpus: &[VcpuView]) -> Vec<(Vcpu, VcpuClass)> {
+    let avg = average(vcpus);
+    vcpus
+        .iter()
+        .map(|v| {
+            let c = if !v.online {
+                VcpuClass::Offline
+            } else if v.vcpu == holder {
+                VcpuClass::Hold
+            } else if v.load > avg {
+                VcpuClass::High
+            } else {
+                VcpuClass::Low
+            };
+            (v.vcpu, c)
+        })
+        .collect()
+}
+
+fn average(vcpus: &[VcpuView]) -> f64 {
+    if vcpus.is_empty() {
+        0.0
+    } else {
+        vcpus.iter().map(|v| v.load).sum::<f64>() / vcpus.len() as f64
+    }
+}
+
+/// The policy: its configuration plus the little history that hysteresis and the rate limit
+/// need (when each IRQ last moved for balance; when recent balance moves happened).
+#[derive(Debug, Clone)]
+pub struct Policy {
+    config: PolicyConfig,
+    last_move: Vec<(u32, u64)>,
+    recent_moves: std::collections::VecDeque<u64>,
+}
+
+impl Policy {
+    pub fn new(config: PolicyConfig) -> Result<Self, crate::Error> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            last_move: Vec::new(),
+            recent_moves: std::collections::VecDeque::new(),
+        })
+    }
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    /// Decide the new map for `snap`. The caller applies the moves; the policy records the
+    /// balance moves it returned for hysteresis and rate limiting.
+    pub fn decide(&mut self, snap: &Snapshot) -> Decision {
+        let now = snap.now_ns;
+        let window = self.config.rate_window_ns;
+        while self
+            .recent_moves
+            .front()
+            .is_some_and(|&t| now.saturating_sub(t) >= window)
+        {
+            self.recent_moves.pop_front();
+        }
+        let average = average(&snap.vcpus);
+        let placements = match self.config.mapping {
+            Mapping::ManyToOne => self.decide_group(snap),
+            Mapping::ManyToMany => self.decide_each(snap),
+        };
+        Decision {
+            placements,
+            average,
+        }
+    }
+
+    /// The paper: one decision for the whole group, from the first IRQ's holder.
+    fn decide_group(&mut self, snap: &Snapshot) -> Vec<Placement> {
+        let Some(first) = snap.irqs.first() else {
+            return Vec::new();
+        };
+        let (to, reason) = self.one(snap.now_ns, first.irq, first.holder, &snap.vcpus, None);
+        if to != first.holder && reason == Reason::Imbalance {
+            self.record(snap.now_ns, first.irq);
+        }
+        let keep = reason == Reason::NoOnlineVcpu;
+        snap.irqs
+            .iter()
+            .map(|i| Placement {
+                irq: i.irq,
+                from: i.holder,
+                to: if keep { i.holder } else { to },
+                reason: if i.holder == to && to != first.holder {
+                    Reason::Balanced
+                } else {
+                    reason
+                },
+            })
+            .collect()
+    }
+
+    /// The extension: heaviest IRQ first, loads projected after each move.
+    fn decide_each(&mut self, snap: &Snapshot) -> Vec<Placement> {
+        let mut vcpus = snap.vcpus.clone();
+        let mut order: Vec<usize> = (0..snap.irqs.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (x, y) = (&snap.irqs[a], &snap.irqs[b]);
+            y.load.total_cmp(&x.load).then(x.irq.cmp(&y.irq))
+        });
+        let mut out: Vec<Option<Placement>> = vec![None; snap.irqs.len()];
+        for idx in order {
+            let i = snap.irqs[idx];
+            let (to, reason) = self.one(snap.now_ns, i.irq, i.holder, &vcpus, Some(i.load));
+            if to != i.holder {
+                if reason == Reason::Imbalance {
+                    self.record(snap.now_ns, i.irq);
+                }
+                let share = i.load.max(0.0);
+                if let Some(h) = vcpus.iter_mut().find(|v| v.vcpu == i.holder) {
+                    h.load = (h.load - share).max(0.0);
+                }
+                if let Some(t) = vcpus.iter_mut().find(|v| v.vcpu == to) {
+                    t.load += share;
+                }
+            }
+            out[idx] = Some(Placement {
+                irq: i.irq,
+                from: i.holder,
+                to,
+                reason,
+            });
+        }
+        out.into_iter().flatten().collect()
+    }
+
+    /// Algorithm 1 plus the extension's guards on balance moves.
+    fn one(
+        &self,
+        now: u64,
+        irq: u32,
+        holder: Vcpu,
+        vcpus: &[VcpuView],
+        irq_load: Option<f64>,
+    ) -> (Vcpu, Reason) {
+        let (to, reason) = algorithm1(holder, vcpus, self.config.threshold, self.config.load_floor);
+        if reason != Reason::Imbalance {
+            return (to, reason);
+        }
+        let c = &self.config;
+        if c.min_dwell_ns > 0 {
+            if let Some(&(_, t)) = self.last_move.iter().find(|(i, _)| *i == irq) {
+                if now.saturating_sub(t) < c.min_dwell_ns {
+                    return (holder, Reason::Dwell);
+                }
+            }
+        }
+        if c.max_balance_moves > 0 && self.recent_moves.len() >= c.max_balance_moves as usize {
+            return (holder, Reason::RateLimited);
+        }
+        if c.require_improvement {
+            let load_of = |v: Vcpu| vcpus.iter().find(|x| x.vcpu == v).map_or(0.0, |x| x.load);
+            let share = irq_load.unwrap_or(0.0).max(0.0);
+            if load_of(to) + share >= load_of(holder) {
+                return (holder, Reason::NoImprovement);
+            }
+        }
+        (to, reason)
+    }
+
+    fn record(&mut self, now: u64, irq: u32) {
+        match self.last_move.iter_mut().find(|(i, _)| *i == irq) {
+            Some(e) => e.1 = now,
+            None => self.last_move.push((irq, now)),
+        }
+        self.recent_moves.push_back(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(vcpu: Vcpu, online: bool, load: f64) -> VcpuView {
+        VcpuView {
+            vcpu,
+            online,
+            load,
+            eligible: true,
+        }
+    }
+
+    fn snap(now_ns: u64, vcpus: Vec<VcpuView>, irqs: Vec<(u32, Vcpu, f64)>) -> Snapshot {
+        Snapshot {
+            now_ns,
+            vcpus,
+            irqs: irqs
+                .into_iter()
+                .map(|(irq, holder, load)| IrqView { irq, holder, load })
+                .collect(),
+        }
+    }
+
+    // --- Algorithm 1, case by case ---
+
+    #[test]
+    fn offline_holder_goes_to_least_loaded_online() {
+        // vCPU0 holds and is descheduled; vCPU2 is the least loaded online one.
+        let vs = [v(0, false, 1.0), v(1, true, 5.0), v(2, true, 2.0), v(3, true, 9.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (2, Reason::HolderOffline));
+    }
+
+    #[test]
+    fn offline_holder_moves_even_when_it_is_the_least_loaded() {
+        // Being offline beats everything: the offline vCPU's own low load does not matter.
+        let vs = [v(0, false, 0.0), v(1, true, 7.0), v(2, true, 8.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (1, Reason::HolderOffline));
+    }
+
+    #[test]
+    fn high_holder_over_threshold_remaps() {
+        // avg = (9+2+3+2)/4 = 4: holder 9 is HIGH; 9 > 2 * 1.5 → move to the min (vCPU1,
+        // lowest index on a tie with vCPU3).
+        let vs = [v(0, true, 9.0), v(1, true, 2.0), v(2, true, 3.0), v(3, true, 2.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (1, Reason::Imbalance));
+    }
+
+    #[test]
+    fn high_holder_within_threshold_stays() {
+        // avg = 4.5: holder 5 is HIGH but 5 <= 4 * 1.5 → stay.
+        let vs = [v(0, true, 5.0), v(1, true, 4.0), v(2, true, 4.5), v(3, true, 4.5)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::Balanced));
+    }
+
+    #[test]
+    fn low_holder_stays_even_with_imbalance() {
+        // Holder 1 is LOW (below avg 4); the 10 vs 1 imbalance is someone else's.
+        let vs = [v(0, true, 1.0), v(1, true, 10.0), v(2, true, 2.0), v(3, true, 3.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::Balanced));
+    }
+
+    #[test]
+    fn average_includes_offline_vcpus() {
+        // avg over all four = (4+1+20+3)/4 = 7 with offline vCPU2's 20 counted: the holder
+        // (4) is LOW, so it stays although 4 > 1 * 1.5 among the online ones.
+        let vs = [v(0, true, 4.0), v(1, true, 1.0), v(2, false, 20.0), v(3, true, 3.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::Balanced));
+        // Without the offline vCPU's load the holder would be HIGH and move.
+        let vs = [v(0, true, 4.0), v(1, true, 1.0), v(2, false, 0.0), v(3, true, 3.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (1, Reason::Imbalance));
+    }
+
+    #[test]
+    fn max_min_taken_over_online_vcpus_only() {
+        // Offline vCPU3 has load 0; online min is 3, max 4: 4 <= 3*1.5 → stay.
+        let vs = [v(0, true, 4.0), v(1, true, 3.0), v(2, true, 3.5), v(3, false, 0.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::Balanced));
+    }
+
+    #[test]
+    fn no_online_vcpu_keeps_the_holder() {
+        let vs = [v(0, false, 1.0), v(1, false, 0.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::NoOnlineVcpu));
+    }
+
+    #[test]
+    fn unknown_holder_is_remapped() {
+        let vs = [v(0, true, 3.0), v(1, true, 1.0)];
+        assert_eq!(algorithm1(7, &vs, 1.5, 0.0), (1, Reason::HolderUnknown));
+    }
+
+    #[test]
+    fn ineligible_vcpus_never_receive() {
+        let mut vs = [v(0, false, 1.0), v(1, true, 0.0), v(2, true, 5.0)];
+        vs[1].eligible = false;
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (2, Reason::HolderOffline));
+    }
+
+    #[test]
+    fn zero_min_load_counts_as_imbalance_in_the_paper_but_not_over_the_floor() {
+        let vs = [v(0, true, 0.2), v(1, true, 0.0)];
+        assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (1, Reason::Imbalance));
+        assert_eq!(algorithm1(0, &vs, 1.5, 1.0), (0, Reason::Balanced));
+    }
+
+    #[test]
+    fn classify_matches_figure_4() {
+        let vs = [v(0, true, 9.0), v(1, false, 2.0), v(2, true, 5.0), v(3, true, 0.0)];
+        assert_eq!(
+            classify(0, &vs),
+            vec![
+                (0, VcpuClass::Hold),
+                (1, VcpuClass::Offline),
+                (2, VcpuClass::High),
+                (3, VcpuClass::Low)
+            ]
+        );
+    }
+
+    // --- Policy: many-to-one (paper) ---
+
+    #[test]
+    fn paper_mode_moves_the_whole_group() {
+        let mut p = Policy::new(PolicyConfig::paper()).unwrap();
+        let s = snap(
+            0,
+            vec![v(0, false, 3.0), v(1, true, 1.0), v(2, true, 0.5)],
+            vec![(30, 0, 2.0), (31, 0, 1.0), (32, 2, 0.5)],
+        );
+        let d = p.decide(&s);
+        assert!(d.placements.iter().all(|pl| pl.to == 2));
+        assert_eq!(d.moves().count(), 2);
+        assert_eq!(d.placements[0].reason, Reason::HolderOffline);
+        assert_eq!(d.placements[2].reason, Reason::Balanced);
+    }
+
+    // --- Policy: many-to-many extension ---
+
+    #[test]
+    fn many_to_many_spreads_queues_of_an_offline_holder() {
+        let mut p = Policy::new(PolicyConfig::extended()).unwrap();
+        // vCPU0 (offline) holds four queues of 1.0 each; three online vCPUs idle.
+        let s = snap(
+            0,
+            vec![v(0, false, 4.0), v(1, true, 0.0), v(2, true, 0.0), v(3, true, 0.0)],
+            vec![(40, 0, 1.0), (41, 0, 1.0), (42, 0, 1.0), (43, 0, 1.0)],
+        );
+        let d = p.decide(&s);
+        let targets: Vec<_> = d.placements.iter().map(|pl| pl.to).collect();
+        assert_eq!(targets, vec![1, 2, 3, 1]);
+        assert!(d.placements.iter().all(|pl| pl.reason == Reason::HolderOffline));
+    }
+
+    #[test]
+    fn dwell_holds_back_a_second_balance_move_but_not_an_offline_one() {
+        let mut cfg = PolicyConfig::extended();
+        cfg.max_balance_moves = 0;
+        let mut p = Policy::new(cfg).unwrap();
+        let s1 = snap(0, vec![v(0, true, 10.0), v(1, true, 0.0)], vec![(5, 0, 6.0)]);
+        assert_eq!(p.decide(&s1).placements[0].to, 1);
+        // 100 ms later vCPU1 is overloaded: a balance move is held back by the 1 s dwell.
+        let s2 = snap(100_000_000, vec![v(0, true, 0.0), v(1, true, 10.0)], vec![(5, 1, 6.0)]);
+        assert_eq!(p.decide(&s2).placements[0].reason, Reason::Dwell);
+        // ...but going offline moves it at once.
+        let s3 = snap(200_000_000, vec![v(0, true, 0.0), v(1, false, 10.0)], vec![(5, 1, 6.0)]);
+        assert_eq!(p.decide(&s3).placements[0], Placement { irq: 5, from: 1, to: 0, reason: Reason::HolderOffline });
+        // After the dwell the balance move is allowed again.
+        let s4 = snap(1_100_000_000, vec![v(0, true, 10.0), v(1, true, 0.0)], vec![(5, 0, 6.0)]);
+        assert_eq!(p.decide(&s4).placements[0].reason, Reason::Imbalance);
+    }
+
+    #[test]
+    fn rate_limit_caps_balance_moves_per_window() {
+        let mut cfg = PolicyConfig::extended();
+        cfg.max_balance_moves = 1;
+        cfg.min_dwell_ns = 0;
+        cfg.require_improvement = false;
+        let mut p = Policy::new(cfg).unwrap();
+        let s = snap(0, vec![v(0, true, 10.0), v(1, true, 0.0), v(2, true, 0.0)], vec![(1, 0, 5.0), (2, 0, 4.0)]);
+        let d = p.decide(&s);
+        let reasons: Vec<_> = d.placements.iter().map(|pl| pl.reason).collect();
+        assert_eq!(reasons, vec![Reason::Imbalance, Reason::RateLimited]);
+        // next window: allowed again
+        let s = snap(1_000_000_000, vec![v(0, true, 10.0), v(1, true, 0.0)], vec![(2, 0, 4.0)]);
+        assert_eq!(p.decide(&s).placements[0].reason, Reason::Imbalance);
+    }
+
+    #[test]
+    fn improvement_guard_prevents_ping_pong() {
+        let mut cfg = PolicyConfig::extended();
+        cfg.min_dwell_ns = 0;
+        let mut p = Policy::new(cfg).unwrap();
+        // One IRQ carries all of vCPU0's load: moving it would just make vCPU1 the hot one.
+        let s = snap(0, vec![v(0, true, 4.0), v(1, true, 0.0)], vec![(9, 0, 4.0)]);
+        assert_eq!(p.decide(&s).placements[0].reason, Reason::NoImprovement);
+    }
+
+    #[test]
+    fn config_validation() {
+        let mut c = PolicyConfig::paper();
+        c.threshold = 0.5;
+        assert!(Policy::new(c).is_err());
+        c.threshold = f64::NAN;
+        assert!(Policy::new(c).is_err());
+        let mut c = PolicyConfig::extended();
+        c.rate_window_ns = 0;
+        assert!(c.validate().is_err());
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
+            (1usize..9, 0usize..9).prop_flat_map(|(n, k)| {
+                (
+                    proptest::collection::vec((any::<bool>(), 0.0f64..100.0), n),
+                    proptest::collection::vec((0u32..(n as u32 + 2), 0.0f64..20.0), k),
+                )
+                    .prop_map(|(vs, is)| Snapshot {
+                        now_ns: 0,
+                        vcpus: vs
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, (online, load))| v(i as u32, online, load))
+                            .collect(),
+                        irqs: is
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, (holder, load))| IrqView { irq: i as u32, holder, load })
+                            .collect(),
+                    })
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn every_move_lands_on_an_online_vcpu(s in arb_snapshot(), many in any::<bool>()) {
+                let cfg = if many { PolicyConfig::extended() } else { PolicyConfig::paper() };
+                let mut p = Policy::new(cfg).unwrap();
+                let d = p.decide(&s);
+                prop_assert_eq!(d.placements.len(), s.irqs.len());
+                for pl in d.moves() {
+                    let t = s.vcpus.iter().find(|x| x.vcpu == pl.to);
+                    prop_assert!(t.is_some_and(|t| t.online));
+                }
+            }
+
+            #[test]
+            fn an_irq_on_an_offline_vcpu_leaves_when_any_is_online(s in arb_snapshot()) {
+                let mut p = Policy::new(PolicyConfig::extended()).unwrap();
+                let d = p.decide(&s);
+                let any_online = s.vcpus.iter().any(|x| x.online);
+                for (pl, i) in d.placements.iter().zip(&s.irqs) {
+                    let holder_online = s.vcpus.iter().any(|x| x.vcpu == i.holder && x.online);
+                    if any_online && !holder_online {
+                        prop_assert!(pl.moved());
+                    }
+                    if holder_online && pl.reason == Reason::Balanced {
+                        prop_assert!(!pl.moved());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Passed-through devices: normalize the BDFs, add the other functions of multi-function
+//! devices and the other endpoints of their IOMMU groups (VFIO hands a group over whole),
+//! refuse devices a tenant already has.
+
+use topo::{DeviceKind, Host};
+
+use crate::cost::DeviceInfo;
+use crate::{PlanError, Request, Tenant};
+
+/// The devices the VM gets, in BDF order.
+pub fn resolve(
+    req: &Request,
+    host: &Host,
+    tenants: &[Tenant],
+    rationale: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<DeviceInfo>, PlanError> {
+    let mut out: Vec<DeviceInfo> = Vec::new();
+    let push = |out: &mut Vec<DeviceInfo>, bdf: &str, nodes: Option<Vec<u32>>| {
+        if !out.iter().any(|d| d.bdf == bdf) {
+            out.push(DeviceInfo {
+                bdf: bdf.to_string(),
+                nodes,
+            });
+        }
+    };
+    for given in &req.devices {
+        let bdf = topo::normalize_bdf(given).ok_or_else(|| {
+            PlanError::Refused(format!(
+                "{given:?} is not a PCI address (expected BDF like 01:00.0 or 0000:01:00.0)"
+            ))
+        })?;
+        let Some(dev) = host.pci_devices.iter().find(|d| d.bdf == bdf) else {
+            if host.pci_devices.is_empty() {
+                warnings.push(format!(
+                    "the host model ({}) lists no PCI devices: {bdf}'s NUMA node is unknown, so placement ignores it",
+                    host.source
+                ));
+                push(&mut out, &bdf, None);
+                continue;
+            }
+            return Err(PlanError::Refused(format!(
+                "no PCI device {bdf} on this host ({} devices listed; see `vmtune topo`)",
+                host.pci_devices.len()
+            )));
+        };
+        if dev.kind == DeviceKind::Bridge {
+            return Err(PlanError::Refused(format!(
+                "{bdf} is a PCI bridge, not a device to pass through"
+            )));
+        }
+        let slot = dev.slot().to_string();
+        let mut added = Vec::new();
+        for d in &host.pci_devices {
+            let same_slot = d.slot() == slot;
+            let same_group = dev.iommu_group.is_some()
+                && d.iommu_group == dev.iommu_group
+                && d.kind != DeviceKind::Bridge;
+            if (same_slot || same_group) && d.bdf != bdf && !out.iter().any(|o| o.bdf == d.bdf) {
+                added.push((d.bdf.clone(), same_slot));
+            }
+        }
+        push(&mut out, &bdf, dev.numa.clone());
+        if dev.numa.is_none() {
+            warnings.push(format!(
+                "{bdf}: NUMA locality unknown in the host model; its node does not steer placement"
+            ));
+        }
+        for (b, same_slot) in added {
+            let nodes = host.pci(&b).and_then(|d| d.numa.clone());
+            push(&mut out, &b, nodes);
+            rationale.push(if same_slot {
+                format!("{b} goes with {bdf}: functions of one multi-function device are passed through together")
+            } else {
+                format!(
+                    "{b} goes with {bdf}: same IOMMU group {}, which VFIO assigns whole",
+                    dev.iommu_group.unwrap_or_default()
+                )
+            });
+        }
+    }
+    for d in &out {
+        for t in tenants {
+            if t.devices.iter().any(|td| topo::normalize_bdf(td).as_deref() == Some(d.bdf.as_str())) {
+                return Err(PlanError::Refused(format!(
+                    "device {} is already assigned to tenant {:?}",
+                    d.bdf, t.name
+                )));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.bdf.cmp(&b.bdf));
+    Ok(out)
+}

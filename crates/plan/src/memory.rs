@@ -1,0 +1,363 @@
+//! Guest memory: which host nodes, which page size, how many pages on each node.
+//!
+//! Free hugepages come from the host model (`NumaNode.hugepages`) minus what tenants hold.
+//! `auto` takes 1 GiB pages where enough are free on the chosen nodes, else 2 MiB, else 4 KiB
+//! with a warning quoting seed 001 (VFIO pins every 4 KiB page at boot).
+
+use std::collections::BTreeMap;
+
+use topo::Host;
+
+use crate::{HugepagePolicy, Request, Tenant};
+
+pub const KB_4K: u64 = 4;
+pub const KB_2M: u64 = 2048;
+pub const KB_1G: u64 = 1024 * 1024;
+
+/// What seed 001 measured about 4 KiB guest memory with VFIO.
+pub const SMALL_PAGE_COST: &str = "with 4 KiB pages VFIO pins every page at boot (seed 001: ~3.3 s per 128 GiB per GPU in vfio_pin_pages_remote; the 7-GPU Kata VM booted in 3:03 with 4 KiB pages vs 2:26 with hugepages) and the page tables cost host memory";
+
+#[derive(Debug, Clone, Default)]
+struct NodeMem {
+    /// Bytes the node can give (memory minus tenants' hugepages), `None` = unknown.
+    capacity: Option<u64>,
+    /// size_kb → (free pages available after tenants, total pages); `None` = unknown.
+    pages: BTreeMap<u64, (Option<u64>, Option<u64>)>,
+}
+
+/// Memory of every node as the planner sees it.
+#[derive(Debug, Clone)]
+pub struct MemoryModel {
+    policy: HugepagePolicy,
+    nodes: BTreeMap<u32, NodeMem>,
+}
+
+/// How a page size was settled for a node set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Availability {
+    /// Enough free pages are known to be there.
+    Free,
+    /// Free counts are unknown (hwloc XML lists totals only): apply must reserve them.
+    Unknown,
+    /// Known to be short: apply must reserve the missing pages.
+    Short,
+}
+
+/// The memory decision for a placement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryDecision {
+    pub size_kb: u64,
+    pub host_nodes: Vec<u32>,
+    /// Bytes per node of `host_nodes`.
+    pub bytes_per_node: Vec<u64>,
+    pub rationale: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+fn tenant_holding(tenants: &[Tenant], node: u32, size_kb: u64) -> u64 {
+    tenants
+        .iter()
+        .flat_map(|t| &t.hugepages)
+        .filter(|h| h.size_kb == size_kb && h.node.map_or(true, |n| n == node))
+        .map(|h| h.pages)
+        .sum()
+}
+
+fn tenant_bytes(tenants: &[Tenant], node: u32) -> u64 {
+    tenants
+        .iter()
+        .flat_map(|t| &t.hugepages)
+        .filter(|h| h.node.map_or(true, |n| n == node))
+        .map(|h| h.pages.saturating_mul(h.size_kb).saturating_mul(1024))
+        .sum()
+}
+
+pub fn human_bytes(b: u64) -> String {
+    const G: u64 = 1 << 30;
+    const M: u64 = 1 << 20;
+    if b >= G && b % G == 0 {
+        format!("{} GiB", b / G)
+    } else if b >= G {
+        format!("{:.1} GiB", b as f64 / G as f64)
+    } else if b >= M && b % M == 0 {
+        format!("{} MiB", b / M)
+    } else {
+        format!("{b} bytes")
+    }
+}
+
+pub fn page_name(size_kb: u64) -> String {
+    match size_kb {
+        KB_1G => "1 GiB".into(),
+        KB_2M => "2 MiB".into(),
+        KB_4K => "4 KiB".into(),
+        k if k % 1024 == 0 => format!("{} MiB", k / 1024),
+        k => format!("{k} KiB"),
+    }
+}
+
+impl MemoryModel {
+    pub fn new(
+        req: &Request,
+        host: &Host,
+        tenants: &[Tenant],
+        numa_known: bool,
+        warnings: &mut Vec<String>,
+    ) -> MemoryModel {
+        let mut nodes = BTreeMap::new();
+        if numa_known {
+            for n in &host.numa_nodes {
+                let mut m = NodeMem {
+                    capacity: n
+                        .memory_bytes
+                        .map(|b| b.saturating_sub(tenant_bytes(tenants, n.os_index))),
+                    pages: BTreeMap::new(),
+                };
+                for h in &n.hugepages {
+                    let free = h
+                        .free
+                        .map(|f| f.saturating_sub(tenant_holding(tenants, n.os_index, h.size_kb)));
+                    m.pages.insert(h.size_kb, (free, h.total));
+                }
+                nodes.insert(n.os_index, m);
+            }
+        } else {
+            nodes.insert(0, NodeMem::default());
+        }
+        let unknown_free = nodes
+            .values()
+            .any(|m| m.pages.is_empty() || m.pages.values().any(|(f, _)| f.is_none()));
+        if unknown_free && req.hugepages != HugepagePolicy::None {
+            warnings.push(format!(
+                "the host model ({}) does not say how many hugepages are free: the plan counts the pages it needs and `vmtune apply` reserves them",
+                host.source
+            ));
+        }
+        MemoryModel {
+            policy: req.hugepages,
+            nodes,
+        }
+    }
+
+    /// Bytes the nodes can hold; `None` if any node's size is unknown (no limit known).
+    pub fn capacity(&self, nodes: &[u32]) -> Option<u64> {
+        let mut sum = 0u64;
+        for n in nodes {
+            sum = sum.saturating_add(self.nodes.get(n)?.capacity?);
+        }
+        Some(sum)
+    }
+
+    /// Free pages of `size_kb` on `nodes`: (known sum, whether any node's count is unknown).
+    fn free_pages(&self, nodes: &[u32], size_kb: u64) -> (u64, bool) {
+        let mut sum = 0u64;
+        let mut unknown = false;
+        for n in nodes {
+            match self.nodes.get(n).and_then(|m| m.pages.get(&size_kb)) {
+                Some((Some(f), _)) => sum = sum.saturating_add(*f),
+                Some((None, _)) => unknown = true,
+                None => {
+                    // a node without this size listed: none free if the node lists other
+                    // sizes with counts, unknown if it lists nothing at all
+                    if self.nodes.get(n).map_or(true, |m| m.pages.is_empty()) {
+                        unknown = true;
+                    }
+                }
+            }
+        }
+        (sum, unknown)
+    }
+
+    /// Settle the page size for `memory_bytes` on `nodes`: (size_kb, availability, rank).
+    pub fn pick(&self, nodes: &[u32], memory_bytes: u64) -> (u64, Availability, u32) {
+        let need = |size_kb: u64| memory_bytes.div_ceil(size_kb * 1024);
+        let fixed = |size_kb: u64| {
+            let (free, unknown) = self.free_pages(nodes, size_kb);
+            if free >= need(size_kb) {
+                (size_kb, Availability::Free, 0)
+            } else if unknown {
+                (size_kb, Availability::Unknown, 1)
+            } else {
+                (size_kb, Availability::Short, 2)
+            }
+        };
+        match self.policy {
+            HugepagePolicy::None => (KB_4K, Availability::Free, 0),
+            HugepagePolicy::Size2M => fixed(KB_2M),
+            HugepagePolicy::Size1G => fixed(KB_1G),
+            HugepagePolicy::Auto => {
+                let (f1, u1) = self.free_pages(nodes, KB_1G);
+                let (f2, u2) = self.free_pages(nodes, KB_2M);
+                let g1 = memory_bytes % (KB_1G * 1024) == 0;
+                let m2 = memory_bytes % (KB_2M * 1024) == 0;
+                if g1 && f1 >= need(KB_1G) {
+                    (KB_1G, Availability::Free, 0)
+                } else if m2 && f2 >= need(KB_2M) {
+                    (KB_2M, Availability::Free, 1)
+                } else if u1 || u2 {
+                    (KB_2M, Availability::Unknown, 2)
+                } else {
+                    (KB_4K, Availability::Short, 3)
+                }
+            }
+        }
+    }
+
+    /// The cost term: `None` when the memory does not fit on `nodes` at all.
+    pub fn page_rank(&self, nodes: &[u32], memory_bytes: u64) -> Option<u32> {
+        if let Some(cap) = self.capacity(nodes) {
+            if cap < memory_bytes {
+                return None;
+            }
+        }
+        Some(self.pick(nodes, memory_bytes).2)
+    }
+
+    /// Bytes a node can take in pages of `size_kb` (free pages, or capacity where unknown).
+    fn node_room(&self, node: u32, size_kb: u64, avail: Availability) -> Option<u64> {
+        let m = self.nodes.get(&node)?;
+        if size_kb != KB_4K && avail == Availability::Free {
+            if let Some((Some(f), _)) = m.pages.get(&size_kb) {
+                return Some(f.saturating_mul(size_kb * 1024));
+            }
+            return Some(0);
+        }
+        m.capacity
+    }
+
+    /// Place `memory_bytes` on `nodes`: proportional to the guest PUs on each node
+    /// (`weights`, same order), within what each node can take, overflow to the others in
+    /// order.
+    pub fn decide(&self, nodes: &[u32], weights: &[u64], memory_bytes: u64) -> MemoryDecision {
+        let (size_kb, avail, _) = self.pick(nodes, memory_bytes);
+        let page = size_kb * 1024;
+        let pages = memory_bytes.div_ceil(page);
+        let mut rationale = Vec::new();
+        let mut warnings = Vec::new();
+        // proportional split in pages, largest remainder
+        let wsum: u64 = weights.iter().sum::<u64>().max(1);
+        let mut split: Vec<u64> = weights
+            .iter()
+            .map(|w| ((pages as u128 * *w as u128) / wsum as u128) as u64)
+            .collect();
+        let mut left = pages.saturating_sub(split.iter().sum());
+        let mut order: Vec<usize> = (0..nodes.len()).collect();
+        order.sort_by_key(|&i| {
+            let rem = (pages as u128 * weights.get(i).copied().unwrap_or(0) as u128) % wsum as u128;
+            (std::cmp::Reverse(rem), i)
+        });
+        for &i in order.iter().cycle().take(nodes.len() * 2) {
+            if left == 0 {
+                break;
+            }
+            if weights.get(i).copied().unwrap_or(0) > 0 || wsum == 1 {
+                split[i] += 1;
+                left -= 1;
+            }
+        }
+        if left > 0 {
+            if let Some(s) = split.first_mut() {
+                *s += left;
+            }
+        }
+        // cap by room, move overflow to nodes with room
+        let room: Vec<Option<u64>> = nodes
+            .iter()
+            .map(|&n| self.node_room(n, size_kb, avail).map(|b| b / page))
+            .collect();
+        let mut overflow = 0u64;
+        for (i, s) in split.iter_mut().enumerate() {
+            if let Some(Some(r)) = room.get(i) {
+                if *s > *r {
+                    overflow += *s - *r;
+                    *s = *r;
+                }
+            }
+        }
+        for (i, s) in split.iter_mut().enumerate() {
+            if overflow == 0 {
+                break;
+            }
+            let spare = match room.get(i) {
+                Some(Some(r)) => r.saturating_sub(*s),
+                _ => overflow,
+            };
+            let take = spare.min(overflow);
+            *s += take;
+            overflow -= take;
+        }
+        if overflow > 0 {
+            if let Some(s) = split.first_mut() {
+                *s += overflow;
+            }
+        }
+
+        let total_bytes = pages * page;
+        if total_bytes != memory_bytes {
+            rationale.push(format!(
+                "memory rounded up from {} to {} ({} pages of {})",
+                human_bytes(memory_bytes),
+                human_bytes(total_bytes),
+                pages,
+                page_name(size_kb)
+            ));
+        }
+        match (self.policy, size_kb, avail) {
+            (HugepagePolicy::None, _, _) => {
+                rationale.push("hugepages off as requested: 4 KiB pages".into());
+                warnings.push(format!("4 KiB pages: {SMALL_PAGE_COST}"));
+            }
+            (_, KB_4K, _) => {
+                warnings.push(format!(
+                    "not enough free hugepages on node(s) {} for {}: falling back to 4 KiB pages; {SMALL_PAGE_COST}. Reserve {} 2 MiB pages (or {} 1 GiB pages) to avoid it",
+                    list(nodes),
+                    human_bytes(memory_bytes),
+                    memory_bytes.div_ceil(KB_2M * 1024),
+                    memory_bytes.div_ceil(KB_1G * 1024)
+                ));
+            }
+            (_, _, Availability::Free) => rationale.push(format!(
+                "{} pages of {}: enough are free on node(s) {} (hugepages cut VFIO pinning and page-table cost at boot, seed 001)",
+                pages,
+                page_name(size_kb),
+                list(nodes)
+            )),
+            (_, _, Availability::Unknown) => warnings.push(format!(
+                "free {} pages on node(s) {} are unknown: the plan needs {} of them; `vmtune apply` reserves them",
+                page_name(size_kb),
+                list(nodes),
+                pages
+            )),
+            (_, _, Availability::Short) => warnings.push(format!(
+                "only {} free {} pages on node(s) {} but the plan needs {}: `vmtune apply` must reserve the rest (1 GiB pages may not be available after boot on fragmented memory)",
+                self.free_pages(nodes, size_kb).0,
+                page_name(size_kb),
+                list(nodes),
+                pages
+            )),
+        }
+        if self.policy == HugepagePolicy::Auto && size_kb == KB_2M && avail == Availability::Free {
+            let (f1, _) = self.free_pages(nodes, KB_1G);
+            if memory_bytes % (KB_1G * 1024) != 0 {
+                rationale.push("2 MiB pages because the memory is not a whole number of GiB".into());
+            } else {
+                rationale.push(format!(
+                    "2 MiB rather than 1 GiB pages: only {f1} free 1 GiB pages on node(s) {}",
+                    list(nodes)
+                ));
+            }
+        }
+        let bytes_per_node = split.iter().map(|p| p * page).collect();
+        MemoryDecision {
+            size_kb,
+            host_nodes: nodes.to_vec(),
+            bytes_per_node,
+            rationale,
+            warnings,
+        }
+    }
+}
+
+pub fn list(nodes: &[u32]) -> String {
+    nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}

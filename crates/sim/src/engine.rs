@@ -1,0 +1,1316 @@
+//! The discrete-event engine: physical CPUs, vCPUs, host schedulers, NIC queues, sources and
+//! the guest interrupt policies.
+//!
+//! Time is in nanoseconds. Events sit in a binary heap ordered by `(time, sequence)`; the
+//! sequence number is the insertion order, so events at the same instant run in the order they
+//! were scheduled and a run is a pure function of the scenario and its seed.
+//!
+//! # Model
+//! - A **vCPU** is running on its pCPU, runnable but descheduled ("preempted", offline to
+//!   vBalance), or blocked (halted). A running vCPU does interrupt work first (pending NIC
+//!   queues, one packet at a time) and its workload otherwise.
+//! - A **NIC queue** has a ring of fixed size and one IRQ. A packet arriving at an armed queue
+//!   raises the interrupt on the vCPU the IRQ is bound to (and disarms it); that vCPU polls the
+//!   ring NAPI-style until it is empty, then re-arms. Packets that find the ring full are
+//!   dropped. Rebinding an IRQ whose interrupt is pending on a vCPU that is not processing it
+//!   moves the pending interrupt along (Xen event-channel semantics, as in the paper).
+//! - **Credit**: per-pCPU runqueue ordered SMP_BOOST > BOOST > UNDER > OVER, FIFO within a
+//!   priority; 30 ms slices; a 10 ms tick debits the running vCPU and drops its boost; every 3
+//!   ticks credits are shared among the pCPU's non-blocked vCPUs. A vCPU waking from block gets
+//!   BOOST if UNDER and preempts a lower priority. With vBalance, an interrupt for a VM none of
+//!   whose vCPUs runs gives the target SMP_BOOST (the paper's fast path).
+//! - **EEVDF**: virtual runtime, eligibility (`vruntime <= average`), earliest virtual deadline
+//!   first, `deadline = vruntime + slice`; a woken task keeps its lag and preempts the current
+//!   one if it is eligible with an earlier deadline.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use irqbal::load::DecayingLoad;
+use irqbal::{IrqView, Policy, Snapshot, VcpuView};
+
+use crate::scenario::{udp_slots, PolicyKind, Scenario, SchedulerKind, SourceSpec, Workload};
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+
+// ---------------------------------------------------------------- event queue
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    /// End of the running vCPU's slice on a pCPU.
+    SliceEnd { pcpu: u32, gen: u32 },
+    /// Re-pick on a pCPU (wakeup preemption, idle pCPU, block).
+    Resched { pcpu: u32 },
+    /// Credit scheduler tick on a pCPU.
+    Tick { pcpu: u32, n: u32 },
+    /// The running vCPU finished its current activity (a packet or a compute phase).
+    Activity { vcpu: u32, gen: u32 },
+    /// A blocked vCPU's I/O completed.
+    IoDone { vcpu: u32 },
+    /// A packet reaches a NIC queue.
+    Arrive { queue: u32, pkt: Pkt },
+    /// A source's own timer (ping send, stream send).
+    Source { src: u32 },
+    /// A TCP ACK reaches the sender.
+    Ack { src: u32, acked: u64 },
+    /// Delayed-ACK timer of a TCP receiver.
+    DelAck { src: u32, gen: u32 },
+    /// Periodic policy evaluation of a VM (irqbalance period or vBalance guest tick).
+    PolicyTick { vm: u32 },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pkt {
+    src: u32,
+    /// ping: send time; tcp: segment number; udp: unused.
+    tag: u64,
+    bytes: u32,
+    slots: u32,
+    cost_ns: u64,
+}
+
+struct Entry {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.t == o.t && self.seq == o.seq
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // min-heap on (t, seq)
+        o.t.cmp(&self.t).then(o.seq.cmp(&self.seq))
+    }
+}
+
+/// A deterministic PRNG (SplitMix64).
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}
+
+// ---------------------------------------------------------------- entities
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunState {
+    Running,
+    Runnable,
+    Blocked,
+}
+
+/// Credit priorities, higher runs first.
+const PRI_OVER: i8 = -1;
+const PRI_UNDER: i8 = 0;
+const PRI_BOOST: i8 = 1;
+const PRI_SMP_BOOST: i8 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Act {
+    /// Nothing scheduled (burning or blocked).
+    None,
+    /// Processing the head packet of a queue.
+    Packet(u32),
+    /// Compute phase of an I/O workload.
+    Compute,
+}
+
+struct Vcpu {
+    vm: u32,
+    index: u32,
+    pcpu: u32,
+    state: RunState,
+    // credit
+    pri: i8,
+    credit: i64,
+    // eevdf
+    vruntime: i64,
+    deadline: i64,
+    lag: i64,
+    // activity
+    act: Act,
+    act_gen: u32,
+    act_start: u64,
+    compute_left: u64,
+    pending: Vec<u32>,
+    // accounting
+    run_start: u64,
+    runtime: u64,
+    irq_ns: u64,
+    load: DecayingLoad,
+}
+
+struct Pcpu {
+    current: Option<u32>,
+    runq: VecDeque<u32>,
+    slice_gen: u32,
+    resched_pending: bool,
+    switches: u64,
+}
+
+struct Queue {
+    vm: u32,
+    irq_index: u32,
+    ring: VecDeque<Pkt>,
+    /// Processing time left of the head packet when a vCPU was interrupted in it (0: none).
+    head_left: u64,
+    slots_used: u32,
+    ring_slots: u32,
+    armed: bool,
+    /// vCPU (global index) the interrupt is pending on, if raised.
+    raised_on: Option<u32>,
+    load: DecayingLoad,
+    drops: u64,
+}
+
+struct Vm {
+    vcpus: Vec<u32>,
+    queues: Vec<u32>,
+    /// IRQ map: queue (VM-local index) → VM-local vCPU index.
+    map: Vec<u32>,
+    running: u32,
+    workload: Workload,
+    policy: Option<Policy>,
+    irq_moves: u64,
+    /// irqbalance: per-queue irq time at the previous period.
+    last_queue_ns: Vec<u64>,
+    queue_ns: Vec<u64>,
+}
+
+enum SrcState {
+    Ping {
+        queue: u32,
+        interval: u64,
+        size: u32,
+        rtts: Vec<(u64, u64)>,
+        sent: u64,
+    },
+    Tcp {
+        queue: u32,
+        msg: u32,
+        window: u64,
+        next: u64,
+        acked: u64,
+        link_free: u64,
+        send_armed: bool,
+        // receiver
+        received: u64,
+        unacked: u32,
+        delack_gen: u32,
+        delack_armed: bool,
+        bytes: u64,
+    },
+    Udp {
+        queue: u32,
+        msg: u32,
+        bytes: u64,
+        sent: u64,
+    },
+}
+
+/// Per-run outcome.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunStats {
+    pub events: u64,
+    pub simulated_ns: u64,
+    /// (send time ns, rtt ns) per answered ping.
+    pub pings: Vec<(u64, u64)>,
+    pub pings_sent: u64,
+    /// Bytes delivered to the guest per stream source (TCP and UDP), in source order.
+    pub stream_bytes: Vec<(String, u64)>,
+    pub drops: u64,
+    pub irq_moves: u64,
+    pub context_switches: u64,
+    /// Run time per vCPU (global order), ns.
+    pub vcpu_runtime_ns: Vec<u64>,
+    /// Interrupt processing time per vCPU, ns.
+    pub vcpu_irq_ns: Vec<u64>,
+}
+
+/// One simulation: a scenario under one host scheduler and one guest policy.
+pub struct Sim {
+    now: u64,
+    end: u64,
+    seq: u64,
+    heap: BinaryHeap<Entry>,
+    rng: Rng,
+    sched: SchedulerKind,
+    policy: PolicyKind,
+    pcpus: Vec<Pcpu>,
+    vcpus: Vec<Vcpu>,
+    vms: Vec<Vm>,
+    queues: Vec<Queue>,
+    srcs: Vec<SrcState>,
+    // parameters
+    timeslice: u64,
+    tick: u64,
+    ticks_per_acct: u32,
+    slice: i64,
+    net_one_way: u64,
+    bits_ns: f64,
+    pkt_ns: f64,
+    byte_ns: f64,
+    msg_ns: f64,
+    mss: u32,
+    delack: u64,
+    irqbalance_period: u64,
+    vb_tick: u64,
+    smp_boost: bool,
+    events: u64,
+}
+
+impl Sim {
+    /// Build a simulation. The scenario must be valid ([`Scenario::validate`]).
+    pub fn new(sc: &Scenario, sched: SchedulerKind, policy: PolicyKind) -> Result<Self, String> {
+        sc.validate()?;
+        let half_life = (sc.vbalance.load_half_life_ms * MS as f64) as u64;
+        let mut sim = Sim {
+            now: 0,
+            end: sc.duration_ms * MS,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            rng: Rng(sc.seed ^ 0x5EED_0F_5EED),
+            sched,
+            policy,
+            pcpus: (0..sc.pcpus)
+                .map(|_| Pcpu {
+                    current: None,
+                    runq: VecDeque::new(),
+                    slice_gen: 0,
+                    resched_pending: false,
+                    switches: 0,
+                })
+                .collect(),
+            vcpus: Vec::new(),
+            vms: Vec::new(),
+            queues: Vec::new(),
+            srcs: Vec::new(),
+            timeslice: (sc.credit.timeslice_ms * MS as f64) as u64,
+            tick: (sc.credit.tick_ms * MS as f64) as u64,
+            ticks_per_acct: sc.credit.ticks_per_acct,
+            slice: (sc.eevdf.slice_us * US as f64) as i64,
+            net_one_way: (sc.net.one_way_us * US as f64) as u64,
+            bits_ns: 1000.0 / sc.net.link_mbps, // ns per bit
+            pkt_ns: sc.net.pkt_ns,
+            byte_ns: sc.net.byte_ns,
+            msg_ns: sc.net.msg_ns,
+            mss: sc.net.mss,
+            delack: (sc.net.delack_ms * MS as f64) as u64,
+            irqbalance_period: sc.irqbalance_period_ms * MS,
+            vb_tick: (sc.vbalance.tick_us * US as f64) as u64,
+            smp_boost: sc.vbalance.smp_boost && sched == SchedulerKind::Credit,
+            events: 0,
+        };
+        for (vi, spec) in sc.vms.iter().enumerate() {
+            let mut vm = Vm {
+                vcpus: Vec::new(),
+                queues: Vec::new(),
+                map: vec![0; spec.queues as usize],
+                running: 0,
+                workload: spec.workload,
+                policy: None,
+                irq_moves: 0,
+                last_queue_ns: vec![0; spec.queues as usize],
+                queue_ns: vec![0; spec.queues as usize],
+            };
+            if policy == PolicyKind::Vbalance {
+                vm.policy = Some(Policy::new(sc.vbalance.policy_config()).map_err(|e| e.to_string())?);
+            }
+            for i in 0..spec.vcpus {
+                let pcpu = match &spec.pin {
+                    Some(p) => p.get(i as usize).copied().unwrap_or(0),
+                    None => i % sc.pcpus,
+                };
+                let compute = match spec.workload {
+                    Workload::Io { compute_us, .. } => compute_us * US,
+                    _ => 0,
+                };
+                vm.vcpus.push(sim.vcpus.len() as u32);
+                sim.vcpus.push(Vcpu {
+                    vm: vi as u32,
+                    index: i,
+                    pcpu,
+                    state: RunState::Runnable,
+                    pri: PRI_UNDER,
+                    credit: 0,
+                    vruntime: 0,
+                    deadline: 0,
+                    lag: 0,
+                    act: Act::None,
+                    act_gen: 0,
+                    act_start: 0,
+                    compute_left: compute,
+                    pending: Vec::new(),
+                    run_start: 0,
+                    runtime: 0,
+                    irq_ns: 0,
+                    load: DecayingLoad::new(half_life),
+                });
+            }
+            for q in 0..spec.queues {
+                vm.queues.push(sim.queues.len() as u32);
+                sim.queues.push(Queue {
+                    vm: vi as u32,
+                    irq_index: q,
+                    ring: VecDeque::new(),
+                    head_left: 0,
+                    slots_used: 0,
+                    ring_slots: spec.ring,
+                    armed: true,
+                    raised_on: None,
+                    load: DecayingLoad::new(half_life),
+                    drops: 0,
+                });
+            }
+            sim.vms.push(vm);
+        }
+        // initial runqueues: a random order of each pCPU's vCPUs
+        let mut order: Vec<u32> = (0..sim.vcpus.len() as u32).collect();
+        for i in (1..order.len()).rev() {
+            let j = sim.rng.below(i as u64 + 1) as usize;
+            order.swap(i, j);
+        }
+        for v in order {
+            let p = sim.vcpus[v as usize].pcpu;
+            sim.pcpus[p as usize].runq.push_back(v);
+        }
+        for (si, s) in sc.sources.iter().enumerate() {
+            let vm = &sim.vms[s.vm() as usize];
+            let queue = vm.queues[s.queue() as usize];
+            let st = match *s {
+                SourceSpec::Ping { interval_ms, size, .. } => {
+                    let interval = interval_ms * MS;
+                    let first = sim.rng.below(interval);
+                    sim.push(first, Ev::Source { src: si as u32 });
+                    SrcState::Ping {
+                        queue,
+                        interval,
+                        size,
+                        rtts: Vec::new(),
+                        sent: 0,
+                    }
+                }
+                SourceSpec::Tcp { message_size, window_kb, .. } => {
+                    let t0 = sim.rng.below(MS);
+                    sim.push(t0, Ev::Source { src: si as u32 });
+                    SrcState::Tcp {
+                        queue,
+                        msg: message_size,
+                        window: (window_kb as u64 * 1024).div_ceil(sim.mss as u64),
+                        next: 0,
+                        acked: 0,
+                        link_free: 0,
+                        send_armed: true,
+                        received: 0,
+                        unacked: 0,
+                        delack_gen: 0,
+                        delack_armed: false,
+                        bytes: 0,
+                    }
+                }
+                SourceSpec::Udp { message_size, .. } => {
+                    let t0 = sim.rng.below(MS);
+                    sim.push(t0, Ev::Source { src: si as u32 });
+                    SrcState::Udp {
+                        queue,
+                        msg: message_size,
+                        bytes: 0,
+                        sent: 0,
+                    }
+                }
+            };
+            sim.srcs.push(st);
+        }
+        for p in 0..sim.pcpus.len() as u32 {
+            sim.push(0, Ev::Resched { pcpu: p });
+            sim.pcpus[p as usize].resched_pending = true;
+            if sched == SchedulerKind::Credit {
+                // stagger the pCPU ticks like Xen does
+                let off = sim.rng.below(sim.tick);
+                sim.push(off, Ev::Tick { pcpu: p, n: 0 });
+            }
+        }
+        for vm in 0..sim.vms.len() as u32 {
+            match policy {
+                PolicyKind::Static => {}
+                PolicyKind::Irqbalance => sim.push(sim.irqbalance_period, Ev::PolicyTick { vm }),
+                PolicyKind::Vbalance => sim.push(sim.vb_tick, Ev::PolicyTick { vm }),
+            }
+        }
+        Ok(sim)
+    }
+
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry { t, seq: self.seq, ev });
+    }
+
+    /// Run to the end of the scenario and return the statistics.
+    pub fn run(mut self) -> RunStats {
+        while let Some(e) = self.heap.pop() {
+            if e.t > self.end {
+                break;
+            }
+            self.now = e.t;
+            self.events += 1;
+            self.handle(e.ev);
+        }
+        self.now = self.end;
+        // close the accounting of running vCPUs
+        for v in 0..self.vcpus.len() {
+            if self.vcpus[v].state == RunState::Running {
+                let vc = &mut self.vcpus[v];
+                vc.runtime += self.end.saturating_sub(vc.run_start);
+            }
+        }
+        let mut pings = Vec::new();
+        let mut pings_sent = 0;
+        let mut stream_bytes = Vec::new();
+        for s in &self.srcs {
+            match s {
+                SrcState::Ping { rtts, sent, .. } => {
+                    pings.extend_from_slice(rtts);
+                    pings_sent += sent;
+                }
+                SrcState::Tcp { bytes, .. } => stream_bytes.push(("tcp".to_string(), *bytes)),
+                SrcState::Udp { bytes, .. } => stream_bytes.push(("udp".to_string(), *bytes)),
+            }
+        }
+        RunStats {
+            events: self.events,
+            simulated_ns: self.end,
+            pings,
+            pings_sent,
+            stream_bytes,
+            drops: self.queues.iter().map(|q| q.drops).sum(),
+            irq_moves: self.vms.iter().map(|v| v.irq_moves).sum(),
+            context_switches: self.pcpus.iter().map(|p| p.switches).sum(),
+            vcpu_runtime_ns: self.vcpus.iter().map(|v| v.runtime).collect(),
+            vcpu_irq_ns: self.vcpus.iter().map(|v| v.irq_ns).collect(),
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::SliceEnd { pcpu, gen } => {
+                if self.pcpus[pcpu as usize].slice_gen == gen {
+                    self.slice_end(pcpu);
+                }
+            }
+            Ev::Resched { pcpu } => {
+                self.pcpus[pcpu as usize].resched_pending = false;
+                self.resched(pcpu);
+            }
+            Ev::Tick { pcpu, n } => self.credit_tick(pcpu, n),
+            Ev::Activity { vcpu, gen } => {
+                if self.vcpus[vcpu as usize].act_gen == gen {
+                    self.activity_done(vcpu);
+                }
+            }
+            Ev::IoDone { vcpu } => {
+                let v = &mut self.vcpus[vcpu as usize];
+                if let Workload::Io { compute_us, .. } = self.vms[v.vm as usize].workload {
+                    v.compute_left = compute_us * US;
+                }
+                if v.state == RunState::Blocked {
+                    self.wake(vcpu);
+                }
+            }
+            Ev::Arrive { queue, pkt } => self.arrive(queue, pkt),
+            Ev::Source { src } => self.source_timer(src),
+            Ev::Ack { src, acked } => self.tcp_ack(src, acked),
+            Ev::DelAck { src, gen } => self.tcp_delack(src, gen),
+            Ev::PolicyTick { vm } => self.policy_tick(vm),
+        }
+    }
+
+    // ------------------------------------------------------------ scheduling
+
+    fn request_resched(&mut self, p: u32) {
+        let pc = &mut self.pcpus[p as usize];
+        if !pc.resched_pending {
+            pc.resched_pending = true;
+            let now = self.now;
+            self.push(now, Ev::Resched { pcpu: p });
+        }
+    }
+
+    /// Average vruntime of the pCPU's runnable and running vCPUs (EEVDF).
+    fn avg_vruntime(&self, p: u32) -> Option<i64> {
+        let pc = &self.pcpus[p as usize];
+        let mut sum: i128 = 0;
+        let mut n: i128 = 0;
+        for &v in pc.runq.iter().chain(pc.current.iter()) {
+            sum += self.vcpus[v as usize].vruntime as i128;
+            n += 1;
+        }
+        (n > 0).then(|| (sum / n) as i64)
+    }
+
+    /// Bring the current vCPU's vruntime up to now (EEVDF).
+    fn update_curr(&mut self, p: u32) {
+        if let Some(c) = self.pcpus[p as usize].current {
+            let now = self.now;
+            let v = &mut self.vcpus[c as usize];
+            let ran = now.saturating_sub(v.run_start);
+            v.runtime += ran;
+            v.vruntime += ran as i64;
+            v.run_start = now;
+        }
+    }
+
+    /// Which vCPU should run on `p` now: index into runq, or None for "keep current/idle".
+    fn best_in_runq(&self, p: u32) -> Option<usize> {
+        let pc = &self.pcpus[p as usize];
+        if pc.runq.is_empty() {
+            return None;
+        }
+        match self.sched {
+            SchedulerKind::Credit => Some(0),
+            SchedulerKind::Eevdf => {
+                let avg = self.avg_vruntime(p).unwrap_or(0);
+                let mut best: Option<(usize, i64)> = None;
+                let mut fallback: Option<(usize, i64)> = None;
+                for (i, &v) in pc.runq.iter().enumerate() {
+                    let vc = &self.vcpus[v as usize];
+                    if fallback.is_none_or_gt(vc.vruntime) {
+                        fallback = Some((i, vc.vruntime));
+                    }
+                    if vc.vruntime <= avg && best.is_none_or_gt(vc.deadline) {
+                        best = Some((i, vc.deadline));
+                    }
+                }
+                best.or(fallback).map(|(i, _)| i)
+            }
+        }
+    }
+
+    fn resched(&mut self, p: u32) {
+        match self.pcpus[p as usize].current {
+            None => self.pick_and_run(p),
+            Some(c) => {
+                if self.sched == SchedulerKind::Eevdf {
+                    self.update_curr(p);
+                }
+                let Some(i) = self.best_in_runq(p) else { return };
+                let cand = self.pcpus[p as usize].runq[i];
+                let preempt = match self.sched {
+                    SchedulerKind::Credit => self.vcpus[cand as usize].pri > self.vcpus[c as usize].pri,
+                    SchedulerKind::Eevdf => {
+                        let avg = self.avg_vruntime(p).unwrap_or(0);
+                        let x = &self.vcpus[cand as usize];
+                        x.vruntime <= avg && x.deadline < self.vcpus[c as usize].deadline
+                    }
+                };
+                if preempt {
+                    self.deschedule(p, RunState::Runnable);
+                    self.pick_and_run(p);
+                }
+            }
+        }
+    }
+
+    /// Take the current vCPU off `p` into `to` (Runnable: back in the runqueue).
+    fn deschedule(&mut self, p: u32, to: RunState) {
+        let Some(c) = self.pcpus[p as usize].current.take() else { return };
+        let now = self.now;
+        self.pause_activity(c);
+        let v = &mut self.vcpus[c as usize];
+        let ran = now.saturating_sub(v.run_start);
+        v.runtime += ran;
+        if self.sched == SchedulerKind::Eevdf {
+            v.vruntime += ran as i64;
+        }
+        v.run_start = now;
+        v.state = to;
+        let vm = v.vm;
+        self.vms[vm as usize].running -= 1;
+        self.pcpus[p as usize].slice_gen = self.pcpus[p as usize].slice_gen.wrapping_add(1);
+        match to {
+            RunState::Runnable => {
+                if self.sched == SchedulerKind::Credit {
+                    let v = &mut self.vcpus[c as usize];
+                    if v.pri > PRI_UNDER {
+                        v.pri = credit_pri(v.credit);
+                    }
+                }
+                self.enqueue(p, c);
+            }
+            RunState::Blocked => {
+                if self.sched == SchedulerKind::Eevdf {
+                    let avg = self.avg_vruntime(p);
+                    let slice = self.slice;
+                    let v = &mut self.vcpus[c as usize];
+                    v.lag = avg.map_or(0, |a| (a - v.vruntime).clamp(-2 * slice, 2 * slice));
+                }
+            }
+            RunState::Running => {}
+        }
+    }
+
+    fn enqueue(&mut self, p: u32, v: u32) {
+        match self.sched {
+            SchedulerKind::Credit => {
+                let pri = self.vcpus[v as usize].pri;
+                let rq = &self.pcpus[p as usize].runq;
+                let pos = rq
+                    .iter()
+                    .position(|&o| self.vcpus[o as usize].pri < pri)
+                    .unwrap_or(rq.len());
+                self.pcpus[p as usize].runq.insert(pos, v);
+            }
+            SchedulerKind::Eevdf => self.pcpus[p as usize].runq.push_back(v),
+        }
+    }
+
+    fn pick_and_run(&mut self, p: u32) {
+        let Some(i) = self.best_in_runq(p) else { return };
+        let Some(v) = self.pcpus[p as usize].runq.remove(i) else { return };
+        let now = self.now;
+        let pc = &mut self.pcpus[p as usize];
+        pc.current = Some(v);
+        pc.switches += 1;
+        pc.slice_gen = pc.slice_gen.wrapping_add(1);
+        let gen = pc.slice_gen;
+        let len = match self.sched {
+            SchedulerKind::Credit => self.timeslice,
+            SchedulerKind::Eevdf => {
+                let x = &mut self.vcpus[v as usize];
+                if x.deadline <= x.vruntime {
+                    x.deadline = x.vruntime + self.slice;
+                }
+                (x.deadline - x.vruntime).max(1) as u64
+            }
+        };
+        self.push(now + len, Ev::SliceEnd { pcpu: p, gen });
+        let x = &mut self.vcpus[v as usize];
+        x.state = RunState::Running;
+        x.run_start = now;
+        let vm = x.vm;
+        self.vms[vm as usize].running += 1;
+        self.dispatch(v);
+        if self.policy == PolicyKind::Vbalance {
+            // the guest's upcall on being scheduled runs the balance analyzer
+            self.vbalance(vm);
+        }
+    }
+
+    fn slice_end(&mut self, p: u32) {
+        let Some(c) = self.pcpus[p as usize].current else { return };
+        if self.sched == SchedulerKind::Eevdf {
+            self.update_curr(p);
+            let slice = self.slice;
+            let v = &mut self.vcpus[c as usize];
+            v.deadline = v.vruntime + slice;
+        }
+        if self.pcpus[p as usize].runq.is_empty() {
+            // nobody else: keep running with a fresh slice
+            let len = match self.sched {
+                SchedulerKind::Credit => self.timeslice,
+                SchedulerKind::Eevdf => self.slice as u64,
+            };
+            let pc = &mut self.pcpus[p as usize];
+            pc.slice_gen = pc.slice_gen.wrapping_add(1);
+            let gen = pc.slice_gen;
+            let now = self.now;
+            self.push(now + len, Ev::SliceEnd { pcpu: p, gen });
+            return;
+        }
+        self.deschedule(p, RunState::Runnable);
+        self.pick_and_run(p);
+    }
+
+    fn credit_tick(&mut self, p: u32, n: u32) {
+        let now = self.now;
+        self.push(now + self.tick, Ev::Tick { pcpu: p, n: n.wrapping_add(1) });
+        // debit the running vCPU one tick's worth and drop its boost
+        let per_tick = (self.tick / 100_000) as i64; // 10 credits per ms
+        if let Some(c) = self.pcpus[p as usize].current {
+            let v = &mut self.vcpus[c as usize];
+            v.credit -= per_tick;
+            v.pri = credit_pri(v.credit);
+        }
+        if (n + 1) % self.ticks_per_acct == 0 {
+            // accounting: share one accounting period of credit among the active vCPUs
+            let period = per_tick * self.ticks_per_acct as i64;
+            let pc = &self.pcpus[p as usize];
+            let active: Vec<u32> = pc
+                .runq
+                .iter()
+                .chain(pc.current.iter())
+                .copied()
+                .collect();
+            if !active.is_empty() {
+                let share = period / active.len() as i64;
+                for v in active {
+                    let x = &mut self.vcpus[v as usize];
+                    x.credit = (x.credit + share).clamp(-period, period);
+                    if x.pri <= PRI_UNDER {
+                        x.pri = credit_pri(x.credit);
+                    }
+                }
+                // keep the runqueue ordered by priority
+                let mut rq: Vec<u32> = self.pcpus[p as usize].runq.drain(..).collect();
+                rq.sort_by_key(|&v| std::cmp::Reverse(self.vcpus[v as usize].pri));
+                self.pcpus[p as usize].runq = rq.into();
+            }
+        }
+        // a higher priority waiting vCPU preempts at the tick
+        if let (Some(c), Some(&h)) = (self.pcpus[p as usize].current, self.pcpus[p as usize].runq.front()) {
+            if self.vcpus[h as usize].pri > self.vcpus[c as usize].pri {
+                self.request_resched(p);
+            }
+        }
+    }
+
+    /// A blocked vCPU becomes runnable.
+    fn wake(&mut self, v: u32) {
+        let p = self.vcpus[v as usize].pcpu;
+        match self.sched {
+            SchedulerKind::Credit => {
+                let x = &mut self.vcpus[v as usize];
+                x.pri = credit_pri(x.credit);
+                if x.pri == PRI_UNDER {
+                    x.pri = PRI_BOOST;
+                }
+            }
+            SchedulerKind::Eevdf => {
+                self.update_curr(p);
+                let avg = self.avg_vruntime(p);
+                let slice = self.slice;
+                let x = &mut self.vcpus[v as usize];
+                if let Some(a) = avg {
+                    x.vruntime = a - x.lag;
+                }
+                x.deadline = x.vruntime + slice;
+            }
+        }
+        self.vcpus[v as usize].state = RunState::Runnable;
+        self.vcpus[v as usize].run_start = self.now;
+        self.enqueue(p, v);
+        self.request_resched(p);
+    }
+
+    // ------------------------------------------------------------ guest execution
+
+    /// Stop the running activity, keeping its progress.
+    fn pause_activity(&mut self, v: u32) {
+        let now = self.now;
+        let x = &mut self.vcpus[v as usize];
+        match x.act {
+            Act::None => {}
+            Act::Packet(q) => {
+                let done = now - x.act_start;
+                let qu = &mut self.queues[q as usize];
+                qu.head_left = qu.head_left.saturating_sub(done).max(1);
+            }
+            Act::Compute => {
+                x.compute_left = x.compute_left.saturating_sub(now - x.act_start);
+            }
+        }
+        if x.act != Act::None {
+            x.act_gen = x.act_gen.wrapping_add(1);
+        }
+        x.act = Act::None;
+    }
+
+    /// Decide what a running vCPU does next.
+    fn dispatch(&mut self, v: u32) {
+        let now = self.now;
+        if let Some(&q) = self.vcpus[v as usize].pending.first() {
+            let Some(head) = self.queues[q as usize].ring.front().copied() else {
+                // nothing left (moved away): drop the pending mark and re-arm
+                self.finish_queue(v, q);
+                return self.dispatch(v);
+            };
+            let qu = &mut self.queues[q as usize];
+            if qu.head_left == 0 {
+                qu.head_left = head.cost_ns.max(1);
+            }
+            let left = qu.head_left;
+            let x = &mut self.vcpus[v as usize];
+            x.act = Act::Packet(q);
+            x.act_start = now;
+            x.act_gen = x.act_gen.wrapping_add(1);
+            let gen = x.act_gen;
+            self.push(now + left, Ev::Activity { vcpu: v, gen });
+            return;
+        }
+        let vm = self.vcpus[v as usize].vm;
+        match self.vms[vm as usize].workload {
+            Workload::Burn => {}
+            Workload::Idle => self.block(v),
+            Workload::Io { .. } => {
+                let x = &mut self.vcpus[v as usize];
+                if x.compute_left == 0 {
+                    self.block(v);
+                } else {
+                    x.act = Act::Compute;
+                    x.act_start = now;
+                    x.act_gen = x.act_gen.wrapping_add(1);
+                    let (gen, left) = (x.act_gen, x.compute_left);
+                    self.push(now + left, Ev::Activity { vcpu: v, gen });
+                }
+            }
+        }
+    }
+
+    fn block(&mut self, v: u32) {
+        let p = self.vcpus[v as usize].pcpu;
+        if self.pcpus[p as usize].current == Some(v) {
+            self.deschedule(p, RunState::Blocked);
+            self.request_resched(p);
+        }
+    }
+
+    fn finish_queue(&mut self, v: u32, q: u32) {
+        let x = &mut self.vcpus[v as usize];
+        x.pending.retain(|&o| o != q);
+        let qu = &mut self.queues[q as usize];
+        if qu.raised_on == Some(v) {
+            qu.raised_on = None;
+            qu.armed = true;
+        }
+    }
+
+    fn activity_done(&mut self, v: u32) {
+        let now = self.now;
+        let act = self.vcpus[v as usize].act;
+        self.vcpus[v as usize].act = Act::None;
+        match act {
+            Act::None => {}
+            Act::Compute => {
+                let vm = self.vcpus[v as usize].vm;
+                self.vcpus[v as usize].compute_left = 0;
+                if let Workload::Io { io_us, .. } = self.vms[vm as usize].workload {
+                    self.push(now + io_us * US, Ev::IoDone { vcpu: v });
+                }
+            }
+            Act::Packet(q) => {
+                let Some(pkt) = self.queues[q as usize].ring.pop_front() else {
+                    self.finish_queue(v, q);
+                    return self.dispatch(v);
+                };
+                let qu = &mut self.queues[q as usize];
+                qu.head_left = 0;
+                qu.slots_used -= pkt.slots;
+                qu.load.add(now, pkt.cost_ns as f64);
+                let (vm, qi) = (qu.vm, qu.irq_index);
+                self.vms[vm as usize].queue_ns[qi as usize] += pkt.cost_ns;
+                let x = &mut self.vcpus[v as usize];
+                x.irq_ns += pkt.cost_ns;
+                x.load.add(now, pkt.cost_ns as f64);
+                if self.queues[q as usize].ring.is_empty() {
+                    self.finish_queue(v, q);
+                }
+                self.deliver(pkt);
+            }
+        }
+        if self.vcpus[v as usize].state == RunState::Running {
+            self.dispatch(v);
+        }
+    }
+
+    // ------------------------------------------------------------ interrupts
+
+    fn arrive(&mut self, q: u32, pkt: Pkt) {
+        let qu = &mut self.queues[q as usize];
+        if qu.slots_used + pkt.slots > qu.ring_slots {
+            qu.drops += 1;
+            return;
+        }
+        qu.slots_used += pkt.slots;
+        qu.ring.push_back(pkt);
+        if qu.armed {
+            qu.armed = false;
+            let vm = qu.vm;
+            let local = self.vms[vm as usize].map[qu.irq_index as usize];
+            let target = self.vms[vm as usize].vcpus[local as usize];
+            self.raise(q, target);
+        }
+    }
+
+    /// Make the interrupt of queue `q` pending on vCPU `t` and get it serviced.
+    fn raise(&mut self, q: u32, t: u32) {
+        self.queues[q as usize].raised_on = Some(t);
+        let x = &mut self.vcpus[t as usize];
+        if !x.pending.contains(&q) {
+            x.pending.push(q);
+        }
+        match x.state {
+            RunState::Running => {
+                if !matches!(x.act, Act::Packet(_)) {
+                    self.pause_activity(t);
+                    self.dispatch(t);
+                }
+            }
+            RunState::Blocked => self.wake(t),
+            RunState::Runnable => {
+                let vm = x.vm;
+                if self.smp_boost
+                    && self.policy == PolicyKind::Vbalance
+                    && self.vms[vm as usize].running == 0
+                {
+                    // the paper's fast path: no vCPU of the VM is online
+                    let p = x.pcpu;
+                    if x.pri < PRI_SMP_BOOST {
+                        x.pri = PRI_SMP_BOOST;
+                        self.pcpus[p as usize].runq.retain(|&o| o != t);
+                        self.enqueue(p, t);
+                        self.request_resched(p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Apply a new holder for VM-local queue index `qi`.
+    fn rebind(&mut self, vm: u32, qi: u32, to_local: u32) {
+        let vmr = &mut self.vms[vm as usize];
+        if vmr.map[qi as usize] == to_local {
+            return;
+        }
+        vmr.map[qi as usize] = to_local;
+        vmr.irq_moves += 1;
+        self.sync_pending(vm, qi);
+    }
+
+    /// A pending interrupt follows its IRQ to the current holder unless a running vCPU is in
+    /// the middle of servicing it (rebinding an event channel re-targets a pending event).
+    fn sync_pending(&mut self, vm: u32, qi: u32) {
+        let vmr = &self.vms[vm as usize];
+        let q = vmr.queues[qi as usize];
+        let to = vmr.vcpus[vmr.map[qi as usize] as usize];
+        if let Some(old) = self.queues[q as usize].raised_on {
+            let busy = self.vcpus[old as usize].state == RunState::Running
+                && self.vcpus[old as usize].act == Act::Packet(q);
+            if old != to && !busy {
+                self.vcpus[old as usize].pending.retain(|&x| x != q);
+                self.raise(q, to);
+            }
+        }
+    }
+
+    fn policy_tick(&mut self, vm: u32) {
+        let now = self.now;
+        match self.policy {
+            PolicyKind::Static => {}
+            PolicyKind::Irqbalance => {
+                self.push(now + self.irqbalance_period, Ev::PolicyTick { vm });
+                self.irqbalance(vm);
+            }
+            PolicyKind::Vbalance => {
+                self.push(now + self.vb_tick, Ev::PolicyTick { vm });
+                // the analyzer runs on the guest tick of a running vCPU
+                if self.vms[vm as usize].running > 0 {
+                    self.vbalance(vm);
+                }
+            }
+        }
+    }
+
+    /// irqbalance: heaviest IRQ of the last period first, onto the vCPU with the least
+    /// interrupt load so far this round; ties keep the current holder. Blind to scheduling.
+    fn irqbalance(&mut self, vm: u32) {
+        let vmr = &mut self.vms[vm as usize];
+        let n = vmr.vcpus.len();
+        let loads: Vec<u64> = vmr
+            .queue_ns
+            .iter()
+            .zip(&vmr.last_queue_ns)
+            .map(|(a, b)| a - b)
+            .collect();
+        vmr.last_queue_ns.clone_from(&vmr.queue_ns);
+        let mut order: Vec<usize> = (0..loads.len()).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(loads[i]), i));
+        let mut vload = vec![0u64; n];
+        let mut moves = Vec::new();
+        for qi in order {
+            let cur = vmr.map[qi] as usize;
+            let mut best = cur;
+            for (c, &l) in vload.iter().enumerate() {
+                if l < vload[best] {
+                    best = c;
+                }
+            }
+            vload[best] += loads[qi];
+            if best != cur {
+                moves.push((qi as u32, best as u32));
+            }
+        }
+        for (qi, to) in moves {
+            self.rebind(vm, qi, to);
+        }
+    }
+
+    /// vBalance: the `irqbal` policy on this VM's live state.
+    fn vbalance(&mut self, vm: u32) {
+        let now = self.now;
+        let vmr = &self.vms[vm as usize];
+        let vcpus: Vec<VcpuView> = vmr
+            .vcpus
+            .iter()
+            .map(|&g| {
+                let x = &self.vcpus[g as usize];
+                VcpuView {
+                    vcpu: x.index,
+                    // preempted = runnable but descheduled; a halted vCPU is woken by the
+                    // interrupt itself (KVM's kvm_steal_time.preempted semantics)
+                    online: x.state != RunState::Runnable,
+                    load: x.load.get(now),
+                    eligible: true,
+                }
+            })
+            .collect();
+        let irqs: Vec<IrqView> = vmr
+            .queues
+            .iter()
+            .enumerate()
+            .map(|(qi, &q)| IrqView {
+                irq: qi as u32,
+                holder: vmr.map[qi],
+                load: self.queues[q as usize].load.get(now),
+            })
+            .collect();
+        let snap = Snapshot {
+            now_ns: now,
+            vcpus,
+            irqs,
+        };
+        let Some(policy) = self.vms[vm as usize].policy.as_mut() else { return };
+        let decision = policy.decide(&snap);
+        for m in decision.moves() {
+            if (m.to as usize) < self.vms[vm as usize].vcpus.len() {
+                self.rebind(vm, m.irq, m.to);
+            }
+        }
+        for qi in 0..self.vms[vm as usize].queues.len() as u32 {
+            self.sync_pending(vm, qi);
+        }
+    }
+
+    // ------------------------------------------------------------ sources
+
+    fn wire_ns(&self, bytes: u64) -> u64 {
+        (bytes as f64 * 8.0 * self.bits_ns).ceil() as u64
+    }
+
+    fn cost(&self, pkts: u32, bytes: u32, msgs: f64) -> u64 {
+        (pkts as f64 * self.pkt_ns + bytes as f64 * self.byte_ns + msgs * self.msg_ns).round() as u64
+    }
+
+    fn source_timer(&mut self, src: u32) {
+        let now = self.now;
+        let one_way = self.net_one_way;
+        match self.srcs[src as usize] {
+            SrcState::Ping { queue, interval, size, .. } => {
+                // ping's interval is a sleep after each send: jitter of up to 1 ms
+                let jitter = self.rng.below(MS);
+                let cost = self.cost(1, size, 0.0);
+                let wire = self.wire_ns(size as u64 + 42);
+                if let SrcState::Ping { sent, .. } = &mut self.srcs[src as usize] {
+                    *sent += 1;
+                }
+                self.push(now + interval + jitter, Ev::Source { src });
+                let pkt = Pkt {
+                    src,
+                    tag: now,
+                    bytes: size,
+                    slots: 1,
+                    cost_ns: cost,
+                };
+                self.push(now + wire + one_way, Ev::Arrive { queue, pkt });
+            }
+            SrcState::Tcp { .. } => self.tcp_send(src),
+            SrcState::Udp { queue, msg, .. } => {
+                let slots = udp_slots(msg);
+                let wire = self.wire_ns(msg as u64 + slots as u64 * (28 + 38));
+                let cost = self.cost(slots, msg, 1.0);
+                let pkt = Pkt {
+                    src,
+                    tag: 0,
+                    bytes: msg,
+                    slots,
+                    cost_ns: cost,
+                };
+                if let SrcState::Udp { sent, .. } = &mut self.srcs[src as usize] {
+                    *sent += 1;
+                }
+                self.push(now + wire + one_way, Ev::Arrive { queue, pkt });
+                self.push(now + wire, Ev::Source { src });
+            }
+        }
+    }
+
+    fn tcp_send(&mut self, src: u32) {
+        let now = self.now;
+        let mss = self.mss;
+        let one_way = self.net_one_way;
+        let wire = self.wire_ns(mss as u64 + 78);
+        let (queue, msg, window, next, acked, link_free) = match &self.srcs[src as usize] {
+            SrcState::Tcp { queue, msg, window, next, acked, link_free, .. } => {
+                (*queue, *msg, *window, *next, *acked, *link_free)
+            }
+            _ => return,
+        };
+        if next - acked >= window {
+            if let SrcState::Tcp { send_armed, .. } = &mut self.srcs[src as usize] {
+                *send_armed = false;
+            }
+            return;
+        }
+        if link_free > now {
+            self.push(link_free, Ev::Source { src });
+            return;
+        }
+        let msgs = mss as f64 / msg as f64;
+        let cost = self.cost(1, mss, msgs);
+        let pkt = Pkt {
+            src,
+            tag: next,
+            bytes: mss,
+            slots: 1,
+            cost_ns: cost,
+        };
+        self.push(now + wire + one_way, Ev::Arrive { queue, pkt });
+        if let SrcState::Tcp { next, link_free, send_armed, .. } = &mut self.srcs[src as usize] {
+            *next += 1;
+            *link_free = now + wire;
+            *send_armed = true;
+        }
+        self.push(now + wire, Ev::Source { src });
+    }
+
+    fn tcp_ack(&mut self, src: u32, ack: u64) {
+        if let SrcState::Tcp { acked, send_armed, .. } = &mut self.srcs[src as usize] {
+            if ack > *acked {
+                *acked = ack;
+            }
+            if !*send_armed {
+                *send_armed = true;
+                let now = self.now;
+                self.push(now, Ev::Source { src });
+            }
+        }
+    }
+
+    fn tcp_delack(&mut self, src: u32, gen: u32) {
+        let now = self.now;
+        let one_way = self.net_one_way;
+        if let SrcState::Tcp { delack_gen, delack_armed, unacked, received, .. } = &mut self.srcs[src as usize] {
+            if *delack_gen != gen || !*delack_armed {
+                return;
+            }
+            *delack_armed = false;
+            if *unacked > 0 {
+                *unacked = 0;
+                let acked = *received;
+                self.push(now + one_way, Ev::Ack { src, acked });
+            }
+        }
+    }
+
+    /// The guest finished processing a packet.
+    fn deliver(&mut self, pkt: Pkt) {
+        let now = self.now;
+        let one_way = self.net_one_way;
+        let delack = self.delack;
+        match &mut self.srcs[pkt.src as usize] {
+            SrcState::Ping { rtts, size, .. } => {
+                // the echo reply goes out from the handler
+                let back = (*size as f64 + 42.0) * 8.0 * self.bits_ns;
+                let rtt = now + one_way + back as u64 - pkt.tag;
+                rtts.push((pkt.tag, rtt));
+            }
+            SrcState::Tcp { received, unacked, bytes, delack_gen, delack_armed, .. } => {
+                *received = (*received).max(pkt.tag + 1);
+                *bytes += pkt.bytes as u64;
+                *unacked += 1;
+                if *unacked >= 2 {
+                    *unacked = 0;
+                    *delack_armed = false;
+                    let acked = *received;
+                    self.push(now + one_way, Ev::Ack { src: pkt.src, acked });
+                } else if !*delack_armed {
+                    *delack_armed = true;
+                    *delack_gen = delack_gen.wrapping_add(1);
+                    let gen = *delack_gen;
+                    self.push(now + delack, Ev::DelAck { src: pkt.src, gen });
+                }
+            }
+            SrcState::Udp { bytes, .. } => {
+                *bytes += pkt.bytes as u64;
+            }
+        }
+    }
+}
+
+fn credit_pri(credit: i64) -> i8 {
+    if credit < 0 {
+        PRI_OVER
+    } else {
+        PRI_UNDER
+    }
+}
+
+trait MinBy {
+    fn is_none_or_gt(&self, v: i64) -> bool;
+}
+
+impl MinBy for Option<(usize, i64)> {
+    fn is_none_or_gt(&self, v: i64) -> bool {
+        match self {
+            None => true,
+            Some((_, b)) => v < *b,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_breaks_ties_by_insertion_order() {
+        let mut h = BinaryHeap::new();
+        for (seq, t) in [(1u64, 5u64), (2, 3), (3, 5), (4, 3)] {
+            h.push(Entry { t, seq, ev: Ev::Resched { pcpu: seq as u32 } });
+        }
+        let order: Vec<u64> = std::iter::from_fn(|| h.pop().map(|e| e.seq)).collect();
+        assert_eq!(order, vec![2, 4, 1, 3]);
+    }
+
+    #[test]
+    fn rng_is_deterministic() {
+        let mut a = Rng(7);
+        let mut b = Rng(7);
+        assert_eq!((0..5).map(|_| a.next()).collect::<Vec<_>>(), (0..5).map(|_| b.next()).collect::<Vec<_>>());
+        assert!(a.below(10) < 10);
+    }
+}

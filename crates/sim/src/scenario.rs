@@ -1,0 +1,726 @@
+//! Scenarios: what to simulate. Built-in ones reproduce the vBalance paper's micro-benchmarks
+//! (section 5.2); others are read from TOML.
+//!
+//! ```toml
+//! name = "two-vms"
+//! duration_ms = 20000
+//! pcpus = 2
+//! schedulers = ["credit", "eevdf"]
+//! policies = ["static", "irqbalance", "vbalance"]
+//!
+//! [[vm]]
+//! vcpus = 4
+//! pin = [0, 0, 1, 1]
+//! workload = { kind = "burn" }
+//! queues = 1
+//!
+//! [[vm]]
+//! vcpus = 2
+//! pin = [0, 1]
+//! workload = { kind = "io", compute_us = 500, io_us = 2000 }
+//!
+//! [[source]]
+//! kind = "ping"
+//! vm = 0
+//! interval_ms = 100
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// Largest simulated duration accepted (one hour), so a scenario cannot run for ever.
+pub const MAX_DURATION_MS: u64 = 3_600_000;
+const MAX_PCPUS: u32 = 4096;
+const MAX_VCPUS: u32 = 1024;
+const MAX_QUEUES: u32 = 256;
+const MAX_RING: u32 = 65_536;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{0}: {1}")]
+    Toml(String, String),
+    #[error("{0}: {1}")]
+    Invalid(String, String),
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    #[error("unknown built-in scenario {0:?} (built-in: {1})")]
+    UnknownBuiltin(String, String),
+}
+
+/// Host scheduler model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerKind {
+    /// Xen credit1: 30 ms slice, 10 ms tick, BOOST/UNDER/OVER (+ the paper's SMP_BOOST with
+    /// vBalance).
+    Credit,
+    /// Linux EEVDF (CFS successor): ~3 ms base slice, wakeup preemption.
+    Eevdf,
+}
+
+impl SchedulerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulerKind::Credit => "credit",
+            SchedulerKind::Eevdf => "eevdf",
+        }
+    }
+}
+
+/// Guest interrupt policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// Every IRQ stays on vCPU0 (Xen/KVM default without a balancer).
+    Static,
+    /// irqbalance: every 10 s, heaviest IRQ first onto the vCPU with the least interrupt load;
+    /// blind to vCPU scheduling.
+    Irqbalance,
+    /// vBalance: the `irqbal` policy, evaluated at every schedule-in of a vCPU of the VM and
+    /// on the guest tick; with the credit scheduler also the SMP_BOOST fast path.
+    Vbalance,
+}
+
+impl PolicyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Static => "static",
+            PolicyKind::Irqbalance => "irqbalance",
+            PolicyKind::Vbalance => "vbalance",
+        }
+    }
+}
+
+/// What a VM's vCPUs do besides interrupts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Workload {
+    /// Always runnable (the paper's CPU burn script in every vCPU).
+    Burn,
+    /// Halts when there is no interrupt work.
+    Idle,
+    /// Computes `compute_us`, then blocks on I/O for `io_us`, in a loop.
+    Io { compute_us: u64, io_us: u64 },
+}
+
+fn default_ring() -> u32 {
+    256
+}
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    pub vcpus: u32,
+    /// Physical CPU of each vCPU (vCPU i runs only on pin[i]). Default: vCPU i on pCPU
+    /// i mod pcpus.
+    #[serde(default)]
+    pub pin: Option<Vec<u32>>,
+    pub workload: Workload,
+    /// NIC queues, each with its own IRQ (a multi-queue virtio-net has one per queue).
+    #[serde(default = "one")]
+    pub queues: u32,
+    /// Ring size of each queue, in packet slots (virtio-net default 256).
+    #[serde(default = "default_ring")]
+    pub ring: u32,
+}
+
+/// An interrupt source feeding one NIC queue of one VM from an external machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SourceSpec {
+    /// ICMP echo every `interval_ms`; the guest answers from the interrupt handler.
+    Ping {
+        vm: u32,
+        #[serde(default)]
+        queue: u32,
+        #[serde(default = "default_ping_interval")]
+        interval_ms: u64,
+        #[serde(default = "default_ping_size")]
+        size: u32,
+    },
+    /// netperf TCP_STREAM into the VM: a window-limited closed loop, MSS-sized segments
+    /// (Nagle coalesces small messages), delayed ACK every 2 segments or after 40 ms.
+    Tcp {
+        vm: u32,
+        #[serde(default)]
+        queue: u32,
+        #[serde(default = "default_msg")]
+        message_size: u32,
+        #[serde(default = "default_window")]
+        window_kb: u32,
+    },
+    /// netperf UDP_STREAM into the VM: datagrams at link rate; a datagram that does not fit
+    /// the ring is dropped.
+    Udp {
+        vm: u32,
+        #[serde(default)]
+        queue: u32,
+        #[serde(default = "default_msg")]
+        message_size: u32,
+    },
+}
+
+fn default_ping_interval() -> u64 {
+    100
+}
+fn default_ping_size() -> u32 {
+    64
+}
+fn default_msg() -> u32 {
+    4096
+}
+fn default_window() -> u32 {
+    128
+}
+
+impl SourceSpec {
+    pub fn vm(&self) -> u32 {
+        match self {
+            SourceSpec::Ping { vm, .. } | SourceSpec::Tcp { vm, .. } | SourceSpec::Udp { vm, .. } => *vm,
+        }
+    }
+    pub fn queue(&self) -> u32 {
+        match self {
+            SourceSpec::Ping { queue, .. }
+            | SourceSpec::Tcp { queue, .. }
+            | SourceSpec::Udp { queue, .. } => *queue,
+        }
+    }
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceSpec::Ping { .. } => "ping",
+            SourceSpec::Tcp { .. } => "tcp",
+            SourceSpec::Udp { .. } => "udp",
+        }
+    }
+}
+
+/// Network and guest-cost parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetSpec {
+    /// Link rate of the external sender, Mbit/s.
+    pub link_mbps: f64,
+    /// One-way wire + backend latency, µs.
+    pub one_way_us: f64,
+    /// Guest CPU cost per packet (interrupt + protocol), ns.
+    pub pkt_ns: f64,
+    /// Guest CPU cost per payload byte (copy), ns.
+    pub byte_ns: f64,
+    /// Guest CPU cost per application message (netserver recv call), ns.
+    pub msg_ns: f64,
+    /// TCP maximum segment size, bytes.
+    pub mss: u32,
+    /// Delayed-ACK timeout, ms.
+    pub delack_ms: f64,
+}
+
+impl Default for NetSpec {
+    fn default() -> Self {
+        Self {
+            link_mbps: 1000.0,
+            one_way_us: 50.0,
+            pkt_ns: 2000.0,
+            byte_ns: 1.0,
+            msg_ns: 1000.0,
+            mss: 1448,
+            delack_ms: 40.0,
+        }
+    }
+}
+
+/// Credit scheduler parameters (Xen credit1 defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CreditSpec {
+    pub timeslice_ms: f64,
+    pub tick_ms: f64,
+    /// Ticks per accounting period (credit1: 3, i.e. 30 ms).
+    pub ticks_per_acct: u32,
+}
+
+impl Default for CreditSpec {
+    fn default() -> Self {
+        Self {
+            timeslice_ms: 30.0,
+            tick_ms: 10.0,
+            ticks_per_acct: 3,
+        }
+    }
+}
+
+/// EEVDF parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EevdfSpec {
+    /// Base slice (sysctl `kernel.sched_base_slice_ns`), µs.
+    pub slice_us: f64,
+}
+
+impl Default for EevdfSpec {
+    fn default() -> Self {
+        Self { slice_us: 3000.0 }
+    }
+}
+
+/// vBalance parameters of the simulated guest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VbalanceSpec {
+    /// `paper` (Algorithm 1: many-to-one, no hysteresis) or `extended` (many-to-many with
+    /// hysteresis and a rate limit).
+    pub variant: VbalanceVariant,
+    pub threshold: f64,
+    /// Guest tick on which the policy is also evaluated (µs; 4000 = HZ 250).
+    pub tick_us: f64,
+    /// Half-life of the per-vCPU / per-IRQ interrupt load, ms.
+    pub load_half_life_ms: f64,
+    /// Enable the paper's SMP_BOOST hypervisor fast path (credit scheduler only).
+    pub smp_boost: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VbalanceVariant {
+    Paper,
+    Extended,
+}
+
+impl Default for VbalanceSpec {
+    fn default() -> Self {
+        Self {
+            variant: VbalanceVariant::Paper,
+            threshold: 1.5,
+            tick_us: 4000.0,
+            load_half_life_ms: 500.0,
+            smp_boost: true,
+        }
+    }
+}
+
+impl VbalanceSpec {
+    pub fn policy_config(&self) -> irqbal::PolicyConfig {
+        let mut c = match self.variant {
+            VbalanceVariant::Paper => irqbal::PolicyConfig::paper(),
+            VbalanceVariant::Extended => irqbal::PolicyConfig::extended(),
+        };
+        c.threshold = self.threshold;
+        c
+    }
+}
+
+/// A sweep over message sizes: one run per size, each setting every stream's message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    #[serde(default)]
+    pub message_sizes: Vec<u32>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+fn default_schedulers() -> Vec<SchedulerKind> {
+    vec![SchedulerKind::Credit, SchedulerKind::Eevdf]
+}
+fn default_policies() -> Vec<PolicyKind> {
+    vec![PolicyKind::Static, PolicyKind::Irqbalance, PolicyKind::Vbalance]
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub duration_ms: u64,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    pub pcpus: u32,
+    #[serde(default = "default_schedulers")]
+    pub schedulers: Vec<SchedulerKind>,
+    #[serde(default = "default_policies")]
+    pub policies: Vec<PolicyKind>,
+    /// irqbalance rebalance period, ms (10 s by default).
+    #[serde(default = "default_irqbalance_ms")]
+    pub irqbalance_period_ms: u64,
+    #[serde(default)]
+    pub net: NetSpec,
+    #[serde(default)]
+    pub credit: CreditSpec,
+    #[serde(default)]
+    pub eevdf: EevdfSpec,
+    #[serde(default)]
+    pub vbalance: VbalanceSpec,
+    #[serde(default)]
+    pub sweep: Sweep,
+    #[serde(rename = "vm")]
+    pub vms: Vec<VmSpec>,
+    #[serde(rename = "source", default)]
+    pub sources: Vec<SourceSpec>,
+}
+
+fn default_irqbalance_ms() -> u64 {
+    10_000
+}
+
+impl Scenario {
+    /// Parse and validate a TOML scenario; `origin` names the file in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ScenarioError> {
+        let s: Scenario = toml::from_str(text)
+            .map_err(|e| ScenarioError::Toml(origin.into(), e.message().replace('\n', " ")))?;
+        s.validate()
+            .map_err(|m| ScenarioError::Invalid(origin.into(), m))?;
+        Ok(s)
+    }
+
+    /// Read a TOML scenario file.
+    pub fn load(path: &std::path::Path) -> Result<Self, ScenarioError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io(origin.clone(), e))?;
+        Self::from_toml(&text, &origin)
+    }
+
+    /// Check every field; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let finite_pos = |v: f64, what: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{what} must be a positive number, got {v}"))
+            }
+        };
+        let finite_nonneg = |v: f64, what: &str| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{what} must be a non-negative number, got {v}"))
+            }
+        };
+        if self.duration_ms == 0 || self.duration_ms > MAX_DURATION_MS {
+            return Err(format!("duration_ms must be 1..={MAX_DURATION_MS}, got {}", self.duration_ms));
+        }
+        if self.pcpus == 0 || self.pcpus > MAX_PCPUS {
+            return Err(format!("pcpus must be 1..={MAX_PCPUS}, got {}", self.pcpus));
+        }
+        if self.vms.is_empty() {
+            return Err("at least one [[vm]] is needed".into());
+        }
+        if self.schedulers.is_empty() || self.policies.is_empty() {
+            return Err("schedulers and policies must not be empty".into());
+        }
+        if self.irqbalance_period_ms == 0 {
+            return Err("irqbalance_period_ms must be positive".into());
+        }
+        let total_vcpus: u64 = self.vms.iter().map(|v| v.vcpus as u64).sum();
+        if total_vcpus > MAX_VCPUS as u64 * 4 {
+            return Err(format!("too many vCPUs in total ({total_vcpus})"));
+        }
+        for (i, vm) in self.vms.iter().enumerate() {
+            if vm.vcpus == 0 || vm.vcpus > MAX_VCPUS {
+                return Err(format!("vm[{i}].vcpus must be 1..={MAX_VCPUS}, got {}", vm.vcpus));
+            }
+            if let Some(pin) = &vm.pin {
+                if pin.len() != vm.vcpus as usize {
+                    return Err(format!(
+                        "vm[{i}].pin has {} entries for {} vCPUs",
+                        pin.len(),
+                        vm.vcpus
+                    ));
+                }
+                if let Some(p) = pin.iter().find(|&&p| p >= self.pcpus) {
+                    return Err(format!("vm[{i}].pin names pCPU {p}, but pcpus = {}", self.pcpus));
+                }
+            }
+            if vm.queues == 0 || vm.queues > MAX_QUEUES {
+                return Err(format!("vm[{i}].queues must be 1..={MAX_QUEUES}, got {}", vm.queues));
+            }
+            if vm.ring == 0 || vm.ring > MAX_RING {
+                return Err(format!("vm[{i}].ring must be 1..={MAX_RING}, got {}", vm.ring));
+            }
+            if let Workload::Io { compute_us, io_us } = vm.workload {
+                if compute_us == 0 || io_us == 0 || compute_us > 60_000_000 || io_us > 60_000_000 {
+                    return Err(format!("vm[{i}].workload io: compute_us and io_us must be 1..=60000000"));
+                }
+            }
+        }
+        let n = &self.net;
+        finite_pos(n.link_mbps, "net.link_mbps")?;
+        if n.link_mbps > 1e7 {
+            return Err("net.link_mbps must be at most 1e7".into());
+        }
+        finite_nonneg(n.one_way_us, "net.one_way_us")?;
+        if n.one_way_us > 1e7 {
+            return Err("net.one_way_us must be at most 1e7".into());
+        }
+        finite_pos(n.pkt_ns, "net.pkt_ns")?;
+        finite_nonneg(n.byte_ns, "net.byte_ns")?;
+        finite_nonneg(n.msg_ns, "net.msg_ns")?;
+        if n.pkt_ns > 1e9 || n.byte_ns > 1e6 || n.msg_ns > 1e9 {
+            return Err("net costs are unreasonably large".into());
+        }
+        if !(64..=65_000).contains(&n.mss) {
+            return Err(format!("net.mss must be 64..=65000, got {}", n.mss));
+        }
+        finite_pos(n.delack_ms, "net.delack_ms")?;
+        finite_pos(self.credit.timeslice_ms, "credit.timeslice_ms")?;
+        finite_pos(self.credit.tick_ms, "credit.tick_ms")?;
+        if self.credit.timeslice_ms < 0.1 || self.credit.tick_ms < 0.1 {
+            return Err("credit.timeslice_ms and credit.tick_ms must be at least 0.1".into());
+        }
+        if self.credit.timeslice_ms > 1e5 || self.credit.tick_ms > 1e5 {
+            return Err("credit times must be at most 100000 ms".into());
+        }
+        if self.credit.ticks_per_acct == 0 || self.credit.ticks_per_acct > 1000 {
+            return Err("credit.ticks_per_acct must be 1..=1000".into());
+        }
+        finite_pos(self.eevdf.slice_us, "eevdf.slice_us")?;
+        if !(10.0..=1e6).contains(&self.eevdf.slice_us) {
+            return Err("eevdf.slice_us must be 10..=1000000".into());
+        }
+        let vb = &self.vbalance;
+        finite_pos(vb.tick_us, "vbalance.tick_us")?;
+        if vb.tick_us < 10.0 {
+            return Err("vbalance.tick_us must be at least 10".into());
+        }
+        finite_pos(vb.load_half_life_ms, "vbalance.load_half_life_ms")?;
+        vb.policy_config()
+            .validate()
+            .map_err(|e| format!("vbalance: {e}"))?;
+        for (i, s) in self.sources.iter().enumerate() {
+            let vm = self
+                .vms
+                .get(s.vm() as usize)
+                .ok_or_else(|| format!("source[{i}] names vm {} but there are {}", s.vm(), self.vms.len()))?;
+            if s.queue() >= vm.queues {
+                return Err(format!(
+                    "source[{i}] names queue {} but vm {} has {}",
+                    s.queue(),
+                    s.vm(),
+                    vm.queues
+                ));
+            }
+            match *s {
+                SourceSpec::Ping { interval_ms, size, .. } => {
+                    if interval_ms == 0 || !(1..=65_507).contains(&size) {
+                        return Err(format!("source[{i}] ping: interval_ms > 0, size 1..=65507"));
+                    }
+                }
+                SourceSpec::Tcp { message_size, window_kb, .. } => {
+                    if message_size == 0 || message_size > 1 << 20 {
+                        return Err(format!("source[{i}] tcp: message_size must be 1..=1048576"));
+                    }
+                    let segs = (window_kb as u64 * 1024).div_ceil(n.mss as u64);
+                    if window_kb == 0 || segs > vm.ring as u64 {
+                        return Err(format!(
+                            "source[{i}] tcp: window_kb {window_kb} is {segs} segments; it must be \
+                             1..=ring ({}) so that TCP never overflows the ring (loss recovery is \
+                             not modelled)",
+                            vm.ring
+                        ));
+                    }
+                }
+                SourceSpec::Udp { message_size, .. } => {
+                    if !(1..=65_507).contains(&message_size) {
+                        return Err(format!("source[{i}] udp: message_size must be 1..=65507"));
+                    }
+                    if udp_slots(message_size) > vm.ring {
+                        return Err(format!("source[{i}] udp: a datagram needs more slots than the ring has"));
+                    }
+                }
+            }
+        }
+        for &m in &self.sweep.message_sizes {
+            if !(1..=65_507).contains(&m) {
+                return Err(format!("sweep.message_sizes: {m} is not 1..=65507"));
+            }
+            for (i, s) in self.sources.iter().enumerate() {
+                if let SourceSpec::Udp { vm, .. } = s {
+                    let ring = self.vms.get(*vm as usize).map_or(0, |v| v.ring);
+                    if udp_slots(m) > ring {
+                        return Err(format!("sweep size {m}: source[{i}] datagrams would not fit the ring"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The scenario with every stream's message size set to `size`.
+    pub fn with_message_size(&self, size: u32) -> Scenario {
+        let mut s = self.clone();
+        for src in &mut s.sources {
+            match src {
+                SourceSpec::Tcp { message_size, .. } | SourceSpec::Udp { message_size, .. } => {
+                    *message_size = size
+                }
+                SourceSpec::Ping { .. } => {}
+            }
+        }
+        s
+    }
+}
+
+/// Ring slots a UDP datagram of `size` bytes takes (one per IP fragment of a 1500-byte MTU).
+pub fn udp_slots(size: u32) -> u32 {
+    size.div_ceil(1472).max(1)
+}
+
+/// Names of the built-in scenarios.
+pub const BUILTINS: &[&str] = &["vbalance-fig5", "vbalance-fig6", "vbalance-fig6-tcp", "vbalance-fig6-udp"];
+
+fn paper_vm() -> VmSpec {
+    VmSpec {
+        vcpus: 4,
+        pin: Some(vec![0, 0, 0, 0]),
+        workload: Workload::Burn,
+        queues: 1,
+        ring: 256,
+    }
+}
+
+fn base(name: &str, description: &str, duration_ms: u64, sources: Vec<SourceSpec>) -> Scenario {
+    Scenario {
+        name: name.into(),
+        description: description.into(),
+        duration_ms,
+        seed: 1,
+        pcpus: 1,
+        schedulers: default_schedulers(),
+        policies: default_policies(),
+        irqbalance_period_ms: 10_000,
+        net: NetSpec::default(),
+        credit: CreditSpec::default(),
+        eevdf: EevdfSpec::default(),
+        vbalance: VbalanceSpec::default(),
+        sweep: Sweep::default(),
+        vms: vec![paper_vm()],
+        sources,
+    }
+}
+
+/// The message sizes of the fig6 sweeps.
+pub const FIG6_SIZES: &[u32] = &[64, 256, 1024, 4096, 16384];
+
+/// A built-in scenario set by name. `vbalance-fig6` is the TCP and the UDP sweep.
+pub fn builtin(name: &str) -> Result<Vec<Scenario>, ScenarioError> {
+    let fig6 = |kind: &str| {
+        let src = match kind {
+            "tcp" => SourceSpec::Tcp {
+                vm: 0,
+                queue: 0,
+                message_size: 4096,
+                window_kb: 128,
+            },
+            _ => SourceSpec::Udp {
+                vm: 0,
+                queue: 0,
+                message_size: 4096,
+            },
+        };
+        let mut s = base(
+            &format!("vbalance-fig6-{kind}"),
+            &format!(
+                "vBalance paper 5.2.2: netperf {}_STREAM into a 4-vCPU VM whose vCPUs all burn CPU \
+                 on one physical core, over message sizes",
+                kind.to_ascii_uppercase()
+            ),
+            10_000,
+            vec![src],
+        );
+        s.sweep.message_sizes = FIG6_SIZES.to_vec();
+        s
+    };
+    match name {
+        "vbalance-fig5" => Ok(vec![base(
+            "vbalance-fig5",
+            "vBalance paper 5.2.1: 4-vCPU VM, all vCPUs on one physical core, CPU burn in every \
+             vCPU, ping every 100 ms for 60 s",
+            60_000,
+            vec![SourceSpec::Ping {
+                vm: 0,
+                queue: 0,
+                interval_ms: 100,
+                size: 64,
+            }],
+        )]),
+        "vbalance-fig6" => Ok(vec![fig6("tcp"), fig6("udp")]),
+        "vbalance-fig6-tcp" => Ok(vec![fig6("tcp")]),
+        "vbalance-fig6-udp" => Ok(vec![fig6("udp")]),
+        _ => Err(ScenarioError::UnknownBuiltin(name.into(), BUILTINS.join(", "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_validate() {
+        for b in BUILTINS {
+            for s in builtin(b).unwrap() {
+                s.validate().unwrap();
+            }
+        }
+        assert!(builtin("nope").is_err());
+    }
+
+    #[test]
+    fn builtins_round_trip_through_toml() {
+        for s in builtin("vbalance-fig6").unwrap() {
+            let text = toml::to_string(&s).unwrap();
+            let back = Scenario::from_toml(&text, "x.toml").unwrap();
+            assert_eq!(back, s);
+        }
+    }
+
+    #[test]
+    fn parses_the_doc_example() {
+        let text = r#"
+name = "two-vms"
+duration_ms = 20000
+pcpus = 2
+schedulers = ["credit", "eevdf"]
+policies = ["static", "irqbalance", "vbalance"]
+
+[[vm]]
+vcpus = 4
+pin = [0, 0, 1, 1]
+workload = { kind = "burn" }
+queues = 1
+
+[[vm]]
+vcpus = 2
+pin = [0, 1]
+workload = { kind = "io", compute_us = 500, io_us = 2000 }
+
+[[source]]
+kind = "ping"
+vm = 0
+interval_ms = 100
+"#;
+        let s = Scenario::from_toml(text, "ex.toml").unwrap();
+        assert_eq!(s.vms.len(), 2);
+        assert_eq!(s.vms[1].workload, Workload::Io { compute_us: 500, io_us: 2000 });
+        assert_eq!(s.net, NetSpec::default());
+    }
+
+    #[test]
+    fn bad_scenarios_name_the_problem() {
+        let cases = [
+            ("name='x'\nduration_ms=0\npcpus=1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "duration_ms"),
+            ("name='x'\nduration_ms=10\npcpus=1\n[[vm]]\nvcpus=2\npin=[0,1]\nworkload={kind='burn'}", "pCPU 1"),
+            ("name='x'\nduration_ms=10\npcpus=1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}\n[[source]]\nkind='ping'\nvm=3", "vm 3"),
+            ("name='x'\nduration_ms=10\npcpus=1\n[[vm]]\nvcpus=1\nring=8\nworkload={kind='burn'}\n[[source]]\nkind='tcp'\nvm=0\nwindow_kb=64", "window_kb"),
+            ("name='x'\nduration_ms=10\npcpus=1\nbogus=1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "bogus"),
+            ("name='x'\nduration_ms=10\npcpus=1\n[net]\nlink_mbps=-1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "link_mbps"),
+        ];
+        for (text, needle) in cases {
+            let e = Scenario::from_toml(text, "f.toml").unwrap_err().to_string();
+            assert!(e.starts_with("f.toml: "), "{e}");
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
+    }
+}

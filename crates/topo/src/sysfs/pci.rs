@@ -1,0 +1,264 @@
+//! PCI devices from `/sys/bus/pci/devices/*`.
+
+use crate::cpuset::CpuSet;
+use crate::model::{normalize_bdf, Bar, DeviceKind, NumaNode, PciDevice};
+
+use super::cpu::read_set;
+use super::fs::Fs;
+
+pub const PCI_DIR: &str = "sys/bus/pci/devices";
+
+/// `IORESOURCE_*` flags of the `resource` file (include/linux/ioport.h).
+const IORESOURCE_IO: u64 = 0x100;
+const IORESOURCE_MEM: u64 = 0x200;
+const IORESOURCE_PREFETCH: u64 = 0x2000;
+const IORESOURCE_MEM_64: u64 = 0x0010_0000;
+/// Lines 0-5 of `resource` are the standard BARs (6 is the ROM, then bridge windows).
+const STANDARD_BARS: usize = 6;
+
+/// Every device; a device directory without readable ids is skipped only if it has no
+/// class either (not a PCI function at all).
+pub fn read_devices(fs: &Fs, pus: &CpuSet, nodes: &[NumaNode]) -> Vec<PciDevice> {
+    let Some(names) = fs.list(PCI_DIR) else {
+        return Vec::new();
+    };
+    names
+        .iter()
+        .filter_map(|name| read_device(fs, name, pus, nodes))
+        .collect()
+}
+
+fn hex_u32(s: &str) -> Option<u32> {
+    let t = s.trim();
+    let t = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    u32::from_str_radix(t, 16).ok()
+}
+
+fn hex_u16(fs: &Fs, rel: &str) -> Option<u16> {
+    hex_u32(&fs.read(rel)?).and_then(|v| u16::try_from(v).ok())
+}
+
+/// Vendor and device from the first four bytes of `config` (little-endian), when the
+/// `vendor`/`device` files are missing.
+fn ids_from_config(fs: &Fs, dir: &str) -> Option<(u16, u16)> {
+    let b = fs.read_raw(&format!("{dir}/config"))?;
+    if b.len() < 4 {
+        return None;
+    }
+    let v = u16::from_le_bytes([b[0], b[1]]);
+    let d = u16::from_le_bytes([b[2], b[3]]);
+    (v != 0xffff && v != 0).then_some((v, d))
+}
+
+fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<PciDevice> {
+    let bdf = normalize_bdf(name)?;
+    let dir = format!("{PCI_DIR}/{name}");
+    let class_full = fs.read(&format!("{dir}/class")).and_then(|s| hex_u32(&s));
+    let ids = match (
+        hex_u16(fs, &format!("{dir}/vendor")),
+        hex_u16(fs, &format!("{dir}/device")),
+    ) {
+        (Some(v), Some(d)) => Some((v, d)),
+        _ => ids_from_config(fs, &dir),
+    };
+    // Neither ids nor class: nothing to describe. With a class but no ids (hwloc's POWER
+    // snapshots keep only `class` and `local_cpus`) the ids are 0x0000, as hwloc writes
+    // them ("id=0000:0000"): PCI-SIG never assigns vendor 0, so it reads as "unknown".
+    if ids.is_none() && class_full.is_none() {
+        return None;
+    }
+    let (vendor_id, device_id) = ids.unwrap_or((0, 0));
+    let prog_if = class_full.map(|c| (c & 0xff) as u8);
+    let class = ((class_full.unwrap_or(0) >> 8) & 0xffff) as u16;
+
+    let local_cpus = read_set(
+        fs,
+        &format!("{dir}/local_cpulist"),
+        &format!("{dir}/local_cpus"),
+    )
+    .ok()
+    .flatten()
+    .map(|s| s.intersection(pus))
+    .filter(|s| !s.is_empty());
+    let numa = match fs
+        .read(&format!("{dir}/numa_node"))
+        .map(|s| s.trim().parse::<i64>())
+    {
+        Some(Ok(n)) if n >= 0 => u32::try_from(n).ok().map(|n| vec![n]),
+        Some(_) => None, // -1: the firmware does not say
+        // no numa_node file (old kernels, trimmed snapshots): the nodes whose CPUs the device
+        // is local to, when that is not simply every CPU
+        None => local_cpus.as_ref().filter(|l| **l != *pus).and_then(|l| {
+            let v: Vec<u32> = nodes
+                .iter()
+                .filter(|n| !n.cpus.is_empty() && n.cpus.is_subset(l))
+                .map(|n| n.os_index)
+                .collect();
+            (!v.is_empty()).then_some(v)
+        }),
+    };
+
+    let msi_irqs = fs.list(&format!("{dir}/msi_irqs")).map(|names| {
+        let mut v: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+        v.sort_unstable();
+        v
+    });
+    let irq = fs
+        .read(&format!("{dir}/irq"))
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .filter(|&i| i > 0);
+
+    let parent = fs.resolve(&dir).and_then(|real| {
+        let mut comps = real.rsplit('/');
+        comps.next(); // the device itself
+        comps.next().and_then(normalize_bdf)
+    });
+
+    Some(PciDevice {
+        bdf,
+        vendor_id,
+        device_id,
+        subsystem_vendor_id: hex_u16(fs, &format!("{dir}/subsystem_vendor")),
+        subsystem_device_id: hex_u16(fs, &format!("{dir}/subsystem_device")),
+        class,
+        prog_if,
+        kind: DeviceKind::from_class(class, vendor_id),
+        name: None,
+        numa,
+        local_cpus,
+        iommu_group: fs
+            .link_name(&format!("{dir}/iommu_group"))
+            .and_then(|g| g.parse().ok()),
+        driver: fs.link_name(&format!("{dir}/driver")),
+        bars: fs
+            .read(&format!("{dir}/resource"))
+            .map(|s| parse_resource(&s))
+            .unwrap_or_default(),
+        msi_irqs,
+        irq,
+        parent,
+        os_devices: os_devices(fs, &dir),
+        link_gbps: link_gbps(
+            fs.read(&format!("{dir}/current_link_speed")).as_deref(),
+            fs.read(&format!("{dir}/current_link_width")).as_deref(),
+        ),
+    })
+}
+
+/// BARs 0-5 of a `resource` file: `start end flags` per line, in hex.
+pub fn parse_resource(text: &str) -> Vec<Bar> {
+    let mut bars = Vec::new();
+    for (i, line) in text.lines().take(STANDARD_BARS).enumerate() {
+        let f: Vec<u64> = line.split_whitespace().filter_map(|t| hex_u64(t)).collect();
+        let [start, end, flags] = f[..] else { continue };
+        if end <= start && !(end == start && start != 0) {
+            continue;
+        }
+        let size = end - start + 1;
+        let (prefetchable, bits64) = if flags & IORESOURCE_MEM != 0 {
+            (
+                Some(flags & IORESOURCE_PREFETCH != 0),
+                Some(flags & IORESOURCE_MEM_64 != 0),
+            )
+        } else if flags & IORESOURCE_IO != 0 {
+            (Some(false), Some(false))
+        } else {
+            (None, None)
+        };
+        bars.push(Bar {
+            index: i as u8,
+            size_bytes: size,
+            prefetchable,
+            bits64,
+        });
+    }
+    bars
+}
+
+fn hex_u64(t: &str) -> Option<u64> {
+    let t = t.strip_prefix("0x").unwrap_or(t);
+    u64::from_str_radix(t, 16).ok()
+}
+
+/// Link bandwidth in GB/s as hwloc computes it: GT/s × lanes × encoding / 8, with 8b/10b
+/// encoding up to 5 GT/s (PCIe 1/2) and 128b/130b above.
+pub fn link_gbps(speed: Option<&str>, width: Option<&str>) -> Option<f32> {
+    let gts: f32 = speed?.split_whitespace().next()?.parse().ok()?;
+    let lanes: u32 = width?.trim().parse().ok()?;
+    if !(gts > 0.0) || lanes == 0 {
+        return None;
+    }
+    let enc = if gts <= 5.0 {
+        8.0 / 10.0
+    } else {
+        128.0 / 130.0
+    };
+    Some(gts * enc * lanes as f32 / 8.0)
+}
+
+/// Kernel devices of a function: network interfaces, DRM cards, NVMe controllers, block
+/// devices, InfiniBand ports (also behind a virtio device).
+fn os_devices(fs: &Fs, dir: &str) -> Vec<String> {
+    const CLASSES: [&str; 6] = ["net", "drm", "nvme", "block", "infiniband", "ve"];
+    let mut out = Vec::new();
+    let mut scan = |d: &str| {
+        for class in CLASSES {
+            for n in fs.list(&format!("{d}/{class}")).unwrap_or_default() {
+                if class == "drm" && !(n.starts_with("card") || n.starts_with("renderD")) {
+                    continue;
+                }
+                out.push(n);
+            }
+        }
+    };
+    scan(dir);
+    for sub in fs.list(dir).unwrap_or_default() {
+        if sub.starts_with("virtio") && sub[6..].bytes().all(|b| b.is_ascii_digit()) {
+            scan(&format!("{dir}/{sub}"));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_bars() {
+        let r = "0x000039f000000000 0x000039f001ffffff 0x000000000014220c\n\
+0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
+0x000000000000e000 0x000000000000e07f 0x0000000000040101\n\
+0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
+0x00000000fb000000 0x00000000fb003fff 0x0000000000040200\n\
+0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
+0x00000000a8200000 0x00000000a82fffff 0x000000000004e200\n";
+        let b = parse_resource(r);
+        assert_eq!(b.len(), 3);
+        assert_eq!(b[0].index, 0);
+        assert_eq!(b[0].size_bytes, 32 << 20);
+        assert_eq!(b[0].prefetchable, Some(true));
+        assert_eq!(b[0].bits64, Some(true));
+        assert_eq!(b[1].index, 2);
+        assert_eq!(b[1].size_bytes, 128);
+        assert_eq!(b[2].index, 4);
+        assert_eq!(b[2].prefetchable, Some(false));
+        assert_eq!(b[2].bits64, Some(false));
+        assert!(parse_resource("junk\n1 2\n").is_empty());
+    }
+
+    #[test]
+    fn link_speed() {
+        let g = link_gbps(Some("8 GT/s\n"), Some("16\n")).unwrap();
+        assert!((g - 15.753846).abs() < 1e-4, "{g}");
+        let g = link_gbps(Some("2.5 GT/s PCIe"), Some("1")).unwrap();
+        assert!((g - 0.25).abs() < 1e-6);
+        assert_eq!(link_gbps(Some("Unknown"), Some("0")), None);
+        assert_eq!(link_gbps(Some("8 GT/s"), None), None);
+    }
+}

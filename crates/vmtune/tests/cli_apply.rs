@@ -1,0 +1,1049 @@
+//! `vmtune apply` / `restore` / `hook` against the real host: a real QEMU (TCG, no guest
+//! kernel), the machine's own virtio IRQs, its cpuset hierarchy and hugepages.
+//!
+//! These tests change host state, so they run one at a time (a process-wide mutex) and every
+//! one restores what it changed, also when it fails (drop guards run `vmtune restore`). They
+//! need root and `qemu-system-x86_64` (CI installs it); without QEMU they fail.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static HOST: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    HOST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn vmtune() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vmtune"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("running vmtune")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "vmtune failed: {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn read(p: impl AsRef<Path>) -> String {
+    std::fs::read_to_string(p.as_ref())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|e| format!("<{e}>"))
+}
+
+/// A QEMU with 2 vCPUs, paused before any guest code (-S), no devices, QMP on a socket and
+/// named threads. Killed on drop.
+struct Qemu {
+    child: Child,
+    qmp: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Qemu {
+    fn start() -> Qemu {
+        let dir = tempfile::tempdir().unwrap();
+        let qmp = dir.path().join("qmp.sock");
+        let child = Command::new("qemu-system-x86_64")
+            .args([
+                "-accel",
+                "tcg,thread=multi",
+                "-smp",
+                "2",
+                "-m",
+                "64",
+                "-nodefaults",
+                "-display",
+                "none",
+                "-S",
+            ])
+            .args(["-name", "vmtune-test,debug-threads=on"])
+            .arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("qemu-system-x86_64 must be installed (Debian package qemu-system-x86)");
+        let q = Qemu {
+            child,
+            qmp,
+            _dir: dir,
+        };
+        let start = Instant::now();
+        while !(q.qmp.exists()
+            && q.threads()
+                .iter()
+                .filter(|(_, c)| c.starts_with("CPU "))
+                .count()
+                == 2)
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "QEMU did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        q
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// (tid, comm) of every thread.
+    fn threads(&self) -> Vec<(u32, String)> {
+        let mut v: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .map(|t: u32| (t, read(format!("/proc/{}/task/{t}/comm", self.pid()))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// tid → Cpus_allowed_list.
+    fn affinities(&self) -> BTreeMap<u32, String> {
+        self.threads()
+            .into_iter()
+            .map(|(t, _)| (t, cpus_allowed(self.pid(), t)))
+            .collect()
+    }
+}
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cpus_allowed(pid: u32, tid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `vmtune restore` on drop, so a failing test leaves the host as it found it.
+struct RestoreGuard(PathBuf);
+
+impl Drop for RestoreGuard {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let _ = vmtune()
+                .arg("restore")
+                .arg("--journal")
+                .arg(&self.0)
+                .output();
+        }
+    }
+}
+
+/// A plan for this 2-CPU machine written by hand: vCPUs on CPU 1, emulator and host on CPU 0.
+fn plan_json(pages: u64) -> String {
+    serde_json::json!({
+        "request": {"name": "t", "vcpus": 2, "memory_bytes": 67108864u64, "devices": [], "profile": "gaming",
+                    "os": "linux", "hugepages": "2M", "host_cpus": null},
+        "host_source": "hand-written for the 2-CPU development machine",
+        "vcpus": [{"vcpu": 0, "cpu": 1}, {"vcpu": 1, "cpu": 1}],
+        "emulator_cpus": [0], "iothread_cpus": [], "host_cpus": [0],
+        "guest_topology": {"sockets": 1, "dies": 1, "cores": 2, "threads": 1},
+        "guest_numa": [],
+        "memory": {"host_nodes": [0], "hugepage_size_kb": 2048, "pages": pages, "pages_per_node": [pages]},
+        "devices": [],
+        "irq": {"vfio_cpus": [1], "host_cpus": [0]},
+        "cpu_features": {"hyperv": [], "invtsc": false, "hide_hypervisor": false, "kvm_hidden": false},
+        "rationale": [], "warnings": []
+    })
+    .to_string()
+}
+
+fn write_plan(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("plan.json");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn irq_numbers() -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir("/proc/irq")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Interrupt totals per IRQ number from /proc/interrupts.
+fn irq_counts() -> BTreeMap<u32, u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").unwrap();
+    let ncpu = text
+        .lines()
+        .next()
+        .map(|h| h.split_whitespace().count())
+        .unwrap_or(0);
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (label, rest) = l.split_once(':')?;
+            let n: u32 = label.trim().parse().ok()?;
+            let total = rest
+                .split_whitespace()
+                .take(ncpu)
+                .filter_map(|t| t.parse::<u64>().ok())
+                .sum();
+            Some((n, total))
+        })
+        .collect()
+}
+
+/// Every value vmtune may touch. Effective IRQ affinity is the kernel's choice within the
+/// mask (and moves lazily, at the next interrupt), so it is not part of the snapshot; tests
+/// check it against the mask instead.
+fn snapshot(qemu: Option<&Qemu>) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for n in irq_numbers() {
+        m.insert(
+            format!("irq/{n}/smp_affinity_list"),
+            read(format!("/proc/irq/{n}/smp_affinity_list")),
+        );
+    }
+    m.insert(
+        "irq/default_smp_affinity".into(),
+        read("/proc/irq/default_smp_affinity"),
+    );
+    m.insert(
+        "workqueue/cpumask".into(),
+        read("/sys/devices/virtual/workqueue/cpumask"),
+    );
+    for root in ["/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/unified"] {
+        if let Ok(rd) = std::fs::read_dir(root) {
+            let mut dirs: Vec<String> = rd
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .collect();
+            dirs.sort();
+            m.insert(format!("cgroup {root} children"), dirs.join(","));
+        }
+    }
+    m.insert(
+        "cpuset root cpus".into(),
+        read("/sys/fs/cgroup/cpuset/cpuset.cpus"),
+    );
+    for size in ["2048kB", "1048576kB"] {
+        m.insert(
+            format!("node0 hugepages {size}"),
+            read(format!(
+                "/sys/devices/system/node/node0/hugepages/hugepages-{size}/nr_hugepages"
+            )),
+        );
+    }
+    if let Some(q) = qemu {
+        for (t, c) in q.affinities() {
+            m.insert(format!("qemu thread {t}"), c);
+        }
+    }
+    // every task's cpuset and affinity, keyed by tid and start time so that reused ids and
+    // tasks that came or went in between are told apart
+    for pid in std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    {
+        let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for tid in rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+            let stat = read(format!("/proc/{pid}/task/{tid}/stat"));
+            let start = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().nth(19))
+                .unwrap_or("?")
+                .to_string();
+            let cs = read(format!("/proc/{pid}/task/{tid}/cpuset"));
+            let cpus = cpus_allowed(pid, tid);
+            if cs.starts_with('<') || cpus.is_empty() {
+                continue;
+            }
+            m.insert(
+                format!("task {tid}@{start}"),
+                format!("cpuset {cs} cpus {cpus}"),
+            );
+        }
+    }
+    m
+}
+
+/// Compare snapshots: every key exactly, except tasks, which are compared where they exist
+/// in both (tasks start and exit on a live machine).
+fn assert_same(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>, when: &str) {
+    let mut diffs = Vec::new();
+    for (k, v) in before {
+        match after.get(k) {
+            Some(a) if a == v => {}
+            Some(a) => diffs.push(format!("{k}: {v} -> {a}")),
+            None if k.starts_with("task ") || k.starts_with("irq/") && !k.contains("default") => {}
+            None => diffs.push(format!("{k}: {v} -> (missing)")),
+        }
+    }
+    for k in after.keys() {
+        if !before.contains_key(k) && !k.starts_with("task ") && !k.starts_with("irq/") {
+            diffs.push(format!("{k}: (missing) -> {}", after[k]));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "{when}: host state differs from before:\n{}",
+        diffs.join("\n")
+    );
+}
+
+fn apply_json(plan: &Path, journal: &Path, extra: &[&str]) -> Value {
+    let out = ok(&run(vmtune()
+        .arg("apply")
+        .arg(plan)
+        .arg("--journal")
+        .arg(journal)
+        .args(extra)
+        .arg("--json")));
+    serde_json::from_str(&out).unwrap()
+}
+
+fn restore(journal: &Path) -> Value {
+    let out = ok(&run(vmtune()
+        .arg("restore")
+        .arg("--journal")
+        .arg(journal)
+        .arg("--json")));
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn pins_every_qemu_thread_over_qmp_and_restores() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &plan_json(0));
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let before = q.affinities();
+    let qmp = q.qmp.display().to_string();
+    let rep = apply_json(&plan, &journal, &["--qmp", &qmp, "--only", "threads"]);
+    assert_eq!(rep["qemu_pid"].as_u64(), Some(q.pid() as u64));
+    let steps = rep["steps"].as_array().unwrap();
+    assert_eq!(
+        steps.len(),
+        q.threads().len(),
+        "one step per QEMU thread: {rep:#}"
+    );
+    for (tid, comm) in q.threads() {
+        let want = if comm.starts_with("CPU ") { "1" } else { "0" };
+        assert_eq!(cpus_allowed(q.pid(), tid), want, "thread {tid} {comm:?}");
+    }
+    let r = restore(&journal);
+    assert_eq!(r["failed"], 0);
+    assert!(!journal.exists(), "a restored journal is archived");
+    assert!(PathBuf::from(format!("{}.restored", journal.display())).exists());
+    assert_eq!(q.affinities(), before);
+    // restore is idempotent
+    let again = restore(&journal);
+    assert_eq!(again["steps"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn pins_by_pid_from_thread_names() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &plan_json(0));
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let before = q.affinities();
+    let pid = q.pid().to_string();
+    apply_json(&plan, &journal, &["--pid", &pid, "--only", "threads"]);
+    let vcpus: Vec<u32> = q
+        .threads()
+        .into_iter()
+        .filter(|(_, c)| c.starts_with("CPU "))
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(vcpus.len(), 2);
+    for (tid, _) in q.threads() {
+        let want = if vcpus.contains(&tid) { "1" } else { "0" };
+        assert_eq!(cpus_allowed(q.pid(), tid), want);
+    }
+    restore(&journal);
+    assert_eq!(q.affinities(), before);
+}
+
+/// Read /dev/hwrng a few times: each read is a virtio-rng request and an interrupt.
+fn fire_hwrng() -> bool {
+    let Ok(mut f) = std::fs::File::open("/dev/hwrng") else {
+        return false;
+    };
+    let mut buf = [0u8; 64];
+    for _ in 0..8 {
+        let _ = std::io::Read::read(&mut f, &mut buf);
+    }
+    true
+}
+
+#[test]
+fn routes_the_machines_virtio_irqs_and_restores_them() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &plan_json(0));
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let before = snapshot(None);
+    let counts0 = irq_counts();
+    let rep = apply_json(&plan, &journal, &["--only", "irqs"]);
+    let steps = rep["steps"].as_array().unwrap();
+    let mut moved = Vec::new();
+    for s in steps.iter().filter(|s| s["actuator"] == "irq") {
+        let n: u32 = s["target"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        match s["result"].as_str().unwrap() {
+            "done" => {
+                assert_eq!(
+                    read(format!("/proc/irq/{n}/smp_affinity_list")),
+                    "0",
+                    "IRQ {n}"
+                );
+                moved.push(n);
+            }
+            // managed IRQs refuse (EIO/EPERM): reported, not fatal
+            "skipped" => assert!(s["note"].as_str().unwrap().contains("refused"), "{s}"),
+            other => panic!("IRQ {n}: {other}"),
+        }
+    }
+    let virtio: Vec<u32> = moved
+        .iter()
+        .copied()
+        .filter(|n| {
+            std::fs::read_dir(format!("/proc/irq/{n}"))
+                .unwrap()
+                .any(|e| {
+                    e.unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .starts_with("virtio")
+                })
+        })
+        .collect();
+    assert!(
+        !virtio.is_empty(),
+        "no movable virtio IRQ was moved: {rep:#}"
+    );
+    // fire the virtio-rng interrupt (reads from /dev/hwrng) so lazily moved vectors move
+    let hwrng = fire_hwrng();
+    std::thread::sleep(Duration::from_millis(100));
+    let counts1 = irq_counts();
+    let mut checked = 0;
+    for n in &moved {
+        // x86 moves an MSI vector at its next interrupt: where two or more arrived since, the
+        // effective affinity must be inside the new mask
+        if counts1.get(n).unwrap_or(&0) >= &(counts0.get(n).unwrap_or(&0) + 2) {
+            assert_eq!(
+                read(format!("/proc/irq/{n}/effective_affinity_list")),
+                "0",
+                "IRQ {n} effective"
+            );
+            checked += 1;
+        }
+    }
+    eprintln!("effective affinity checked on {checked} IRQs with traffic");
+    if hwrng {
+        assert!(
+            checked >= 1,
+            "the virtio-rng IRQ fired but no moved IRQ saw traffic"
+        );
+    }
+    assert_eq!(
+        read("/proc/irq/default_smp_affinity").trim_start_matches('0'),
+        "1"
+    );
+    let r = restore(&journal);
+    assert_eq!(r["failed"], 0, "{r:#}");
+    assert_same(&before, &snapshot(None), "after restore");
+    fire_hwrng();
+    for n in &moved {
+        let mask = read(format!("/proc/irq/{n}/smp_affinity_list"));
+        let eff = read(format!("/proc/irq/{n}/effective_affinity_list"));
+        assert!(
+            mask == "0-1" || mask.split(',').any(|c| c == eff),
+            "IRQ {n}: effective {eff} outside {mask}"
+        );
+    }
+}
+
+#[test]
+fn dry_run_lists_every_change_and_changes_nothing() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &plan_json(4));
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let before = snapshot(Some(&q));
+    let qmp = q.qmp.display().to_string();
+    let rep = apply_json(&plan, &journal, &["--qmp", &qmp, "--dry-run"]);
+    assert_same(&before, &snapshot(Some(&q)), "after --dry-run");
+    assert!(!journal.exists(), "a dry run writes no journal");
+    let kinds: Vec<&str> = rep["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["actuator"].as_str().unwrap())
+        .collect();
+    // in order: hugepages, threads, IRQs, masks, shielding
+    let first = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| *x == k)
+            .unwrap_or_else(|| panic!("no {k} step: {kinds:?}"))
+    };
+    assert!(first("hugepages") < first("thread"));
+    assert!(first("thread") < first("irq"));
+    assert!(first("irq") < first("cgroup_tasks"));
+    assert!(rep["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["result"] == "planned"));
+    let text = ok(&run(vmtune()
+        .arg("apply")
+        .arg(&plan)
+        .arg("--qmp")
+        .arg(&qmp)
+        .arg("--journal")
+        .arg(&journal)
+        .arg("--dry-run")));
+    assert!(text.contains("would make"), "{text}");
+    assert!(text.contains("-> 1"), "{text}");
+}
+
+#[test]
+fn refuses_bad_plans_and_changes_nothing() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let qmp = q.qmp.display().to_string();
+    let before = snapshot(Some(&q));
+    let base: Value = serde_json::from_str(&plan_json(4)).unwrap();
+    let cases: Vec<(&str, Value)> = vec![
+        ("no CPU", {
+            let mut p = base.clone();
+            p["host_cpus"] = serde_json::json!([]);
+            p
+        }),
+        ("CPU 7", {
+            let mut p = base.clone();
+            p["vcpus"][1]["cpu"] = 7.into();
+            p
+        }),
+        ("vCPU 2", {
+            let mut p = base.clone();
+            p["vcpus"] =
+                serde_json::json!([{"vcpu":0,"cpu":1},{"vcpu":1,"cpu":1},{"vcpu":2,"cpu":1}]);
+            p
+        }),
+        ("does not pin", {
+            let mut p = base.clone();
+            p["vcpus"] = serde_json::json!([{"vcpu":0,"cpu":1}]);
+            p
+        }),
+        ("does not exist", {
+            let mut p = base.clone();
+            p["devices"] = serde_json::json!([{"bdf":"0000:99:00.0","kind":"gpu","numa":null,"iommu_group":null}]);
+            p
+        }),
+        ("node 5", {
+            let mut p = base.clone();
+            p["memory"]["host_nodes"] = serde_json::json!([5]);
+            p
+        }),
+    ];
+    for (want, p) in cases {
+        let plan = write_plan(dir.path(), &p.to_string());
+        let out = run(vmtune()
+            .arg("apply")
+            .arg(&plan)
+            .arg("--qmp")
+            .arg(&qmp)
+            .arg("--journal")
+            .arg(&journal));
+        assert_eq!(out.status.code(), Some(2), "{want}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(want) && err.lines().count() == 1,
+            "{want}: {err}"
+        );
+        assert!(!journal.exists(), "{want}: a journal was written");
+    }
+    assert_same(&before, &snapshot(Some(&q)), "after refused plans");
+    // not a plan at all
+    let bad = write_plan(dir.path(), "{\"vcpus\": 3}");
+    let out = run(vmtune()
+        .arg("apply")
+        .arg(&bad)
+        .arg("--qmp")
+        .arg(&qmp)
+        .arg("--journal")
+        .arg(&journal));
+    assert_eq!(out.status.code(), Some(2));
+    // QMP socket that is not there
+    let plan = write_plan(dir.path(), &plan_json(0));
+    let out = run(vmtune()
+        .arg("apply")
+        .arg(&plan)
+        .arg("--qmp")
+        .arg(dir.path().join("nope.sock"))
+        .arg("--journal")
+        .arg(&journal));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("QMP"));
+}
+
+#[test]
+fn second_apply_is_refused_and_the_lock_excludes_others() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &plan_json(0));
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let qmp = q.qmp.display().to_string();
+    apply_json(&plan, &journal, &["--qmp", &qmp, "--only", "threads"]);
+    let out = run(vmtune()
+        .arg("apply")
+        .arg(&plan)
+        .arg("--qmp")
+        .arg(&qmp)
+        .arg("--journal")
+        .arg(&journal)
+        .args(["--only", "threads"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("vmtune restore"));
+    restore(&journal);
+    // hold the lock with flock(1) and watch a restore give up
+    let lock = dir.path().join("lock");
+    let mut holder = Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .expect("flock(1) from util-linux");
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let out = run(vmtune()
+        .arg("apply")
+        .arg(&plan)
+        .arg("--qmp")
+        .arg(&qmp)
+        .arg("--journal")
+        .arg(&journal)
+        .args(["--only", "threads"]));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("locked"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(t.elapsed() >= Duration::from_secs(5));
+    assert!(!journal.exists());
+}
+
+#[test]
+fn sigkill_at_every_step_then_restore_gives_back_the_exact_host() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &plan_json(8));
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let qmp = q.qmp.display().to_string();
+    let dry = apply_json(&plan, &journal, &["--qmp", &qmp, "--dry-run"]);
+    let n = dry["steps"].as_array().unwrap().len();
+    assert!(
+        n >= 10,
+        "expected hugepages, threads, IRQs, masks and shielding: {dry:#}"
+    );
+    for k in 1..=n {
+        let before = snapshot(Some(&q));
+        let out = run(vmtune()
+            .arg("apply")
+            .arg(&plan)
+            .arg("--qmp")
+            .arg(&qmp)
+            .arg("--journal")
+            .arg(&journal)
+            .env("VMTUNE_CRASH_AFTER_STEP", k.to_string()));
+        {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                out.status.signal(),
+                Some(9),
+                "step {k}: apply should have been killed: {out:?}"
+            );
+        }
+        assert!(journal.exists(), "step {k}: no journal after the crash");
+        let during = snapshot(Some(&q));
+        assert_ne!(before, during, "step {k}: the crash left no change to undo");
+        let r = restore(&journal);
+        assert_eq!(r["failed"], 0, "step {k}: {r:#}");
+        assert_eq!(
+            r["steps"].as_array().unwrap().len(),
+            k,
+            "step {k}: restore walks k steps"
+        );
+        assert_same(
+            &before,
+            &snapshot(Some(&q)),
+            &format!("crash after step {k} of {n}, then restore"),
+        );
+    }
+    // and a full apply + restore
+    let before = snapshot(Some(&q));
+    let rep = apply_json(&plan, &journal, &["--qmp", &qmp]);
+    assert!(rep["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["result"] == "done" || s["result"] == "skipped"));
+    assert_eq!(
+        read("/proc/self/cpuset"),
+        "/vmtune-host",
+        "this test process is shielded onto the host CPUs"
+    );
+    assert_eq!(
+        read("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages")
+            .parse::<u64>()
+            .unwrap()
+            >= 8,
+        true
+    );
+    restore(&journal);
+    assert_same(&before, &snapshot(Some(&q)), "after apply + restore");
+}
+
+const DOMAIN_XML: &str = r#"<domain type='kvm' id='3'>
+  <name>NAME</name>
+  <uuid>4dea22b3-1d52-d8f3-2516-782e98ab3fa0</uuid>
+  <memory unit='KiB'>65536</memory>
+  <currentMemory unit='KiB'>65536</currentMemory>
+  <memoryBacking><hugepages><page size='2048' unit='KiB'/></hugepages></memoryBacking>
+  <vcpu placement='static'>2</vcpu>
+  <cputune>
+    <vcpupin vcpu='0' cpuset='1'/>
+    <vcpupin vcpu='1' cpuset='1'/>
+    <emulatorpin cpuset='0'/>
+  </cputune>
+  METADATA
+  <os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+  </devices>
+</domain>
+"#;
+
+fn hook(dir: &Path, domain: &str, op: &str, sub: &str, xml: &str) -> (Output, Duration) {
+    let t = Instant::now();
+    let mut child = vmtune()
+        .args(["hook", domain, op, sub, "-"])
+        .arg("--plan-dir")
+        .arg(dir.join("plans"))
+        .arg("--journal-dir")
+        .arg(dir.join("run"))
+        .arg("--libvirt-run-dir")
+        .arg(dir.join("libvirt"))
+        .args(["--timeout-s", "10", "--no-watch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(xml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out, t.elapsed())
+}
+
+#[test]
+fn libvirt_hook_prepare_started_release() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    for d in ["plans", "run", "libvirt"] {
+        std::fs::create_dir_all(dir.path().join(d)).unwrap();
+    }
+    let journal = dir.path().join("run/win10.journal");
+    let _r = RestoreGuard(journal.clone());
+    std::fs::write(dir.path().join("plans/win10.json"), plan_json(8)).unwrap();
+    std::fs::write(dir.path().join("libvirt/win10.pid"), q.pid().to_string()).unwrap();
+    let xml = DOMAIN_XML.replace("NAME", "win10").replace("METADATA", "");
+    let before = snapshot(Some(&q));
+    let nr = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages";
+    let nr0: u64 = read(nr).parse().unwrap();
+    let free0: u64 =
+        read("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages")
+            .parse()
+            .unwrap();
+
+    let (out, t) = hook(dir.path(), "win10", "prepare", "begin", &xml);
+    assert!(
+        out.status.success() && t < Duration::from_secs(10),
+        "{out:?}"
+    );
+    let free: u64 =
+        read("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages")
+            .parse()
+            .unwrap();
+    assert!(
+        free >= 8,
+        "prepare reserves the plan's hugepages: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        q.affinities(),
+        before
+            .iter()
+            .filter(|(k, _)| k.starts_with("qemu thread "))
+            .map(|(k, v)| (k[12..].parse().unwrap(), v.clone()))
+            .collect(),
+        "prepare pins nothing"
+    );
+
+    let (out, t) = hook(dir.path(), "win10", "started", "begin", &xml);
+    assert!(
+        out.status.success() && t < Duration::from_secs(10),
+        "{out:?}"
+    );
+    for (tid, comm) in q.threads() {
+        let want = if comm.starts_with("CPU ") { "1" } else { "0" };
+        assert_eq!(
+            cpus_allowed(q.pid(), tid),
+            want,
+            "thread {tid} {comm}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(std::fs::read_to_string(dir.path().join("run/win10.log"))
+        .unwrap()
+        .contains("changes made"));
+
+    let (out, t) = hook(dir.path(), "win10", "release", "end", &xml);
+    assert!(
+        out.status.success() && t < Duration::from_secs(10),
+        "{out:?}"
+    );
+    assert!(!journal.exists());
+    assert_same(
+        &before,
+        &snapshot(Some(&q)),
+        "after prepare/started/release",
+    );
+    assert_eq!(read(nr).parse::<u64>().unwrap(), nr0);
+    let _ = free0;
+
+    // ignored operations, and release with nothing to restore
+    for (op, sub) in [
+        ("start", "begin"),
+        ("stopped", "end"),
+        ("migrate", "begin"),
+        ("release", "end"),
+    ] {
+        let (out, t) = hook(dir.path(), "win10", op, sub, &xml);
+        assert!(
+            out.status.success() && t < Duration::from_secs(3),
+            "{op} {sub}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn libvirt_hook_plan_in_domain_metadata() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    for d in ["plans", "run", "libvirt"] {
+        std::fs::create_dir_all(dir.path().join(d)).unwrap();
+    }
+    let _r = RestoreGuard(dir.path().join("run/gpuvm.journal"));
+    std::fs::write(dir.path().join("libvirt/gpuvm.pid"), q.pid().to_string()).unwrap();
+    let meta = format!("<metadata><vmtune:plan xmlns:vmtune='https://vmtune.dev/xmlns/plan/1'>{}</vmtune:plan></metadata>", plan_json(0));
+    let xml = DOMAIN_XML
+        .replace("NAME", "gpuvm")
+        .replace("METADATA", &meta);
+    let before = q.affinities();
+    let (out, _) = hook(dir.path(), "gpuvm", "started", "begin", &xml);
+    assert!(out.status.success());
+    let vcpus = q
+        .threads()
+        .into_iter()
+        .filter(|(_, c)| c.starts_with("CPU "))
+        .count();
+    assert_eq!(vcpus, 2);
+    for (tid, comm) in q.threads() {
+        assert_eq!(
+            cpus_allowed(q.pid(), tid),
+            if comm.starts_with("CPU ") { "1" } else { "0" }
+        );
+    }
+    let (out, _) = hook(dir.path(), "gpuvm", "release", "end", &xml);
+    assert!(out.status.success());
+    assert_eq!(q.affinities(), before);
+}
+
+#[test]
+fn libvirt_hook_never_blocks_or_fails_a_vm_start() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for d in ["plans", "run", "libvirt"] {
+        std::fs::create_dir_all(dir.path().join(d)).unwrap();
+    }
+    let before = snapshot(None);
+    let xml = DOMAIN_XML.replace("NAME", "broken").replace("METADATA", "");
+    // no plan at all
+    let (out, t) = hook(dir.path(), "broken", "started", "begin", &xml);
+    assert!(out.status.success() && t < Duration::from_secs(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no vmtune plan"));
+    // a plan that is not JSON
+    std::fs::write(dir.path().join("plans/broken.json"), "not json").unwrap();
+    let (out, t) = hook(dir.path(), "broken", "prepare", "begin", &xml);
+    assert!(out.status.success() && t < Duration::from_secs(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a vmtune plan"));
+    // a good plan but no QEMU pid file / a pid that is not QEMU
+    std::fs::write(dir.path().join("plans/broken.json"), plan_json(0)).unwrap();
+    let (out, t) = hook(dir.path(), "broken", "started", "begin", &xml);
+    assert!(out.status.success() && t < Duration::from_secs(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pid"));
+    std::fs::write(dir.path().join("libvirt/broken.pid"), "1").unwrap();
+    let (out, t) = hook(dir.path(), "broken", "started", "begin", &xml);
+    assert!(out.status.success() && t < Duration::from_secs(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("apply failed"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // garbage on stdin, a hostile domain name
+    let (out, _) = hook(dir.path(), "../../etc", "prepare", "begin", "<<<");
+    assert!(out.status.success());
+    let (out, _) = hook(dir.path(), "broken", "started", "begin", "<<<");
+    assert!(out.status.success());
+    // the lock held by someone else: the hook gives up within its time limit, exit 0
+    let lock = dir.path().join("run/lock");
+    let mut holder = Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(dir.path().join("libvirt/broken.pid"), "1").unwrap();
+    let (out, t) = hook(dir.path(), "broken", "prepare", "begin", &xml);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(
+        out.status.success() && t < Duration::from_secs(10),
+        "{out:?}"
+    );
+    assert_same(&before, &snapshot(None), "after failing hooks");
+}
+
+#[test]
+fn watch_routes_irqs_that_appear_later_and_stops_with_qemu() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &plan_json(0));
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let before = snapshot(None);
+    let mut watcher = vmtune()
+        .arg("apply")
+        .arg(&plan)
+        .arg("--pid")
+        .arg(q.pid().to_string())
+        .arg("--journal")
+        .arg(&journal)
+        .args(["--only", "irqs", "--watch", "--poll-ms", "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // a movable IRQ the first pass routed to CPU 0
+    let t = Instant::now();
+    let irq = loop {
+        let found = irq_numbers().into_iter().find(|n| {
+            read(format!("/proc/irq/{n}/smp_affinity_list")) == "0"
+                && std::fs::read_dir(format!("/proc/irq/{n}")).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("virtio"))
+        });
+        if let Some(n) = found {
+            break n;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the watcher's first pass routed nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // something puts it back on every CPU (a new vector, irqbalance): the watcher re-routes it
+    std::fs::write(format!("/proc/irq/{irq}/smp_affinity_list"), "0-1").unwrap();
+    let t = Instant::now();
+    while read(format!("/proc/irq/{irq}/smp_affinity_list")) != "0" {
+        assert!(t.elapsed() < Duration::from_secs(5), "IRQ {irq} was not re-routed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // QEMU goes away: the watcher ends by itself
+    drop(q);
+    let t = Instant::now();
+    loop {
+        if let Some(st) = watcher.try_wait().unwrap() {
+            assert!(st.success());
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "watcher still running after QEMU exited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = watcher.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("watch ended: QEMU"), "{text}");
+    let journal_text = std::fs::read_to_string(&journal).unwrap();
+    let mentions = journal_text.matches(&format!("\"irq\":{irq},")).count();
+    assert_eq!(mentions, 2, "IRQ {irq} journaled by the first pass and by the watcher");
+    let r = restore(&journal);
+    assert_eq!(r["failed"], 0);
+    assert_same(&before, &snapshot(None), "after watch + restore");
+}

@@ -1,0 +1,259 @@
+//! `vmtune topo` end to end: the live host, JSON keys, and bad `--topology` input, which must
+//! give exit code 2 and exactly one stderr line naming the file and the problem.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn vmtune(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vmtune"))
+        .args(args)
+        .output()
+        .expect("run vmtune")
+}
+
+/// Run `vmtune topo --topology PATH` on bad input and check the failure contract. Returns
+/// the error line.
+fn fails(path: &Path, problem: &str) -> String {
+    let p = path.to_str().unwrap();
+    let out = vmtune(&["topo", "--topology", p]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{p}: exit code; stderr: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{p}: panic: {stderr}");
+    assert!(out.stdout.is_empty(), "{p}: stdout not empty");
+    let line = stderr.strip_suffix('\n').unwrap_or(&stderr);
+    assert!(
+        !line.is_empty() && !line.contains('\n'),
+        "{p}: not one line: {stderr:?}"
+    );
+    let name = path.file_name().unwrap().to_str().unwrap();
+    assert!(line.contains(name), "{p}: file not named: {line}");
+    assert!(
+        line.contains(problem),
+        "{p}: expected {problem:?} in: {line}"
+    );
+    assert!(
+        line.chars().all(|c| c == ' ' || !c.is_control()),
+        "{line:?}"
+    );
+    line.to_string()
+}
+
+/// Deterministic pseudo-random bytes (xorshift).
+fn junk(n: usize, mut seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 24) as u8
+        })
+        .collect()
+}
+
+fn shared(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/topologies")
+        .join(rel)
+}
+
+#[test]
+fn missing_file() {
+    let d = tempfile::tempdir().unwrap();
+    fails(&d.path().join("no-such-host.xml"), "No such file");
+}
+
+#[test]
+fn truncated_and_malformed_xml() {
+    let d = tempfile::tempdir().unwrap();
+    let full = std::fs::read(shared("hwloc/32intel64-2p8co2t+8ve.lstopo-2.9.0.xml")).unwrap();
+    let cut = d.path().join("truncated.xml");
+    std::fs::write(&cut, &full[..full.len() / 3]).unwrap();
+    fails(&cut, "XML");
+    let bad = d.path().join("malformed.xml");
+    std::fs::write(
+        &bad,
+        "<topology version=\"2.0\"><object type=\"Machine\"><info></object></topology>",
+    )
+    .unwrap();
+    fails(&bad, "XML");
+}
+
+#[test]
+fn junk_archives() {
+    let d = tempfile::tempdir().unwrap();
+    // random bytes with an archive name
+    let rnd = d.path().join("random.tar.bz2");
+    std::fs::write(&rnd, junk(8192, 0x9e3779b97f4a7c15)).unwrap();
+    fails(&rnd, "not a tar archive");
+    // bzip2 magic, then garbage
+    let mut fake = b"BZh91AY&SY".to_vec();
+    fake.extend(junk(4096, 7));
+    let fakebz = d.path().join("fake.tar.bz2");
+    std::fs::write(&fakebz, fake).unwrap();
+    fails(&fakebz, "bzip2");
+    // a real snapshot cut in half
+    let snap = std::fs::read(shared("sysfs/64amd64-4s2n4ca2co.tar.bz2")).unwrap();
+    let half = d.path().join("half.tar.bz2");
+    std::fs::write(&half, &snap[..snap.len() / 2]).unwrap();
+    fails(&half, "truncated");
+    // a valid tar of garbage files: no sysfs tree inside (built with Debian's tar)
+    let src = d.path().join("garbage");
+    std::fs::create_dir(&src).unwrap();
+    for i in 0..3u64 {
+        std::fs::write(src.join(format!("file{i}.bin")), junk(1000, i + 1)).unwrap();
+    }
+    let garbage = d.path().join("garbage.tar");
+    let st = Command::new("tar")
+        .arg("-cf")
+        .arg(&garbage)
+        .arg("-C")
+        .arg(d.path())
+        .arg("garbage")
+        .status()
+        .expect("tar");
+    assert!(st.success());
+    fails(&garbage, "not a sysfs snapshot");
+    // an empty file
+    let empty = d.path().join("empty.tgz");
+    std::fs::write(&empty, b"").unwrap();
+    fails(&empty, "empty");
+}
+
+#[test]
+fn sysfs_trees_with_missing_files() {
+    let d = tempfile::tempdir().unwrap();
+    let empty = d.path().join("emptyroot");
+    std::fs::create_dir(&empty).unwrap();
+    fails(&empty, "sys/devices/system/cpu: missing");
+
+    let root = d.path().join("notopology");
+    let cpu = root.join("sys/devices/system/cpu");
+    std::fs::create_dir_all(cpu.join("cpu0")).unwrap();
+    std::fs::create_dir_all(cpu.join("cpu1/topology")).unwrap();
+    std::fs::write(cpu.join("online"), "0-1\n").unwrap();
+    std::fs::write(cpu.join("cpu1/topology/core_cpus_list"), "1\n").unwrap();
+    let line = fails(&root, "missing");
+    assert!(line.contains("cpu0/topology/core_cpus"), "{line}");
+
+    // a NUMA directory whose online list names a node that is not there
+    std::fs::create_dir_all(cpu.join("cpu0/topology")).unwrap();
+    std::fs::write(cpu.join("cpu0/topology/core_cpus_list"), "0\n").unwrap();
+    let node = root.join("sys/devices/system/node");
+    std::fs::create_dir_all(&node).unwrap();
+    std::fs::write(node.join("online"), "0\n").unwrap();
+    let line = fails(&root, "lists node 0");
+    assert!(line.contains("node/node0"), "{line}");
+
+    // the same tree completed loads
+    std::fs::create_dir_all(node.join("node0")).unwrap();
+    std::fs::write(node.join("node0/cpulist"), "0-1\n").unwrap();
+    let out = vmtune(&["topo", "--topology", root.to_str().unwrap(), "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["pus"].as_array().unwrap().len(), 2);
+    assert_eq!(v["numa_nodes"][0]["cpus"], serde_json::json!([0, 1]));
+}
+
+#[test]
+fn live_host_tree() {
+    let out = vmtune(&["topo"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("live:/"), "{stdout}");
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let n: usize = online
+        .trim()
+        .split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum();
+    assert!(stdout.contains(&format!("{n} PUs")), "{stdout}");
+}
+
+#[test]
+fn live_host_json_has_the_design_keys() {
+    let out = vmtune(&["topo", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let pus = v["pus"].as_array().expect("pus");
+    assert!(!pus.is_empty());
+    for p in pus {
+        for k in ["os_index", "core", "package", "numa", "l3", "kind"] {
+            assert!(p.get(k).is_some(), "pus[].{k} missing: {p}");
+        }
+        assert!(p["os_index"].is_u64() && p["core"].is_u64());
+    }
+    let nodes = v["numa_nodes"].as_array().expect("numa_nodes");
+    for n in nodes {
+        for k in ["os_index", "cpus", "memory_bytes", "hugepages"] {
+            assert!(n.get(k).is_some(), "numa_nodes[].{k} missing: {n}");
+        }
+        for hp in n["hugepages"].as_array().unwrap() {
+            for k in ["size_kb", "total", "free"] {
+                assert!(hp.get(k).is_some(), "hugepages[].{k} missing: {hp}");
+            }
+        }
+    }
+    let devs = v["pci_devices"].as_array().expect("pci_devices");
+    assert!(!devs.is_empty(), "this host has PCI devices");
+    for d in devs {
+        for k in [
+            "bdf",
+            "vendor_id",
+            "device_id",
+            "class",
+            "kind",
+            "numa",
+            "local_cpus",
+        ] {
+            assert!(d.get(k).is_some(), "pci_devices[].{k} missing: {d}");
+        }
+        let kind = d["kind"].as_str().unwrap();
+        assert!(["gpu", "nic", "storage", "accelerator", "bridge", "other"].contains(&kind));
+        assert!(d["numa"].is_null() || d["numa"].is_array());
+    }
+}
+
+#[test]
+fn snapshot_archive_json() {
+    let p = shared("sysfs/32intel64-2p8co2t+8ve.tar.bz2");
+    let out = vmtune(&["topo", "--topology", p.to_str().unwrap(), "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ves: Vec<&serde_json::Value> = v["pci_devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["class"] == "0x0b40")
+        .collect();
+    assert_eq!(ves.len(), 8);
+    assert!(ves
+        .iter()
+        .all(|d| d["numa"] == serde_json::json!([0]) && d["kind"] == "accelerator"));
+}
