@@ -1,7 +1,11 @@
 #![no_main]
-// PLACEHOLDER: to be filled in by the owner of this parser.
+// bpftrace output of the pin-pages / map-ioctl scripts, including @hist blocks.
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = data;
+    if let Ok(s) = std::str::from_utf8(data) {
+        for line in s.lines() {
+            let _ = bootprof::bpftrace::parse_line(line);
+        }
+    }
 });

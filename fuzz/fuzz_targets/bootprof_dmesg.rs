@@ -1,7 +1,11 @@
 #![no_main]
-// PLACEHOLDER: to be filled in by the owner of this parser.
+// Guest kernel lines, with and without initcall_debug.
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = data;
+    if let Ok(s) = std::str::from_utf8(data) {
+        for line in s.lines() {
+            let _ = bootprof::dmesg::parse_line(line);
+        }
+    }
 });

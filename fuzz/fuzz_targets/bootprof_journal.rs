@@ -1,7 +1,17 @@
 #![no_main]
-// PLACEHOLDER: to be filled in by the owner of this parser.
+// containerd journal lines (journald prefix + logfmt, Go-quoted vmconsole payloads), then the
+// whole pipeline: streaming ingest of the bytes and the timeline.
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = data;
+    if let Ok(s) = std::str::from_utf8(data) {
+        for line in s.lines() {
+            let _ = bootprof::journal::parse_line(line);
+        }
+    }
+    let ing = bootprof::ingest_bytes("fuzz", data, bootprof::Options::default());
+    if let Ok(r) = bootprof::build(&ing, None) {
+        let _ = bootprof::report::text(&r);
+        let _ = bootprof::report::html(&r);
+    }
 });

@@ -1,7 +1,13 @@
 #![no_main]
-// PLACEHOLDER: to be filled in by the owner of this parser.
+// `kubectl describe pod` lines (Start Time / Started / Finished / Name).
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = data;
+    if let Ok(s) = std::str::from_utf8(data) {
+        for line in s.lines() {
+            let _ = bootprof::kubectl::parse_line(line);
+            let _ = bootprof::time::parse_rfc1123(line);
+            let _ = bootprof::time::parse_rfc3339(line);
+        }
+    }
 });

@@ -337,8 +337,20 @@ pub fn steps(opts: &TimerOptions, n_clocksources: usize) -> u64 {
     ((2 * n_clocksources + 1) * opts.repeats.max(1)) as u64
 }
 
+/// What a run will do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerPlan {
+    /// Clocksources to measure, in order.
+    pub clocksources: Vec<String>,
+    /// The current clocksource.
+    pub current: Option<String>,
+    /// Whether it switches clocksources.
+    pub sweep: bool,
+    pub notes: Vec<String>,
+}
+
 /// Which clocksources a run would measure, and whether it can switch.
-pub fn plan(opts: &TimerOptions) -> Result<(Vec<String>, Option<String>, bool, Vec<String>)> {
+pub fn plan(opts: &TimerOptions) -> Result<TimerPlan> {
     let mut notes = Vec::new();
     let avail = available(&opts.dir).unwrap_or_default();
     let cur = current(&opts.dir).ok();
@@ -375,13 +387,23 @@ pub fn plan(opts: &TimerOptions) -> Result<(Vec<String>, Option<String>, bool, V
             ));
         }
     }
-    Ok((list, cur, sweep, notes))
+    Ok(TimerPlan {
+        clocksources: list,
+        current: cur,
+        sweep,
+        notes,
+    })
 }
 
 /// Run the timer benchmark. The clocksource is the same afterwards as before, whatever
 /// happens (see [`ClocksourceGuard`]).
 pub fn run(opts: &TimerOptions, bar: &indicatif::ProgressBar) -> Result<TimerResult> {
-    let (list, cur, sweep, mut notes) = plan(opts)?;
+    let TimerPlan {
+        clocksources: list,
+        current: cur,
+        sweep,
+        mut notes,
+    } = plan(opts)?;
     let avail = available(&opts.dir).unwrap_or_default();
     bar.set_length(steps(opts, list.len()));
     let mut probes = Vec::new();

@@ -10,7 +10,11 @@ pub enum AgentKind {
     /// `rpc call from shim to agent: "create_sandbox"`.
     Rpc(String),
     /// `waiting for CDI spec(s) to be generated (N of M max tries) "unresolvable CDI devices …"`.
-    CdiWait { attempt: u32, max: u32, devices: u32 },
+    CdiWait {
+        attempt: u32,
+        max: u32,
+        devices: u32,
+    },
     /// `all devices injected successfully…`.
     CdiDone,
     /// `got uevent message` with the kernel uevent it carries.
@@ -61,7 +65,8 @@ pub fn looks_like(line: &str) -> bool {
 
 /// Parse one kata-agent JSON line.
 pub fn parse_line(line: &str) -> Result<AgentRecord, AgentError> {
-    let raw: Raw = serde_json::from_str(line.trim()).map_err(|e| AgentError::Json(e.to_string()))?;
+    let raw: Raw =
+        serde_json::from_str(line.trim()).map_err(|e| AgentError::Json(e.to_string()))?;
     let ts = parse_rfc3339(&raw.ts).ok_or_else(|| AgentError::BadTs(raw.ts.clone()))?;
     let kind = classify(&raw.msg, raw.event.as_deref());
     Ok(AgentRecord {
@@ -83,7 +88,10 @@ fn classify(msg: &str, event: Option<&str>) -> AgentKind {
         let of = it.next();
         let max = it.next().and_then(|s| s.parse().ok());
         if let (Some(attempt), Some("of"), Some(max)) = (attempt, of, max) {
-            let devices = rest.matches("nvidia.com/").count().max(rest.matches('=').count()) as u32;
+            let devices = rest
+                .matches("nvidia.com/")
+                .count()
+                .max(rest.matches('=').count()) as u32;
             return AgentKind::CdiWait {
                 attempt,
                 max,
@@ -155,7 +163,10 @@ mod tests {
 
     #[test]
     fn bad() {
-        assert!(parse_line(r#"{"msg":"all devices injected successfully, modified CDI container spec:"#).is_err());
+        assert!(parse_line(
+            r#"{"msg":"all devices injected successfully, modified CDI container spec:"#
+        )
+        .is_err());
         assert!(parse_line(r#"{"msg":"x","ts":"yesterday"}"#).is_err());
         assert!(parse_line("[]").is_err());
     }

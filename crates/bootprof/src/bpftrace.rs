@@ -64,7 +64,9 @@ pub fn parse_line(line: &str) -> Result<Option<BpfLine>, BpfError> {
     }
     // optional `TS: ` prefix
     let (ts, body) = match l.split_once(": ") {
-        Some((head, body)) if head.len() >= 19 && head.as_bytes().first().is_some_and(u8::is_ascii_digit) => {
+        Some((head, body))
+            if head.len() >= 19 && head.as_bytes().first().is_some_and(u8::is_ascii_digit) =>
+        {
             let ts = parse_rfc3339(head).ok_or_else(|| BpfError::BadTs(head.to_string()))?;
             (Some(ts), body)
         }
@@ -76,10 +78,16 @@ pub fn parse_line(line: &str) -> Result<Option<BpfLine>, BpfError> {
         let mut size = None;
         let mut pid = None;
         for kv in args.split_whitespace() {
-            let Some((k, v)) = kv.split_once('=') else { continue };
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
             let bad = || BpfError::BadField(kv.to_string());
             match k {
-                "vaddr" => vaddr = Some(u64::from_str_radix(v.trim_start_matches("0x"), 16).map_err(|_| bad())?),
+                "vaddr" => {
+                    vaddr = Some(
+                        u64::from_str_radix(v.trim_start_matches("0x"), 16).map_err(|_| bad())?,
+                    )
+                }
                 "npage" => npage = Some(v.parse::<u64>().map_err(|_| bad())?),
                 "size" => size = Some(v.trim_end_matches('B').parse::<u64>().map_err(|_| bad())?),
                 "pid" => pid = Some(v.parse::<u32>().map_err(|_| bad())?),
@@ -100,7 +108,7 @@ pub fn parse_line(line: &str) -> Result<Option<BpfLine>, BpfError> {
             .trim()
             .strip_suffix("ms")
             .and_then(|m| m.trim().parse::<f64>().ok())
-            .filter(|m| m.is_finite() && *m >= 0.0)
+            .filter(|m| m.is_finite() && (0.0..=1e9).contains(m))
             .ok_or_else(|| BpfError::BadField(rest.to_string()))?;
         return Ok(Some(BpfLine::PinTook { ts, ms }));
     }
@@ -121,7 +129,10 @@ pub fn parse_line(line: &str) -> Result<Option<BpfLine>, BpfError> {
                 us = rest.get(i + 1).and_then(|u| u.parse::<f64>().ok());
             }
         }
-        let (Some(size), Some(us)) = (size, us.filter(|u| u.is_finite() && *u >= 0.0)) else {
+        let (Some(size), Some(us)) = (
+            size,
+            us.filter(|u| u.is_finite() && (0.0..=1e12).contains(u)),
+        ) else {
             return Err(BpfError::BadField(body.to_string()));
         };
         return Ok(Some(BpfLine::MapIoctl {
@@ -174,19 +185,46 @@ mod tests {
     #[test]
     fn seed_lines() {
         let p = parse_line("2025-11-20T17:56:21.688170596Z: vfio_pin_pages_remote(): vaddr=0x786c40000000 npage=33554432 size=137438953472B limit=2048 pid=3454228").unwrap().unwrap();
-        assert!(matches!(p, BpfLine::PinCall { npage: 33_554_432, size: 137_438_953_472, pid: Some(3_454_228), ts: Some(_), .. }));
-        let p = parse_line("2025-11-20T17:56:25.955145443Z: vfio_pin_pages_remote took 3266 ms").unwrap().unwrap();
+        assert!(matches!(
+            p,
+            BpfLine::PinCall {
+                npage: 33_554_432,
+                size: 137_438_953_472,
+                pid: Some(3_454_228),
+                ts: Some(_),
+                ..
+            }
+        ));
+        let p = parse_line("2025-11-20T17:56:25.955145443Z: vfio_pin_pages_remote took 3266 ms")
+            .unwrap()
+            .unwrap();
         assert!(matches!(p, BpfLine::PinTook { ms, .. } if ms == 3266.0));
-        let p = parse_line("vfio_pin_pages_remote took 3274 ms   ").unwrap().unwrap();
+        let p = parse_line("vfio_pin_pages_remote took 3274 ms   ")
+            .unwrap()
+            .unwrap();
         assert!(matches!(p, BpfLine::PinTook { ts: None, .. }));
-        assert_eq!(parse_line("@hist:  ").unwrap(), Some(BpfLine::HistHeader("hist".into())));
         assert_eq!(
-            parse_line("[2K, 4K)               7 |@@@@                                                |").unwrap(),
-            Some(BpfLine::HistBucket { lo: 2048, hi: 4096, count: 7 })
+            parse_line("@hist:  ").unwrap(),
+            Some(BpfLine::HistHeader("hist".into()))
+        );
+        assert_eq!(
+            parse_line(
+                "[2K, 4K)               7 |@@@@                                                |"
+            )
+            .unwrap(),
+            Some(BpfLine::HistBucket {
+                lo: 2048,
+                hi: 4096,
+                count: 7
+            })
         );
         assert_eq!(
             parse_line("[0]                   89 |@@@@@@@@@@@@@|").unwrap(),
-            Some(BpfLine::HistBucket { lo: 0, hi: 1, count: 89 })
+            Some(BpfLine::HistBucket {
+                lo: 0,
+                hi: 1,
+                count: 89
+            })
         );
         // the seed's clipped line: year "025"
         assert!(parse_line("025-11-20T17:58:12.678281961Z: vfio_pin_pages_remote(): vaddr=0x784ac0000000 npage=1048576 size=4294967296B limit=2048 pid=3454228").is_err());

@@ -77,19 +77,39 @@ fn status_kb(pid: u32, key: &str) -> u64 {
 }
 
 /// Start QEMU with `backend` and return (seconds to a QMP answer, VmPTE, VmRSS, HugetlbPages).
-fn one(qemu: &str, backend: &str, mem: u64, dir: &Path, n: usize) -> Result<(f64, u64, u64, u64), CalibrateError> {
+fn one(
+    qemu: &str,
+    backend: &str,
+    mem: u64,
+    dir: &Path,
+    n: usize,
+) -> Result<(f64, u64, u64, u64), CalibrateError> {
     let sock = dir.join(format!("vmtune-cal-{}-{n}.qmp", std::process::id()));
     let _ = std::fs::remove_file(&sock);
     let mb = mem >> 20;
     let obj = match backend {
-        "shm-4k" => format!("memory-backend-file,id=m0,size={mb}M,mem-path=/dev/shm,share=on,prealloc=on"),
+        "shm-4k" => {
+            format!("memory-backend-file,id=m0,size={mb}M,mem-path=/dev/shm,share=on,prealloc=on")
+        }
         "ram-thp" => format!("memory-backend-ram,id=m0,size={mb}M,prealloc=on"),
-        "baseline" => format!("memory-backend-file,id=m0,size={mb}M,mem-path=/dev/shm,share=on,prealloc=off"),
-        _ => format!("memory-backend-file,id=m0,size={mb}M,mem-path=/dev/hugepages,share=on,prealloc=on"),
+        "baseline" => {
+            format!("memory-backend-file,id=m0,size={mb}M,mem-path=/dev/shm,share=on,prealloc=off")
+        }
+        _ => format!(
+            "memory-backend-file,id=m0,size={mb}M,mem-path=/dev/hugepages,share=on,prealloc=on"
+        ),
     };
     let start = Instant::now();
     let child = Command::new(qemu)
-        .args(["-accel", "tcg,thread=multi", "-nodefaults", "-display", "none", "-S", "-m"])
+        .args([
+            "-accel",
+            "tcg,thread=multi",
+            "-nodefaults",
+            "-display",
+            "none",
+            "-S",
+            "-m",
+        ])
         .arg(format!("{mb}M"))
         .args(["-object", &obj, "-machine", "pc,memory-backend=m0", "-qmp"])
         .arg(format!("unix:{},server=on,wait=off", sock.display()))
@@ -98,7 +118,10 @@ fn one(qemu: &str, backend: &str, mem: u64, dir: &Path, n: usize) -> Result<(f64
         .stderr(Stdio::piped())
         .spawn()
         .map_err(io(format!("starting {qemu}")))?;
-    let mut q = Qemu { child, sock: sock.clone() };
+    let mut q = Qemu {
+        child,
+        sock: sock.clone(),
+    };
     let pid = q.child.id();
     // wait for the QMP greeting, then a command answer
     let deadline = start + Duration::from_secs(120);
@@ -108,25 +131,35 @@ fn one(qemu: &str, backend: &str, mem: u64, dir: &Path, n: usize) -> Result<(f64
             if let Some(mut e) = q.child.stderr.take() {
                 let _ = std::io::Read::read_to_string(&mut e, &mut err);
             }
-            return Err(CalibrateError::Failed(format!("qemu ({backend}) exited with {st}: {}", err.trim())));
+            return Err(CalibrateError::Failed(format!(
+                "qemu ({backend}) exited with {st}: {}",
+                err.trim()
+            )));
         }
         if let Ok(s) = UnixStream::connect(&sock) {
             break s;
         }
         if Instant::now() > deadline {
-            return Err(CalibrateError::Failed(format!("qemu ({backend}) did not open QMP within 120 s")));
+            return Err(CalibrateError::Failed(format!(
+                "qemu ({backend}) did not open QMP within 120 s"
+            )));
         }
         std::thread::sleep(Duration::from_millis(2));
     };
-    stream.set_read_timeout(Some(Duration::from_secs(120))).map_err(io("qmp"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .map_err(io("qmp"))?;
     let mut w = stream.try_clone().map_err(io("qmp"))?;
     let mut r = BufReader::new(stream);
     let mut line = String::new();
     r.read_line(&mut line).map_err(io("qmp greeting"))?;
     if !line.contains("QMP") {
-        return Err(CalibrateError::Failed(format!("unexpected QMP greeting {line:?}")));
+        return Err(CalibrateError::Failed(format!(
+            "unexpected QMP greeting {line:?}"
+        )));
     }
-    w.write_all(b"{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"query-status\"}\n").map_err(io("qmp"))?;
+    w.write_all(b"{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"query-status\"}\n")
+        .map_err(io("qmp"))?;
     let mut answered = 0;
     while answered < 2 {
         line.clear();
@@ -167,7 +200,11 @@ impl Drop for HugeGuard {
 
 fn hugetlbfs_mounted() -> bool {
     std::fs::read_to_string("/proc/mounts")
-        .map(|m| m.lines().any(|l| l.split_whitespace().nth(1) == Some("/dev/hugepages") && l.contains("hugetlbfs")))
+        .map(|m| {
+            m.lines().any(|l| {
+                l.split_whitespace().nth(1) == Some("/dev/hugepages") && l.contains("hugetlbfs")
+            })
+        })
         .unwrap_or(false)
 }
 
@@ -178,22 +215,35 @@ fn read_u64(p: &str) -> Option<u64> {
 fn prepare_hugepages(pages: u64, guard: &mut HugeGuard) -> Result<(), CalibrateError> {
     let free = read_u64("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").unwrap_or(0);
     if free < pages {
-        let prev = read_u64(NR).ok_or_else(|| CalibrateError::Failed(format!("cannot read {NR}")))?;
+        let prev =
+            read_u64(NR).ok_or_else(|| CalibrateError::Failed(format!("cannot read {NR}")))?;
         guard.prev = Some(prev);
-        std::fs::write(NR, (prev + pages - free).to_string()).map_err(io(format!("writing {NR} (needs root)")))?;
+        std::fs::write(NR, (prev + pages - free).to_string())
+            .map_err(io(format!("writing {NR} (needs root)")))?;
         let now = read_u64("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").unwrap_or(0);
         if now < pages {
-            return Err(CalibrateError::Failed(format!("only {now} of {pages} 2 MiB hugepages could be reserved")));
+            return Err(CalibrateError::Failed(format!(
+                "only {now} of {pages} 2 MiB hugepages could be reserved"
+            )));
         }
     }
     if !hugetlbfs_mounted() {
         std::fs::create_dir_all("/dev/hugepages").map_err(io("creating /dev/hugepages"))?;
         let st = Command::new("mount")
-            .args(["-t", "hugetlbfs", "-o", "pagesize=2M", "hugetlbfs", "/dev/hugepages"])
+            .args([
+                "-t",
+                "hugetlbfs",
+                "-o",
+                "pagesize=2M",
+                "hugetlbfs",
+                "/dev/hugepages",
+            ])
             .status()
             .map_err(io("mount hugetlbfs"))?;
         if !st.success() {
-            return Err(CalibrateError::Failed("mounting hugetlbfs at /dev/hugepages failed".into()));
+            return Err(CalibrateError::Failed(
+                "mounting hugetlbfs at /dev/hugepages failed".into(),
+            ));
         }
         guard.mounted = true;
     }
@@ -216,7 +266,10 @@ pub fn calibrate(qemu: &str, memory: u64, runs: usize) -> Result<Calibration, Ca
         pte_ratio_4k_2m: None,
         notes: Vec::new(),
     };
-    let mut guard = HugeGuard { prev: None, mounted: false };
+    let mut guard = HugeGuard {
+        prev: None,
+        mounted: false,
+    };
     let huge_ok = match prepare_hugepages(memory.div_ceil(2 << 20) + 8, &mut guard) {
         Ok(()) => true,
         Err(e) => {
@@ -248,7 +301,8 @@ pub fn calibrate(qemu: &str, memory: u64, runs: usize) -> Result<Calibration, Ca
     }
     drop(guard);
     if let Some(p) = read_u64(NR) {
-        out.notes.push(format!("nr_hugepages after the run: {p} (restored)"));
+        out.notes
+            .push(format!("nr_hugepages after the run: {p} (restored)"));
     }
     let get = |n: &str| out.runs.iter().find(|r| r.backend == n);
     let base = get("baseline").map_or(0.0, |b| b.startup_s);
@@ -257,7 +311,9 @@ pub fn calibrate(qemu: &str, memory: u64, runs: usize) -> Result<Calibration, Ca
         if pb > 0.0 && pa > 0.0 {
             out.prealloc_ratio_4k_2m = Some(pa / pb);
         } else {
-            out.notes.push("2 MiB prealloc time not above the no-prealloc baseline; ratio not computed".into());
+            out.notes.push(
+                "2 MiB prealloc time not above the no-prealloc baseline; ratio not computed".into(),
+            );
         }
         if b.vm_pte_kb > 0 {
             out.pte_ratio_4k_2m = Some(a.vm_pte_kb as f64 / b.vm_pte_kb as f64);

@@ -19,11 +19,16 @@ pub enum KernelKind {
         assigned: bool,
     },
     /// `<driver> BDF: enabling device (…)` — a driver's probe enabling the device.
-    DriverEnable { driver: String, bdf: String },
+    DriverEnable {
+        driver: String,
+        bdf: String,
+    },
     /// `NVRM: …` — NVIDIA resource manager messages.
     Nvrm(String),
     /// initcall_debug: `calling  fn+0x0/0x… @ 1`.
-    InitcallStart { func: String },
+    InitcallStart {
+        func: String,
+    },
     /// initcall_debug: `initcall fn… returned 0 after N usecs`, or a PCI fixup `… took N usecs`.
     InitcallDone {
         func: String,
@@ -75,10 +80,18 @@ fn split_stamp(line: &str) -> Option<(f64, &str)> {
     let close = r.find(']')?;
     let stamp = r.get(..close)?.trim();
     let (a, b) = stamp.split_once('.')?;
-    if a.is_empty() || b.is_empty() || !a.bytes().all(|c| c.is_ascii_digit()) || !b.bytes().all(|c| c.is_ascii_digit()) {
+    if a.is_empty()
+        || b.is_empty()
+        || !a.bytes().all(|c| c.is_ascii_digit())
+        || !b.bytes().all(|c| c.is_ascii_digit())
+    {
         return None;
     }
     let t: f64 = stamp.parse().ok()?;
+    // up to ~3 years of uptime; beyond that the stamp is garbage
+    if !(0.0..=1e8).contains(&t) {
+        return None;
+    }
     Some((t, r.get(close + 1..)?.trim_start()))
 }
 
@@ -110,7 +123,11 @@ fn classify(body: &str) -> KernelKind {
     }
     if let Some(rest) = body.strip_prefix("initcall ") {
         if let Some((f, tail)) = rest.split_once(" returned ") {
-            if let Some(us) = tail.split(" after ").nth(1).and_then(|u| u.split_whitespace().next()) {
+            if let Some(us) = tail
+                .split(" after ")
+                .nth(1)
+                .and_then(|u| u.split_whitespace().next())
+            {
                 if let Ok(usecs) = us.parse() {
                     return KernelKind::InitcallDone {
                         func: strip_offset(f.split_whitespace().next().unwrap_or(f)),
@@ -156,9 +173,11 @@ fn classify(body: &str) -> KernelKind {
             .split_once("class ")
             .and_then(|(_, c)| c.split_whitespace().next())
             .and_then(|c| u32::from_str_radix(c.trim_start_matches("0x"), 16).ok());
-        if let (Ok(vendor), Ok(device), Some(class)) =
-            (u16::from_str_radix(v, 16), u16::from_str_radix(d, 16), class)
-        {
+        if let (Ok(vendor), Ok(device), Some(class)) = (
+            u16::from_str_radix(v, 16),
+            u16::from_str_radix(d, 16),
+            class,
+        ) {
             return KernelKind::PciFound {
                 bdf,
                 vendor,
@@ -193,7 +212,10 @@ fn classify(body: &str) -> KernelKind {
     }
     // initcall_debug fixup: `pci BDF: quirk+0x0/0x20 took 803659 usecs`
     if let Some((f, tail)) = rest.split_once(" took ") {
-        if let Some(us) = tail.strip_suffix(" usecs").and_then(|u| u.trim().parse().ok()) {
+        if let Some(us) = tail
+            .strip_suffix(" usecs")
+            .and_then(|u| u.trim().parse().ok())
+        {
             return KernelKind::InitcallDone {
                 func: strip_offset(f),
                 usecs: us,
@@ -219,7 +241,10 @@ mod tests {
 
     #[test]
     fn seed_lines() {
-        let l = parse_line("[    3.201931] pci 0000:02:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint").unwrap();
+        let l = parse_line(
+            "[    3.201931] pci 0000:02:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint",
+        )
+        .unwrap();
         assert!((l.t - 3.201931).abs() < 1e-9);
         assert_eq!(
             l.kind,
@@ -230,7 +255,10 @@ mod tests {
                 class: 0x030200
             }
         );
-        let l = parse_line("[    3.202551] pci 0000:02:00.0: BAR 2 [mem 0x00000000-0x1fffffffff 64bit pref]").unwrap();
+        let l = parse_line(
+            "[    3.202551] pci 0000:02:00.0: BAR 2 [mem 0x00000000-0x1fffffffff 64bit pref]",
+        )
+        .unwrap();
         assert_eq!(
             l.kind,
             KernelKind::Bar {
@@ -241,8 +269,11 @@ mod tests {
             }
         );
         let l = parse_line("[    5.681204] pci 0000:02:00.0: BAR 2 [mem 0x3a4000000000-0x3a5fffffffff 64bit pref]: assigned").unwrap();
-        assert!(matches!(l.kind, KernelKind::Bar { assigned: true, size, .. } if size == 128 << 30));
-        let l = parse_line("[   32.130338] nvidia 0000:07:00.0: enabling device (0140 -> 0142)").unwrap();
+        assert!(
+            matches!(l.kind, KernelKind::Bar { assigned: true, size, .. } if size == 128 << 30)
+        );
+        let l = parse_line("[   32.130338] nvidia 0000:07:00.0: enabling device (0140 -> 0142)")
+            .unwrap();
         assert_eq!(
             l.kind,
             KernelKind::DriverEnable {
@@ -250,7 +281,10 @@ mod tests {
                 bdf: "0000:07:00.0".into()
             }
         );
-        let l = parse_line("[    6.505076] pci 0000:02:00.0: nv_msi_ht_cap_quirk_leaf+0x0/0x20 took 803659 usecs").unwrap();
+        let l = parse_line(
+            "[    6.505076] pci 0000:02:00.0: nv_msi_ht_cap_quirk_leaf+0x0/0x20 took 803659 usecs",
+        )
+        .unwrap();
         assert_eq!(
             l.kind,
             KernelKind::InitcallDone {
@@ -267,10 +301,19 @@ mod tests {
 
     #[test]
     fn initcall_debug() {
-        let l = parse_line("[    1.000100] calling  nvidia_init_module+0x0/0x1000 [nvidia] @ 1").unwrap();
-        assert_eq!(l.kind, KernelKind::InitcallStart { func: "nvidia_init_module".into() });
+        let l = parse_line("[    1.000100] calling  nvidia_init_module+0x0/0x1000 [nvidia] @ 1")
+            .unwrap();
+        assert_eq!(
+            l.kind,
+            KernelKind::InitcallStart {
+                func: "nvidia_init_module".into()
+            }
+        );
         let l = parse_line("[    1.500100] initcall nvidia_init_module+0x0/0x1000 [nvidia] returned 0 after 500000 usecs").unwrap();
-        assert!(matches!(l.kind, KernelKind::InitcallDone { usecs: 500_000, .. }));
+        assert!(matches!(
+            l.kind,
+            KernelKind::InitcallDone { usecs: 500_000, .. }
+        ));
     }
 
     #[test]

@@ -22,7 +22,11 @@ pub enum PageSize {
 
 impl PageSize {
     pub fn parse(s: &str) -> Option<Self> {
-        match s.to_ascii_uppercase().trim_end_matches('B').trim_end_matches('I') {
+        match s
+            .to_ascii_uppercase()
+            .trim_end_matches('B')
+            .trim_end_matches('I')
+        {
             "4K" | "4096" => Some(Self::K4),
             "64K" | "65536" => Some(Self::K64),
             "2M" => Some(Self::M2),
@@ -158,7 +162,12 @@ impl Default for Constants {
 impl Constants {
     /// Every constant with its value, unit and source.
     pub fn table(&self) -> Vec<Constant> {
-        let c = |name, value, unit, source| Constant { name, value, unit, source };
+        let c = |name, value, unit, source| Constant {
+            name,
+            value,
+            unit,
+            source,
+        };
         vec![
             c("kernel_boot_s", self.kernel_boot_s, "s", "seed 001: the VM boots and calls the Kata agent 1.2 s from T=0"),
             c("agent_init_s", self.agent_init_s, "s", "seed 001: agent sanity checks and first hotplug, 0.5 s"),
@@ -191,8 +200,20 @@ impl Constants {
     pub fn ram_pin_s(&self, gib: f64, page: PageSize, prefaulted: bool) -> f64 {
         match page {
             PageSize::M2 | PageSize::G1 => gib * self.pin_huge_s_per_gib,
-            PageSize::K64 => gib * (if prefaulted { self.pin_4k_warm_s_per_gib } else { self.pin_4k_cold_s_per_gib }) / 16.0,
-            PageSize::K4 => gib * if prefaulted { self.pin_4k_warm_s_per_gib } else { self.pin_4k_cold_s_per_gib },
+            PageSize::K64 => {
+                gib * (if prefaulted {
+                    self.pin_4k_warm_s_per_gib
+                } else {
+                    self.pin_4k_cold_s_per_gib
+                }) / 16.0
+            }
+            PageSize::K4 => {
+                gib * if prefaulted {
+                    self.pin_4k_warm_s_per_gib
+                } else {
+                    self.pin_4k_cold_s_per_gib
+                }
+            }
         }
     }
 
@@ -212,7 +233,11 @@ impl Constants {
     /// Prealloc speedup with `n` threads, interpolated through QEMU's 1/8/16-thread figures.
     pub fn thread_speedup(&self, n: u32) -> f64 {
         let n = f64::from(n.max(1));
-        let pts = [(1.0, 1.0), (8.0, self.prealloc_speedup_8), (16.0, self.prealloc_speedup_16)];
+        let pts = [
+            (1.0, 1.0),
+            (8.0, self.prealloc_speedup_8),
+            (16.0, self.prealloc_speedup_16),
+        ];
         if n >= 16.0 {
             return self.prealloc_speedup_16;
         }
@@ -271,23 +296,63 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
     let page = inp.page_size;
     // hugepages imply preallocation in Kata (enable_hugepages)
     let prefault = inp.prealloc || page.huge();
-    let prealloc = |gib: f64| if prefault { c.prealloc_s(gib, page, inp.prealloc_threads) } else { 0.0 };
+    let prealloc = |gib: f64| {
+        if prefault {
+            c.prealloc_s(gib, page, inp.prealloc_threads)
+        } else {
+            0.0
+        }
+    };
     let mut phases = Vec::new();
-    let mut p = |name, seconds: f64, formula: String| phases.push(EstPhase { name, seconds, formula });
+    let mut p = |name, seconds: f64, formula: String| {
+        phases.push(EstPhase {
+            name,
+            seconds,
+            formula,
+        })
+    };
 
     let boot_ram = prealloc(boot_gib) + c.ram_pin_s(boot_gib, page, prefault);
-    p("vm_create", c.sandbox_setup_s + boot_ram,
-        format!("sandbox_setup_s + {boot_gib:.0} GiB boot RAM {} and pinned ({boot_ram:.1} s)", if prefault { "preallocated" } else { "faulted" }));
-    p("kernel_boot", c.kernel_boot_s + c.agent_init_s, "kernel_boot_s + agent_init_s".into());
-    p("pci_enumeration", c.pci_hotplug_wait_s + g * c.pci_per_gpu_s, "pci_hotplug_wait_s + GPUs × pci_per_gpu_s".into());
+    p(
+        "vm_create",
+        c.sandbox_setup_s + boot_ram,
+        format!(
+            "sandbox_setup_s + {boot_gib:.0} GiB boot RAM {} and pinned ({boot_ram:.1} s)",
+            if prefault { "preallocated" } else { "faulted" }
+        ),
+    );
+    p(
+        "kernel_boot",
+        c.kernel_boot_s + c.agent_init_s,
+        "kernel_boot_s + agent_init_s".into(),
+    );
+    p(
+        "pci_enumeration",
+        c.pci_hotplug_wait_s + g * c.pci_per_gpu_s,
+        "pci_hotplug_wait_s + GPUs × pci_per_gpu_s".into(),
+    );
     let bar = c.bar_map_s(inp.bar_size, inp.kernel, inp.backend);
     let driver = c.driver_load_s + g * (c.driver_per_gpu_s + bar);
-    p("gpu_driver_init", driver, format!("driver_load_s + GPUs × (driver_per_gpu_s + BAR map {bar:.3} s)"));
+    p(
+        "gpu_driver_init",
+        driver,
+        format!("driver_load_s + GPUs × (driver_per_gpu_s + BAR map {bar:.3} s)"),
+    );
     let cdi_rest = g * c.fbhub_per_gpu_s + c.cdi_generation_s;
-    p("cdi_wait", cdi_rest, "GPUs × fbhub_per_gpu_s + cdi_generation_s (after the last GPU is enabled)".into());
+    p(
+        "cdi_wait",
+        cdi_rest,
+        "GPUs × fbhub_per_gpu_s + cdi_generation_s (after the last GPU is enabled)".into(),
+    );
     let hot = prealloc(hot_gib) + c.ram_pin_s(hot_gib, page, prefault);
-    p("memory_hotplug", c.container_setup_s + hot,
-        format!("container_setup_s + {hot_gib:.0} GiB hotplugged RAM {} and pinned ({hot:.1} s)", if prefault { "preallocated" } else { "faulted" }));
+    p(
+        "memory_hotplug",
+        c.container_setup_s + hot,
+        format!(
+            "container_setup_s + {hot_gib:.0} GiB hotplugged RAM {} and pinned ({hot:.1} s)",
+            if prefault { "preallocated" } else { "faulted" }
+        ),
+    );
     let total_s: f64 = phases.iter().map(|p| p.seconds).sum();
 
     let mut warnings = Vec::new();
@@ -307,7 +372,11 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
             c.create_container_timeout_s
         ));
     }
-    let regions = inp.memory_block.filter(|b| *b > 0).map_or(2.0, |b| (inp.memory as f64 / b as f64).ceil() + 1.0) + 3.0 * g;
+    let regions = inp
+        .memory_block
+        .filter(|b| *b > 0)
+        .map_or(2.0, |b| (inp.memory as f64 / b as f64).ceil() + 1.0)
+        + 3.0 * g;
     if inp.backend == Backend::Type1 && regions >= 0.8 * c.dma_entry_limit {
         warnings.push(format!(
             "~{regions:.0} DMA mappings, near VFIO type1's dma_entry_limit of {:.0}: use larger memory blocks or raise the limit",
@@ -358,7 +427,10 @@ mod tests {
         let d = estimate(&iommufd, &c).total_s;
         assert!(pct(a, 183.0) <= 15.0, "no hugepages: {a:.1} s vs 183 s");
         assert!(pct(b, 146.0) <= 15.0, "hugepages: {b:.1} s vs 146 s");
-        assert!(pct(d, 114.0) <= 15.0, "hugepages + iommufd: {d:.1} s vs 114 s");
+        assert!(
+            pct(d, 114.0) <= 15.0,
+            "hugepages + iommufd: {d:.1} s vs 114 s"
+        );
         assert!(a > b && b > d);
     }
 
@@ -382,14 +454,37 @@ mod tests {
     #[test]
     fn warnings() {
         let c = Constants::default();
-        let e = estimate(&Input { kernel: (5, 15), gpus: 8, ..Input::seed001() }, &c);
+        let e = estimate(
+            &Input {
+                kernel: (5, 15),
+                gpus: 8,
+                ..Input::seed001()
+            },
+            &c,
+        );
         assert!(e.total_s > 1200.0);
-        assert!(e.warnings.iter().any(|w| w.contains("create_container_timeout")));
+        assert!(e
+            .warnings
+            .iter()
+            .any(|w| w.contains("create_container_timeout")));
         let e = estimate(&Input::seed001(), &c);
         assert!(e.warnings.iter().any(|w| w.contains("CDI")));
-        let e = estimate(&Input { memory_block: Some(1 << 20), memory: 64 << 30, ..Input::seed001() }, &c);
+        let e = estimate(
+            &Input {
+                memory_block: Some(1 << 20),
+                memory: 64 << 30,
+                ..Input::seed001()
+            },
+            &c,
+        );
         assert!(e.warnings.iter().any(|w| w.contains("dma_entry_limit")));
-        let e = estimate(&Input { gpus: 1, ..Input::seed001() }, &c);
+        let e = estimate(
+            &Input {
+                gpus: 1,
+                ..Input::seed001()
+            },
+            &c,
+        );
         assert!(e.warnings.is_empty(), "{:?}", e.warnings);
     }
 }

@@ -12,7 +12,13 @@ fn gib(b: u64) -> f64 {
 pub fn findings(r: &Report) -> Vec<Finding> {
     let c = Constants::default();
     let mut out = Vec::new();
-    let sum = |name: &str| -> f64 { r.phases.iter().filter(|p| p.name == name).map(|p| p.duration_s).sum() };
+    let sum = |name: &str| -> f64 {
+        r.phases
+            .iter()
+            .filter(|p| p.name == name)
+            .map(|p| p.duration_s)
+            .sum()
+    };
     let largest = r
         .phases
         .iter()
@@ -48,11 +54,18 @@ pub fn findings(r: &Report) -> Vec<Finding> {
     }
 
     // BAR pinning per GPU
-    let bar_pins: Vec<_> = r.pins.iter().filter(|p| p.kind == "bar" && p.duration_s >= 0.1).collect();
+    let bar_pins: Vec<_> = r
+        .pins
+        .iter()
+        .filter(|p| p.kind == "bar" && p.duration_s >= 0.1)
+        .collect();
     if !bar_pins.is_empty() {
         let total: f64 = bar_pins.iter().map(|p| p.duration_s).sum();
         let n = bar_pins.len();
-        let min = bar_pins.iter().map(|p| p.duration_s).fold(f64::INFINITY, f64::min);
+        let min = bar_pins
+            .iter()
+            .map(|p| p.duration_s)
+            .fold(f64::INFINITY, f64::min);
         let max = bar_pins.iter().map(|p| p.duration_s).fold(0.0, f64::max);
         let size = bar_pins.first().and_then(|p| p.bytes).unwrap_or(0);
         let page = bar_pins.first().and_then(|p| p.page_size).unwrap_or(0);
@@ -102,7 +115,12 @@ pub fn findings(r: &Report) -> Vec<Finding> {
         }
     }
     // serial GPU driver init
-    let inits: Vec<f64> = r.phases.iter().filter(|p| p.name == "gpu_driver_init").map(|p| p.duration_s).collect();
+    let inits: Vec<f64> = r
+        .phases
+        .iter()
+        .filter(|p| p.name == "gpu_driver_init")
+        .map(|p| p.duration_s)
+        .collect();
     if inits.len() >= 2 {
         let total: f64 = inits.iter().sum();
         out.push(Finding {
@@ -132,7 +150,10 @@ pub fn findings(r: &Report) -> Vec<Finding> {
         out.push(Finding {
             phase: "input",
             measured_s: 0.0,
-            text: format!("{} bad lines were skipped (see stats.bad).", r.stats.bad.total()),
+            text: format!(
+                "{} bad lines were skipped (see stats.bad).",
+                r.stats.bad.total()
+            ),
             fix: "None needed for the timeline; check the inputs if a phase is missing.".into(),
             saving_s: None,
         });

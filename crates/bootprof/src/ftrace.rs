@@ -41,7 +41,10 @@ pub enum FtraceError {
 /// Cheap check: does this line look like function_graph output?
 pub fn looks_like(line: &str) -> bool {
     let l = line.trim_start();
-    l.starts_with("# tracer") || (l.contains(")") && l.contains('|') && (l.contains("();") || l.contains('{') || l.contains('}')))
+    l.starts_with("# tracer")
+        || (l.contains(")")
+            && l.contains('|')
+            && (l.contains("();") || l.contains('{') || l.contains('}')))
 }
 
 /// Parse one line. `Ok(None)`: not function_graph output.
@@ -125,7 +128,11 @@ pub fn parse_line(line: &str) -> Result<Option<FtraceLine>, FtraceError> {
 
 /// `vfio_pin_pages_remote [vfio_iommu_type1]` → `vfio_pin_pages_remote`.
 fn base_name(s: &str) -> String {
-    s.split_whitespace().next().unwrap_or("").trim_end_matches("()").to_string()
+    s.split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches("()")
+        .to_string()
 }
 
 /// Find `[marker] NUMBER us` in the head columns.
@@ -143,16 +150,13 @@ fn parse_duration(head: &str) -> Result<Option<(Option<char>, f64)>, FtraceError
         .ok()
         .filter(|v: &f64| v.is_finite() && *v >= 0.0)
         .ok_or_else(|| FtraceError::BadDuration(head.trim().to_string()))?;
-    let marker = pos
-        .checked_sub(2)
-        .and_then(|i| words.get(i))
-        .and_then(|m| {
-            let mut c = m.chars();
-            match (c.next(), c.next()) {
-                (Some(ch @ ('+' | '!' | '#' | '*' | '@' | '$')), None) => Some(ch),
-                _ => None,
-            }
-        });
+    let marker = pos.checked_sub(2).and_then(|i| words.get(i)).and_then(|m| {
+        let mut c = m.chars();
+        match (c.next(), c.next()) {
+            (Some(ch @ ('+' | '!' | '#' | '*' | '@' | '$')), None) => Some(ch),
+            _ => None,
+        }
+    });
     Ok(Some((marker, v)))
 }
 
@@ -162,7 +166,9 @@ mod tests {
 
     #[test]
     fn seed_lines() {
-        let l = parse_line("223) $ 3389981 us  |  vfio_pin_pages_remote [vfio_iommu_type1]();").unwrap().unwrap();
+        let l = parse_line("223) $ 3389981 us  |  vfio_pin_pages_remote [vfio_iommu_type1]();")
+            .unwrap()
+            .unwrap();
         assert_eq!(
             l,
             FtraceLine::Leaf(FtraceCall {
@@ -173,13 +179,26 @@ mod tests {
                 func: Some("vfio_pin_pages_remote".into())
             })
         );
-        let l = parse_line("108) ! 852.023 us  |  vfio_pin_pages_remote [vfio_iommu_type1]();").unwrap().unwrap();
-        assert!(matches!(l, FtraceLine::Leaf(FtraceCall { cpu: 108, marker: Some('!'), .. })));
+        let l = parse_line("108) ! 852.023 us  |  vfio_pin_pages_remote [vfio_iommu_type1]();")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            l,
+            FtraceLine::Leaf(FtraceCall {
+                cpu: 108,
+                marker: Some('!'),
+                ..
+            })
+        ));
     }
 
     #[test]
     fn abstime_nested_proc() {
-        let l = parse_line(" 5123.456789 |   12)   qemu-sy-3454228  |               |  vfio_pin_pages_remote() {").unwrap().unwrap();
+        let l = parse_line(
+            " 5123.456789 |   12)   qemu-sy-3454228  |               |  vfio_pin_pages_remote() {",
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(
             l,
             FtraceLine::Enter {
@@ -189,11 +208,24 @@ mod tests {
             }
         );
         let l = parse_line(" 5126.846770 |   12)   qemu-sy-3454228  | $ 3389981 us  |  } /* vfio_pin_pages_remote */").unwrap().unwrap();
-        assert!(matches!(l, FtraceLine::Exit(FtraceCall { abstime: Some(_), duration_us, .. }) if duration_us == 3_389_981.0));
-        let l = parse_line("  12)   0.512 us    |    page_to_pfn();").unwrap().unwrap();
-        assert!(matches!(l, FtraceLine::Leaf(FtraceCall { marker: None, .. })));
-        assert_eq!(parse_line("# tracer: function_graph").unwrap(), Some(FtraceLine::Meta));
-        assert_eq!(parse_line(" 223) ===> 108)  |").unwrap(), Some(FtraceLine::Meta));
+        assert!(
+            matches!(l, FtraceLine::Exit(FtraceCall { abstime: Some(_), duration_us, .. }) if duration_us == 3_389_981.0)
+        );
+        let l = parse_line("  12)   0.512 us    |    page_to_pfn();")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            l,
+            FtraceLine::Leaf(FtraceCall { marker: None, .. })
+        ));
+        assert_eq!(
+            parse_line("# tracer: function_graph").unwrap(),
+            Some(FtraceLine::Meta)
+        );
+        assert_eq!(
+            parse_line(" 223) ===> 108)  |").unwrap(),
+            Some(FtraceLine::Meta)
+        );
         assert!(parse_line("223) $ nan us  |  f();").is_err());
         assert_eq!(parse_line("plain text").unwrap(), None);
     }

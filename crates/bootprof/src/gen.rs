@@ -7,7 +7,8 @@ use std::io::{self, Write};
 /// The run-2 journal fixture (built from seed 001's excerpts by `scripts/make-fixtures.py`).
 pub const TEMPLATE: &str = include_str!("../tests/fixtures/run2-containerd.journal");
 /// The sandbox id used in [`TEMPLATE`].
-pub const TEMPLATE_SANDBOX: &str = "c9f7bf13c1911810fa49a6be9a9d1efe0872d4088a008ac9eddd5bece6e56889";
+pub const TEMPLATE_SANDBOX: &str =
+    "c9f7bf13c1911810fa49a6be9a9d1efe0872d4088a008ac9eddd5bece6e56889";
 
 struct XorShift(u64);
 
@@ -43,23 +44,45 @@ fn hex(rng: &mut XorShift, n: usize) -> String {
 }
 
 /// Write about `target` bytes; returns (bytes written, boots written).
-pub fn generate<W: Write>(target: u64, noise_per_boot_line: u32, seed: u64, out: &mut W) -> io::Result<(u64, u64)> {
+pub fn generate<W: Write>(
+    target: u64,
+    noise_per_boot_line: u32,
+    seed: u64,
+    out: &mut W,
+) -> io::Result<(u64, u64)> {
     let mut rng = XorShift(seed | 1);
     let mut written = 0u64;
     let mut boots = 0u64;
     let lines: Vec<&str> = TEMPLATE.lines().collect();
     while written < target {
-        let sb = if boots == 0 { TEMPLATE_SANDBOX.to_string() } else { hex(&mut rng, 64) };
+        let sb = if boots == 0 {
+            TEMPLATE_SANDBOX.to_string()
+        } else {
+            hex(&mut rng, 64)
+        };
         for l in &lines {
-            let line = if boots == 0 { (*l).to_string() } else { l.replace(TEMPLATE_SANDBOX, &sb) };
+            let line = if boots == 0 {
+                (*l).to_string()
+            } else {
+                l.replace(TEMPLATE_SANDBOX, &sb)
+            };
             out.write_all(line.as_bytes())?;
             out.write_all(b"\n")?;
             written += line.len() as u64 + 1;
             for _ in 0..noise_per_boot_line {
                 let r = rng.next();
-                let tmpl = NOISE.get((r % NOISE.len() as u64) as usize).copied().unwrap_or("");
+                let tmpl = NOISE
+                    .get((r % NOISE.len() as u64) as usize)
+                    .copied()
+                    .unwrap_or("");
                 let secs = (r >> 8) % 86_400;
-                let t = format!("{:02}:{:02}:{:02}.{:06}", secs / 3600, secs / 60 % 60, secs % 60, (r >> 20) % 1_000_000);
+                let t = format!(
+                    "{:02}:{:02}:{:02}.{:06}",
+                    secs / 3600,
+                    secs / 60 % 60,
+                    secs % 60,
+                    (r >> 20) % 1_000_000
+                );
                 let body = tmpl
                     .replace("{T}", &t)
                     .replace("{N8}", &((r >> 24) % 250).to_string())
@@ -68,7 +91,10 @@ pub fn generate<W: Write>(target: u64, noise_per_boot_line: u32, seed: u64, out:
                     .replace("{H}", &hex(&mut rng, 32))
                     .replace("{{", "{")
                     .replace("}}", "}");
-                let s = format!("Nov 20 {} dal03-sgpu-160 {body}\n", t.get(..8).unwrap_or("00:00:00"));
+                let s = format!(
+                    "Nov 20 {} dal03-sgpu-160 {body}\n",
+                    t.get(..8).unwrap_or("00:00:00")
+                );
                 out.write_all(s.as_bytes())?;
                 written += s.len() as u64;
             }
@@ -94,7 +120,10 @@ mod tests {
         let ing = crate::ingest::ingest_bytes(
             "gen",
             &buf,
-            crate::ingest::Options { sandbox: Some(TEMPLATE_SANDBOX.into()), ..Default::default() },
+            crate::ingest::Options {
+                sandbox: Some(TEMPLATE_SANDBOX.into()),
+                ..Default::default()
+            },
         );
         let r = crate::timeline::build(&ing, None).unwrap();
         assert_eq!(r.gpus.len(), 7);

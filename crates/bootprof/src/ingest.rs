@@ -34,7 +34,9 @@ pub enum Body {
     Ftrace(FtraceLine),
     Kube(KubectlLine),
     /// A containerd line for a sandbox without a console payload (shim activity).
-    Host { msg: String },
+    Host {
+        msg: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -229,7 +231,11 @@ impl Ingester {
             }
         };
         if st.bad_examples.len() < MAX_EXAMPLES {
-            let f = self.out.files.get(src.file as usize).map_or("?", String::as_str);
+            let f = self
+                .out
+                .files
+                .get(src.file as usize)
+                .map_or("?", String::as_str);
             st.bad_examples.push(format!("{f}:{}: {reason}", src.line));
         }
     }
@@ -256,10 +262,10 @@ impl Ingester {
 
     fn check_host(&mut self, key: (u32, Option<u32>), t: Nanos) -> Result<(), Bad> {
         let m = self.max_host.entry(key).or_insert(t);
-        if t + OOO_TOLERANCE_NS < *m {
+        if t.saturating_add(OOO_TOLERANCE_NS) < *m {
             return Err(Bad::OutOfOrder(format!(
                 "host time {:.3} s before the latest",
-                (*m - t) as f64 / 1e9
+                (i128::from(*m) - i128::from(t)) as f64 / 1e9
             )));
         }
         *m = (*m).max(t);
@@ -268,14 +274,20 @@ impl Ingester {
     }
 
     /// Console payload (kernel line or agent JSON) of a sandbox/file stream.
-    fn console(&mut self, src: SrcRef, sandbox: Option<u32>, host: Option<Nanos>, s: &str) -> Result<bool, Bad> {
+    fn console(
+        &mut self,
+        src: SrcRef,
+        sandbox: Option<u32>,
+        host: Option<Nanos>,
+        s: &str,
+    ) -> Result<bool, Bad> {
         if agent::looks_like(s) {
             let rec = agent::parse_line(s).map_err(|e| Bad::Json(e.to_string()))?;
             let m = self.max_agent.entry((src.file, sandbox)).or_insert(rec.ts);
-            if rec.ts + OOO_TOLERANCE_NS < *m {
+            if rec.ts.saturating_add(OOO_TOLERANCE_NS) < *m {
                 return Err(Bad::OutOfOrder(format!(
                     "agent ts {:.3} s before the latest",
-                    (*m - rec.ts) as f64 / 1e9
+                    (i128::from(*m) - i128::from(rec.ts)) as f64 / 1e9
                 )));
             }
             *m = (*m).max(rec.ts);
@@ -285,7 +297,10 @@ impl Ingester {
         if let Some(k) = dmesg::parse_line(s) {
             let m = self.max_guest.entry((src.file, sandbox)).or_insert(k.t);
             if k.t + 1.0 < *m {
-                return Err(Bad::OutOfOrder(format!("guest time {:.6} s after {:.6} s", k.t, m)));
+                return Err(Bad::OutOfOrder(format!(
+                    "guest time {:.6} s after {:.6} s",
+                    k.t, m
+                )));
             }
             *m = m.max(k.t);
             self.push(src, sandbox, host, Body::Kernel(k));
@@ -377,7 +392,14 @@ impl Ingester {
         if let Some(vc) = j.vmconsole.as_deref() {
             if !self.console(src, sandbox, host, vc.trim())? {
                 // console text that is neither kernel nor agent (e.g. NVRC output)
-                self.push(src, sandbox, host, Body::Host { msg: vc.to_string() });
+                self.push(
+                    src,
+                    sandbox,
+                    host,
+                    Body::Host {
+                        msg: vc.to_string(),
+                    },
+                );
             }
             return Ok(());
         }
@@ -401,7 +423,7 @@ impl Ingester {
                         src,
                         Bad::OutOfOrder(format!(
                             "return printed {:.3} s before its call; timestamp dropped, duration kept",
-                            (c - t) as f64 / 1e9
+                            (i128::from(c) - i128::from(t)) as f64 / 1e9
                         )),
                     );
                     BpfLine::PinTook { ts: None, ms }
@@ -438,7 +460,8 @@ mod tests {
 
     #[test]
     fn mixed_and_bad() {
-        let text = "[    3.201931] pci 0000:02:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint\n\
+        let text =
+            "[    3.201931] pci 0000:02:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint\n\
 {\"msg\":\"truncated\n\
 [...]\n\
 [    1.000000] earlier than 3.2 by more than 1 s\n\

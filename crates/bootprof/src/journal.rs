@@ -27,7 +27,11 @@ pub enum PrefixTime {
     /// short-iso: complete instant.
     Absolute(Nanos),
     /// short / short-precise: month abbreviation, day, `HH:MM:SS[.frac]`.
-    Syslog { month: String, day: String, hms: String },
+    Syslog {
+        month: String,
+        day: String,
+        hms: String,
+    },
 }
 
 impl PrefixTime {
@@ -143,10 +147,7 @@ impl Iterator for LogfmtIter<'_> {
                 return None;
             }
             // key: up to '=' or space
-            let kend = self
-                .rest
-                .find(|c: char| c == '=' || c == ' ')
-                .unwrap_or(self.rest.len());
+            let kend = self.rest.find(['=', ' ']).unwrap_or(self.rest.len());
             let key = self.rest.get(..kend).unwrap_or("");
             let after = self.rest.get(kend..).unwrap_or("");
             let Some(val_start) = after.strip_prefix('=') else {
@@ -261,11 +262,15 @@ mod tests {
     #[test]
     fn errors_and_non_journal() {
         assert_eq!(parse_line("hello world").unwrap(), None);
-        assert!(parse_line(r#"Nov 20 16:25:32 h containerd[1]: time="2025-11-20T16:25:32Z" vmconsole="abc"#).is_err());
+        assert!(parse_line(
+            r#"Nov 20 16:25:32 h containerd[1]: time="2025-11-20T16:25:32Z" vmconsole="abc"#
+        )
+        .is_err());
         assert!(parse_line(r#"time="nope" msg=x"#).is_err());
-        let j = parse_line(r#"time="2025-11-20T16:25:32Z" msg=bare vmconsole="[    3.201931] a\tb""#)
-            .unwrap()
-            .unwrap();
+        let j =
+            parse_line(r#"time="2025-11-20T16:25:32Z" msg=bare vmconsole="[    3.201931] a\tb""#)
+                .unwrap()
+                .unwrap();
         assert_eq!(j.msg.as_deref(), Some("bare"));
         assert_eq!(j.vmconsole.as_deref(), Some("[    3.201931] a\tb"));
         assert!(j.prefix.is_none());

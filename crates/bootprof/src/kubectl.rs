@@ -32,7 +32,9 @@ pub fn parse_line(line: &str) -> Result<Option<KubectlLine>, KubectlError> {
     let time = || parse_rfc1123(value).ok_or_else(|| KubectlError::BadTime(value.to_string()));
     match key {
         "Start Time" => Ok(Some(KubectlLine::StartTime(time()?))),
-        "Started" if value.contains(',') || value.contains(' ') => Ok(Some(KubectlLine::Started(time()?))),
+        "Started" if value.contains(',') || value.contains(' ') => {
+            Ok(Some(KubectlLine::Started(time()?)))
+        }
         "Finished" if value.contains(' ') => Ok(Some(KubectlLine::Finished(time()?))),
         "Name" if !indented && !value.is_empty() => Ok(Some(KubectlLine::Name(value.to_string()))),
         _ => Ok(None),
@@ -48,7 +50,9 @@ mod tests {
         let a = parse_line("Start Time:          Mon, 24 Nov 2025 21:21:09 +0000").unwrap();
         let b = parse_line("      Started:      Mon, 24 Nov 2025 21:24:12 +0000").unwrap();
         match (a, b) {
-            (Some(KubectlLine::StartTime(a)), Some(KubectlLine::Started(b))) => assert_eq!(b - a, 183_000_000_000),
+            (Some(KubectlLine::StartTime(a)), Some(KubectlLine::Started(b))) => {
+                assert_eq!(b - a, 183_000_000_000)
+            }
             x => panic!("{x:?}"),
         }
         assert!(parse_line("Start Time:   yesterday").is_err());

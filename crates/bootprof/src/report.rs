@@ -49,7 +49,7 @@ fn table_rows(r: &Report) -> Vec<Phase> {
         a.label = format!("RAM ×{ram_n}");
         a.detail = format!("{ram_n} guest RAM pin calls; duration is their sum");
         rows.push(a);
-        rows.sort_by(|x, y| x.start_ns.cmp(&y.start_ns));
+        rows.sort_by_key(|x| x.start_ns);
     }
     rows
 }
@@ -60,14 +60,22 @@ pub fn text(r: &Report) -> String {
     let _ = writeln!(
         o,
         "Boot timeline{}: total {:.1} s ({}), t0 {}",
-        r.sandbox.as_ref().map_or(String::new(), |s| format!(" of sandbox {}", short(s, 16))),
+        r.sandbox
+            .as_ref()
+            .map_or(String::new(), |s| format!(" of sandbox {}", short(s, 16))),
         r.total_s,
-        if r.total_from == "kubectl" { "kubectl Start Time → Started" } else { "first to last phase" },
+        if r.total_from == "kubectl" {
+            "kubectl Start Time → Started"
+        } else {
+            "first to last phase"
+        },
         r.t0
     );
     if !r.gpus.is_empty() {
         let ids: Vec<String> = r.gpus.iter().map(|g| g.bdf.clone()).collect();
-        let first = r.gpus.first().map_or(String::new(), |g| format!(" [{}:{}]", g.vendor_id, g.device_id));
+        let first = r.gpus.first().map_or(String::new(), |g| {
+            format!(" [{}:{}]", g.vendor_id, g.device_id)
+        });
         let _ = writeln!(o, "GPUs found: {}{first}: {}", r.gpus.len(), ids.join(" "));
     }
     let c = &r.clocks;
@@ -76,14 +84,20 @@ pub fn text(r: &Report) -> String {
         "Clocks: guest boot {} (from {}); agent offset {}; max console delay {}",
         c.guest_boot.as_deref().unwrap_or("unknown"),
         c.guest_boot_from,
-        c.agent_offset_s.map_or("n/a".into(), |v| format!("{v:+.3} s")),
-        c.max_console_delay_s.map_or("n/a".into(), |v| format!("{v:.3} s"))
+        c.agent_offset_s
+            .map_or("n/a".into(), |v| format!("{v:+.3} s")),
+        c.max_console_delay_s
+            .map_or("n/a".into(), |v| format!("{v:.3} s"))
     );
     for n in &c.notes {
         let _ = writeln!(o, "  note: {n}");
     }
     let _ = writeln!(o);
-    let _ = writeln!(o, "{:<16} {:<16} {:>9} {:>9} {:>9}  SOURCE", "PHASE", "LABEL", "START s", "END s", "SECONDS");
+    let _ = writeln!(
+        o,
+        "{:<16} {:<16} {:>9} {:>9} {:>9}  SOURCE",
+        "PHASE", "LABEL", "START s", "END s", "SECONDS"
+    );
     for p in table_rows(r) {
         let _ = writeln!(
             o,
@@ -110,10 +124,20 @@ pub fn text(r: &Report) -> String {
         );
         if s.ftrace_calls > 0 {
             let h: Vec<String> = s.ftrace_heavy.iter().map(|v| format!("{v:.2}")).collect();
-            let _ = writeln!(o, "  function_graph: {} calls, ≥ 1 s: [{}] s", s.ftrace_calls, h.join(", "));
+            let _ = writeln!(
+                o,
+                "  function_graph: {} calls, ≥ 1 s: [{}] s",
+                s.ftrace_calls,
+                h.join(", ")
+            );
         }
         if !s.hist.is_empty() {
-            let b: Vec<String> = s.hist.iter().filter(|h| h.2 > 0).map(|(a, b, c)| format!("[{a},{b}) ms: {c}")).collect();
+            let b: Vec<String> = s
+                .hist
+                .iter()
+                .filter(|h| h.2 > 0)
+                .map(|(a, b, c)| format!("[{a},{b}) ms: {c}"))
+                .collect();
             let _ = writeln!(o, "  @hist: {}", b.join("; "));
         }
     }
@@ -127,20 +151,36 @@ pub fn text(r: &Report) -> String {
                 st.phase,
                 short(&st.label, 14),
                 st.duration_s,
-                if st.gap_before_s >= 0.5 { format!("  (after {:.1} s gap)", st.gap_before_s) } else { String::new() },
-                if st.contains.is_empty() { String::new() } else { format!("  contains: {}", st.contains.join(", ")) }
+                if st.gap_before_s >= 0.5 {
+                    format!("  (after {:.1} s gap)", st.gap_before_s)
+                } else {
+                    String::new()
+                },
+                if st.contains.is_empty() {
+                    String::new()
+                } else {
+                    format!("  contains: {}", st.contains.join(", "))
+                }
             );
         }
     }
     if !r.findings.is_empty() {
         let _ = writeln!(o, "\nFindings:");
         for (i, f) in r.findings.iter().enumerate() {
-            let _ = writeln!(o, "  {}. [{} {:.1} s] {}", i + 1, f.phase, f.measured_s, f.text);
+            let _ = writeln!(
+                o,
+                "  {}. [{} {:.1} s] {}",
+                i + 1,
+                f.phase,
+                f.measured_s,
+                f.text
+            );
             let _ = writeln!(
                 o,
                 "     fix: {}{}",
                 f.fix,
-                f.saving_s.map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
+                f.saving_s
+                    .map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
             );
         }
     }
@@ -154,7 +194,11 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(o, "  {e}");
     }
     if !r.other_sandboxes.is_empty() {
-        let _ = writeln!(o, "Other sandboxes in the input (use --sandbox): {}", r.other_sandboxes.join(", "));
+        let _ = writeln!(
+            o,
+            "Other sandboxes in the input (use --sandbox): {}",
+            r.other_sandboxes.join(", ")
+        );
     }
     o
 }
@@ -192,13 +236,20 @@ pub fn estimate_text(e: &Estimate) -> String {
     }
     let _ = writeln!(o, "\nConstants:");
     for c in &e.constants {
-        let _ = writeln!(o, "  {:<28} {:>10.4} {:<9} {}", c.name, c.value, c.unit, c.source);
+        let _ = writeln!(
+            o,
+            "  {:<28} {:>10.4} {:<9} {}",
+            c.name, c.value, c.unit, c.source
+        );
     }
     o
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn color(name: &str) -> &'static str {
@@ -218,7 +269,11 @@ fn color(name: &str) -> &'static str {
 /// A self-contained HTML page: summary, Gantt chart of the phases, table, findings.
 pub fn html(r: &Report) -> String {
     let rows = table_rows(r);
-    let span = rows.iter().map(|p| p.end_s).fold(r.total_s, f64::max).max(1.0);
+    let span = rows
+        .iter()
+        .map(|p| p.end_s)
+        .fold(r.total_s, f64::max)
+        .max(1.0);
     let (left, width, row_h) = (260.0, 900.0, 22.0);
     let height = rows.len() as f64 * row_h + 50.0;
     let x = |s: f64| left + s / span * width;
@@ -229,10 +284,14 @@ pub fn html(r: &Report) -> String {
         left + width + 20.0
     );
     // axis ticks
-    let step = [1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0]
+    // a 1-2-5 tick step giving at most ~12 ticks, whatever the span
+    let raw = (span / 12.0).max(1e-3);
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
         .into_iter()
-        .find(|s| span / s <= 12.0)
-        .unwrap_or(1200.0);
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
     let mut t = 0.0;
     while t <= span + 1e-9 {
         let _ = write!(
@@ -256,7 +315,11 @@ pub fn html(r: &Report) -> String {
             x(p.start_s),
             row_h - 6.0,
             color(p.name),
-            if p.estimated { r#" fill-opacity="0.5""# } else { "" },
+            if p.estimated {
+                r#" fill-opacity="0.5""#
+            } else {
+                ""
+            },
             esc(p.name),
             esc(&p.label),
             p.duration_s,
@@ -292,7 +355,10 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 <h1>Boot timeline{}</h1>
 <p>Total <b>{:.1} s</b> ({}); origin {}; {} GPUs found.</p>
 "#,
-        r.sandbox.as_ref().map_or(String::new(), |s| format!(" — sandbox <code>{}</code>", esc(s))),
+        r.sandbox.as_ref().map_or(String::new(), |s| format!(
+            " — sandbox <code>{}</code>",
+            esc(s)
+        )),
         r.total_s,
         esc(r.total_from),
         esc(&r.t0),
@@ -307,7 +373,11 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
             esc(st.phase),
             esc(&st.label),
             st.duration_s,
-            if st.contains.is_empty() { String::new() } else { format!(" (contains {})", esc(&st.contains.join(", "))) }
+            if st.contains.is_empty() {
+                String::new()
+            } else {
+                format!(" (contains {})", esc(&st.contains.join(", ")))
+            }
         );
     }
     o.push_str("</ol>\n<h2>Findings</h2><ol>");
@@ -319,7 +389,8 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
             f.measured_s,
             esc(&f.text),
             esc(&f.fix),
-            f.saving_s.map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
+            f.saving_s
+                .map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
         );
     }
     o.push_str("</ol>\n<h2>Phases</h2><table><tr><th>phase</th><th>label</th><th>start s</th><th>end s</th><th>seconds</th><th>source</th></tr>");

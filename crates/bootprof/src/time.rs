@@ -65,8 +65,17 @@ fn digits(s: &[u8]) -> Option<u32> {
     Some(v)
 }
 
+/// Years accepted in log timestamps: keeps every instant, and every difference of two, far
+/// inside `i64` nanoseconds.
+pub const YEARS: std::ops::RangeInclusive<i64> = 1970..=2200;
+
 fn valid_date(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> bool {
-    (1..=12).contains(&mo) && (1..=31).contains(&d) && h < 24 && mi < 60 && s <= 60 && y >= 1000
+    (1..=12).contains(&mo)
+        && (1..=31).contains(&d)
+        && h < 24
+        && mi < 60
+        && s <= 60
+        && YEARS.contains(&y)
 }
 
 /// Fractional seconds after a `.`: up to 9 digits, returned as nanoseconds, plus the rest.
@@ -107,6 +116,9 @@ pub fn parse_rfc3339(s: &str) -> Option<Nanos> {
     }
     let (ns, rest) = fraction(b.get(19..)?);
     let off = parse_zone(rest)?;
+    if !YEARS.contains(&y) {
+        return None;
+    }
     let secs = days_from_civil(y, mo, d) * 86_400
         + i64::from(h) * 3600
         + i64::from(mi) * 60
@@ -196,7 +208,13 @@ pub fn parse_rfc1123(s: &str) -> Option<Nanos> {
 
 /// journald short-format prefix time `Nov 20 16:25:32` (no year, local time): returns
 /// seconds-of-year parts for the caller to complete with a year and zone.
-pub fn parse_syslog_stamp(month: &str, day: &str, hms: &str, year: i64, utc_offset_s: i64) -> Option<Nanos> {
+pub fn parse_syslog_stamp(
+    month: &str,
+    day: &str,
+    hms: &str,
+    year: i64,
+    utc_offset_s: i64,
+) -> Option<Nanos> {
     let mo = month_from_abbr(month)?;
     let d: u32 = day.parse().ok()?;
     let (h, mi, sec, ns) = parse_hms(hms)?;

@@ -193,7 +193,10 @@ fn choose_sandbox(ing: &Ingest, want: Option<&str>) -> Result<Option<u32>, Timel
             .collect();
         return match hits.as_slice() {
             [i] => Ok(Some(*i)),
-            _ => Err(TimelineError::NoSandbox(w.to_string(), ing.sandboxes.join(", "))),
+            _ => Err(TimelineError::NoSandbox(
+                w.to_string(),
+                ing.sandboxes.join(", "),
+            )),
         };
     }
     let mut counts: HashMap<u32, u64> = HashMap::new();
@@ -202,7 +205,10 @@ fn choose_sandbox(ing: &Ingest, want: Option<&str>) -> Result<Option<u32>, Timel
             *counts.entry(s).or_default() += 1;
         }
     }
-    Ok(counts.into_iter().max_by_key(|(i, c)| (*c, u32::MAX - i)).map(|(i, _)| i))
+    Ok(counts
+        .into_iter()
+        .max_by_key(|(i, c)| (*c, u32::MAX - i))
+        .map(|(i, _)| i))
 }
 
 struct Aligner {
@@ -212,7 +218,7 @@ struct Aligner {
 
 impl Aligner {
     fn kernel(&self, t: f64) -> Option<Nanos> {
-        self.boot.map(|b| b + (t * 1e9) as i64)
+        self.boot.map(|b| b.saturating_add(secs_ns(t)))
     }
     fn agent(&self, ts: Nanos) -> Nanos {
         ts + self.agent_offset
@@ -226,11 +232,11 @@ fn align(events: &[&Event], clocks: &mut Clocks) -> Aligner {
     for e in events {
         match (&e.body, e.host) {
             (Body::Agent(a), Some(h)) => {
-                let d = h - a.ts;
+                let d = h.saturating_sub(a.ts);
                 agent_off = Some(agent_off.map_or(d, |o: i64| o.min(d)));
             }
             (Body::Kernel(k), Some(h)) => {
-                let b = h - (k.t * 1e9) as i64;
+                let b = h.saturating_sub(secs_ns(k.t));
                 boot_host = Some(boot_host.map_or(b, |o: i64| o.min(b)));
             }
             _ => {}
@@ -266,7 +272,9 @@ fn align(events: &[&Event], clocks: &mut Clocks) -> Aligner {
                 }
                 Body::Agent(a) => {
                     if let Some(t) = max_t.get(&e.src.file) {
-                        let u = a.ts + agent_offset - (t * 1e9) as i64;
+                        let u =
+                            a.ts.saturating_add(agent_offset)
+                                .saturating_sub(secs_ns(*t));
                         upper = Some(upper.map_or(u, |x: i64| x.min(u)));
                     }
                 }
@@ -282,7 +290,9 @@ fn align(events: &[&Event], clocks: &mut Clocks) -> Aligner {
                 }
                 Body::Agent(a) => {
                     if let Some(t) = min_t.get(&e.src.file) {
-                        let l = a.ts + agent_offset - (t * 1e9) as i64;
+                        let l =
+                            a.ts.saturating_add(agent_offset)
+                                .saturating_sub(secs_ns(*t));
                         lower = Some(lower.map_or(l, |x: i64| x.max(l)));
                     }
                 }
@@ -315,7 +325,7 @@ fn align(events: &[&Event], clocks: &mut Clocks) -> Aligner {
             _ => None,
         };
         if let (Some(h), Some(o)) = (e.host, own) {
-            let d = (h - o) as f64 / 1e9;
+            let d = secs(h, o);
             max_delay = Some(max_delay.map_or(d, |m: f64| m.max(d)));
             if d > 1.0 {
                 clocks.disagreements += 1;
@@ -330,9 +340,45 @@ fn align(events: &[&Event], clocks: &mut Clocks) -> Aligner {
             max_delay.unwrap_or(0.0)
         ));
     }
-    clocks.guest_boot = boot.map(format_rfc3339);
+    let has_kernel = events.iter().any(|e| matches!(e.body, Body::Kernel(_)));
+    let mut al = al;
+    if al.boot.is_none() && has_kernel {
+        let absolute = events.iter().any(|e| {
+            e.host.is_some()
+                || matches!(
+                    &e.body,
+                    Body::Agent(_)
+                        | Body::Kube(_)
+                        | Body::Bpf(
+                            BpfLine::PinCall { ts: Some(_), .. }
+                                | BpfLine::PinTook { ts: Some(_), .. }
+                        )
+                )
+        });
+        if absolute {
+            clocks.notes.push(
+                "guest kernel lines could not be placed on the host clock (no console lines with host times, no agent records): they are left out; add the containerd journal".into(),
+            );
+        } else {
+            // kernel lines only: a guest-relative axis
+            al.boot = Some(0);
+        }
+    } else {
+        clocks.guest_boot = al.boot.map(format_rfc3339);
+    }
     al
 }
+
+/// (start, seconds, npage, bytes, call line, source, return line)
+type RawPin = (
+    Option<Nanos>,
+    f64,
+    Option<u64>,
+    Option<u64>,
+    SrcRef,
+    &'static str,
+    SrcRef,
+);
 
 /// A point on the host axis with where it came from.
 #[derive(Debug, Clone, Copy)]
@@ -348,7 +394,17 @@ struct PhaseBuilder<'a> {
 
 impl PhaseBuilder<'_> {
     #[allow(clippy::too_many_arguments)]
-    fn add(&mut self, name: &'static str, label: String, gpu: Option<String>, a: Mark, b_t: Nanos, b_src: Option<SrcRef>, estimated: bool, detail: String) {
+    fn add(
+        &mut self,
+        name: &'static str,
+        label: String,
+        gpu: Option<String>,
+        a: Mark,
+        b_t: Nanos,
+        b_src: Option<SrcRef>,
+        estimated: bool,
+        detail: String,
+    ) {
         let end = b_t.max(a.t);
         self.phases.push(Phase {
             name,
@@ -356,7 +412,7 @@ impl PhaseBuilder<'_> {
             gpu,
             start_s: 0.0,
             end_s: 0.0,
-            duration_s: (end - a.t) as f64 / 1e9,
+            duration_s: secs(end, a.t),
             start_ns: a.t,
             end_ns: end,
             start_line: Some(src_str(self.files, &a.src)),
@@ -367,6 +423,16 @@ impl PhaseBuilder<'_> {
             detail,
         });
     }
+}
+
+/// Seconds → nanoseconds, saturating (input-derived values may be huge).
+fn secs_ns(s: f64) -> i64 {
+    (s * 1e9) as i64
+}
+
+/// (a − b) in seconds without overflow.
+fn secs(a: Nanos, b: Nanos) -> f64 {
+    (i128::from(a) - i128::from(b)) as f64 / 1e9
 }
 
 fn gib(b: u64) -> f64 {
@@ -419,7 +485,7 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
     let mut kube_start: Option<Mark> = None;
     let mut kube_started: Option<Mark> = None;
     let mut pin_open: Vec<(Option<Nanos>, u64, u64, SrcRef)> = Vec::new();
-    let mut raw_pins: Vec<(Option<Nanos>, f64, Option<u64>, Option<u64>, SrcRef, &'static str, SrcRef)> = Vec::new();
+    let mut raw_pins: Vec<RawPin> = Vec::new();
     let mut hist: BTreeMap<(u64, u64), u64> = BTreeMap::new();
     let mut ftrace_calls = 0u64;
     let mut ftrace_heavy = Vec::new();
@@ -436,7 +502,11 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
             Body::Kernel(k) => al.kernel(k.t).or(e.host),
             Body::Agent(a) => Some(al.agent(a.ts)),
             Body::Host { .. } => e.host,
-            Body::Bpf(BpfLine::PinCall { ts, .. } | BpfLine::PinTook { ts, .. } | BpfLine::MapIoctl { ts, .. }) => *ts,
+            Body::Bpf(
+                BpfLine::PinCall { ts, .. }
+                | BpfLine::PinTook { ts, .. }
+                | BpfLine::MapIoctl { ts, .. },
+            ) => *ts,
             Body::Kube(KubectlLine::StartTime(t) | KubectlLine::Started(t)) => Some(*t),
             _ => None,
         };
@@ -457,20 +527,29 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
                 note(m, &mut first_kernel);
                 match &k.kind {
                     KernelKind::RunInit => note(m, &mut run_init),
-                    KernelKind::PciFound { bdf, vendor, device, class } if is_gpu_class(*class) => {
+                    KernelKind::PciFound {
+                        bdf,
+                        vendor,
+                        device,
+                        class,
+                    } if is_gpu_class(*class) => {
                         if !gpus.contains_key(bdf) {
                             gpu_order.push(bdf.clone());
                         }
-                        gpus.entry(bdf.clone()).or_insert((*vendor, *device, Some(m)));
+                        gpus.entry(bdf.clone())
+                            .or_insert((*vendor, *device, Some(m)));
                         pci_last = Some(m);
                     }
-                    KernelKind::Bar { bdf, size, assigned, .. } => {
-                        if gpus.contains_key(bdf) {
-                            let b = bars.entry(bdf.clone()).or_insert(0);
-                            *b = (*b).max(*size);
-                            if *assigned && pci_last.is_none_or(|p| m.t >= p.t) {
-                                pci_last = Some(m);
-                            }
+                    KernelKind::Bar {
+                        bdf,
+                        size,
+                        assigned,
+                        ..
+                    } if gpus.contains_key(bdf) => {
+                        let b = bars.entry(bdf.clone()).or_insert(0);
+                        *b = (*b).max(*size);
+                        if *assigned && pci_last.is_none_or(|p| m.t >= p.t) {
+                            pci_last = Some(m);
                         }
                     }
                     KernelKind::DriverEnable { bdf, .. } => enables.push((bdf.clone(), m)),
@@ -483,9 +562,17 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
                 note(m, &mut first_agent);
                 match &a.kind {
                     AgentKind::Rpc(name) => rpcs.push((name.clone(), m)),
-                    AgentKind::CdiWait { attempt, max, devices } => cdi_waits.push((*attempt, *max, *devices, m)),
+                    AgentKind::CdiWait {
+                        attempt,
+                        max,
+                        devices,
+                    } => cdi_waits.push((*attempt, *max, *devices, m)),
                     AgentKind::CdiDone => note(m, &mut cdi_done),
-                    AgentKind::Uevent { action, devpath, subsystem } => {
+                    AgentKind::Uevent {
+                        action,
+                        devpath,
+                        subsystem,
+                    } => {
                         if subsystem == "memory" || devpath.starts_with("/devices/system/memory/") {
                             mem_uevents.push(m);
                         } else if action == "bind" {
@@ -498,14 +585,43 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
                 }
             }
             Body::Bpf(b) => match b {
-                BpfLine::PinCall { ts, npage, size, .. } => pin_open.push((*ts, *npage, *size, e.src)),
+                BpfLine::PinCall {
+                    ts, npage, size, ..
+                } => pin_open.push((*ts, *npage, *size, e.src)),
                 BpfLine::PinTook { ts, ms } => {
-                    let (start, npage, size, src) = match pin_open.pop() {
-                        Some((st, n, s, src)) => (st.or(ts.map(|t| t - (*ms * 1e6) as i64)), Some(n), Some(s), src),
-                        None => (ts.map(|t| t - (*ms * 1e6) as i64), None, None, e.src),
+                    // bpftrace prints no thread id: pair the return with the open call
+                    // whose start is closest to (return time − duration); FIFO without times
+                    let idx = match ts {
+                        Some(t) => {
+                            let want = t.saturating_sub(secs_ns(*ms / 1e3));
+                            pin_open
+                                .iter()
+                                .enumerate()
+                                .min_by_key(|(_, c)| {
+                                    c.0.map_or(i128::MAX, |s| {
+                                        (i128::from(s) - i128::from(want)).abs()
+                                    })
+                                })
+                                .map(|(i, _)| i)
+                        }
+                        None => (!pin_open.is_empty()).then_some(0),
                     };
-                    if let (Some(st), Some(end)) = (start, ts) {
-                        let printed = (end - st) as f64 / 1e6;
+                    let (start, npage, size, src) = match idx.map(|i| pin_open.remove(i)) {
+                        Some((st, n, s, src)) => (
+                            st.or(ts.map(|t| t.saturating_sub(secs_ns(*ms / 1e3)))),
+                            Some(n),
+                            Some(s),
+                            src,
+                        ),
+                        None => (
+                            ts.map(|t| t.saturating_sub(secs_ns(*ms / 1e3))),
+                            None,
+                            None,
+                            e.src,
+                        ),
+                    };
+                    if let (Some(st), Some(end)) = (start, *ts) {
+                        let printed = secs(end, st) * 1e3;
                         if (printed - ms).abs() > 1000.0 {
                             clocks.disagreements += 1;
                         }
@@ -513,7 +629,9 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
                     raw_pins.push((start, *ms / 1e3, npage, size, src, "bpftrace", e.src));
                 }
                 BpfLine::MapIoctl { .. } => map_ioctls += 1,
-                BpfLine::HistBucket { lo, hi, count } => *hist.entry((*lo, *hi)).or_default() += count,
+                BpfLine::HistBucket { lo, hi, count } => {
+                    *hist.entry((*lo, *hi)).or_default() += count
+                }
                 BpfLine::HistHeader(_) | BpfLine::Banner => {}
             },
             Body::Ftrace(f) => match f {
@@ -525,9 +643,14 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
                         }
                     }
                 }
-                FtraceLine::Enter { cpu, func, .. } => ftrace_stack.entry(*cpu).or_default().push(func.clone()),
+                FtraceLine::Enter { cpu, func, .. } => {
+                    ftrace_stack.entry(*cpu).or_default().push(func.clone())
+                }
                 FtraceLine::Exit(c) => {
-                    let f = ftrace_stack.get_mut(&c.cpu).and_then(Vec::pop).or(c.func.clone());
+                    let f = ftrace_stack
+                        .get_mut(&c.cpu)
+                        .and_then(Vec::pop)
+                        .or(c.func.clone());
                     if f.as_deref() == Some("vfio_pin_pages_remote") {
                         ftrace_calls += 1;
                         if c.duration_us >= 1e6 {
@@ -561,8 +684,14 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
     };
 
     // ---- vm_create: pod accepted / first shim line → guest boot ----------------------
-    let guest_boot = al.boot.zip(first_kernel).map(|(b, k)| Mark { t: b, src: k.src });
-    let vm_start = [kube_start, first_host].into_iter().flatten().min_by_key(|m| m.t);
+    let guest_boot = al
+        .boot
+        .zip(first_kernel)
+        .map(|(b, k)| Mark { t: b, src: k.src });
+    let vm_start = [kube_start, first_host]
+        .into_iter()
+        .flatten()
+        .min_by_key(|m| m.t);
     if let (Some(a), Some(gb)) = (vm_start, guest_boot) {
         if gb.t > a.t {
             pb.add("vm_create", "sandbox → guest boot".into(), None, a, gb.t, Some(gb.src), false,
@@ -573,15 +702,42 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
     if let Some(gb) = guest_boot {
         let end = run_init.or(first_agent).filter(|e| e.t >= gb.t);
         if let Some(e) = end {
-            pb.add("kernel_boot", "guest kernel".into(), None, gb, e.t, Some(e.src), false,
-                if run_init.is_some() { "guest boot until init runs" } else { "guest boot until the first kata-agent record" }.into());
+            pb.add(
+                "kernel_boot",
+                "guest kernel".into(),
+                None,
+                gb,
+                e.t,
+                Some(e.src),
+                false,
+                if run_init.is_some() {
+                    "guest boot until init runs"
+                } else {
+                    "guest boot until the first kata-agent record"
+                }
+                .into(),
+            );
         }
     }
     // ---- pci_enumeration ----------------------------------------------------------------
-    let first_gpu = gpu_order.first().and_then(|b| gpus.get(b)).and_then(|g| g.2);
+    let first_gpu = gpu_order
+        .first()
+        .and_then(|b| gpus.get(b))
+        .and_then(|g| g.2);
     if let (Some(a), Some(b)) = (first_gpu, pci_last) {
-        pb.add("pci_enumeration", format!("{} GPUs", gpus.len()), None, a, b.t, Some(b.src), false,
-            format!("first GPU found until the last GPU BAR assigned ({} GPUs)", gpus.len()));
+        pb.add(
+            "pci_enumeration",
+            format!("{} GPUs", gpus.len()),
+            None,
+            a,
+            b.t,
+            Some(b.src),
+            false,
+            format!(
+                "first GPU found until the last GPU BAR assigned ({} GPUs)",
+                gpus.len()
+            ),
+        );
     }
     // ---- gpu_driver_init per GPU ----------------------------------------------------------
     enables.sort_by_key(|(_, m)| m.t);
@@ -592,7 +748,7 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         let bind = binds.get(bdf).copied().filter(|b| b.t >= m.t);
         let end = bind.or(next);
         if let Some(e) = end {
-            durations.push((e.t - m.t) as f64 / 1e9);
+            durations.push(secs(e.t, m.t));
         }
         enable_spans.push((bdf.clone(), m.t, end.map_or(i64::MAX, |e| e.t)));
     }
@@ -601,15 +757,38 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         let next = enables.get(i + 1).map(|(_, n)| *n);
         let bind = binds.get(bdf).copied().filter(|b| b.t >= m.t);
         let (end_t, end_src, est, how) = match (bind, next) {
-            (Some(b), _) => (b.t, Some(b.src), false, "until the agent saw the driver bind"),
-            (None, Some(n)) => (n.t, Some(n.src), false, "until the next GPU started enabling"),
-            (None, None) => (m.t + (med * 1e9) as i64, None, true, "end estimated from the other GPUs"),
+            (Some(b), _) => (
+                b.t,
+                Some(b.src),
+                false,
+                "until the agent saw the driver bind",
+            ),
+            (None, Some(n)) => (
+                n.t,
+                Some(n.src),
+                false,
+                "until the next GPU started enabling",
+            ),
+            (None, None) => (
+                m.t.saturating_add(secs_ns(med)),
+                None,
+                true,
+                "end estimated from the other GPUs",
+            ),
         };
         if let Some(s) = enable_spans.get_mut(i) {
             s.2 = end_t;
         }
-        pb.add("gpu_driver_init", bdf.clone(), Some(bdf.clone()), *m, end_t, end_src, est,
-            format!("nvidia driver enabling the device, {how}"));
+        pb.add(
+            "gpu_driver_init",
+            bdf.clone(),
+            Some(bdf.clone()),
+            *m,
+            end_t,
+            end_src,
+            est,
+            format!("nvidia driver enabling the device, {how}"),
+        );
     }
 
     // ---- dma_pinning: join each call to the GPU enabling at the time ----------------------
@@ -623,9 +802,11 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         pin_total_s += dur;
         pin_bytes += size.unwrap_or(0);
         let gpu = start.and_then(|st| {
+            // the GPU that most recently started enabling and had not finished
             enable_spans
                 .iter()
-                .find(|(_, a, b)| st + NS_PER_S / 2 >= *a && st <= *b)
+                .filter(|(_, a, b)| st.saturating_add(NS_PER_S / 2) >= *a && st <= *b)
+                .max_by_key(|(_, a, _)| *a)
                 .map(|(g, _, _)| g.clone())
         });
         let kind = match (size, &gpu) {
@@ -645,8 +826,20 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
             if let Some(st) = start {
                 let m = Mark { t: *st, src: *src };
                 let label = size.map_or("pin".to_string(), |s| format!("{:.0} GiB", gib(s)));
-                pb.add("dma_pinning", label, gpu.clone(), m, st + (dur * 1e9) as i64, Some(*end_src), false,
-                    format!("vfio_pin_pages_remote, {} pages of {} B ({kind})", npage.unwrap_or(0), page_size.unwrap_or(0)));
+                pb.add(
+                    "dma_pinning",
+                    label,
+                    gpu.clone(),
+                    m,
+                    st.saturating_add(secs_ns(*dur)),
+                    Some(*end_src),
+                    false,
+                    format!(
+                        "vfio_pin_pages_remote, {} pages of {} B ({kind})",
+                        npage.unwrap_or(0),
+                        page_size.unwrap_or(0)
+                    ),
+                );
             }
         }
         pins.push(PinCall {
@@ -668,7 +861,7 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         let intervals: Vec<f64> = cdi_waits
             .windows(2)
             .filter_map(|w| match w {
-                [a, b] if b.0 > a.0 => Some((b.3.t - a.3.t) as f64 / 1e9 / f64::from(b.0 - a.0)),
+                [a, b] if b.0 > a.0 => Some(secs(b.3.t, a.3.t) / f64::from(b.0 - a.0)),
                 _ => None,
             })
             .collect();
@@ -676,30 +869,51 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         let last = cdi_waits.last().map(|c| c.3).unwrap_or(first);
         let (end_t, end_src, est) = match cdi_done.filter(|d| d.t >= first.t) {
             Some(d) => (d.t, Some(d.src), false),
-            None => (last.t + (interval.unwrap_or(1.0) * 1e9) as i64, None, true),
+            None => (
+                last.t.saturating_add(secs_ns(interval.unwrap_or(1.0))),
+                None,
+                true,
+            ),
         };
-        pb.add("cdi_wait", format!("{tries} tries"), None, first, end_t, end_src, est,
-            format!("kata-agent waiting for CDI specs of {devices} devices ({tries} of {max} tries{})",
-                interval.map_or(String::new(), |i| format!(", one every {i:.2} s"))));
+        pb.add(
+            "cdi_wait",
+            format!("{tries} tries"),
+            None,
+            first,
+            end_t,
+            end_src,
+            est,
+            format!(
+                "kata-agent waiting for CDI specs of {devices} devices ({tries} of {max} tries{})",
+                interval.map_or(String::new(), |i| format!(", one every {i:.2} s"))
+            ),
+        );
         cdi = Some(CdiSummary {
             tries,
             max_tries: if max == 0 { DEFAULT_CDI_MAX_TRIES } else { max },
             interval_s: interval,
-            limit_s: interval.map(|i| i * f64::from(if max == 0 { DEFAULT_CDI_MAX_TRIES } else { max })),
+            limit_s: interval
+                .map(|i| i * f64::from(if max == 0 { DEFAULT_CDI_MAX_TRIES } else { max })),
             devices,
         });
     }
     // ---- memory_hotplug: RAM pins after the GPUs, and memory uevents ----------------------
-    let gpus_done = enable_spans.iter().map(|s| s.2).filter(|t| *t != i64::MAX).max();
+    let gpus_done = enable_spans
+        .iter()
+        .map(|s| s.2)
+        .filter(|t| *t != i64::MAX)
+        .max();
     let mut mem_start: Option<Mark> = None;
     let mut mem_end: Option<(Nanos, SrcRef)> = None;
     let mut mem_bytes = 0u64;
     let mut mem_pin_s = 0.0;
     for (p, (start, dur, _, size, src, _, _)) in pins.iter().zip(&raw_pins) {
-        let (Some(st), "ram") = (start, p.kind) else { continue };
+        let (Some(st), "ram") = (start, p.kind) else {
+            continue;
+        };
         if gpus_done.is_some_and(|g| *st >= g) {
             note(Mark { t: *st, src: *src }, &mut mem_start);
-            let e = st + (dur * 1e9) as i64;
+            let e = st.saturating_add(secs_ns(*dur));
             if mem_end.is_none_or(|m| e > m.0) {
                 mem_end = Some((e, *src));
             }
@@ -707,7 +921,10 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
             mem_pin_s += dur;
         }
     }
-    let online = rpcs.iter().find(|(n, _)| n == "online_cpu_mem").map(|(_, m)| *m);
+    let online = rpcs
+        .iter()
+        .find(|(n, _)| n == "online_cpu_mem")
+        .map(|(_, m)| *m);
     for m in mem_uevents.iter().chain(online.iter()) {
         note(*m, &mut mem_start);
         if mem_end.is_none_or(|e| m.t > e.0) {
@@ -715,24 +932,66 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         }
     }
     if let (Some(a), Some((e, esrc))) = (mem_start, mem_end) {
-        pb.add("memory_hotplug", format!("{} blocks", mem_uevents.len()), None, a, e, Some(esrc), false,
-            format!("{} memory blocks onlined in the guest; {:.0} GiB pinned on the host in {:.1} s", mem_uevents.len(), gib(mem_bytes), mem_pin_s));
+        pb.add(
+            "memory_hotplug",
+            format!("{} blocks", mem_uevents.len()),
+            None,
+            a,
+            e,
+            Some(esrc),
+            false,
+            format!(
+                "{} memory blocks onlined in the guest; {:.0} GiB pinned on the host in {:.1} s",
+                mem_uevents.len(),
+                gib(mem_bytes),
+                mem_pin_s
+            ),
+        );
     }
     // ---- container_start --------------------------------------------------------------------
-    let create = rpcs.iter().find(|(n, _)| n == "create_container").map(|(_, m)| *m);
-    let start_rpc = rpcs.iter().find(|(n, _)| n == "start_container").map(|(_, m)| *m);
+    let create = rpcs
+        .iter()
+        .find(|(n, _)| n == "create_container")
+        .map(|(_, m)| *m);
+    let start_rpc = rpcs
+        .iter()
+        .find(|(n, _)| n == "start_container")
+        .map(|(_, m)| *m);
     let before = pb
         .phases
         .iter()
         .filter(|p| matches!(p.name, "cdi_wait" | "memory_hotplug"))
         .max_by_key(|p| p.end_ns)
-        .map(|p| Mark { t: p.end_ns, src: p.end_src.or(p.start_src).unwrap_or(SrcRef { file: 0, line: 0, offset: 0 }) });
+        .map(|p| Mark {
+            t: p.end_ns,
+            src: p.end_src.or(p.start_src).unwrap_or(SrcRef {
+                file: 0,
+                line: 0,
+                offset: 0,
+            }),
+        });
     let cs_start = create.or(before);
-    let cs_end = [kube_started, start_rpc].into_iter().flatten().max_by_key(|m| m.t);
+    let cs_end = [kube_started, start_rpc]
+        .into_iter()
+        .flatten()
+        .max_by_key(|m| m.t);
     if let (Some(a), Some(b)) = (cs_start, cs_end) {
         if b.t > a.t {
-            pb.add("container_start", "container".into(), None, a, b.t, Some(b.src), false,
-                if create.is_some() { "create_container until the container started" } else { "after CDI and memory until the container started" }.into());
+            pb.add(
+                "container_start",
+                "container".into(),
+                None,
+                a,
+                b.t,
+                Some(b.src),
+                false,
+                if create.is_some() {
+                    "create_container until the container started"
+                } else {
+                    "after CDI and memory until the container started"
+                }
+                .into(),
+            );
         }
     }
 
@@ -746,18 +1005,18 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         .or(last_any.map(|m| m.t))
         .unwrap_or(0);
     for p in &mut phases {
-        p.start_s = (p.start_ns - t0) as f64 / 1e9;
-        p.end_s = (p.end_ns - t0) as f64 / 1e9;
+        p.start_s = secs(p.start_ns, t0);
+        p.end_s = secs(p.end_ns, t0);
     }
     phases.sort_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
     for (p, (start, ..)) in pins.iter_mut().zip(&raw_pins) {
-        p.start_s = start.map(|s| (s - t0) as f64 / 1e9);
+        p.start_s = start.map(|s| secs(s, t0));
     }
     let (total_s, total_from) = match (kube_start, kube_started) {
-        (Some(a), Some(b)) if b.t > a.t => ((b.t - a.t) as f64 / 1e9, "kubectl"),
+        (Some(a), Some(b)) if b.t > a.t => (secs(b.t, a.t), "kubectl"),
         _ => {
             let end = phases.iter().map(|p| p.end_ns).max().unwrap_or(t0);
-            ((end - t0) as f64 / 1e9, "timeline")
+            (secs(end, t0), "timeline")
         }
     };
 
@@ -769,8 +1028,11 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
             vendor_id: format!("{v:04x}"),
             device_id: format!("{d:04x}"),
             largest_bar: bars.get(bdf).copied(),
-            found_s: found.map(|m| (m.t - t0) as f64 / 1e9),
-            driver_init_s: phases.iter().find(|p| p.name == "gpu_driver_init" && p.gpu.as_deref() == Some(bdf)).map(|p| p.duration_s),
+            found_s: found.map(|m| secs(m.t, t0)),
+            driver_init_s: phases
+                .iter()
+                .find(|p| p.name == "gpu_driver_init" && p.gpu.as_deref() == Some(bdf))
+                .map(|p| p.duration_s),
             pin_s: gpu_pin.get(bdf).copied().unwrap_or(0.0),
         })
         .collect();
@@ -797,7 +1059,7 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
             .map(|(_, s)| s.clone())
             .collect(),
         files: files.clone(),
-        t0: if al.boot.is_none() && vm_start.is_none() && pins.iter().all(|p| p.start_s.is_none()) && first_agent.is_none() {
+        t0: if al.boot == Some(0) && report_clock_none(&events) {
             "guest boot".to_string()
         } else {
             format_rfc3339(t0)
@@ -818,6 +1080,20 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
     Ok(report)
 }
 
+fn report_clock_none(events: &[&Event]) -> bool {
+    events.iter().all(|e| {
+        e.host.is_none()
+            && matches!(
+                e.body,
+                Body::Kernel(_)
+                    | Body::Ftrace(_)
+                    | Body::Bpf(
+                        BpfLine::HistBucket { .. } | BpfLine::HistHeader(_) | BpfLine::Banner
+                    )
+            )
+    })
+}
+
 /// Walk back from the phase that ends last, each time to the phase that ends latest at or
 /// before the current one starts (with 0.5 s slack). Phases inside a step are listed in it.
 pub fn critical_path(phases: &[Phase]) -> Vec<CriticalStep> {
@@ -826,7 +1102,11 @@ pub fn critical_path(phases: &[Phase]) -> Vec<CriticalStep> {
     let Some(mut cur) = phases
         .iter()
         .enumerate()
-        .max_by(|a, b| a.1.end_ns.cmp(&b.1.end_ns).then(b.1.start_ns.cmp(&a.1.start_ns)))
+        .max_by(|a, b| {
+            a.1.end_ns
+                .cmp(&b.1.end_ns)
+                .then(b.1.start_ns.cmp(&a.1.start_ns))
+        })
         .map(|(i, _)| i)
     else {
         return Vec::new();
@@ -835,12 +1115,18 @@ pub fn critical_path(phases: &[Phase]) -> Vec<CriticalStep> {
         steps.push(cur);
         let Some(c) = phases.get(cur) else { break };
         // the phase that was running (or ended) latest before this one started
-        let reach = |p: &Phase| p.end_ns.min(c.start_ns + SLACK);
+        let reach = |p: &Phase| p.end_ns.min(c.start_ns.saturating_add(SLACK));
         let pred = phases
             .iter()
             .enumerate()
-            .filter(|(i, p)| !steps.contains(i) && p.start_ns < c.start_ns && p.name != "dma_pinning")
-            .max_by(|a, b| reach(a.1).cmp(&reach(b.1)).then(b.1.start_ns.cmp(&a.1.start_ns)))
+            .filter(|(i, p)| {
+                !steps.contains(i) && p.start_ns < c.start_ns && p.name != "dma_pinning"
+            })
+            .max_by(|a, b| {
+                reach(a.1)
+                    .cmp(&reach(b.1))
+                    .then(b.1.start_ns.cmp(&a.1.start_ns))
+            })
             .map(|(i, _)| i);
         match pred {
             Some(p) if steps.len() < phases.len() => cur = p,
@@ -855,7 +1141,13 @@ pub fn critical_path(phases: &[Phase]) -> Vec<CriticalStep> {
         let contains = phases
             .iter()
             .enumerate()
-            .filter(|(j, q)| *j != i && q.start_ns >= p.start_ns && q.end_ns <= p.end_ns && q.name != p.name && q.name != "dma_pinning")
+            .filter(|(j, q)| {
+                *j != i
+                    && q.start_ns >= p.start_ns
+                    && q.end_ns <= p.end_ns
+                    && q.name != p.name
+                    && q.name != "dma_pinning"
+            })
             .fold(BTreeMap::<&str, (usize, f64)>::new(), |mut m, (_, q)| {
                 let e = m.entry(q.name).or_default();
                 e.0 += 1;
@@ -863,14 +1155,20 @@ pub fn critical_path(phases: &[Phase]) -> Vec<CriticalStep> {
                 m
             })
             .into_iter()
-            .map(|(n, (c, s))| if c > 1 { format!("{c}× {n} {s:.1} s") } else { format!("{n} {s:.1} s") })
+            .map(|(n, (c, s))| {
+                if c > 1 {
+                    format!("{c}× {n} {s:.1} s")
+                } else {
+                    format!("{n} {s:.1} s")
+                }
+            })
             .collect();
         out.push(CriticalStep {
             phase: p.name,
             label: p.label.clone(),
             start_s: p.start_s,
             duration_s: p.duration_s,
-            gap_before_s: prev_end.map_or(0.0, |e| ((p.start_ns - e) as f64 / 1e9).max(0.0)),
+            gap_before_s: prev_end.map_or(0.0, |e| secs(p.start_ns, e).max(0.0)),
             contains,
         });
         prev_end = Some(prev_end.map_or(p.end_ns, |e: Nanos| e.max(p.end_ns)));

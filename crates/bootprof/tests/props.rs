@@ -12,8 +12,16 @@ const SEEDS: &[&str] = &[
 ];
 
 fn fixture_lines() -> Vec<String> {
-    let mut v: Vec<String> = SEEDS.iter().flat_map(|s| s.lines().map(str::to_string)).collect();
-    v.extend(include_str!("fixtures/run2-containerd.journal").lines().take(120).map(str::to_string));
+    let mut v: Vec<String> = SEEDS
+        .iter()
+        .flat_map(|s| s.lines().map(str::to_string))
+        .collect();
+    v.extend(
+        include_str!("fixtures/run2-containerd.journal")
+            .lines()
+            .take(120)
+            .map(str::to_string),
+    );
     v
 }
 
@@ -36,7 +44,7 @@ proptest! {
             match op {
                 0 => l.truncate(p),
                 1 => l.insert(p, byte),
-                2 => { if p < l.len() { l[p] = byte; } }
+                2 if p < l.len() => l[p] = byte,
                 _ => {}
             }
             data.extend_from_slice(&l);
@@ -74,5 +82,19 @@ proptest! {
         let t = estimate(&base, &c).total_s;
         prop_assert!(estimate(&more_gpus, &c).total_s > t);
         prop_assert!(estimate(&more_mem, &c).total_s > t);
+    }
+}
+
+#[test]
+fn huge_spans_stay_small() {
+    // a guest stamp of ~3 years and a 1e9 ms pin: the page must stay small
+    let text = "[    0.000000] Linux version x\n[99999999.000000] Run /init as init process\n";
+    let ing = ingest_bytes("t", text.as_bytes(), Options::default());
+    let r = bootprof::timeline::build(&ing, None).unwrap();
+    assert!(bootprof::report::html(&r).len() < 100_000);
+    let text = "2025-11-20T17:56:21.688170596Z: vfio_pin_pages_remote(): vaddr=0x1 npage=1 size=4096B limit=1 pid=1\n2200-12-31T23:59:59.999999999Z: vfio_pin_pages_remote took 999999999 ms\n1970-01-01T00:00:00Z: vfio_pin_pages_remote took 5 ms\n";
+    let ing = ingest_bytes("t", text.as_bytes(), Options::default());
+    if let Ok(r) = bootprof::timeline::build(&ing, None) {
+        assert!(bootprof::report::html(&r).len() < 100_000);
     }
 }

@@ -144,9 +144,15 @@ pub fn config_toml(plan: &Plan) -> String {
         },
     };
     let body = toml::to_string(&cfg).unwrap_or_default();
+    let note = if plan.memory.hugepage_size_kb >= 1 << 20 {
+        "# Kata backs guest RAM with the hugetlbfs at /dev/hugepages: boot the host with\n\
+         # default_hugepagesz=1G so that mount serves 1 GiB pages (seed 001's host).\n"
+    } else {
+        ""
+    };
     format!(
         "# vmtune: Kata settings for {} ({} vCPUs, {} MiB{}).\n\
-         # Merge into configuration-qemu*.toml; keys not listed keep their values.\n{body}",
+         # Merge into configuration-qemu*.toml; keys not listed keep their values.\n{note}{body}",
         plan.request.name.as_deref().unwrap_or("this plan"),
         total_vcpus(plan),
         plan.request.memory_bytes / (1 << 20),

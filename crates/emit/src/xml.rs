@@ -492,3 +492,96 @@ fn clip_vcpus(src: &str, child: &roxmltree::Node, n: u32) -> Option<Option<Strin
     );
     Some(Some(text))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(src: &str, ours: &El) -> String {
+        let doc = roxmltree::Document::parse(src).unwrap();
+        let root = doc.root_element();
+        let st = Style::detect(src, &root);
+        let r = root.range();
+        format!(
+            "{}{}{}",
+            &src[..r.start],
+            merge(src, &root, ours, &st, 0),
+            &src[r.end..]
+        )
+    }
+
+    #[test]
+    fn start_tag_end_skips_quoted_gt() {
+        let s = "<a b='x>y' c=\"z>\"/>rest";
+        assert_eq!(start_tag_end(s, 0), (s.find("rest").unwrap(), true));
+        assert_eq!(start_tag_end("<a>", 0), (3, false));
+        assert_eq!(start_tag_end("<a", 0), (2, false));
+    }
+
+    #[test]
+    fn replaces_in_place_and_keeps_the_rest() {
+        let src = "<r>\n  <!-- keep -->\n  <x a='1'/>\n  <y/>\n  <x a='2'/>\n</r>";
+        let ours = El::new("r")
+            .merged()
+            .keep_start()
+            .kid(El::new("x").attr("a", "9"))
+            .kid(El::new("x").attr("a", "8"));
+        assert_eq!(
+            run(src, &ours),
+            "<r>\n  <!-- keep -->\n  <x a='9'/>\n  <x a='8'/>\n  <y/>\n</r>"
+        );
+    }
+
+    #[test]
+    fn inserts_by_order_and_appends() {
+        let src = "<r>\n\t<a/>\n\t<c/>\n</r>";
+        let mut ours = El::new("r").merged().keep_start();
+        ours.order = &["a", "b", "c"];
+        ours.push(El::new("b"));
+        ours.push(El::new("z").kid(El::new("w")));
+        assert_eq!(
+            run(src, &ours),
+            "<r>\n\t<a/>\n\t<b/>\n\t<c/>\n\t<z>\n\t\t<w/>\n\t</z>\n</r>"
+        );
+    }
+
+    #[test]
+    fn self_closing_and_empty_elements_open_up() {
+        let ours = El::new("r").merged().keep_start().kid(El::new("k"));
+        // nothing to learn the style from: two spaces, libvirt's
+        assert_eq!(run("<r x=\"1\"/>", &ours), "<r x=\"1\">\n  <k/>\n</r>");
+        assert_eq!(run("<r>\n</r>", &ours), "<r>\n  <k/>\n</r>");
+        assert_eq!(
+            run(
+                "<q>\n  <r></r>\n</q>",
+                &El::new("q").merged().keep_start().kid(ours.clone())
+            ),
+            "<q>\n  <r>\n    <k/>\n  </r>\n</q>"
+        );
+    }
+
+    #[test]
+    fn soft_children_stay_and_drops_go() {
+        let src = "<r>\n  <acpi x='y'/>\n  <old/>\n  <keep/>\n</r>";
+        let ours = El::new("r")
+            .merged()
+            .keep_start()
+            .drops(&["old"])
+            .kid(El::new("acpi").soft())
+            .kid(El::new("apic").soft());
+        assert_eq!(
+            run(src, &ours),
+            "<r>\n  <acpi x='y'/>\n  <keep/>\n  <apic/>\n</r>"
+        );
+    }
+
+    #[test]
+    fn escapes_attribute_values_and_comments() {
+        let mut e = El::new("a").attr("v", "x'<&\"");
+        e.comment("a -- b");
+        assert_eq!(
+            e.render(&Style::default(), 0),
+            "<a v='x&apos;&lt;&amp;&quot;'>\n  <!-- a - - b -->\n</a>"
+        );
+    }
+}

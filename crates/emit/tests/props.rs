@@ -115,7 +115,7 @@ proptest! {
     fn emitters_never_panic(p in arb_plan()) {
         let _ = emit::libvirt::domain_fragment(&p);
         let a = emit::qemu::args(&p);
-        prop_assert!(a.len() % 2 == 0);
+        prop_assert!(a.len().is_multiple_of(2));
         let _ = emit::kata::config_toml(&p);
         let _ = emit::kata::pod_spec_yaml(&p);
         let _ = emit::kubevirt::vmi_fragment_yaml(&p);

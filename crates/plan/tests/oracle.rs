@@ -13,7 +13,7 @@ use plan::{Request, Tenant};
 use proptest::prelude::*;
 
 /// Largest candidate-core count the oracle enumerates (2^N subsets per node set).
-const MAX_ENUM: usize = 18;
+const MAX_ENUM: usize = 16;
 
 type Best = (Cost, CoreBits, Vec<u32>, Vec<u32>);
 
@@ -162,7 +162,7 @@ proptest! {
 
     #[test]
     fn planner_is_optimal_on_random_small_hosts(
-        shape in common::shape(24),
+        shape in common::shape(18),
         seed in common::request_seed(),
         tenant_count in 0usize..3,
         tenant_vcpus in 1u32..4,

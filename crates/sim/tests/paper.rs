@@ -134,8 +134,11 @@ fn credit_boost_wakes_an_idle_vm_fast_even_with_static_irqs() {
     let r = run_one(&sc, SchedulerKind::Credit, PolicyKind::Static, None).unwrap();
     let q = r.rtt_ms.unwrap();
     assert!(q.p99 < 1.0, "{q:?}");
+    // EEVDF: a woken task preempts only when its virtual deadline is earlier; otherwise it
+    // waits out the rest of the current slice, so the tail stays below one 3 ms base slice.
     let r = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::Static, None).unwrap();
-    assert!(r.rtt_ms.unwrap().p99 < 1.0, "{:?}", r.rtt_ms);
+    let q = r.rtt_ms.unwrap();
+    assert!(q.p50 < 0.5 && q.max < 3.1, "{q:?}");
 }
 
 #[test]

@@ -159,10 +159,7 @@ impl CpuSet {
     }
 
     pub fn intersects(&self, other: &CpuSet) -> bool {
-        self.words
-            .iter()
-            .zip(&other.words)
-            .any(|(a, b)| a & b != 0)
+        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
     }
 
     fn trim(&mut self) {
@@ -318,7 +315,11 @@ impl CpuSet {
         let mut parts = Vec::with_capacity(nwords);
         for i in (0..nwords).rev() {
             let w64 = self.words.get(i / 2).copied().unwrap_or(0);
-            let w32 = if i % 2 == 0 { w64 as u32 } else { (w64 >> 32) as u32 };
+            let w32 = if i % 2 == 0 {
+                w64 as u32
+            } else {
+                (w64 >> 32) as u32
+            };
             parts.push(format!("{w32:08x}"));
         }
         parts.join(",")
@@ -426,7 +427,10 @@ mod tests {
         let s = CpuSet::parse_mask("1,00000001").unwrap();
         assert_eq!(s.to_vec(), vec![0, 32]);
         assert_eq!(s.to_mask_string(0), "00000001,00000001");
-        assert_eq!(CpuSet::parse_list("0-7").unwrap().to_mask_string(0), "000000ff");
+        assert_eq!(
+            CpuSet::parse_list("0-7").unwrap().to_mask_string(0),
+            "000000ff"
+        );
         assert_eq!(CpuSet::new().to_mask_string(0), "00000000");
         assert!(CpuSet::parse_mask("xyz").is_err());
         assert!(CpuSet::parse_mask("").is_err());
@@ -434,18 +438,27 @@ mod tests {
 
     #[test]
     fn hwloc_bitmaps() {
-        let s = CpuSet::parse_hwloc("0x0000ffff,0xffffffff").unwrap().unwrap();
+        let s = CpuSet::parse_hwloc("0x0000ffff,0xffffffff")
+            .unwrap()
+            .unwrap();
         assert_eq!(s.to_list_string(), "0-47");
         assert_eq!(CpuSet::parse_hwloc("0xf...f").unwrap(), None);
         assert!(CpuSet::parse_hwloc("0x0").unwrap().unwrap().is_empty());
         // hwloc writes zero words as empty strings
-        let s = CpuSet::parse_hwloc("0xffffffff,,0xffffffff").unwrap().unwrap();
+        let s = CpuSet::parse_hwloc("0xffffffff,,0xffffffff")
+            .unwrap()
+            .unwrap();
         assert_eq!(s.to_list_string(), "0-31,64-95");
         let s = CpuSet::parse_hwloc("0x00000100,0x0").unwrap().unwrap();
         assert_eq!(s.to_vec(), vec![40]);
-        let s = CpuSet::parse_hwloc("0x000000ff,,,,,,0x000000ff,0x0").unwrap().unwrap();
+        let s = CpuSet::parse_hwloc("0x000000ff,,,,,,0x000000ff,0x0")
+            .unwrap()
+            .unwrap();
         assert_eq!(s.to_list_string(), "32-39,224-231");
-        assert_eq!(CpuSet::parse_hwloc("0x00000001").unwrap().unwrap(), CpuSet::parse_mask("1").unwrap());
+        assert_eq!(
+            CpuSet::parse_hwloc("0x00000001").unwrap().unwrap(),
+            CpuSet::parse_mask("1").unwrap()
+        );
         assert!(CpuSet::parse_hwloc("").is_err());
         assert!(CpuSet::parse_hwloc("0xzz").is_err());
         assert!(CpuSet::parse_hwloc("0x123456789").is_err());

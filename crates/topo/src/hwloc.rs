@@ -76,7 +76,9 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Host, TopoError> {
         ) {
             // these carry no position: say where the text stops
             let lines = text.lines().count();
-            msg.push_str(&format!(" at line {lines}, the end of the file (truncated?)"));
+            msg.push_str(&format!(
+                " at line {lines}, the end of the file (truncated?)"
+            ));
         }
         TopoError::Xml {
             path: path.to_path_buf(),
@@ -301,7 +303,11 @@ impl<'a, 'input> Loader<'a, 'input> {
             Some(n) => Ok(Some(n)),
             None => Err(self.err(
                 node,
-                format!("{} has {name}=\"{}\", not a number", Self::what(node), clip(v)),
+                format!(
+                    "{} has {name}=\"{}\", not a number",
+                    Self::what(node),
+                    clip(v)
+                ),
             )),
         }
     }
@@ -311,7 +317,10 @@ impl<'a, 'input> Loader<'a, 'input> {
             None => Ok(None),
             Some(n) if n == u64::from(u32::MAX) => Ok(None),
             Some(n) => u32::try_from(n).map(Some).map_err(|_| {
-                self.err(node, format!("{} has {name}={n}, too large", Self::what(node)))
+                self.err(
+                    node,
+                    format!("{} has {name}={n}, too large", Self::what(node)),
+                )
             }),
         }
     }
@@ -324,7 +333,11 @@ impl<'a, 'input> Loader<'a, 'input> {
             Ok(f) if f.is_finite() => Ok(Some(f)),
             _ => Err(self.err(
                 node,
-                format!("{} has {name}=\"{}\", not a number", Self::what(node), clip(v)),
+                format!(
+                    "{} has {name}=\"{}\", not a number",
+                    Self::what(node),
+                    clip(v)
+                ),
             )),
         }
     }
@@ -334,8 +347,11 @@ impl<'a, 'input> Loader<'a, 'input> {
             return Ok(None);
         };
         CpuSet::parse_hwloc(v).map(Some).map_err(|e| {
-            self.err(node, format!("{} has a bad {name}: {}", Self::what(node), e.reason))
-                .with_value(v)
+            self.err(
+                node,
+                format!("{} has a bad {name}: {}", Self::what(node), e.reason),
+            )
+            .with_value(v)
         })
     }
 
@@ -408,7 +424,10 @@ impl<'a, 'input> Loader<'a, 'input> {
         is_root: bool,
     ) -> Result<(), TopoError> {
         if ctx.depth > MAX_DEPTH {
-            return Err(self.err(node, format!("objects nested deeper than {MAX_DEPTH} levels")));
+            return Err(self.err(
+                node,
+                format!("objects nested deeper than {MAX_DEPTH} levels"),
+            ));
         }
         let Some(type_s) = node.attribute("type") else {
             return Err(self.err(node, "<object> without a type attribute"));
@@ -541,7 +560,9 @@ impl<'a, 'input> Loader<'a, 'input> {
         // associativity: 0 unknown, -1 fully associative (no way count)
         let ways = match node.attribute("cache_associativity").map(str::trim) {
             None | Some("-1") => None,
-            Some(_) => self.attr_u32(node, "cache_associativity")?.filter(|&w| w > 0),
+            Some(_) => self
+                .attr_u32(node, "cache_associativity")?
+                .filter(|&w| w > 0),
         };
         self.caches.push((level, ctype, size, line, ways, cpuset));
         Ok(())
@@ -590,7 +611,9 @@ impl<'a, 'input> Loader<'a, 'input> {
             return Err(self.err(node, format!("NUMANode P#{os} appears twice")));
         }
         let subtype = node.attribute("subtype").map(str::to_string);
-        let special = subtype.as_deref().is_some_and(|s| !s.eq_ignore_ascii_case("DRAM"))
+        let special = subtype
+            .as_deref()
+            .is_some_and(|s| !s.eq_ignore_ascii_case("DRAM"))
             || Self::info(node, "DAXDevice").is_some();
         let gp_index = match self.attr_u64(node, "gp_index")? {
             Some(g) => Some(g),
@@ -650,8 +673,12 @@ impl<'a, 'input> Loader<'a, 'input> {
             .attr_f64(node, "pci_link_speed")?
             .filter(|&l| l > 0.0)
             .map(|l| l as f32);
-        let vendor_name = Self::info(node, "PCIVendor").map(str::trim).filter(|s| !s.is_empty());
-        let device_name = Self::info(node, "PCIDevice").map(str::trim).filter(|s| !s.is_empty());
+        let vendor_name = Self::info(node, "PCIVendor")
+            .map(str::trim)
+            .filter(|s| !s.is_empty());
+        let device_name = Self::info(node, "PCIDevice")
+            .map(str::trim)
+            .filter(|s| !s.is_empty());
         let name = match (vendor_name, device_name) {
             (Some(v), Some(d)) => Some(format!("{v} {d}")),
             (v, d) => d.or(v).map(str::to_string),
@@ -736,7 +763,10 @@ impl<'a, 'input> Loader<'a, 'input> {
                 Err(_) => {
                     return Err(self.err(
                         node,
-                        format!("cpukind has forced_efficiency=\"{}\", not a number", clip(v)),
+                        format!(
+                            "cpukind has forced_efficiency=\"{}\", not a number",
+                            clip(v)
+                        ),
                     ))
                 }
             },
@@ -779,7 +809,9 @@ impl<'a, 'input> Loader<'a, 'input> {
         let n = nbobjs as usize;
         let kind = self.attr_u64(node, "kind")?.unwrap_or(0);
         let obj_type = node.attribute("type");
-        let indexing = node.attribute("indexing").unwrap_or(if hetero { "gp" } else { "" });
+        let indexing = node
+            .attribute("indexing")
+            .unwrap_or(if hetero { "gp" } else { "" });
         let mut indexes: Vec<(Option<&str>, u64)> = Vec::new();
         let mut values: Vec<u64> = Vec::new();
         for child in node.children().filter(|c| c.is_element()) {
@@ -789,14 +821,18 @@ impl<'a, 'input> Loader<'a, 'input> {
                 "indexes" => {
                     for tok in text.split_whitespace() {
                         if indexes.len() >= n {
-                            return Err(self.err(child, format!("<{tag}> has more than {n} indexes")));
+                            return Err(
+                                self.err(child, format!("<{tag}> has more than {n} indexes"))
+                            );
                         }
                         let (t, num) = match tok.rsplit_once(':') {
                             Some((t, num)) if hetero => (Some(t), num),
                             _ => (None, tok),
                         };
                         let Ok(v) = num.parse::<u64>() else {
-                            return Err(self.err(child, format!("bad index \"{}\" in <{tag}>", clip(tok))));
+                            return Err(
+                                self.err(child, format!("bad index \"{}\" in <{tag}>", clip(tok)))
+                            );
                         };
                         indexes.push((t, v));
                     }
@@ -804,10 +840,14 @@ impl<'a, 'input> Loader<'a, 'input> {
                 "u64values" => {
                     for tok in text.split_whitespace() {
                         if values.len() >= n * n {
-                            return Err(self.err(child, format!("<{tag}> has more than {} values", n * n)));
+                            return Err(
+                                self.err(child, format!("<{tag}> has more than {} values", n * n))
+                            );
                         }
                         let Ok(v) = tok.parse::<u64>() else {
-                            return Err(self.err(child, format!("bad value \"{}\" in <{tag}>", clip(tok))));
+                            return Err(
+                                self.err(child, format!("bad value \"{}\" in <{tag}>", clip(tok)))
+                            );
                         };
                         values.push(v);
                     }
@@ -827,7 +867,9 @@ impl<'a, 'input> Loader<'a, 'input> {
             ));
         }
         let all_numa = if hetero {
-            indexes.iter().all(|(t, _)| t.is_some_and(|t| Kind::parse(t) == Some(Kind::Numa)))
+            indexes
+                .iter()
+                .all(|(t, _)| t.is_some_and(|t| Kind::parse(t) == Some(Kind::Numa)))
         } else {
             obj_type.and_then(Kind::parse) == Some(Kind::Numa)
         };
@@ -877,7 +919,10 @@ impl<'a, 'input> Loader<'a, 'input> {
         let Some(rel) = self.attr_u32(node, "relative_depth")? else {
             return Err(self.err(node, "<distances> without relative_depth"));
         };
-        let base = self.attr_f64(node, "latency_base")?.filter(|&b| b > 0.0).unwrap_or(1.0);
+        let base = self
+            .attr_f64(node, "latency_base")?
+            .filter(|&b| b > 0.0)
+            .unwrap_or(1.0);
         let mut values = Vec::new();
         for l in node.children().filter(|c| c.has_tag_name("latency")) {
             if values.len() >= n * n {
@@ -894,7 +939,11 @@ impl<'a, 'input> Loader<'a, 'input> {
         if values.len() != n * n {
             return Err(self.err(
                 node,
-                format!("<distances> has {} latencies, expected {}", values.len(), n * n),
+                format!(
+                    "<distances> has {} latencies, expected {}",
+                    values.len(),
+                    n * n
+                ),
             ));
         }
         // objects `rel` levels below the holder (normal objects only; NUMA is normal in v1)
@@ -906,7 +955,10 @@ impl<'a, 'input> Loader<'a, 'input> {
             let mut next = Vec::new();
             for o in &level {
                 for c in o.children().filter(|c| c.has_tag_name("object")) {
-                    if c.attribute("type").and_then(Kind::parse).is_some_and(Kind::is_anchor) {
+                    if c.attribute("type")
+                        .and_then(Kind::parse)
+                        .is_some_and(Kind::is_anchor)
+                    {
                         next.push(c);
                     }
                 }
@@ -917,7 +969,9 @@ impl<'a, 'input> Loader<'a, 'input> {
             level = next;
         }
         if level.len() != n
-            || !level.iter().all(|o| o.attribute("type").and_then(Kind::parse) == Some(Kind::Numa))
+            || !level
+                .iter()
+                .all(|o| o.attribute("type").and_then(Kind::parse) == Some(Kind::Numa))
         {
             return Ok(());
         }
@@ -945,7 +999,10 @@ impl<'a, 'input> Loader<'a, 'input> {
         }
         let all = self.pus.clone();
         if all.is_empty() {
-            return Err(TopoError::format(self.path, "hwloc topology without any PU object"));
+            return Err(TopoError::format(
+                self.path,
+                "hwloc topology without any PU object",
+            ));
         }
         let resolve = |b: &Bitmap| -> CpuSet {
             match b {
@@ -1029,7 +1086,11 @@ impl<'a, 'input> Loader<'a, 'input> {
             let matrix = d
                 .values
                 .chunks(k)
-                .map(|row| row.iter().map(|&v| u32::try_from(v).unwrap_or(u32::MAX)).collect())
+                .map(|row| {
+                    row.iter()
+                        .map(|&v| u32::try_from(v).unwrap_or(u32::MAX))
+                        .collect()
+                })
                 .collect();
             Some(Distances {
                 nodes: d.nodes.clone(),
@@ -1042,7 +1103,8 @@ impl<'a, 'input> Loader<'a, 'input> {
         let mut pci_devices = Vec::with_capacity(self.pci.len());
         for p in std::mem::take(&mut self.pci) {
             let mut dev = p.dev;
-            let (Some(anchor), Some(cpus)) = (self.anchors.get(p.anchor), anchor_cpus.get(p.anchor))
+            let (Some(anchor), Some(cpus)) =
+                (self.anchors.get(p.anchor), anchor_cpus.get(p.anchor))
             else {
                 continue;
             };
@@ -1160,7 +1222,10 @@ fn parse_pci_type(s: &str) -> Option<PciType> {
     let pair = |t: &str| -> Option<(u16, u16)> {
         let inner = t.strip_prefix('[')?.strip_suffix(']')?;
         let (a, b) = inner.split_once(':')?;
-        Some((u16::from_str_radix(a, 16).ok()?, u16::from_str_radix(b, 16).ok()?))
+        Some((
+            u16::from_str_radix(a, 16).ok()?,
+            u16::from_str_radix(b, 16).ok()?,
+        ))
     };
     let (vendor, device) = pair(it.next()?)?;
     let (subvendor, subdevice) = pair(it.next()?)?;
@@ -1187,8 +1252,7 @@ fn parse_busid(s: &str) -> Option<String> {
     let (rest, func) = s.trim().rsplit_once('.')?;
     let mut parts = rest.split(':');
     let (dom, bus, dev) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || dom.is_empty() || dom.len() > 8 || bus.len() > 2 || dev.len() > 2
-    {
+    if parts.next().is_some() || dom.is_empty() || dom.len() > 8 || bus.len() > 2 || dev.len() > 2 {
         return None;
     }
     let dom = u32::from_str_radix(dom, 16).ok()?;
@@ -1277,13 +1341,23 @@ mod tests {
         assert_eq!(h.packages[0].model.as_deref(), Some("Test CPU"));
         assert_eq!(h.caches_at(3).count(), 1);
         let l3 = h.caches_at(3).next().unwrap();
-        assert_eq!((l3.size_bytes, l3.line_bytes, l3.ways), (Some(8 << 20), Some(64), Some(16)));
+        assert_eq!(
+            (l3.size_bytes, l3.line_bytes, l3.ways),
+            (Some(8 << 20), Some(64), Some(16))
+        );
         // node 0 owns the CPUs, the HBM node beside it is CPU-less
         let n0 = h.numa_node(0).unwrap();
         assert_eq!(n0.cpus.to_list_string(), "0-3");
         assert_eq!(n0.memory_kind, MemoryKind::Dram);
         assert_eq!(n0.memory_bytes, Some(1 << 30));
-        assert_eq!(n0.hugepages, vec![HugePages { size_kb: 2048, total: Some(16), free: None }]);
+        assert_eq!(
+            n0.hugepages,
+            vec![HugePages {
+                size_kb: 2048,
+                total: Some(16),
+                free: None
+            }]
+        );
         let n1 = h.numa_node(1).unwrap();
         assert!(n1.is_cpuless());
         assert_eq!(n1.memory_kind, MemoryKind::Hbm);
@@ -1296,7 +1370,10 @@ mod tests {
         assert_eq!(gpu.local_cpus.as_ref().unwrap().to_list_string(), "0-3");
         assert_eq!(gpu.parent.as_deref(), Some("0000:00:01.0"));
         assert_eq!(gpu.os_devices, vec!["card0", "cuda0"]);
-        assert_eq!(gpu.name.as_deref(), Some("NVIDIA Corporation GP102 [GeForce GTX 1080 Ti]"));
+        assert_eq!(
+            gpu.name.as_deref(),
+            Some("NVIDIA Corporation GP102 [GeForce GTX 1080 Ti]")
+        );
         assert_eq!(gpu.subsystem_vendor_id, Some(0x1458));
         assert_eq!(gpu.prog_if, None);
         assert!((gpu.link_gbps.unwrap() - 15.75).abs() < 0.01);
@@ -1344,7 +1421,11 @@ mod tests {
 </topology>"#;
         let h = parse(xml).unwrap();
         assert_eq!(h.pus.len(), 2);
-        assert_eq!(h.cores.len(), 2, "PUs without a Core parent become single-PU cores");
+        assert_eq!(
+            h.cores.len(),
+            2,
+            "PUs without a Core parent become single-PU cores"
+        );
         assert_eq!(h.packages.len(), 2);
         assert_eq!(h.numa_node(1).unwrap().cpus.to_vec(), vec![1]);
         assert_eq!(h.pu(1).unwrap().numa, Some(1));
@@ -1377,7 +1458,10 @@ mod tests {
 </topology>"#;
         let h = parse(xml).unwrap();
         assert_eq!(h.name.as_deref(), Some("v3host"));
-        let d = h.pci("10000:00:00.0").or_else(|| h.pci_devices.first()).unwrap();
+        let d = h
+            .pci("10000:00:00.0")
+            .or_else(|| h.pci_devices.first())
+            .unwrap();
         assert_eq!(d.bdf, "10000:00:00.0");
         assert_eq!(d.prog_if, Some(0));
         // class ff00 is "accelerator" by class; the CUDA GPU|COPROC osdev makes it a GPU
@@ -1426,7 +1510,8 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_refused_not_a_stack_overflow() {
-        let mut xml = String::from("<topology version=\"2.0\"><object type=\"Machine\" cpuset=\"0x1\">");
+        let mut xml =
+            String::from("<topology version=\"2.0\"><object type=\"Machine\" cpuset=\"0x1\">");
         for _ in 0..2000 {
             xml.push_str("<object type=\"Group\" cpuset=\"0x1\">");
         }
@@ -1441,8 +1526,16 @@ mod tests {
     #[test]
     fn pci_type_and_busid_parsing() {
         let t = parse_pci_type("0302 [10de:1db1] [10de:1212] a1").unwrap();
-        assert_eq!((t.class, t.vendor, t.device, t.prog_if), (0x0302, 0x10de, 0x1db1, None));
-        assert_eq!(parse_pci_type("0106 [8086:2922] [1af4:1100] 02 01").unwrap().prog_if, Some(1));
+        assert_eq!(
+            (t.class, t.vendor, t.device, t.prog_if),
+            (0x0302, 0x10de, 0x1db1, None)
+        );
+        assert_eq!(
+            parse_pci_type("0106 [8086:2922] [1af4:1100] 02 01")
+                .unwrap()
+                .prog_if,
+            Some(1)
+        );
         assert!(parse_pci_type("0302 10de:1db1").is_none());
         assert!(parse_pci_type("").is_none());
         assert_eq!(parse_busid("0000:5D:00.0").as_deref(), Some("0000:5d:00.0"));

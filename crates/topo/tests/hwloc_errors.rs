@@ -37,7 +37,9 @@ fn truncated_real_file() {
     let (p, e) = load_err(half);
     assert_one_line_naming(&p, &e, "malformed XML");
     // the error says where the text stops
-    let lines = std::str::from_utf8(half).map(|t| t.lines().count()).unwrap_or(0);
+    let lines = std::str::from_utf8(half)
+        .map(|t| t.lines().count())
+        .unwrap_or(0);
     assert!(e.contains(&format!("line {lines}")), "{e}");
     // cut inside a tag: roxmltree reports its own line:column
     let inside = text.find("pci_busid").unwrap() + 4;
@@ -47,7 +49,9 @@ fn truncated_real_file() {
 
 #[test]
 fn garbage_bytes() {
-    let junk: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let junk: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     let (p, e) = load_err(&junk);
     assert_one_line_naming(&p, &e, "not UTF-8");
     let (p, e) = load_err(b"\x7fELF\x02\x01\x01 this is not xml at all");
@@ -56,7 +60,8 @@ fn garbage_bytes() {
 
 #[test]
 fn non_hwloc_xml() {
-    let (p, e) = load_err(b"<?xml version=\"1.0\"?>\n<domain type=\"kvm\"><name>win10</name></domain>\n");
+    let (p, e) =
+        load_err(b"<?xml version=\"1.0\"?>\n<domain type=\"kvm\"><name>win10</name></domain>\n");
     assert_one_line_naming(&p, &e, "not an hwloc topology");
     assert!(e.contains("<domain>"), "{e}");
 }
@@ -77,15 +82,42 @@ fn bad_cpuset_attribute_names_the_line() {
 #[test]
 fn bad_numbers_and_missing_attributes() {
     let cases = [
-        (real(REAL).replacen("os_index=\"5\"", "os_index=\"five\"", 1), "not a number"),
-        (real(REAL).replacen("local_memory=\"", "local_memory=\"-", 1), "not a number"),
-        (real(REAL_V1).replacen("cache_size=\"", "cache_size=\"12x", 1), "not a number"),
-        (real(REAL).replacen("type=\"PU\" os_index=\"0\"", "type=\"PU\"", 1), "PU without an os_index"),
-        (real(REAL).replacen("pci_type=\"", "pci_type=\"zz", 1), "bad pci_type"),
-        (real(REAL).replacen("pci_busid=\"0000:", "pci_busid=\"0000:1", 1), "bad pci_busid"),
-        (real(REAL).replacen("nbobjs=\"8\"", "nbobjs=\"1000000000\"", 1), "nbobjs"),
-        (real(REAL).replacen("type=\"Package\"", "type=\"Socketz\"", 1), "unknown object type"),
-        (real(REAL_V1).replacen("<latency value=\"2.100000\"/>", "", 1), "latencies"),
+        (
+            real(REAL).replacen("os_index=\"5\"", "os_index=\"five\"", 1),
+            "not a number",
+        ),
+        (
+            real(REAL).replacen("local_memory=\"", "local_memory=\"-", 1),
+            "not a number",
+        ),
+        (
+            real(REAL_V1).replacen("cache_size=\"", "cache_size=\"12x", 1),
+            "not a number",
+        ),
+        (
+            real(REAL).replacen("type=\"PU\" os_index=\"0\"", "type=\"PU\"", 1),
+            "PU without an os_index",
+        ),
+        (
+            real(REAL).replacen("pci_type=\"", "pci_type=\"zz", 1),
+            "bad pci_type",
+        ),
+        (
+            real(REAL).replacen("pci_busid=\"0000:", "pci_busid=\"0000:1", 1),
+            "bad pci_busid",
+        ),
+        (
+            real(REAL).replacen("nbobjs=\"8\"", "nbobjs=\"1000000000\"", 1),
+            "nbobjs",
+        ),
+        (
+            real(REAL).replacen("type=\"Package\"", "type=\"Socketz\"", 1),
+            "unknown object type",
+        ),
+        (
+            real(REAL_V1).replacen("<latency value=\"2.100000\"/>", "", 1),
+            "latencies",
+        ),
     ];
     for (text, want) in cases {
         let (p, e) = load_err(text.as_bytes());
@@ -149,8 +181,26 @@ fn mutate(base: &[u8], edits: &[(usize, u8, u8)], cut: Option<usize>) -> Vec<u8>
 
 /// Mutations aimed at the syntax hwloc XML is made of.
 fn structural(base: &str, picks: &[(usize, usize)]) -> String {
-    const FROM: [&str; 8] = ["0x", ",", "\"", ">", "<object", "os_index=\"", "type=\"", " "];
-    const TO: [&str; 8] = ["", ",,", "\"\"", "", "<objec", "os_index=\"-", "type=\"PU", "  \u{e9}"];
+    const FROM: [&str; 8] = [
+        "0x",
+        ",",
+        "\"",
+        ">",
+        "<object",
+        "os_index=\"",
+        "type=\"",
+        " ",
+    ];
+    const TO: [&str; 8] = [
+        "",
+        ",,",
+        "\"\"",
+        "",
+        "<objec",
+        "os_index=\"-",
+        "type=\"PU",
+        "  \u{e9}",
+    ];
     let mut s = base.to_string();
     for &(which, nth) in picks {
         let (from, to) = (FROM[which % FROM.len()], TO[(which / 8) % TO.len()]);

@@ -198,6 +198,8 @@ fn read_from<R: Read>(mut r: R, name: &Path) -> Result<MemTree, TopoError> {
 
     let mut tree = MemTree::new();
     let mut count = 0usize;
+    // bytes kept in memory: file data, including copies made for hard links
+    let mut stored = 0u64;
     for entry in entries {
         let mut entry = entry.map_err(|e| {
             bad(format!(
@@ -228,7 +230,7 @@ fn read_from<R: Read>(mut r: R, name: &Path) -> Result<MemTree, TopoError> {
                     "entry {path}: {size} bytes, more than {MAX_ENTRY_BYTES}"
                 )));
             }
-            let mut data = Vec::with_capacity(size as usize);
+            let mut data = Vec::with_capacity(size.min(1 << 20) as usize);
             entry
                 .read_to_end(&mut data)
                 .map_err(|e| bad(format!("entry {path}: {}", one_line(&e))))?;
@@ -253,6 +255,15 @@ fn read_from<R: Read>(mut r: R, name: &Path) -> Result<MemTree, TopoError> {
         } else {
             continue; // device nodes, FIFOs, sockets: never part of a usable snapshot
         };
+        if let Node::File(data) = &node {
+            stored += data.len() as u64;
+            if stored > MAX_UNPACKED_BYTES {
+                return Err(bad(format!(
+                    "files add up to more than {} MiB",
+                    MAX_UNPACKED_BYTES >> 20
+                )));
+            }
+        }
         tree.insert(&path, node).map_err(bad)?;
     }
     // The tar end marker may come before the end of the compressed stream: read the rest so

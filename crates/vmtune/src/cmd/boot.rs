@@ -183,7 +183,8 @@ fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
     for f in files {
         let name = f.display().to_string();
         if name == "-" {
-            ing.read("<stdin>", std::io::stdin().lock()).context("reading stdin")?;
+            ing.read("<stdin>", std::io::stdin().lock())
+                .context("reading stdin")?;
         } else {
             let file = File::open(f).with_context(|| format!("opening {name}"))?;
             ing.read(&name, BufReader::with_capacity(1 << 20, file))
@@ -251,11 +252,17 @@ fn trace(a: TraceArgs) -> Result<ExitCode> {
             .status()
             .context("running bpftrace")?;
         // timeout exits 124 when it stopped bpftrace, which is the normal end
-        return Ok(if status.success() || status.code() == Some(124) { ExitCode::SUCCESS } else { ExitCode::from(1) });
+        return Ok(if status.success() || status.code() == Some(124) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
     }
     if a.json {
-        let m: serde_json::Map<String, serde_json::Value> =
-            pick.iter().map(|(n, t)| (n.to_string(), serde_json::Value::String(t.to_string()))).collect();
+        let m: serde_json::Map<String, serde_json::Value> = pick
+            .iter()
+            .map(|(n, t)| (n.to_string(), serde_json::Value::String(t.to_string())))
+            .collect();
         print_json(&m)?;
     } else {
         for (n, t) in pick {
@@ -292,8 +299,10 @@ fn estimate_cmd(a: EstimateArgs) -> Result<ExitCode> {
     }
     let mut c = Constants::default();
     if let Some(f) = &a.calibration {
-        let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", f.display()))?;
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", f.display()))?;
         let r = v
             .get("prealloc_ratio_4k_2m")
             .and_then(serde_json::Value::as_f64)
@@ -330,10 +339,20 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     if a.json {
         print_json(&c)?;
     } else {
-        println!("QEMU prealloc calibration, {} MiB guest, {} runs each (median):", a.memory >> 20, a.runs);
-        println!("{:<14} {:>10} {:>10} {:>10} {:>12}", "BACKEND", "START s", "VmPTE kB", "VmRSS kB", "Hugetlb kB");
+        println!(
+            "QEMU prealloc calibration, {} MiB guest, {} runs each (median):",
+            a.memory >> 20,
+            a.runs
+        );
+        println!(
+            "{:<14} {:>10} {:>10} {:>10} {:>12}",
+            "BACKEND", "START s", "VmPTE kB", "VmRSS kB", "Hugetlb kB"
+        );
         for r in &c.runs {
-            println!("{:<14} {:>10.3} {:>10} {:>10} {:>12}", r.backend, r.startup_s, r.vm_pte_kb, r.vm_rss_kb, r.hugetlb_kb);
+            println!(
+                "{:<14} {:>10.3} {:>10} {:>10} {:>12}",
+                r.backend, r.startup_s, r.vm_pte_kb, r.vm_rss_kb, r.hugetlb_kb
+            );
         }
         if let Some(r) = c.prealloc_ratio_4k_2m {
             println!("prealloc time ratio 4K/2M (baseline subtracted): {r:.2}x");
@@ -370,7 +389,10 @@ fn gen(a: GenArgs) -> Result<ExitCode> {
     if a.json {
         print_json(&o)?;
     } else {
-        println!("wrote {} ({bytes} bytes, {boots} boots); analyze with --sandbox {}", o.path, o.sandbox);
+        println!(
+            "wrote {} ({bytes} bytes, {boots} boots); analyze with --sandbox {}",
+            o.path, o.sandbox
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -390,7 +412,9 @@ struct BenchOut {
 }
 
 fn bench(a: BenchArgs) -> Result<ExitCode> {
-    let bytes = std::fs::metadata(&a.file).with_context(|| format!("reading {}", a.file.display()))?.len();
+    let bytes = std::fs::metadata(&a.file)
+        .with_context(|| format!("reading {}", a.file.display()))?
+        .len();
     if which("jq").is_none() {
         bail!("jq is not installed (apt-get install jq); the baseline is seed 001's grep | awk | jq pipeline");
     }
@@ -398,7 +422,13 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
     let mut events = 0;
     for _ in 0..a.runs.max(1) {
         let t = Instant::now();
-        let ing = read_inputs(std::slice::from_ref(&a.file), Options { sandbox: Some(a.sandbox.clone()), ..Default::default() })?;
+        let ing = read_inputs(
+            std::slice::from_ref(&a.file),
+            Options {
+                sandbox: Some(a.sandbox.clone()),
+                ..Default::default()
+            },
+        )?;
         let r = timeline::build(&ing, Some(&a.sandbox))?;
         ours = ours.min(t.elapsed().as_secs_f64());
         events = ing.stats.events;
@@ -420,7 +450,10 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
             .output()
             .context("running the grep | awk | jq pipeline")?;
         pipe = pipe.min(t.elapsed().as_secs_f64());
-        lines = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+        lines = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0);
     }
     let mb = bytes as f64 / 1e6;
     let o = BenchOut {

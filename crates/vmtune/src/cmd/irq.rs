@@ -1,14 +1,431 @@
-//! `vmtune irq`. PLACEHOLDER: being written.
+//! `vmtune irq`: show interrupt load and what the vBalance policy would do; run the balancer.
 
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
-/// Not implemented yet.
+use anyhow::Context;
+use irqbal::daemon::{self, DaemonEvent, GuestConfig, ProcFs, Sample};
+use irqbal::host;
+use irqbal::policy::{Mapping, Policy, PolicyConfig};
+use topo::CpuSet;
+
+use super::common::print_json;
+
+/// Interrupts of this machine: show per-IRQ and per-CPU load and the vBalance decision, or run
+/// the vBalance-style balancer.
+///
+/// In a KVM guest (`balance --mode guest`), interrupts bound to a vCPU the host has preempted
+/// wait until that vCPU runs again. The balancer reads per-vCPU steal time and irq/softirq time
+/// from /proc/stat and per-IRQ counts from /proc/interrupts, and moves movable (non-managed)
+/// MSI/MSI-X vectors — virtio-net queues — to running, less loaded vCPUs (vBalance,
+/// threshold max/min = 1.5). On a host (`--mode host --pid QEMU_PID`) it keeps each VFIO
+/// vector on the physical CPU where its target vCPU thread runs. Every affinity it changes is
+/// restored on exit, including SIGTERM and SIGINT.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    rest: Vec<String>,
+    #[command(subcommand)]
+    pub command: IrqCommand,
 }
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`vmtune irq` is not implemented yet")
+#[derive(clap::Subcommand, Debug)]
+pub enum IrqCommand {
+    /// Per-CPU steal and interrupt load, per-IRQ rates and holders, and what the vBalance
+    /// policy would do now (measured over --interval).
+    Show(ShowArgs),
+    /// Run the balancer until SIGTERM/SIGINT (or --duration).
+    Balance(BalanceArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// Measurement window in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Test whether each balanced IRQ is movable by writing its current mask back (a no-op
+    /// for movable IRQs; managed ones refuse). Without it, movability is not probed.
+    #[arg(long)]
+    pub probe: bool,
+    /// Show all numbered IRQs, not only those that took interrupts in the window.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct PolicyArgs {
+    /// Imbalance threshold: move when max/min of online vCPU loads exceeds it (paper: 1.5).
+    #[arg(long, default_value_t = 1.5)]
+    pub threshold: f64,
+    /// `many-to-many` (each queue placed on its own, with hysteresis and a rate limit) or
+    /// `many-to-one` (the paper: all balanced IRQs move together, no hysteresis).
+    #[arg(long, default_value = "many-to-many", value_parser = parse_mapping)]
+    pub mapping: Mapping,
+    /// A vCPU whose steal time over the window exceeds this fraction counts as preempted.
+    #[arg(long, default_value_t = 0.10)]
+    pub steal_threshold: f64,
+    /// Balance exactly these IRQ numbers (repeatable). Default: virtio-net / NIC queue vectors.
+    #[arg(long = "irq")]
+    pub irqs: Vec<u32>,
+    /// Only these CPUs may receive balanced IRQs (list: `0-3,8`).
+    #[arg(long)]
+    pub cpus: Option<String>,
+}
+
+fn parse_mapping(s: &str) -> Result<Mapping, String> {
+    match s {
+        "many-to-many" => Ok(Mapping::ManyToMany),
+        "many-to-one" | "paper" => Ok(Mapping::ManyToOne),
+        _ => Err(format!("unknown mapping {s:?} (many-to-many, many-to-one)")),
+    }
+}
+
+impl PolicyArgs {
+    fn config(&self) -> anyhow::Result<PolicyConfig> {
+        let mut c = match self.mapping {
+            Mapping::ManyToMany => PolicyConfig::extended(),
+            Mapping::ManyToOne => PolicyConfig::paper(),
+        };
+        c.threshold = self.threshold;
+        c.validate()?;
+        if !(self.steal_threshold.is_finite() && (0.0..=1.0).contains(&self.steal_threshold)) {
+            anyhow::bail!("--steal-threshold must be between 0 and 1");
+        }
+        Ok(c)
+    }
+
+    fn cpuset(&self) -> anyhow::Result<Option<CpuSet>> {
+        self.cpus
+            .as_deref()
+            .map(|s| CpuSet::parse_list(s).with_context(|| format!("--cpus {s:?}")))
+            .transpose()
+    }
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Inside a KVM guest: move virtio-net queue IRQs off preempted vCPUs.
+    Guest,
+    /// On the host: keep VFIO vectors on the CPU where their target vCPU thread runs.
+    Host,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BalanceArgs {
+    #[arg(long, value_enum, default_value_t = Mode::Guest)]
+    pub mode: Mode,
+    /// Sampling interval in milliseconds (steal time has 10 ms resolution).
+    #[arg(long, default_value_t = 200)]
+    pub interval_ms: u64,
+    /// Stop after this many seconds (default: run until SIGTERM/SIGINT).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Decide and report, but write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Host mode: the QEMU process whose `CPU N/KVM` threads to follow.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Host mode: the vCPU an IRQ targets, `IRQ=VCPU` (repeatable). Default: vector k of a
+    /// device targets vCPU k mod vCPUs.
+    #[arg(long = "target", value_parser = parse_target)]
+    pub targets: Vec<(u32, u32)>,
+    /// Print one JSON object per event (start, decision, move, stop) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Text mode: also print decisions that move nothing.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+fn parse_target(s: &str) -> Result<(u32, u32), String> {
+    let (a, b) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected IRQ=VCPU"))?;
+    Ok((
+        a.trim().parse().map_err(|_| format!("{s:?}: bad IRQ number"))?,
+        b.trim().parse().map_err(|_| format!("{s:?}: bad vCPU number"))?,
+    ))
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        IrqCommand::Show(a) => show(a),
+        IrqCommand::Balance(a) => match a.mode {
+            Mode::Guest => balance_guest(a),
+            Mode::Host => balance_host(a),
+        },
+    }
+}
+
+fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
+    if !(a.interval.is_finite() && a.interval > 0.0 && a.interval <= 3600.0) {
+        anyhow::bail!("--interval must be between 0 and 3600 seconds");
+    }
+    let cfg = a.policy.config()?;
+    let eligible = a.policy.cpuset()?;
+    let fs = ProcFs::default();
+    let first = Sample::take(&fs)?;
+    let cands = daemon::discover(&fs, &first.ints, &a.policy.irqs, a.probe);
+    std::thread::sleep(Duration::from_secs_f64(a.interval));
+    let cur = Sample::take(&fs)?;
+    let dt = cur.at.saturating_duration_since(first.at).as_secs_f64().max(1e-9);
+    let cpus = daemon::cpu_windows(&first, &cur, a.policy.steal_threshold, eligible.as_ref());
+    // per-IRQ rates
+    let mut irqs = Vec::new();
+    for r in &cur.ints.irqs {
+        let Some(n) = r.number else { continue };
+        let before = first.ints.irqs.iter().find(|p| p.id == r.id).map_or(0, |p| p.total());
+        let rate = r.total().saturating_sub(before) as f64 / dt;
+        if !a.all && rate == 0.0 && !cands.iter().any(|c| c.irq == n) {
+            continue;
+        }
+        let cand = cands.iter().find(|c| c.irq == n);
+        irqs.push(serde_json::json!({
+            "irq": n,
+            "name": r.actions,
+            "chip": r.chip,
+            "per_sec": rate,
+            "affinity": r.affinity.as_ref().map(|s| s.to_list_string()),
+            "effective": r.effective_affinity.as_ref().map(|s| s.to_list_string()),
+            "balanced": cand.is_some(),
+            "movable": cand.map(|c| if a.probe { serde_json::json!(c.movable) } else { serde_json::Value::Null }),
+            "note": cand.map(|c| c.note.clone()),
+        }));
+    }
+    let held: Vec<(u32, u32)> = cands
+        .iter()
+        .filter_map(|c| {
+            let r = cur.ints.irqs.iter().find(|r| r.number == Some(c.irq))?;
+            let cpu = r.effective_affinity.as_ref().or(r.affinity.as_ref())?.first()?;
+            Some((c.irq, cpu))
+        })
+        .collect();
+    let snap = daemon::observe(&first, &cur, &held, a.policy.steal_threshold, eligible.as_ref(), 0);
+    let decision = Policy::new(cfg)?.decide(&snap);
+    if a.json {
+        print_json(&serde_json::json!({
+            "interval_s": dt,
+            "cpus": cpus,
+            "irqs": irqs,
+            "snapshot": snap,
+            "decision": decision,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut s = String::new();
+    let _ = writeln!(s, "window {dt:.2} s");
+    let _ = writeln!(s, "{:<6} {:>8} {:>10} {:>8}", "cpu", "steal%", "irq+soft%", "state");
+    for c in &cpus {
+        let _ = writeln!(
+            s,
+            "cpu{:<3} {:>8.1} {:>10.1} {:>8}",
+            c.cpu,
+            c.steal_frac * 100.0,
+            c.irq_frac * 100.0,
+            if c.online { "online" } else { "preempted" }
+        );
+    }
+    let _ = writeln!(s, "\n{:>5} {:>10} {:>9} {:>9} {:>8}  name", "irq", "per sec", "affinity", "effective", "balanced");
+    for i in &irqs {
+        let bal = match (i["balanced"].as_bool(), i["movable"].as_bool()) {
+            (Some(true), Some(true)) => "movable",
+            (Some(true), Some(false)) => "fixed",
+            (Some(true), None) => "yes",
+            _ => "-",
+        };
+        let _ = writeln!(
+            s,
+            "{:>5} {:>10.1} {:>9} {:>9} {:>8}  {}",
+            i["irq"],
+            i["per_sec"].as_f64().unwrap_or(0.0),
+            i["affinity"].as_str().unwrap_or("?"),
+            i["effective"].as_str().unwrap_or("?"),
+            bal,
+            i["name"].as_str().unwrap_or("")
+        );
+    }
+    let _ = writeln!(s, "\nvBalance now (threshold {}, {:?}, average irq load {:.3}):", cfg.threshold, cfg.mapping, decision.average);
+    if decision.placements.is_empty() {
+        let _ = writeln!(s, "  no balanced IRQs (virtio-net queues or --irq N)");
+    }
+    for p in &decision.placements {
+        let verb = if p.moved() { format!("move cpu{} -> cpu{}", p.from, p.to) } else { format!("stay on cpu{}", p.from) };
+        let _ = writeln!(s, "  irq {:>4}: {verb} ({:?})", p.irq, p.reason);
+    }
+    print!("{s}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn duration(a: &BalanceArgs) -> anyhow::Result<Option<Duration>> {
+    a.duration
+        .map(|d| {
+            if d.is_finite() && d > 0.0 {
+                Ok(Duration::from_secs_f64(d))
+            } else {
+                anyhow::bail!("--duration must be a positive number of seconds")
+            }
+        })
+        .transpose()
+}
+
+fn balance_guest(a: BalanceArgs) -> anyhow::Result<ExitCode> {
+    if a.interval_ms < 10 {
+        anyhow::bail!("--interval-ms must be at least 10 (steal time has 10 ms resolution)");
+    }
+    let cfg = GuestConfig {
+        fs: ProcFs::default(),
+        interval: Duration::from_millis(a.interval_ms),
+        steal_threshold: a.policy.steal_threshold,
+        policy: a.policy.config()?,
+        irqs: a.policy.irqs.clone(),
+        cpus: a.policy.cpuset()?,
+        dry_run: a.dry_run,
+        duration: duration(&a)?,
+    };
+    let stop = daemon::install_signal_flag()?;
+    let json = a.json;
+    let verbose = a.verbose;
+    let summary = daemon::run_guest(&cfg, &stop, |ev| print_event(ev, json, verbose))?;
+    Ok(if summary.restore_failures > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn print_event(ev: &DaemonEvent, json: bool, verbose: bool) {
+    if json {
+        if let Ok(s) = serde_json::to_string(ev) {
+            println!("{s}");
+        }
+        return;
+    }
+    match ev {
+        DaemonEvent::Start { candidates } => {
+            println!("vmtune irq balance (guest): {} candidate IRQ(s)", candidates.len());
+            for c in candidates {
+                println!("  irq {:>4} {:<24} affinity {:<8} {}", c.irq, c.name, c.original, c.note);
+            }
+        }
+        DaemonEvent::Decision { t_s, cpus, decision } => {
+            if verbose || decision.moves().next().is_some() {
+                let cs: Vec<String> = cpus
+                    .iter()
+                    .map(|c| format!("cpu{}:{}{:.0}%/st{:.0}%", c.cpu, if c.online { "" } else { "!" }, c.irq_frac * 100.0, c.steal_frac * 100.0))
+                    .collect();
+                println!("[{t_s:8.2}s] {}", cs.join(" "));
+            }
+        }
+        DaemonEvent::Move { irq, from, to, reason, ok, effective, error } => {
+            println!(
+                "  irq {irq}: cpu{from} -> cpu{to} ({reason:?}) {}{}",
+                if *ok { "ok" } else { "FAILED" },
+                match (effective, error) {
+                    (_, Some(e)) => format!(": {e}"),
+                    (Some(e), None) => format!(", effective {e}"),
+                    _ => String::new(),
+                }
+            );
+        }
+        DaemonEvent::Stop { summary } => {
+            println!(
+                "stopped after {:.1} s: {} samples, {} moves ({} failed); daemon CPU {:.3} s = {:.3}% (step {:.0} µs mean); restored {} IRQ(s){}",
+                summary.wall_s,
+                summary.samples,
+                summary.moves,
+                summary.failed_moves,
+                summary.cpu_s,
+                summary.cpu_percent,
+                summary.step_us_mean,
+                summary.restored.len(),
+                if summary.restore_failures > 0 { format!(", {} FAILED", summary.restore_failures) } else { String::new() }
+            );
+        }
+    }
+}
+
+fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
+    let pid = a.pid.context("--mode host needs --pid QEMU_PID")?;
+    if a.interval_ms < 10 {
+        anyhow::bail!("--interval-ms must be at least 10");
+    }
+    let fs = ProcFs::default();
+    let stop = daemon::install_signal_flag()?;
+    let limit = duration(&a)?;
+    let targets: BTreeMap<u32, u32> = a.targets.iter().copied().collect();
+    let start = Instant::now();
+    let mut guard = daemon::AffinityGuard::new(fs.clone());
+    let mut originals: BTreeMap<u32, String> = BTreeMap::new();
+    let (mut moves, mut failed, mut rounds) = (0u64, 0u64, 0u64);
+    let cpu0 = fs.self_cpu_ticks().unwrap_or(0);
+    loop {
+        let table = fs.interrupts()?;
+        let vfio = host::vfio_irqs(&table);
+        let placement = host::vcpu_placement(&fs, pid)?;
+        rounds += 1;
+        if rounds == 1 {
+            let msg = serde_json::json!({"event": "start", "pid": pid, "vfio_irqs": vfio, "vcpus": placement});
+            if a.json {
+                println!("{msg}");
+            } else {
+                println!("vmtune irq balance (host): pid {pid}, {} vCPU thread(s), {} VFIO vector(s)", placement.len(), vfio.len());
+            }
+        }
+        for m in host::host_plan(&vfio, &placement, &targets) {
+            let res = if a.dry_run {
+                Ok(())
+            } else {
+                if let std::collections::btree_map::Entry::Vacant(e) = originals.entry(m.irq) {
+                    let orig = fs.affinity_list(m.irq)?;
+                    guard.remember(m.irq, &orig);
+                    e.insert(orig);
+                }
+                fs.set_affinity(m.irq, &m.to.to_string())
+            };
+            match &res {
+                Ok(()) => moves += 1,
+                Err(_) => failed += 1,
+            }
+            if a.json {
+                println!("{}", serde_json::json!({"event": "move", "move": m, "ok": res.is_ok(), "error": res.as_ref().err().map(|e| e.to_string())}));
+            } else {
+                println!(
+                    "  irq {} ({} → vCPU{}): cpu{} -> cpu{} {}",
+                    m.irq,
+                    m.bdf,
+                    m.vcpu,
+                    m.from.map_or("?".into(), |c| c.to_string()),
+                    m.to,
+                    res.as_ref().map_or_else(|e| format!("FAILED: {e}"), |_| "ok".into())
+                );
+            }
+        }
+        let wake = Instant::now() + Duration::from_millis(a.interval_ms);
+        let mut done = false;
+        while Instant::now() < wake {
+            if stop.load(Ordering::Relaxed) || limit.is_some_and(|d| start.elapsed() >= d) {
+                done = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if done {
+            break;
+        }
+    }
+    let restore_failures = guard.restore();
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = fs.self_cpu_ticks().unwrap_or(cpu0).saturating_sub(cpu0) as f64 / 100.0;
+    let summary = serde_json::json!({"event": "stop", "rounds": rounds, "moves": moves, "failed_moves": failed,
+        "wall_s": wall, "cpu_s": cpu, "cpu_percent": if wall > 0.0 { 100.0 * cpu / wall } else { 0.0 },
+        "restored": guard.restored.len(), "restore_failures": restore_failures});
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!("stopped: {rounds} rounds, {moves} moves ({failed} failed), restored {} IRQ(s)", guard.restored.len());
+    }
+    Ok(if restore_failures > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

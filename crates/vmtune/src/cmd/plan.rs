@@ -1,14 +1,421 @@
-//! `vmtune plan`. PLACEHOLDER: being written.
+//! `vmtune plan`: read the host and the tenants, call the planner, print a report, the plan
+//! JSON, or the plan in a VM manager's format.
 
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Not implemented yet.
+use anyhow::{Context as _, Result};
+use plan::{GuestOs, HugepagePolicy, Plan, Profile, Request, Tenant};
+use topo::{CpuSet, Host};
+
+use super::common::{parse_size, print_json, HostArgs};
+
+/// Plan where a VM's vCPUs, emulator and I/O threads, memory and interrupts should live.
+///
+/// The planner keeps the first core (and its SMT siblings) for the host, puts the VM on the
+/// NUMA node nearest its passed-through devices that has enough free whole cores and free
+/// hugepages, prefers whole L3 groups (CCX/CCD) not shared with the host or other tenants,
+/// pins vCPU pairs to SMT sibling pairs, gives the emulator a spare core near the device,
+/// routes device interrupts to the guest's CPUs and all others to the host's, and picks CPU
+/// features and timers for the guest OS. Every choice is listed with its reason.
+///
+/// Examples:
+///   vmtune plan --topology builtin --vcpus 12 --memory 16G --gpu 01:00.0 --os windows
+///   vmtune plan --topology host.xml --vcpus 32 --memory 256G --gpu 0000:41:00.0 --tenant vm1.json --json
+///   vmtune plan --vcpus 8 --memory 32G --gpu 01:00.0 --emit libvirt --domain win10.xml
 #[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    rest: Vec<String>,
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// Number of vCPUs. With SMT they are pinned in sibling pairs (vCPU 2k, 2k+1 on one core).
+    #[arg(long, value_name = "N")]
+    pub vcpus: u32,
+    /// Guest memory: 512M, 16G, 1T.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory: u64,
+    /// PCI device to pass through (BDF: 01:00.0 or 0000:01:00.0); repeat for several. The
+    /// other functions of a multi-function device and of its IOMMU group go with it.
+    #[arg(long = "gpu", value_name = "BDF")]
+    pub gpus: Vec<String>,
+    /// Workload: gaming (latency, single node), compute (GPU compute, single node near the
+    /// GPUs), membw (CPU memory bandwidth: guest NUMA when the VM spans nodes), collective
+    /// (multi-GPU through host memory: keep one node).
+    #[arg(long, value_enum, default_value = "gaming")]
+    pub profile: ProfileArg,
+    /// Guest OS: sets Hyper-V enlightenments (windows), hides the hypervisor CPUID bit so the
+    /// guest uses the TSC (windows7).
+    #[arg(long, value_enum, default_value = "linux")]
+    pub os: OsArg,
+    /// A VM already on the host: a plan JSON from `vmtune plan --json` or a libvirt domain
+    /// XML. Its pinned CPUs, devices and hugepages are taken. Repeat for several.
+    #[arg(long = "tenant", value_name = "FILE")]
+    pub tenants: Vec<PathBuf>,
+    /// Page size: auto (1G where enough are free on the chosen nodes, else 2M, else 4K with a
+    /// warning), none (4K), 2M, 1G.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub hugepages: HugepagesArg,
+    /// Host housekeeping CPUs instead of the first core (widened to whole cores), e.g. 0-1,8-9.
+    #[arg(long, value_name = "LIST")]
+    pub host_cpus: Option<String>,
+    /// VM name (used in the report and emitted configuration).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print the plan in a format: json (the plan), libvirt (domain XML fragment), qemu
+    /// (command-line arguments), kata (configuration.toml settings), kubevirt (VMI spec).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub emit: Option<EmitArg>,
+    /// Existing libvirt domain XML to patch with the plan (implies --emit libvirt).
+    #[arg(long, value_name = "DOMAIN.xml")]
+    pub domain: Option<PathBuf>,
+    /// Print the plan as JSON (vcpus, emulator_cpus, iothread_cpus, host_cpus,
+    /// guest_topology, guest_numa, memory, irq, rationale, warnings, ...).
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`vmtune plan` is not implemented yet")
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum ProfileArg {
+    Gaming,
+    Compute,
+    Membw,
+    Collective,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum OsArg {
+    Linux,
+    Windows,
+    Windows7,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum HugepagesArg {
+    Auto,
+    None,
+    #[value(name = "2M", alias = "2m")]
+    Size2M,
+    #[value(name = "1G", alias = "1g")]
+    Size1G,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmitArg {
+    Json,
+    Libvirt,
+    Qemu,
+    Kata,
+    Kubevirt,
+}
+
+impl Args {
+    /// The planner's request from the flags.
+    pub fn request(&self) -> Result<Request> {
+        let host_cpus = self
+            .host_cpus
+            .as_deref()
+            .map(CpuSet::parse_list)
+            .transpose()
+            .context("--host-cpus")?;
+        Ok(Request {
+            name: self.name.clone(),
+            vcpus: self.vcpus,
+            memory_bytes: self.memory,
+            devices: self.gpus.clone(),
+            profile: match self.profile {
+                ProfileArg::Gaming => Profile::Gaming,
+                ProfileArg::Compute => Profile::Compute,
+                ProfileArg::Membw => Profile::Membw,
+                ProfileArg::Collective => Profile::Collective,
+            },
+            os: match self.os {
+                OsArg::Linux => GuestOs::Linux,
+                OsArg::Windows => GuestOs::Windows,
+                OsArg::Windows7 => GuestOs::Windows7,
+            },
+            hugepages: match self.hugepages {
+                HugepagesArg::Auto => HugepagePolicy::Auto,
+                HugepagesArg::None => HugepagePolicy::None,
+                HugepagesArg::Size2M => HugepagePolicy::Size2M,
+                HugepagesArg::Size1G => HugepagePolicy::Size1G,
+            },
+            host_cpus,
+        })
+    }
+}
+
+/// A tenant from a file: plan JSON or libvirt domain XML, told apart by content.
+pub fn read_tenant(path: &Path) -> Result<Tenant> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("tenant {}: cannot read", path.display()))?;
+    let t = text.trim_start();
+    if t.starts_with('{') {
+        let plan: Plan = serde_json::from_str(t)
+            .with_context(|| format!("tenant {}: not a vmtune plan JSON", path.display()))?;
+        let mut tenant = Tenant::from_plan(&plan);
+        if plan.request.name.is_none() {
+            tenant.name = path.display().to_string();
+        }
+        Ok(tenant)
+    } else if t.starts_with('<') {
+        emit::libvirt::tenant_from_domain_xml(t)
+            .with_context(|| format!("tenant {}", path.display()))
+    } else {
+        anyhow::bail!(
+            "tenant {}: neither a plan JSON nor a libvirt domain XML",
+            path.display()
+        )
+    }
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let host = args.host.load()?;
+    let tenants = args
+        .tenants
+        .iter()
+        .map(|p| read_tenant(p))
+        .collect::<Result<Vec<_>>>()?;
+    let req = args.request()?;
+    let plan = plan::plan(&req, &host, &tenants)?;
+    let emit = match (args.emit, &args.domain) {
+        (Some(e), _) => Some(e),
+        (None, Some(_)) => Some(EmitArg::Libvirt),
+        (None, None) if args.json => Some(EmitArg::Json),
+        (None, None) => None,
+    };
+    if args.domain.is_some() && emit != Some(EmitArg::Libvirt) {
+        anyhow::bail!("--domain patches a libvirt domain: use it with --emit libvirt");
+    }
+    match emit {
+        None => print!("{}", render_report(&plan, &host)),
+        Some(EmitArg::Json) => print_json(&plan)?,
+        Some(EmitArg::Libvirt) => match &args.domain {
+            Some(path) => {
+                let xml = std::fs::read_to_string(path)
+                    .with_context(|| format!("domain {}: cannot read", path.display()))?;
+                let out = emit::libvirt::patch_domain(&xml, &plan)
+                    .with_context(|| format!("domain {}", path.display()))?;
+                print!("{out}");
+                if !out.ends_with('\n') {
+                    println!();
+                }
+            }
+            None => print!("{}", ensure_newline(emit::libvirt::domain_fragment(&plan))),
+        },
+        Some(EmitArg::Qemu) => println!("{}", emit::qemu::command_line(&plan)),
+        Some(EmitArg::Kata) => print!("{}", ensure_newline(emit::kata::config_toml(&plan))),
+        Some(EmitArg::Kubevirt) => {
+            print!("{}", ensure_newline(emit::kubevirt::vmi_fragment_yaml(&plan)))
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ensure_newline(mut s: String) -> String {
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s
+}
+
+fn human_bytes(b: u64) -> String {
+    super::topo::human_bytes(b)
+}
+
+fn page_name(kb: u64) -> String {
+    match kb {
+        4 => "4 KiB".into(),
+        2048 => "2 MiB".into(),
+        1048576 => "1 GiB".into(),
+        k => human_bytes(k * 1024),
+    }
+}
+
+fn cpus_or_none(s: &CpuSet) -> String {
+    if s.is_empty() {
+        "none".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// The plain-text report: what goes where and why, checkable against `lstopo` (PU P#n is the
+/// Linux CPU number; core and L3 columns are hwloc logical indexes, L#).
+pub fn render_report(plan: &Plan, host: &Host) -> String {
+    let mut o = String::new();
+    let req = &plan.request;
+    let name = req.name.as_deref().unwrap_or("(unnamed VM)");
+    let devices = if plan.devices.is_empty() {
+        "no devices".to_string()
+    } else {
+        plan.devices
+            .iter()
+            .map(|d| d.bdf.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(
+        o,
+        "Plan for {name}: {} vCPUs, {}, {devices}; profile {}, guest {}",
+        req.vcpus,
+        human_bytes(req.memory_bytes),
+        serde_plain(&req.profile),
+        serde_plain(&req.os)
+    );
+    let _ = writeln!(
+        o,
+        "Host: {} ({}): {} PUs, {} cores, {} L3 groups, {} NUMA node(s)",
+        host.name.as_deref().unwrap_or("unnamed"),
+        host.source,
+        host.pus.len(),
+        host.cores.len(),
+        host.caches_at(3).count(),
+        host.numa_nodes.len()
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Host side");
+    let _ = writeln!(o, "  housekeeping CPUs  {}", cpus_or_none(&plan.host_cpus));
+    let _ = writeln!(o, "  emulator CPUs      {}", cpus_or_none(&plan.emulator_cpus));
+    let _ = writeln!(o, "  iothread CPUs      {}", cpus_or_none(&plan.iothread_cpus));
+    let t = plan.guest_topology;
+    let _ = writeln!(
+        o,
+        "Guest CPUs {}  (guest sees {} socket(s) x {} die(s) x {} core(s) x {} thread(s))",
+        plan.guest_cpus(),
+        t.sockets,
+        t.dies,
+        t.cores,
+        t.threads
+    );
+    let _ = writeln!(o, "  vCPU  PU P#  core L#  L3 L#  node  kind");
+    for v in &plan.vcpus {
+        let pu = host.pu(v.cpu);
+        let opt = |x: Option<u32>| x.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            o,
+            "  {:>4}  {:>4}  {:>7}  {:>5}  {:>4}  {}",
+            v.vcpu,
+            v.cpu,
+            opt(pu.map(|p| p.core)),
+            opt(pu.and_then(|p| p.l3)),
+            opt(pu.and_then(|p| p.numa)),
+            pu.and_then(|p| p.kind.as_deref()).unwrap_or("-")
+        );
+    }
+    let m = &plan.memory;
+    let nodes = if m.host_nodes.is_empty() {
+        "unbound (no NUMA information)".to_string()
+    } else {
+        m.host_nodes
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    if m.hugepage_size_kb > 4 {
+        let per: Vec<String> = m
+            .host_nodes
+            .iter()
+            .zip(&m.pages_per_node)
+            .map(|(n, p)| format!("{p} on node {n}"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "Memory: node(s) {nodes}, {} pages of {}{}",
+            m.pages,
+            page_name(m.hugepage_size_kb),
+            if per.len() > 1 {
+                format!(" ({})", per.join(", "))
+            } else {
+                String::new()
+            }
+        );
+    } else {
+        let _ = writeln!(o, "Memory: node(s) {nodes}, 4 KiB pages (no hugepages)");
+    }
+    for c in &plan.guest_numa {
+        let _ = writeln!(
+            o,
+            "Guest NUMA cell {}: vCPUs {}, {}, host node(s) {}",
+            c.cell,
+            cpus_or_none(&c.vcpus),
+            human_bytes(c.memory_bytes),
+            c.host_nodes
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "Interrupts: device (VFIO) -> CPUs {}; all others -> CPUs {}",
+        cpus_or_none(&plan.irq.vfio_cpus),
+        cpus_or_none(&plan.irq.host_cpus)
+    );
+    let f = &plan.cpu_features;
+    let mut feats = Vec::new();
+    if f.invtsc {
+        feats.push("invtsc".to_string());
+    }
+    if !f.hyperv.is_empty() {
+        feats.push(format!("Hyper-V {}", f.hyperv.join(",")));
+    }
+    if f.hide_hypervisor {
+        feats.push("hypervisor CPUID bit hidden".into());
+    }
+    if f.kvm_hidden {
+        feats.push("KVM signature hidden".into());
+    }
+    if !f.timers.is_empty() {
+        feats.push(format!(
+            "timers {}",
+            f.timers
+                .iter()
+                .map(|t| {
+                    let mut s = format!("{}={}", t.name, if t.present { "on" } else { "off" });
+                    if let Some(p) = &t.tickpolicy {
+                        let _ = write!(s, "({p})");
+                    }
+                    s
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    let _ = writeln!(
+        o,
+        "CPU features: {}",
+        if feats.is_empty() {
+            "defaults".to_string()
+        } else {
+            feats.join("; ")
+        }
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Why");
+    for r in &plan.rationale {
+        let _ = writeln!(o, "  - {r}");
+    }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(o, "Warnings");
+        for w in &plan.warnings {
+            let _ = writeln!(o, "  ! {w}");
+        }
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "Check against `lstopo-no-graphics` (default: Core L#, L3 L#, PU P# = Linux CPU number); --json prints the plan, --emit libvirt|qemu|kata|kubevirt the configuration."
+    );
+    o
+}
+
+/// The JSON spelling of a unit enum (`gaming`, `windows7`).
+fn serde_plain<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }

@@ -1,0 +1,246 @@
+//! `vmtune boot …` end to end on seed 001's fixtures.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn vmtune() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vmtune"))
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../bootprof/tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = vmtune().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn analyze_json_and_html() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("boot.html");
+    let v = json(&[
+        "boot",
+        "analyze",
+        &fixture("run2-containerd.journal"),
+        &fixture("run2-bpftrace.txt"),
+        "--sandbox",
+        "c9f7bf13",
+        "--json",
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(v["gpus"].as_array().unwrap().len(), 7);
+    let phases = v["phases"].as_array().unwrap();
+    let largest = phases
+        .iter()
+        .filter(|p| p["name"] != "vm_create")
+        .max_by(|a, b| {
+            a["duration_s"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["duration_s"].as_f64().unwrap())
+        })
+        .unwrap();
+    assert_eq!(largest["name"], "cdi_wait");
+    let heavy: Vec<f64> = v["pins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["duration_s"].as_f64())
+        .filter(|d| *d >= 1.0)
+        .collect();
+    assert_eq!(heavy.len(), 7);
+    assert!(v["total_s"].as_f64().unwrap() > 100.0);
+    assert!(v["stats"]["bad"]["time"].as_u64().unwrap() >= 1);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("cdi_wait") && !page.contains("<script"));
+}
+
+#[test]
+fn analyze_text_table() {
+    let out = vmtune()
+        .args(["boot", "analyze", &fixture("run1-vmconsole.txt")])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(s.contains("GPUs found: 7"), "{s}");
+    assert!(s.contains("Critical path:") && s.contains("cdi_wait"));
+    assert!(s.contains("Findings:"));
+}
+
+#[test]
+fn analyze_bad_input_exits_2() {
+    let out = vmtune()
+        .args(["boot", "analyze", "/nonexistent/boot.log"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("/nonexistent/boot.log"));
+    // a file with nothing usable: one-line error, exit 2
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("junk.txt");
+    std::fs::write(&f, b"hello\n\xff\xfe\n").unwrap();
+    let out = vmtune()
+        .args(["boot", "analyze", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no boot events"));
+}
+
+#[test]
+fn estimate_seed_configurations() {
+    let a = json(&[
+        "boot", "estimate", "--memory", "110G", "--gpus", "7", "--json",
+    ]);
+    let b = json(&[
+        "boot",
+        "estimate",
+        "--memory",
+        "110G",
+        "--gpus",
+        "7",
+        "--page-size",
+        "1G",
+        "--json",
+    ]);
+    let c = json(&[
+        "boot",
+        "estimate",
+        "--memory",
+        "110G",
+        "--gpus",
+        "7",
+        "--page-size",
+        "1G",
+        "--backend",
+        "iommufd",
+        "--json",
+    ]);
+    for (v, meas) in [(&a, 183.0), (&b, 146.0), (&c, 114.0)] {
+        let t = v["total_s"].as_f64().unwrap();
+        assert!((t - meas).abs() / meas <= 0.15, "{t} vs {meas}");
+    }
+    // every constant has a source
+    for k in a["constants"].as_array().unwrap() {
+        assert!(!k["source"].as_str().unwrap().is_empty());
+    }
+    let old = json(&[
+        "boot", "estimate", "--memory", "110G", "--gpus", "8", "--kernel", "5.15.0", "--json",
+    ]);
+    assert!(old["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("create_container_timeout")));
+    let out = vmtune()
+        .args(["boot", "estimate", "--memory", "lots", "--gpus", "7"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = vmtune()
+        .args([
+            "boot",
+            "estimate",
+            "--memory",
+            "8G",
+            "--gpus",
+            "1",
+            "--page-size",
+            "3K",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn trace_prints_scripts() {
+    let v = json(&["boot", "trace", "--json"]);
+    let pin = v["pin-pages.bt"].as_str().unwrap();
+    assert!(
+        pin.contains("kprobe:vfio_pin_pages_remote")
+            && pin.contains("kretprobe:vfio_pin_pages_remote")
+    );
+    let io = v["map-ioctls.bt"].as_str().unwrap();
+    assert!(io.contains("0x3b71") && io.contains("0x3b85"));
+    let out = vmtune()
+        .args(["boot", "trace", "--script", "ftrace"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("function_graph"));
+}
+
+#[test]
+fn gen_journal_then_analyze() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("j.log");
+    let v = json(&[
+        "boot",
+        "gen-journal",
+        "--size",
+        "2M",
+        j.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(v["bytes"].as_u64().unwrap() >= 2 << 20);
+    let r = json(&[
+        "boot",
+        "analyze",
+        j.to_str().unwrap(),
+        "--sandbox",
+        v["sandbox"].as_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r["gpus"].as_array().unwrap().len(), 7);
+    assert!(r["stats"]["other_sandbox"].as_u64().unwrap() > 0);
+}
+
+/// Starts QEMU (TCG) three ways with a small preallocated guest; reserves 2 MiB hugepages and
+/// checks that nr_hugepages is restored.
+#[test]
+fn calibrate_restores_hugepages() {
+    let have_qemu = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !have_qemu {
+        eprintln!("skipped: qemu-system-x86_64 is not installed");
+        return;
+    }
+    let before = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap_or_default();
+    let v = json(&[
+        "boot",
+        "calibrate",
+        "--memory",
+        "128M",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let after = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap_or_default();
+    assert_eq!(before, after, "nr_hugepages restored");
+    let runs = v["runs"].as_array().unwrap();
+    let shm = runs.iter().find(|r| r["backend"] == "shm-4k").unwrap();
+    assert!(shm["vm_pte_kb"].as_u64().unwrap() > 0);
+    if let Some(huge) = runs.iter().find(|r| r["backend"] == "hugetlbfs-2m") {
+        assert!(huge["hugetlb_kb"].as_u64().unwrap() >= 128 * 1024);
+        assert!(shm["vm_pte_kb"].as_u64().unwrap() > huge["vm_pte_kb"].as_u64().unwrap());
+    } else {
+        eprintln!("hugepages unavailable here: {:?}", v["notes"]);
+    }
+}

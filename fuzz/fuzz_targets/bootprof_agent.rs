@@ -1,0 +1,15 @@
+#![no_main]
+// kata-agent JSON records (also reached through the journal target's vmconsole payloads).
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(s) = std::str::from_utf8(data) {
+        for line in s.lines() {
+            if let Ok(r) = bootprof::agent::parse_line(line) {
+                if let bootprof::agent::AgentKind::Uevent { devpath, .. } = &r.kind {
+                    let _ = bootprof::agent::devpath_bdf(devpath);
+                }
+            }
+        }
+    }
+});
