@@ -330,6 +330,7 @@ fn hugepage_steps(
                 size_kb: size,
                 path: dir.join("nr_hugepages"),
                 compact: paths.proc_root.join("sys/vm/compact_memory"),
+                asked: pages,
             },
             previous: total.to_string(),
             new: (total + (pages - free)).to_string(),

@@ -53,6 +53,9 @@ pub enum Target {
         path: PathBuf,
         /// `/proc/sys/vm/compact_memory`, written when the reservation falls short.
         compact: PathBuf,
+        /// Free pages the plan asked for on this node.
+        #[serde(default)]
+        asked: u64,
     },
     /// CPU affinity of one QEMU thread (`sched_setaffinity`).
     Thread {
@@ -266,7 +269,7 @@ impl Actuator for Target {
 
     fn apply(&self, new: &str) -> Result<Outcome> {
         match self {
-            Target::Hugepages { path, compact, .. } => {
+            Target::Hugepages { path, compact, asked, node, .. } => {
                 let want: u64 = new
                     .parse()
                     .map_err(|_| ApplyError::parse(path, format!("bad page count {new:?}")))?;
@@ -280,13 +283,11 @@ impl Actuator for Target {
                     write_value(path, new)?;
                     got = read_count(path)?;
                 }
+                let free = read_count(&path.with_file_name("free_hugepages")).unwrap_or(got);
                 Ok(Outcome::Done(Some(format!(
-                    "reserved {got} of {want} pages{}",
-                    if compacted {
-                        " (after compacting memory)"
-                    } else {
-                        ""
-                    }
+                    "node {node}: {} of {asked} pages free for the VM (nr_hugepages {got} of {want}){}",
+                    free.min(*asked),
+                    if compacted { ", after compacting memory" } else { "" }
                 ))))
             }
             Target::Thread { tid, .. } => match proc::set_thread_cpus(*tid, new) {

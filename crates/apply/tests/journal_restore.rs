@@ -36,7 +36,7 @@ fn steps(t: &Tree) -> Vec<PlannedStep> {
     let f = |i: usize| t.files[i].0.clone();
     vec![
         PlannedStep::new(
-            Target::Hugepages { node: 0, size_kb: 2048, path: f(0), compact: PathBuf::from("/nonexistent") },
+            Target::Hugepages { node: 0, size_kb: 2048, path: f(0), compact: PathBuf::from("/nonexistent"), asked: 512 },
             "0",
             "512",
         ),

@@ -13,6 +13,7 @@
 pub mod compare;
 pub mod error;
 pub mod frametimes;
+pub mod guest;
 pub mod latency;
 pub mod membw;
 pub mod progress;
@@ -144,6 +145,19 @@ pub struct RunFile {
     pub frametimes: Vec<FrameLogResult>,
     #[serde(default)]
     pub metrics: Vec<Metric>,
+    /// How the run was made when not in this process (the `--guest` runner's QEMU command).
+    #[serde(default)]
+    pub runner: Option<Runner>,
+}
+
+/// How a run was collected from elsewhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Runner {
+    /// `qemu-guest`.
+    pub kind: String,
+    pub command: Vec<String>,
+    /// Wall time from QEMU start to the result, seconds.
+    pub seconds: f64,
 }
 
 impl RunFile {
@@ -164,6 +178,7 @@ impl RunFile {
             latency: None,
             frametimes: Vec::new(),
             metrics: Vec::new(),
+            runner: None,
         }
     }
 

@@ -423,6 +423,8 @@ pub enum DaemonEvent {
         reason: crate::policy::Reason,
         ok: bool,
         effective: Option<String>,
+        /// The kernel has not moved the vector yet (it does so at the next interrupt).
+        pending: bool,
         error: Option<String>,
     },
     /// Exit: affinities restored, CPU use.
@@ -501,16 +503,22 @@ pub fn run_guest(cfg: &GuestConfig, stop: &AtomicBool, mut emit: impl FnMut(&Dae
             decision: decision.clone(),
         });
         for m in decision.moves() {
-            let (ok, effective, error) = if cfg.dry_run {
-                (true, None, None)
+            let (ok, effective, pending, error) = if cfg.dry_run {
+                (true, None, false, None)
             } else {
                 match fs.set_affinity(m.irq, &m.to.to_string()) {
                     Ok(()) => {
+                        // the mask must read back as the one CPU; the effective affinity of
+                        // a non-remapped MSI follows at its next interrupt (x86 moves the
+                        // vector from the interrupt context), so it may still be pending
+                        let mask = fs.affinity_list(m.irq).ok();
+                        let ok = mask.as_deref() == Some(m.to.to_string().as_str());
                         let eff = fs.effective(m.irq);
-                        let ok = eff.as_ref().is_none_or_eq(m.to);
-                        (ok, eff.map(|e| e.to_list_string()), None)
+                        let pending = !eff.as_ref().is_none_or_eq(m.to);
+                        let error = (!ok).then(|| format!("mask reads back as {mask:?}"));
+                        (ok, eff.map(|e| e.to_list_string()), pending, error)
                     }
-                    Err(e) => (false, None, Some(e.to_string())),
+                    Err(e) => (false, None, false, Some(e.to_string())),
                 }
             };
             if ok {
@@ -528,6 +536,7 @@ pub fn run_guest(cfg: &GuestConfig, stop: &AtomicBool, mut emit: impl FnMut(&Dae
                 reason: m.reason,
                 ok,
                 effective,
+                pending,
                 error,
             });
         }

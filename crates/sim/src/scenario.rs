@@ -411,8 +411,8 @@ impl Scenario {
         if self.schedulers.is_empty() || self.policies.is_empty() {
             return Err("schedulers and policies must not be empty".into());
         }
-        if self.irqbalance_period_ms == 0 {
-            return Err("irqbalance_period_ms must be positive".into());
+        if self.irqbalance_period_ms == 0 || self.irqbalance_period_ms > MAX_DURATION_MS {
+            return Err(format!("irqbalance_period_ms must be 1..={MAX_DURATION_MS}"));
         }
         let total_vcpus: u64 = self.vms.iter().map(|v| v.vcpus as u64).sum();
         if total_vcpus > MAX_VCPUS as u64 * 4 {
@@ -486,6 +486,9 @@ impl Scenario {
             return Err("vbalance.tick_us must be at least 10".into());
         }
         finite_pos(vb.load_half_life_ms, "vbalance.load_half_life_ms")?;
+        if vb.tick_us > 1e9 || vb.load_half_life_ms > 1e9 || n.delack_ms > 1e7 {
+            return Err("vbalance.tick_us, vbalance.load_half_life_ms or net.delack_ms is too large".into());
+        }
         vb.policy_config()
             .validate()
             .map_err(|e| format!("vbalance: {e}"))?;
@@ -504,8 +507,10 @@ impl Scenario {
             }
             match *s {
                 SourceSpec::Ping { interval_ms, size, .. } => {
-                    if interval_ms == 0 || !(1..=65_507).contains(&size) {
-                        return Err(format!("source[{i}] ping: interval_ms > 0, size 1..=65507"));
+                    if interval_ms == 0 || interval_ms > MAX_DURATION_MS || !(1..=65_507).contains(&size) {
+                        return Err(format!(
+                            "source[{i}] ping: interval_ms must be 1..={MAX_DURATION_MS}, size 1..=65507"
+                        ));
                     }
                 }
                 SourceSpec::Tcp { message_size, window_kb, .. } => {

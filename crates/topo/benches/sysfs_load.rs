@@ -49,10 +49,19 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sysfs_live");
     g.sample_size(20);
     g.bench_function("topo_load_root", |b| {
-        b.iter(|| black_box(topo::sysfs::load_root(Path::new("/")).expect("live").pus.len()))
+        b.iter(|| {
+            black_box(
+                topo::sysfs::load_root(Path::new("/"))
+                    .expect("live")
+                    .pus
+                    .len(),
+            )
+        })
     });
     if lstopo {
-        g.bench_function("lstopo_xml_process", |b| b.iter(|| black_box(lstopo_xml(None))));
+        g.bench_function("lstopo_xml_process", |b| {
+            b.iter(|| black_box(lstopo_xml(None)))
+        });
     }
     g.finish();
 

@@ -108,6 +108,9 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Host, TopoError> {
 /// A cpuset or nodeset as written: `None` is hwloc's infinite `0xf...f` ("everything").
 type Bitmap = Option<CpuSet>;
 
+/// A cache as read: level, type, size, line size, ways, cpuset.
+type CacheRec = (u8, CacheType, Option<u64>, Option<u32>, Option<u32>, Bitmap);
+
 /// A non-I/O object that I/O objects may hang from.
 struct Anchor {
     cpuset: Bitmap,
@@ -223,11 +226,10 @@ struct Loader<'a, 'input> {
     version: u32,
     name: Option<String>,
     pus: CpuSet,
-    pu_count: usize,
     cores: Vec<(Option<u32>, Bitmap)>,
     packages: Vec<(Option<u32>, Bitmap, Option<String>)>,
     dies: Vec<(Option<u32>, Bitmap)>,
-    caches: Vec<(u8, CacheType, Option<u64>, Option<u32>, Option<u32>, Bitmap)>,
+    caches: Vec<CacheRec>,
     cpu_kinds: Vec<CpuKind>,
     cpu_kind_sets: Vec<Bitmap>,
     numa: Vec<RawNuma>,
@@ -250,7 +252,6 @@ impl<'a, 'input> Loader<'a, 'input> {
             version: 2,
             name: None,
             pus: CpuSet::new(),
-            pu_count: 0,
             cores: Vec::new(),
             packages: Vec::new(),
             dies: Vec::new(),
@@ -404,10 +405,8 @@ impl<'a, 'input> Loader<'a, 'input> {
                 "distances2" => self.distances2(child, false)?,
                 "distances2hetero" => self.distances2(child, true)?,
                 "cpukind" => self.cpukind(child)?,
-                "info" => {
-                    if child.attribute("name") == Some("HostName") && self.name.is_none() {
-                        self.name = child.attribute("value").map(str::to_string);
-                    }
+                "info" if child.attribute("name") == Some("HostName") && self.name.is_none() => {
+                    self.name = child.attribute("value").map(str::to_string);
                 }
                 // <support>, <memattr>, <pci_locality> (v3: bus ranges and their cpusets,
                 // the same locality the I/O tree already shows) carry nothing the model holds.
@@ -504,7 +503,6 @@ impl<'a, 'input> Loader<'a, 'input> {
                     return Err(self.err(node, format!("PU P#{os} appears twice")));
                 }
                 self.pus.insert(os);
-                self.pu_count += 1;
             }
             Kind::Cache(level, ctype) => self.cache(node, level, ctype, cpuset)?,
             Kind::Numa => self.numa_node(node, os_index, cpuset, ctx)?,

@@ -501,10 +501,7 @@ impl RawTopology {
         cores.sort_by_key(|c| c.cpus.first());
 
         let packages = number_groups(
-            self.packages
-                .drain(..)
-                .map(|(g, model)| (g, model))
-                .collect(),
+            self.packages.drain(..).collect(),
             &all,
         )
         .map_err(|m| invalid(format!("package: {m}")))?;

@@ -1047,3 +1047,24 @@ fn watch_routes_irqs_that_appear_later_and_stops_with_qemu() {
     assert_eq!(r["failed"], 0);
     assert_same(&before, &snapshot(None), "after watch + restore");
 }
+
+#[test]
+fn restore_after_qemu_exited_skips_its_threads_and_says_so() {
+    let _g = serial();
+    let q = Qemu::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &plan_json(0));
+    let journal = dir.path().join("journal");
+    let _r = RestoreGuard(journal.clone());
+    let qmp = q.qmp.display().to_string();
+    let before = snapshot(None);
+    apply_json(&plan, &journal, &["--qmp", &qmp, "--only", "threads,irqs"]);
+    let nthreads = q.threads().len();
+    drop(q);
+    let r = restore(&journal);
+    assert_eq!(r["failed"], 0, "{r:#}");
+    let skipped: Vec<&Value> = r["steps"].as_array().unwrap().iter().filter(|s| s["result"] == "skipped").collect();
+    assert_eq!(skipped.len(), nthreads, "{r:#}");
+    assert!(skipped.iter().all(|s| s["note"].as_str().unwrap().contains("no longer exists")));
+    assert_same(&before, &snapshot(None), "after restore without QEMU");
+}

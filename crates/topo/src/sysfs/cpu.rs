@@ -203,7 +203,7 @@ pub fn read_cpus(fs: &Fs, cpuinfo: &[CpuInfoProc]) -> Result<CpuTopo, TopoError>
     // Dies identical to their package add nothing (hwloc drops them too).
     out.dies = die_candidates
         .into_iter()
-        .filter(|d| !package_sets.iter().any(|p| *p == d.cpus))
+        .filter(|d| !package_sets.contains(&d.cpus))
         .collect();
 
     for (g, model) in &mut out.packages {

@@ -152,7 +152,7 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
 pub fn parse_resource(text: &str) -> Vec<Bar> {
     let mut bars = Vec::new();
     for (i, line) in text.lines().take(STANDARD_BARS).enumerate() {
-        let f: Vec<u64> = line.split_whitespace().filter_map(|t| hex_u64(t)).collect();
+        let f: Vec<u64> = line.split_whitespace().filter_map(hex_u64).collect();
         let [start, end, flags] = f[..] else { continue };
         if end <= start && !(end == start && start != 0) {
             continue;
@@ -188,7 +188,7 @@ fn hex_u64(t: &str) -> Option<u64> {
 pub fn link_gbps(speed: Option<&str>, width: Option<&str>) -> Option<f32> {
     let gts: f32 = speed?.split_whitespace().next()?.parse().ok()?;
     let lanes: u32 = width?.trim().parse().ok()?;
-    if !(gts > 0.0) || lanes == 0 {
+    if gts.is_nan() || gts <= 0.0 || lanes == 0 {
         return None;
     }
     let enc = if gts <= 5.0 {

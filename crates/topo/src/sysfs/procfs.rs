@@ -42,10 +42,10 @@ pub fn parse_cpuinfo(text: &str) -> Vec<CpuInfoProc> {
         }
         let Some(p) = cur.as_mut() else { continue };
         match key {
-            "model name" | "cpu" if !value.is_empty() => {
-                if p.model.is_none() || key == "model name" {
-                    p.model = Some(value.to_string());
-                }
+            "model name" | "cpu"
+                if !value.is_empty() && (p.model.is_none() || key == "model name") =>
+            {
+                p.model = Some(value.to_string());
             }
             "vendor_id" => p.vendor = Some(value.to_string()),
             "cpu family" => p.family = value.parse().ok(),

@@ -595,6 +595,65 @@ fn run_suite(a: SuiteArgs) -> Result<ExitCode> {
     finish(r, &common)
 }
 
-fn run_suite_in_guest(_a: &SuiteArgs, _out: &Path) -> Result<ExitCode> {
-    bail!("--guest is not available yet")
+fn run_suite_in_guest(a: &SuiteArgs, out: &Path) -> Result<ExitCode> {
+    let g = &a.guest;
+    let kernel = match &g.kernel {
+        Some(k) => k.clone(),
+        None => bench::guest::find_kernel(Path::new("/boot"))
+            .context("no /boot/vmlinuz-* found; give the guest kernel with --kernel")?,
+    };
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .context("busybox not found (apt-get install busybox-static)")?;
+    let accel = g.accel.clone().unwrap_or_else(|| {
+        if Path::new("/dev/kvm").exists() { "kvm:tcg".into() } else { "tcg".into() }
+    });
+    let mut suite = vec!["--config".to_string(), a.config.clone()];
+    if let Some(c) = &a.cpus {
+        suite.extend(["--cpus".into(), c.clone()]);
+    }
+    if !a.skip.is_empty() {
+        suite.extend(["--skip".into(), a.skip.join(",")]);
+    }
+    if let Some(s) = a.size {
+        suite.extend(["--size".into(), s.to_string()]);
+    }
+    suite.extend(["--latency-seconds".into(), a.latency_seconds.to_string()]);
+    if a.no_switch {
+        suite.push("--no-switch".into());
+    }
+    let opts = bench::guest::GuestOptions {
+        qemu: PathBuf::from("qemu-system-x86_64"),
+        kernel,
+        busybox,
+        vmtune: std::env::current_exe().context("locating the vmtune binary")?,
+        cpus: g.guest_cpus,
+        memory_bytes: g.guest_memory,
+        accel,
+        extra_args: g.qemu_args.clone(),
+        suite_args: suite,
+        timeout: Duration::from_secs(g.guest_timeout.max(1)),
+        workdir: std::env::temp_dir().join(format!("vmtune-guest-{}", std::process::id())),
+    };
+    let bar = bench::progress::bar("guest", !a.json);
+    let got = bench::guest::run(&opts, &bar)?;
+    bar.finish_and_clear();
+    let mut r = got.run;
+    r.config = a.config.clone();
+    if let Some(p) = &a.plan {
+        r.plan = new_run(&a.config, Some(p))?.plan;
+    }
+    r.runner = Some(bench::Runner {
+        kind: "qemu-guest".into(),
+        command: got.command,
+        seconds: got.seconds,
+    });
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let common = Common { json: a.json, save: Some(out.to_path_buf()), config: None, plan: None };
+    if !a.json {
+        println!("guest run finished in {:.1} s", got.seconds);
+    }
+    finish(r, &common)
 }

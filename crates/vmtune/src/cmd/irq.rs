@@ -243,7 +243,7 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         let _ = writeln!(
             s,
             "{:>5} {:>10.1} {:>9} {:>9} {:>8}  {}",
-            i["irq"],
+            i["irq"].as_u64().unwrap_or(0),
             i["per_sec"].as_f64().unwrap_or(0.0),
             i["affinity"].as_str().unwrap_or("?"),
             i["effective"].as_str().unwrap_or("?"),
@@ -319,10 +319,11 @@ fn print_event(ev: &DaemonEvent, json: bool, verbose: bool) {
                 println!("[{t_s:8.2}s] {}", cs.join(" "));
             }
         }
-        DaemonEvent::Move { irq, from, to, reason, ok, effective, error } => {
+        DaemonEvent::Move { irq, from, to, reason, ok, effective, pending, error } => {
             println!(
-                "  irq {irq}: cpu{from} -> cpu{to} ({reason:?}) {}{}",
+                "  irq {irq}: cpu{from} -> cpu{to} ({reason:?}) {}{}{}",
                 if *ok { "ok" } else { "FAILED" },
+                if *pending { " (vector moves at its next interrupt)" } else { "" },
                 match (effective, error) {
                     (_, Some(e)) => format!(": {e}"),
                     (Some(e), None) => format!(", effective {e}"),
