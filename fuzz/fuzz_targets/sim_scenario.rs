@@ -5,7 +5,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     match sim::Scenario::from_toml(text, "fuzz.toml") {
         Ok(sc) => {
             for &sched in &sc.schedulers {

@@ -22,9 +22,17 @@ fn target() -> Target {
 fn bench(c: &mut Criterion) {
     // where journals live by default: /run (tmpfs); VMTUNE_BENCH_DIR to measure a disk
     let base = std::env::var("VMTUNE_BENCH_DIR").unwrap_or_else(|_| "/run".into());
-    let dir = tempfile::tempdir_in(&base).or_else(|_| tempfile::tempdir()).unwrap();
+    let dir = tempfile::tempdir_in(&base)
+        .or_else(|_| tempfile::tempdir())
+        .unwrap();
     eprintln!("journal in {}", dir.path().display());
-    let header = Header { journal: "vmtune".into(), version: 1, created_unix: 0, apply_pid: 1, qemu_pid: None };
+    let header = Header {
+        journal: "vmtune".into(),
+        version: 1,
+        created_unix: 0,
+        apply_pid: 1,
+        qemu_pid: None,
+    };
     let mut g = c.benchmark_group("journal_step");
     let mut j = Journal::create(&dir.path().join("journal"), &header).unwrap();
     let t = target();

@@ -269,7 +269,13 @@ impl Actuator for Target {
 
     fn apply(&self, new: &str) -> Result<Outcome> {
         match self {
-            Target::Hugepages { path, compact, asked, node, .. } => {
+            Target::Hugepages {
+                path,
+                compact,
+                asked,
+                node,
+                ..
+            } => {
                 let want: u64 = new
                     .parse()
                     .map_err(|_| ApplyError::parse(path, format!("bad page count {new:?}")))?;

@@ -29,29 +29,69 @@ fn tree() -> Tree {
         std::fs::write(p, v).unwrap();
     }
     let journal = r.join("run/journal");
-    Tree { _dir: dir, files, journal }
+    Tree {
+        _dir: dir,
+        files,
+        journal,
+    }
 }
 
 fn steps(t: &Tree) -> Vec<PlannedStep> {
     let f = |i: usize| t.files[i].0.clone();
     vec![
         PlannedStep::new(
-            Target::Hugepages { node: 0, size_kb: 2048, path: f(0), compact: PathBuf::from("/nonexistent"), asked: 512 },
+            Target::Hugepages {
+                node: 0,
+                size_kb: 2048,
+                path: f(0),
+                compact: PathBuf::from("/nonexistent"),
+                asked: 512,
+            },
             "0",
             "512",
         ),
-        PlannedStep::new(Target::MaskFile { path: f(1), what: "default IRQ affinity".into() }, "ff", "0f"),
-        PlannedStep::new(Target::MaskFile { path: f(2), what: "workqueue cpumask".into() }, "ff", "0f"),
-        PlannedStep::new(Target::CgroupFile { path: f(3), created: false }, "0-7", "0-3"),
+        PlannedStep::new(
+            Target::MaskFile {
+                path: f(1),
+                what: "default IRQ affinity".into(),
+            },
+            "ff",
+            "0f",
+        ),
+        PlannedStep::new(
+            Target::MaskFile {
+                path: f(2),
+                what: "workqueue cpumask".into(),
+            },
+            "ff",
+            "0f",
+        ),
+        PlannedStep::new(
+            Target::CgroupFile {
+                path: f(3),
+                created: false,
+            },
+            "0-7",
+            "0-3",
+        ),
     ]
 }
 
 fn header() -> Header {
-    Header { journal: "vmtune".into(), version: 1, created_unix: 0, apply_pid: 1, qemu_pid: None }
+    Header {
+        journal: "vmtune".into(),
+        version: 1,
+        created_unix: 0,
+        apply_pid: 1,
+        qemu_pid: None,
+    }
 }
 
 fn state(t: &Tree) -> Vec<String> {
-    t.files.iter().map(|(p, _)| std::fs::read_to_string(p).unwrap()).collect()
+    t.files
+        .iter()
+        .map(|(p, _)| std::fs::read_to_string(p).unwrap())
+        .collect()
 }
 
 fn initial(t: &Tree) -> Vec<String> {
@@ -85,7 +125,11 @@ fn crash_after_every_step_is_undone_exactly() {
             let r = apply::restore(&t.journal, Duration::from_secs(1)).unwrap();
             assert_eq!(r.failed, 0);
             assert_eq!(r.steps.len(), k);
-            assert_eq!(state(&t), initial(&t), "crash after step {k} (outcome recorded: {recorded})");
+            assert_eq!(
+                state(&t),
+                initial(&t),
+                "crash after step {k} (outcome recorded: {recorded})"
+            );
             assert!(!t.journal.exists());
             // idempotent
             let again = apply::restore(&t.journal, Duration::from_secs(1)).unwrap();

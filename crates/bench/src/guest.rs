@@ -82,7 +82,7 @@ impl Cpio {
     }
 
     fn pad(&mut self) {
-        while self.buf.len() % 4 != 0 {
+        while !self.buf.len().is_multiple_of(4) {
             self.buf.push(0);
         }
     }
@@ -137,7 +137,7 @@ pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .filter_map(|l| {
             let l = l.trim();
             let path = match l.split_once("=>") {
-                Some((_, rest)) => rest.trim().split_whitespace().next()?,
+                Some((_, rest)) => rest.split_whitespace().next()?,
                 None => l.split_whitespace().next()?,
             };
             path.starts_with('/').then(|| PathBuf::from(path))
@@ -177,7 +177,9 @@ rc=$?\n\
 /// Build the initramfs in memory.
 pub fn initramfs(opts: &GuestOptions) -> Result<Vec<u8>> {
     let mut c = Cpio::new();
-    for d in ["bin", "dev", "proc", "sys", "run", "tmp", "lib", "lib64", "usr", "usr/lib"] {
+    for d in [
+        "bin", "dev", "proc", "sys", "run", "tmp", "lib", "lib64", "usr", "usr/lib",
+    ] {
         c.dir(d);
     }
     c.file("bin/busybox", 0o755, &read(&opts.busybox)?);
@@ -202,7 +204,9 @@ pub fn initramfs(opts: &GuestOptions) -> Result<Vec<u8>> {
                     acc.push('/');
                 }
                 acc.push_str(&part.to_string_lossy());
-                if !["lib", "lib64", "usr", "usr/lib"].contains(&acc.as_str()) && made.insert(acc.clone()) {
+                if !["lib", "lib64", "usr", "usr/lib"].contains(&acc.as_str())
+                    && made.insert(acc.clone())
+                {
                     c.dir(&acc);
                 }
             }
@@ -213,35 +217,42 @@ pub fn initramfs(opts: &GuestOptions) -> Result<Vec<u8>> {
 }
 
 /// The QEMU command line.
-pub fn qemu_command(opts: &GuestOptions, initrd: &Path, console: &Path, result: &Path) -> Vec<String> {
+pub fn qemu_command(
+    opts: &GuestOptions,
+    initrd: &Path,
+    console: &Path,
+    result: &Path,
+) -> Vec<String> {
     let mut v: Vec<String> = vec![opts.qemu.to_string_lossy().into_owned()];
     for a in opts.accel.split(':').filter(|a| !a.is_empty()) {
         v.push("-accel".into());
-        v.push(if a == "tcg" { "tcg,thread=multi".into() } else { a.to_string() });
+        v.push(if a == "tcg" {
+            "tcg,thread=multi".into()
+        } else {
+            a.to_string()
+        });
     }
-    v.extend(
-        [
-            "-m".to_string(),
-            format!("{}M", (opts.memory_bytes >> 20).max(128)),
-            "-smp".into(),
-            opts.cpus.max(1).to_string(),
-            "-kernel".into(),
-            opts.kernel.to_string_lossy().into_owned(),
-            "-initrd".into(),
-            initrd.to_string_lossy().into_owned(),
-            "-append".into(),
-            "console=ttyS0 panic=-1 quiet rdinit=/init".into(),
-            "-display".into(),
-            "none".into(),
-            "-no-reboot".into(),
-            "-monitor".into(),
-            "none".into(),
-            "-serial".into(),
-            format!("file:{}", console.display()),
-            "-serial".into(),
-            format!("file:{}", result.display()),
-        ],
-    );
+    v.extend([
+        "-m".to_string(),
+        format!("{}M", (opts.memory_bytes >> 20).max(128)),
+        "-smp".into(),
+        opts.cpus.max(1).to_string(),
+        "-kernel".into(),
+        opts.kernel.to_string_lossy().into_owned(),
+        "-initrd".into(),
+        initrd.to_string_lossy().into_owned(),
+        "-append".into(),
+        "console=ttyS0 panic=-1 quiet rdinit=/init".into(),
+        "-display".into(),
+        "none".into(),
+        "-no-reboot".into(),
+        "-monitor".into(),
+        "none".into(),
+        "-serial".into(),
+        format!("file:{}", console.display()),
+        "-serial".into(),
+        format!("file:{}", result.display()),
+    ]);
     if opts.accel.starts_with("kvm") {
         v.extend(["-cpu".into(), "host".into()]);
     }
@@ -264,16 +275,26 @@ pub fn parse_result(text: &str, path: &Path) -> Result<(i32, RunFile)> {
     if rc != 0 || json.is_empty() {
         return Err(BenchError::format(
             path,
-            format!("the suite failed in the guest (exit {rc}): {}", after.lines().last().unwrap_or("no message")),
+            format!(
+                "the suite failed in the guest (exit {rc}): {}",
+                after.lines().last().unwrap_or("no message")
+            ),
         ));
     }
     Ok((rc, RunFile::parse(json, path)?))
 }
 
 pub fn run(opts: &GuestOptions, bar: &indicatif::ProgressBar) -> Result<GuestRun> {
-    for (what, p) in [("kernel", &opts.kernel), ("busybox", &opts.busybox), ("vmtune", &opts.vmtune)] {
+    for (what, p) in [
+        ("kernel", &opts.kernel),
+        ("busybox", &opts.busybox),
+        ("vmtune", &opts.vmtune),
+    ] {
         if !p.is_file() {
-            return Err(BenchError::Invalid(format!("guest {what} {} not found", p.display())));
+            return Err(BenchError::Invalid(format!(
+                "guest {what} {} not found",
+                p.display()
+            )));
         }
     }
     fs::create_dir_all(&opts.workdir).map_err(|e| BenchError::io(&opts.workdir, e))?;
@@ -332,8 +353,7 @@ pub fn run(opts: &GuestOptions, bar: &indicatif::ProgressBar) -> Result<GuestRun
         let last = console_tail
             .lines()
             .chain(stderr.lines())
-            .filter(|l| !l.trim().is_empty())
-            .last()
+            .rfind(|l| !l.trim().is_empty())
             .unwrap_or("no output")
             .to_string();
         return Err(BenchError::Invalid(format!(
@@ -375,7 +395,10 @@ mod tests {
         let t = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n\t/lib64/ld-linux-x86-64.so.2 (0x2)\n\tnot a dynamic executable\n";
         assert_eq!(
             parse_ldd(t),
-            vec![PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
+            vec![
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
+            ]
         );
     }
 
@@ -389,8 +412,15 @@ mod tests {
         let (rc, got) = parse_result(&text, p).unwrap();
         assert_eq!(rc, 0);
         assert_eq!(got.config, "guest");
-        let e = parse_result(&format!("{RESULT_BEGIN} 2\n\n{RESULT_END}\nvmtune: error: boom\n"), p).unwrap_err();
-        assert!(e.to_string().contains("exit 2") && e.to_string().contains("boom"), "{e}");
+        let e = parse_result(
+            &format!("{RESULT_BEGIN} 2\n\n{RESULT_END}\nvmtune: error: boom\n"),
+            p,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("exit 2") && e.to_string().contains("boom"),
+            "{e}"
+        );
         assert!(parse_result("nothing", p).is_err());
         assert!(init_script(&["--config".into(), "it's".into()]).contains("'it'\\''s'"));
     }

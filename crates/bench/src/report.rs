@@ -351,7 +351,7 @@ h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc
 table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}.better{color:#1a7f37;font-weight:bold}\
 .worse{color:#cf222e;font-weight:bold}.noise{color:#777}svg.chart{display:block;margin:10px 0;border:1px solid #eee}\
-.note{color:#555;font-size:13px}code{background:#f5f5f5;padding:1px 3px}";
+.note{color:#555;font-size:13px}code{background:#f5f5f5;padding:1px 3px}pre{overflow-x:auto;font-size:12px;background:#fafafa;padding:6px}";
 
 fn html_table(headers: &[String], rows: &[Vec<String>]) -> String {
     let mut s = String::from("<table><tr>");

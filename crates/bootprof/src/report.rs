@@ -228,7 +228,8 @@ pub fn estimate_text(e: &Estimate) -> String {
     let _ = writeln!(o, "{:<16} {:>9.1}", "total", e.total_s);
     let _ = writeln!(
         o,
-        "\nQEMU page tables for guest RAM: {:.0} MiB",
+        "\nQEMU page tables for guest RAM: {:.0} KiB ({:.1} MiB)",
+        e.page_table_bytes as f64 / 1024.0,
         e.page_table_bytes as f64 / (1u64 << 20) as f64
     );
     for w in &e.warnings {

@@ -62,7 +62,12 @@ pub fn vfio_irqs(table: &InterruptTable) -> Vec<VfioIrq> {
                 .as_ref()
                 .or(r.affinity.as_ref())
                 .and_then(|s| (s.len() == 1).then(|| s.first()).flatten());
-            Some(VfioIrq { irq, bdf, vector, cpu })
+            Some(VfioIrq {
+                irq,
+                bdf,
+                vector,
+                cpu,
+            })
         })
         .collect()
 }
@@ -74,9 +79,15 @@ pub fn vcpu_placement(fs: &ProcFs, pid: u32) -> Result<BTreeMap<u32, u32>, Error
     let mut out = BTreeMap::new();
     for e in rd.flatten() {
         let p = e.path();
-        let Ok(comm) = std::fs::read_to_string(p.join("comm")) else { continue };
-        let Some(vcpu) = parse_vcpu_comm(&comm) else { continue };
-        let Ok(stat) = std::fs::read_to_string(p.join("stat")) else { continue };
+        let Ok(comm) = std::fs::read_to_string(p.join("comm")) else {
+            continue;
+        };
+        let Some(vcpu) = parse_vcpu_comm(&comm) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(p.join("stat")) else {
+            continue;
+        };
         if let Some(cpu) = parse_pid_stat_processor(&stat) {
             out.insert(vcpu, cpu);
         }
@@ -92,7 +103,11 @@ pub fn vcpu_placement(fs: &ProcFs, pid: u32) -> Result<BTreeMap<u32, u32>, Error
 
 /// `CPU 3/KVM` → 3.
 pub fn parse_vcpu_comm(comm: &str) -> Option<u32> {
-    comm.trim().strip_prefix("CPU ")?.strip_suffix("/KVM")?.parse().ok()
+    comm.trim()
+        .strip_prefix("CPU ")?
+        .strip_suffix("/KVM")?
+        .parse()
+        .ok()
 }
 
 /// One host-mode move.
@@ -107,7 +122,11 @@ pub struct HostMove {
 
 /// Pure: for each VFIO vector, the host CPU its target vCPU runs on, where that differs from
 /// where the vector goes now. `targets` overrides the `vector mod vcpus` rule per IRQ.
-pub fn host_plan(irqs: &[VfioIrq], placement: &BTreeMap<u32, u32>, targets: &BTreeMap<u32, u32>) -> Vec<HostMove> {
+pub fn host_plan(
+    irqs: &[VfioIrq],
+    placement: &BTreeMap<u32, u32>,
+    targets: &BTreeMap<u32, u32>,
+) -> Vec<HostMove> {
     let vcpus: Vec<u32> = placement.keys().copied().collect();
     if vcpus.is_empty() {
         return Vec::new();
@@ -136,9 +155,18 @@ mod tests {
 
     #[test]
     fn vfio_actions() {
-        assert_eq!(parse_vfio_action("vfio-msix[3](0000:01:00.0)"), Some((3, "0000:01:00.0".into())));
-        assert_eq!(parse_vfio_action("vfio-msi[0](0000:65:00.1)"), Some((0, "0000:65:00.1".into())));
-        assert_eq!(parse_vfio_action("vfio-intx(0000:02:00.0)"), Some((0, "0000:02:00.0".into())));
+        assert_eq!(
+            parse_vfio_action("vfio-msix[3](0000:01:00.0)"),
+            Some((3, "0000:01:00.0".into()))
+        );
+        assert_eq!(
+            parse_vfio_action("vfio-msi[0](0000:65:00.1)"),
+            Some((0, "0000:65:00.1".into()))
+        );
+        assert_eq!(
+            parse_vfio_action("vfio-intx(0000:02:00.0)"),
+            Some((0, "0000:02:00.0".into()))
+        );
         assert_eq!(parse_vfio_action("virtio0-input.0"), None);
         assert_eq!(parse_vfio_action("vfio-msix[x](0000:01:00.0)"), None);
         assert_eq!(parse_vfio_action("vfio-msix[1]()"), None);
@@ -176,7 +204,9 @@ mod tests {
     #[test]
     fn live_placement_errors_for_a_non_qemu_pid() {
         let fs = ProcFs::default();
-        let e = vcpu_placement(&fs, std::process::id()).unwrap_err().to_string();
+        let e = vcpu_placement(&fs, std::process::id())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("CPU N/KVM"), "{e}");
     }
 }

@@ -227,7 +227,7 @@ pub fn algorithm1(prev: Vcpu, vcpus: &[VcpuView], threshold: f64, floor: f64) ->
     let mut min: Option<&VcpuView> = None;
     let mut max_load = f64::NEG_INFINITY;
     for v in vcpus.iter().filter(|v| v.online && v.eligible) {
-        if min.map_or(true, |m| v.load < m.load) {
+        if min.is_none_or(|m| v.load < m.load) {
             min = Some(v);
         }
         max_load = max_load.max(v.load);
@@ -455,7 +455,12 @@ mod tests {
     #[test]
     fn offline_holder_goes_to_least_loaded_online() {
         // vCPU0 holds and is descheduled; vCPU2 is the least loaded online one.
-        let vs = [v(0, false, 1.0), v(1, true, 5.0), v(2, true, 2.0), v(3, true, 9.0)];
+        let vs = [
+            v(0, false, 1.0),
+            v(1, true, 5.0),
+            v(2, true, 2.0),
+            v(3, true, 9.0),
+        ];
         assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (2, Reason::HolderOffline));
     }
 
@@ -470,21 +475,36 @@ mod tests {
     fn high_holder_over_threshold_remaps() {
         // avg = (9+2+3+2)/4 = 4: holder 9 is HIGH; 9 > 2 * 1.5 → move to the min (vCPU1,
         // lowest index on a tie with vCPU3).
-        let vs = [v(0, true, 9.0), v(1, true, 2.0), v(2, true, 3.0), v(3, true, 2.0)];
+        let vs = [
+            v(0, true, 9.0),
+            v(1, true, 2.0),
+            v(2, true, 3.0),
+            v(3, true, 2.0),
+        ];
         assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (1, Reason::Imbalance));
     }
 
     #[test]
     fn high_holder_within_threshold_stays() {
         // avg = 4.5: holder 5 is HIGH but 5 <= 4 * 1.5 → stay.
-        let vs = [v(0, true, 5.0), v(1, true, 4.0), v(2, true, 4.5), v(3, true, 4.5)];
+        let vs = [
+            v(0, true, 5.0),
+            v(1, true, 4.0),
+            v(2, true, 4.5),
+            v(3, true, 4.5),
+        ];
         assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::Balanced));
     }
 
     #[test]
     fn low_holder_stays_even_with_imbalance() {
         // Holder 1 is LOW (below avg 4); the 10 vs 1 imbalance is someone else's.
-        let vs = [v(0, true, 1.0), v(1, true, 10.0), v(2, true, 2.0), v(3, true, 3.0)];
+        let vs = [
+            v(0, true, 1.0),
+            v(1, true, 10.0),
+            v(2, true, 2.0),
+            v(3, true, 3.0),
+        ];
         assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::Balanced));
     }
 
@@ -492,17 +512,32 @@ mod tests {
     fn average_includes_offline_vcpus() {
         // avg over all four = (4+1+20+3)/4 = 7 with offline vCPU2's 20 counted: the holder
         // (4) is LOW, so it stays although 4 > 1 * 1.5 among the online ones.
-        let vs = [v(0, true, 4.0), v(1, true, 1.0), v(2, false, 20.0), v(3, true, 3.0)];
+        let vs = [
+            v(0, true, 4.0),
+            v(1, true, 1.0),
+            v(2, false, 20.0),
+            v(3, true, 3.0),
+        ];
         assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::Balanced));
         // Without the offline vCPU's load the holder would be HIGH and move.
-        let vs = [v(0, true, 4.0), v(1, true, 1.0), v(2, false, 0.0), v(3, true, 3.0)];
+        let vs = [
+            v(0, true, 4.0),
+            v(1, true, 1.0),
+            v(2, false, 0.0),
+            v(3, true, 3.0),
+        ];
         assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (1, Reason::Imbalance));
     }
 
     #[test]
     fn max_min_taken_over_online_vcpus_only() {
         // Offline vCPU3 has load 0; online min is 3, max 4: 4 <= 3*1.5 → stay.
-        let vs = [v(0, true, 4.0), v(1, true, 3.0), v(2, true, 3.5), v(3, false, 0.0)];
+        let vs = [
+            v(0, true, 4.0),
+            v(1, true, 3.0),
+            v(2, true, 3.5),
+            v(3, false, 0.0),
+        ];
         assert_eq!(algorithm1(0, &vs, 1.5, 0.0), (0, Reason::Balanced));
     }
 
@@ -534,7 +569,12 @@ mod tests {
 
     #[test]
     fn classify_matches_figure_4() {
-        let vs = [v(0, true, 9.0), v(1, false, 2.0), v(2, true, 5.0), v(3, true, 0.0)];
+        let vs = [
+            v(0, true, 9.0),
+            v(1, false, 2.0),
+            v(2, true, 5.0),
+            v(3, true, 0.0),
+        ];
         assert_eq!(
             classify(0, &vs),
             vec![
@@ -571,13 +611,21 @@ mod tests {
         // vCPU0 (offline) holds four queues of 1.0 each; three online vCPUs idle.
         let s = snap(
             0,
-            vec![v(0, false, 4.0), v(1, true, 0.0), v(2, true, 0.0), v(3, true, 0.0)],
+            vec![
+                v(0, false, 4.0),
+                v(1, true, 0.0),
+                v(2, true, 0.0),
+                v(3, true, 0.0),
+            ],
             vec![(40, 0, 1.0), (41, 0, 1.0), (42, 0, 1.0), (43, 0, 1.0)],
         );
         let d = p.decide(&s);
         let targets: Vec<_> = d.placements.iter().map(|pl| pl.to).collect();
         assert_eq!(targets, vec![1, 2, 3, 1]);
-        assert!(d.placements.iter().all(|pl| pl.reason == Reason::HolderOffline));
+        assert!(d
+            .placements
+            .iter()
+            .all(|pl| pl.reason == Reason::HolderOffline));
     }
 
     #[test]
@@ -585,16 +633,40 @@ mod tests {
         let mut cfg = PolicyConfig::extended();
         cfg.max_balance_moves = 0;
         let mut p = Policy::new(cfg).unwrap();
-        let s1 = snap(0, vec![v(0, true, 10.0), v(1, true, 0.0)], vec![(5, 0, 6.0)]);
+        let s1 = snap(
+            0,
+            vec![v(0, true, 10.0), v(1, true, 0.0)],
+            vec![(5, 0, 6.0)],
+        );
         assert_eq!(p.decide(&s1).placements[0].to, 1);
         // 100 ms later vCPU1 is overloaded: a balance move is held back by the 1 s dwell.
-        let s2 = snap(100_000_000, vec![v(0, true, 0.0), v(1, true, 10.0)], vec![(5, 1, 6.0)]);
+        let s2 = snap(
+            100_000_000,
+            vec![v(0, true, 0.0), v(1, true, 10.0)],
+            vec![(5, 1, 6.0)],
+        );
         assert_eq!(p.decide(&s2).placements[0].reason, Reason::Dwell);
         // ...but going offline moves it at once.
-        let s3 = snap(200_000_000, vec![v(0, true, 0.0), v(1, false, 10.0)], vec![(5, 1, 6.0)]);
-        assert_eq!(p.decide(&s3).placements[0], Placement { irq: 5, from: 1, to: 0, reason: Reason::HolderOffline });
+        let s3 = snap(
+            200_000_000,
+            vec![v(0, true, 0.0), v(1, false, 10.0)],
+            vec![(5, 1, 6.0)],
+        );
+        assert_eq!(
+            p.decide(&s3).placements[0],
+            Placement {
+                irq: 5,
+                from: 1,
+                to: 0,
+                reason: Reason::HolderOffline
+            }
+        );
         // After the dwell the balance move is allowed again.
-        let s4 = snap(1_100_000_000, vec![v(0, true, 10.0), v(1, true, 0.0)], vec![(5, 0, 6.0)]);
+        let s4 = snap(
+            1_100_000_000,
+            vec![v(0, true, 10.0), v(1, true, 0.0)],
+            vec![(5, 0, 6.0)],
+        );
         assert_eq!(p.decide(&s4).placements[0].reason, Reason::Imbalance);
     }
 
@@ -605,12 +677,20 @@ mod tests {
         cfg.min_dwell_ns = 0;
         cfg.require_improvement = false;
         let mut p = Policy::new(cfg).unwrap();
-        let s = snap(0, vec![v(0, true, 10.0), v(1, true, 0.0), v(2, true, 0.0)], vec![(1, 0, 5.0), (2, 0, 4.0)]);
+        let s = snap(
+            0,
+            vec![v(0, true, 10.0), v(1, true, 0.0), v(2, true, 0.0)],
+            vec![(1, 0, 5.0), (2, 0, 4.0)],
+        );
         let d = p.decide(&s);
         let reasons: Vec<_> = d.placements.iter().map(|pl| pl.reason).collect();
         assert_eq!(reasons, vec![Reason::Imbalance, Reason::RateLimited]);
         // next window: allowed again
-        let s = snap(1_000_000_000, vec![v(0, true, 10.0), v(1, true, 0.0)], vec![(2, 0, 4.0)]);
+        let s = snap(
+            1_000_000_000,
+            vec![v(0, true, 10.0), v(1, true, 0.0)],
+            vec![(2, 0, 4.0)],
+        );
         assert_eq!(p.decide(&s).placements[0].reason, Reason::Imbalance);
     }
 
@@ -656,7 +736,11 @@ mod tests {
                         irqs: is
                             .into_iter()
                             .enumerate()
-                            .map(|(i, (holder, load))| IrqView { irq: i as u32, holder, load })
+                            .map(|(i, (holder, load))| IrqView {
+                                irq: i as u32,
+                                holder,
+                                load,
+                            })
                             .collect(),
                     })
             })

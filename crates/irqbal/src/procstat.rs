@@ -29,7 +29,9 @@ pub struct CpuTimes {
 impl CpuTimes {
     /// Time spent servicing hard and soft interrupts: the paper's interrupt load.
     pub fn irq_time(&self) -> u64 {
-        self.irq.unwrap_or(0).saturating_add(self.softirq.unwrap_or(0))
+        self.irq
+            .unwrap_or(0)
+            .saturating_add(self.softirq.unwrap_or(0))
     }
 
     /// Everything except guest time (already included in user/nice).
@@ -184,9 +186,15 @@ softirq 1 2 3
     fn errors_name_the_line() {
         let e = parse_proc_stat("cpu 1 2 3 4\ncpuX 1 2 3 4\n").unwrap_err();
         assert!(e.contains("line 2"), "{e}");
-        assert!(parse_proc_stat("cpu0 1 2 x 4\n").unwrap_err().contains("not a number"));
-        assert!(parse_proc_stat("cpu0 1 2\n").unwrap_err().contains("at least 4"));
-        assert!(parse_proc_stat("cpu0 1 2 3 4\ncpu0 1 2 3 4\n").unwrap_err().contains("twice"));
+        assert!(parse_proc_stat("cpu0 1 2 x 4\n")
+            .unwrap_err()
+            .contains("not a number"));
+        assert!(parse_proc_stat("cpu0 1 2\n")
+            .unwrap_err()
+            .contains("at least 4"));
+        assert!(parse_proc_stat("cpu0 1 2 3 4\ncpu0 1 2 3 4\n")
+            .unwrap_err()
+            .contains("twice"));
         assert!(parse_proc_stat("intr 5\n").is_err());
         assert!(parse_proc_stat("").is_err());
         assert!(parse_proc_stat("cpu0 99999999999999999999999 0 0 0").is_err());

@@ -123,7 +123,9 @@ impl CoreBits {
 
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.words().iter().enumerate().flat_map(|(w, &bits)| {
-            (0..64u32).filter(move |b| bits & (1u64 << b) != 0).map(move |b| w as u32 * 64 + b)
+            (0..64u32)
+                .filter(move |b| bits & (1u64 << b) != 0)
+                .map(move |b| w as u32 * 64 + b)
         })
     }
 
@@ -209,12 +211,18 @@ pub struct Context {
 impl Context {
     /// Build the planner's view of the host. Refuses requests that cannot be planned at all
     /// (zero vCPUs, unknown or taken devices, bad host CPU override).
-    pub fn new(req: &Request, host: &Host, tenants: &[crate::Tenant]) -> Result<Context, PlanError> {
+    pub fn new(
+        req: &Request,
+        host: &Host,
+        tenants: &[crate::Tenant],
+    ) -> Result<Context, PlanError> {
         if req.vcpus == 0 {
             return Err(PlanError::Refused("a VM needs at least 1 vCPU".into()));
         }
         if req.memory_bytes == 0 {
-            return Err(PlanError::Refused("a VM needs memory (--memory SIZE)".into()));
+            return Err(PlanError::Refused(
+                "a VM needs memory (--memory SIZE)".into(),
+            ));
         }
         let mut rationale = Vec::new();
         let mut warnings = Vec::new();
@@ -257,8 +265,14 @@ impl Context {
             c.id = i as u32;
         }
 
-        let host_cpus =
-            crate::select::housekeeping(req, host, &cores, &tenant_cpus, &mut rationale, &mut warnings)?;
+        let host_cpus = crate::select::housekeeping(
+            req,
+            host,
+            &cores,
+            &tenant_cpus,
+            &mut rationale,
+            &mut warnings,
+        )?;
         for c in &mut cores {
             c.free = !c
                 .pus
@@ -276,10 +290,11 @@ impl Context {
         let mut distance = BTreeMap::new();
         for &a in &nodes {
             for &b in &nodes {
-                let d = host
-                    .distance(a, b)
-                    .map(u64::from)
-                    .unwrap_or(if a == b { LOCAL_DISTANCE } else { REMOTE_DISTANCE });
+                let d = host.distance(a, b).map(u64::from).unwrap_or(if a == b {
+                    LOCAL_DISTANCE
+                } else {
+                    REMOTE_DISTANCE
+                });
                 distance.insert((a, b), d);
             }
         }
@@ -352,7 +367,11 @@ impl Context {
 
     /// All free PUs on the host.
     pub fn free_pus(&self) -> u32 {
-        self.cores.iter().filter(|c| c.free).map(|c| c.pus.len() as u32).sum()
+        self.cores
+            .iter()
+            .filter(|c| c.free)
+            .map(|c| c.pus.len() as u32)
+            .sum()
     }
 
     /// Busy PUs for node set `nodes`: everything not on a free core, plus the emulator core
@@ -402,11 +421,10 @@ impl Context {
             .filter(|c| c.free && c.node == node)
             .filter(|c| free >= self.vcpus + c.pus.len() as u32)
             .min_by_key(|c| {
-                let busy_in_l3 = c
-                    .l3
-                    .and_then(|l| self.l3_cpus.get(&l))
-                    .map(|s| s.intersection(&busy).len())
-                    .unwrap_or(0);
+                let busy_in_l3 =
+                    c.l3.and_then(|l| self.l3_cpus.get(&l))
+                        .map(|s| s.intersection(&busy).len())
+                        .unwrap_or(0);
                 (!c.efficiency, std::cmp::Reverse(busy_in_l3), c.id)
             })
             .map(|c| c.id)
@@ -450,6 +468,9 @@ pub fn score(ctx: &Context, nodes: &[u32], cores: &[u32]) -> Option<Cost> {
     Scorer::new(ctx, nodes)?.score(cores)
 }
 
+/// (PUs, device distance, efficiency PUs, L3 group busy, L3 id) of one allowed core.
+type CoreTerms = (u32, u64, u32, bool, Option<u32>);
+
 /// [`score`] for many core sets on one node set (what is fixed per node set computed once).
 pub struct Scorer<'a> {
     ctx: &'a Context,
@@ -459,7 +480,7 @@ pub struct Scorer<'a> {
     pub emulator: Option<u32>,
     /// Per core id: (PUs, device distance, efficiency PUs, L3 group is busy, L3 id) for
     /// allowed cores.
-    terms: Vec<Option<(u32, u64, u32, bool, Option<u32>)>>,
+    terms: Vec<Option<CoreTerms>>,
 }
 
 impl<'a> Scorer<'a> {
@@ -471,7 +492,8 @@ impl<'a> Scorer<'a> {
         let busy_l3 = ctx.busy_l3(emulator);
         let mut terms = vec![None; ctx.cores.len()];
         for &c in &allowed {
-            if let (Some(info), Some(slot)) = (ctx.cores.get(c as usize), terms.get_mut(c as usize)) {
+            if let (Some(info), Some(slot)) = (ctx.cores.get(c as usize), terms.get_mut(c as usize))
+            {
                 let (d, e) = ctx.core_terms(c);
                 *slot = Some((
                     info.pus.len() as u32,

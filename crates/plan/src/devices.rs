@@ -81,7 +81,10 @@ pub fn resolve(
     }
     for d in &out {
         for t in tenants {
-            if t.devices.iter().any(|td| topo::normalize_bdf(td).as_deref() == Some(d.bdf.as_str())) {
+            if t.devices
+                .iter()
+                .any(|td| topo::normalize_bdf(td).as_deref() == Some(d.bdf.as_str()))
+            {
                 return Err(PlanError::Refused(format!(
                     "device {} is already assigned to tenant {:?}",
                     d.bdf, t.name

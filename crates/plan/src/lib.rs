@@ -212,4 +212,3 @@ pub enum PlanError {
     #[error("{0}")]
     Refused(String),
 }
-

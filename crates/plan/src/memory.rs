@@ -58,7 +58,7 @@ fn tenant_holding(tenants: &[Tenant], node: u32, size_kb: u64) -> u64 {
     tenants
         .iter()
         .flat_map(|t| &t.hugepages)
-        .filter(|h| h.size_kb == size_kb && h.node.map_or(true, |n| n == node))
+        .filter(|h| h.size_kb == size_kb && h.node.is_none_or(|n| n == node))
         .map(|h| h.pages)
         .sum()
 }
@@ -67,7 +67,7 @@ fn tenant_bytes(tenants: &[Tenant], node: u32) -> u64 {
     tenants
         .iter()
         .flat_map(|t| &t.hugepages)
-        .filter(|h| h.node.map_or(true, |n| n == node))
+        .filter(|h| h.node.is_none_or(|n| n == node))
         .map(|h| h.pages.saturating_mul(h.size_kb).saturating_mul(1024))
         .sum()
 }
@@ -75,11 +75,11 @@ fn tenant_bytes(tenants: &[Tenant], node: u32) -> u64 {
 pub fn human_bytes(b: u64) -> String {
     const G: u64 = 1 << 30;
     const M: u64 = 1 << 20;
-    if b >= G && b % G == 0 {
+    if b >= G && b.is_multiple_of(G) {
         format!("{} GiB", b / G)
     } else if b >= G {
         format!("{:.1} GiB", b as f64 / G as f64)
-    } else if b >= M && b % M == 0 {
+    } else if b >= M && b.is_multiple_of(M) {
         format!("{} MiB", b / M)
     } else {
         format!("{b} bytes")
@@ -159,7 +159,7 @@ impl MemoryModel {
                 None => {
                     // a node without this size listed: none free if the node lists other
                     // sizes with counts, unknown if it lists nothing at all
-                    if self.nodes.get(n).map_or(true, |m| m.pages.is_empty()) {
+                    if self.nodes.get(n).is_none_or(|m| m.pages.is_empty()) {
                         unknown = true;
                     }
                 }
@@ -188,8 +188,8 @@ impl MemoryModel {
             HugepagePolicy::Auto => {
                 let (f1, u1) = self.free_pages(nodes, KB_1G);
                 let (f2, u2) = self.free_pages(nodes, KB_2M);
-                let g1 = memory_bytes % (KB_1G * 1024) == 0;
-                let m2 = memory_bytes % (KB_2M * 1024) == 0;
+                let g1 = memory_bytes.is_multiple_of(KB_1G * 1024);
+                let m2 = memory_bytes.is_multiple_of(KB_2M * 1024);
                 if g1 && f1 >= need(KB_1G) {
                     (KB_1G, Availability::Free, 0)
                 } else if m2 && f2 >= need(KB_2M) {
@@ -338,8 +338,9 @@ impl MemoryModel {
         }
         if self.policy == HugepagePolicy::Auto && size_kb == KB_2M && avail == Availability::Free {
             let (f1, _) = self.free_pages(nodes, KB_1G);
-            if memory_bytes % (KB_1G * 1024) != 0 {
-                rationale.push("2 MiB pages because the memory is not a whole number of GiB".into());
+            if !memory_bytes.is_multiple_of(KB_1G * 1024) {
+                rationale
+                    .push("2 MiB pages because the memory is not a whole number of GiB".into());
             } else {
                 rationale.push(format!(
                     "2 MiB rather than 1 GiB pages: only {f1} free 1 GiB pages on node(s) {}",
@@ -359,5 +360,9 @@ impl MemoryModel {
 }
 
 pub fn list(nodes: &[u32]) -> String {
-    nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    nodes
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -76,7 +76,11 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
     let page_bytes = mem.size_kb * 1024;
     let hugepages = mem.size_kb > crate::memory::KB_4K;
     let memory = MemoryPlan {
-        host_nodes: if ctx.numa_known { mem.host_nodes.clone() } else { vec![] },
+        host_nodes: if ctx.numa_known {
+            mem.host_nodes.clone()
+        } else {
+            vec![]
+        },
         hugepage_size_kb: mem.size_kb,
         pages: if hugepages {
             mem.bytes_per_node.iter().sum::<u64>() / page_bytes
@@ -203,7 +207,10 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
         if ctx.node_terms(nodes).is_none() {
             return Err(format!(
                 "cannot hold {mem} ({} after tenants)",
-                ctx.memory.capacity(nodes).map(human_bytes).unwrap_or_default()
+                ctx.memory
+                    .capacity(nodes)
+                    .map(human_bytes)
+                    .unwrap_or_default()
             ));
         }
         Ok(())
@@ -212,7 +219,15 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
     if p.nodes.len() == 1 {
         let node = p.nodes[0];
         let why = if dev_nodes.contains(&node) {
-            format!("local to the passed-through device(s) ({} on node(s) {})", ctx.devices.iter().map(|d| d.bdf.as_str()).collect::<Vec<_>>().join(", "), list(&dev_nodes))
+            format!(
+                "local to the passed-through device(s) ({} on node(s) {})",
+                ctx.devices
+                    .iter()
+                    .map(|d| d.bdf.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                list(&dev_nodes)
+            )
         } else if !dev_nodes.is_empty() {
             let why_not: Vec<String> = dev_nodes
                 .iter()
@@ -248,7 +263,13 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
     }
 }
 
-fn core_rationale(ctx: &Context, host: &Host, p: &Placement, guest: &CpuSet, out: &mut Vec<String>) {
+fn core_rationale(
+    ctx: &Context,
+    host: &Host,
+    p: &Placement,
+    guest: &CpuSet,
+    out: &mut Vec<String>,
+) {
     let mut by_l3: BTreeMap<Option<u32>, Vec<u32>> = BTreeMap::new();
     for &c in &p.cores {
         if let Some(info) = ctx.cores.get(c as usize) {
@@ -262,27 +283,28 @@ fn core_rationale(ctx: &Context, host: &Host, p: &Placement, guest: &CpuSet, out
         let Some(l3) = l3 else { continue };
         let cpus = ctx.l3_cpus.get(l3).cloned().unwrap_or_default();
         let total_cores = ctx.cores.iter().filter(|c| c.l3 == Some(*l3)).count();
-        let state = if cpus.is_subset(guest) || cpus.difference(guest).iter().all(|c| !busy.contains(c)) {
-            if cores.len() == total_cores {
-                "whole".to_string()
-            } else {
-                "not shared with host or tenants".to_string()
-            }
-        } else {
-            let mut who = Vec::new();
-            if cpus.intersects(&ctx.host_cpus) {
-                who.push("host");
-            }
-            if cpus.intersects(&ctx.tenant_cpus) {
-                who.push("tenants");
-            }
-            if let Some(e) = p.emulator.and_then(|e| ctx.cores.get(e as usize)) {
-                if e.l3 == Some(*l3) {
-                    who.push("emulator");
+        let state =
+            if cpus.is_subset(guest) || cpus.difference(guest).iter().all(|c| !busy.contains(c)) {
+                if cores.len() == total_cores {
+                    "whole".to_string()
+                } else {
+                    "not shared with host or tenants".to_string()
                 }
-            }
-            format!("shared with {}", who.join(", "))
-        };
+            } else {
+                let mut who = Vec::new();
+                if cpus.intersects(&ctx.host_cpus) {
+                    who.push("host");
+                }
+                if cpus.intersects(&ctx.tenant_cpus) {
+                    who.push("tenants");
+                }
+                if let Some(e) = p.emulator.and_then(|e| ctx.cores.get(e as usize)) {
+                    if e.l3 == Some(*l3) {
+                        who.push("emulator");
+                    }
+                }
+                format!("shared with {}", who.join(", "))
+            };
         parts.push(format!(
             "L3 #{l3} (CPUs {cpus}): {} of {total_cores} cores, {state}",
             cores.len()
@@ -313,7 +335,10 @@ fn core_rationale(ctx: &Context, host: &Host, p: &Placement, guest: &CpuSet, out
         if p.cost.efficiency_pus == 0 {
             out.push(format!(
                 "hybrid CPU: {} cores only",
-                host.cpu_kinds.first().map(|k| k.label.as_str()).unwrap_or("performance")
+                host.cpu_kinds
+                    .first()
+                    .map(|k| k.label.as_str())
+                    .unwrap_or("performance")
             ));
         } else {
             out.push(format!(
@@ -442,14 +467,25 @@ mod tests {
         let host = topo::builtin::default_host();
         let a = plan(&req(4, 8), &host, &[]).unwrap();
         let ta = Tenant::from_plan(&a);
-        assert_eq!(ta.hugepages, vec![TenantHugepages { node: Some(0), size_kb: 2048, pages: 4096 }]);
-        let b = plan(&req(4, 8), &host, &[ta.clone()]).unwrap();
+        assert_eq!(
+            ta.hugepages,
+            vec![TenantHugepages {
+                node: Some(0),
+                size_kb: 2048,
+                pages: 4096
+            }]
+        );
+        let b = plan(&req(4, 8), &host, std::slice::from_ref(&ta)).unwrap();
         assert!(!b.pinned_cpus().intersects(&a.pinned_cpus()));
         // the 16 GiB of 2 MiB pages are all held now: a third VM falls back to 4 KiB pages
         let tb = Tenant::from_plan(&b);
         let c = plan(&req(2, 12), &host, &[ta, tb]).unwrap();
         assert_eq!(c.memory.hugepage_size_kb, 4);
-        assert!(c.warnings.iter().any(|w| w.contains("3:03")), "{:?}", c.warnings);
+        assert!(
+            c.warnings.iter().any(|w| w.contains("3:03")),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]
@@ -462,5 +498,89 @@ mod tests {
         assert!(!p.guest_cpus().intersects(&p.host_cpus));
         r.host_cpus = Some(set("99"));
         assert!(plan(&r, &host, &[]).is_err());
+    }
+
+    /// Two nodes of 4 two-thread cores in 2 L3 groups each, a GPU on node 1.
+    fn two_node_host() -> Host {
+        use topo::{CacheType, HugePages, MemoryKind, NumaNode, RawCache, RawGroup, RawTopology};
+        let mut raw = RawTopology {
+            source: "test:two-node".into(),
+            pus: CpuSet::range(0, 16),
+            ..Default::default()
+        };
+        for c in 0..8 {
+            raw.cores.push(RawGroup {
+                os_index: Some(c),
+                cpus: [c, c + 8].into_iter().collect(),
+            });
+        }
+        for l in 0..4u32 {
+            raw.caches.push(RawCache {
+                level: 3,
+                cache_type: CacheType::Unified,
+                size_bytes: None,
+                line_bytes: None,
+                ways: None,
+                cpus: [2 * l, 2 * l + 1, 2 * l + 8, 2 * l + 9]
+                    .into_iter()
+                    .collect(),
+            });
+        }
+        for n in 0..2u32 {
+            raw.numa_nodes.push(NumaNode {
+                os_index: n,
+                cpus: (4 * n..4 * n + 4).chain(4 * n + 8..4 * n + 12).collect(),
+                memory_bytes: Some(64 << 30),
+                hugepages: vec![HugePages {
+                    size_kb: 1048576,
+                    total: Some(32),
+                    free: Some(32),
+                }],
+                memory_kind: MemoryKind::Dram,
+                free_bytes: None,
+            });
+        }
+        let mut gpu = topo::builtin::default_host().pci_devices[6].clone();
+        gpu.bdf = "0000:81:00.0".into();
+        gpu.numa = Some(vec![1]);
+        gpu.iommu_group = Some(40);
+        raw.pci_devices.push(gpu);
+        raw.assemble().unwrap()
+    }
+
+    #[test]
+    fn device_node_and_whole_l3_groups() {
+        let host = two_node_host();
+        let mut r = req(4, 16);
+        r.devices = vec!["81:00.0".into()];
+        let p = plan(&r, &host, &[]).unwrap();
+        // node 1 (cores 4-7) holds the GPU; one whole L3 group (cores 6-7) untouched by the
+        // emulator, which goes to the other group of node 1
+        assert_eq!(p.memory.host_nodes, vec![1]);
+        assert_eq!(p.guest_cpus(), set("6-7,14-15"));
+        assert_eq!(p.emulator_cpus, set("4,12"));
+        assert_eq!(p.memory.hugepage_size_kb, 1048576);
+        assert_eq!(p.memory.pages, 16);
+    }
+
+    #[test]
+    fn membw_spanning_nodes_exposes_guest_numa() {
+        let host = two_node_host();
+        let mut r = req(12, 32);
+        r.profile = Profile::Membw;
+        let p = plan(&r, &host, &[]).unwrap();
+        assert_eq!(p.memory.host_nodes, vec![0, 1]);
+        assert_eq!(p.guest_numa.len(), 2);
+        assert_eq!(
+            p.guest_numa.iter().map(|c| c.memory_bytes).sum::<u64>(),
+            32 << 30
+        );
+        let t = p.guest_topology;
+        assert_eq!(t.sockets * t.cores * t.threads, 12);
+        // the same VM for GPU compute keeps one guest cell (seed 003)
+        r.profile = Profile::Compute;
+        let p = plan(&r, &host, &[]).unwrap();
+        assert_eq!(p.guest_numa.len(), 1);
+        assert_eq!(p.memory.host_nodes, vec![0, 1]);
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use topo::{CpuSet, Host};
 
-use crate::cost::{CoreBits, CoreInfo, Cost, Context};
+use crate::cost::{Context, CoreBits, CoreInfo, Cost};
 use crate::{PlanError, Request};
 
 /// Above this many node sets of one size the search takes the nearest-node sets only
@@ -173,15 +173,24 @@ fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val,
         L3(u32),
         Loose(u32, bool, usize),
     }
-    let mut units: BTreeMap<UnitKey, BTreeMap<(u32, bool, usize), Vec<u32>>> = BTreeMap::new();
+    // class key: (node, efficiency, PUs per core) → cores
+    type Classes = BTreeMap<(u32, bool, usize), Vec<u32>>;
+    let mut units: BTreeMap<UnitKey, Classes> = BTreeMap::new();
     for &c in &cand {
-        let Some(info) = ctx.cores.get(c as usize) else { continue };
+        let Some(info) = ctx.cores.get(c as usize) else {
+            continue;
+        };
         let class = (info.node, info.efficiency, info.pus.len());
         let key = match info.l3 {
             Some(l) => UnitKey::L3(l),
             None => UnitKey::Loose(info.node, info.efficiency, info.pus.len()),
         };
-        units.entry(key).or_default().entry(class).or_default().push(c);
+        units
+            .entry(key)
+            .or_default()
+            .entry(class)
+            .or_default()
+            .push(c);
     }
 
     let mut dp: Vec<Option<Val>> = vec![None; cap + 1];
@@ -200,9 +209,9 @@ fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val,
         opt[0] = Some(Val::empty());
         for cl in &classes {
             let mut next = opt.clone();
-            for t in 0..=cap {
-                let Some(base) = opt[t].clone() else { continue };
-                let mut v = base;
+            for (t, base) in opt.iter().enumerate() {
+                let Some(base) = base else { continue };
+                let mut v = base.clone();
                 for (k, &core) in cl.cores.iter().enumerate() {
                     let t2 = t + (k + 1) * cl.ppc;
                     if t2 > cap {
@@ -332,9 +341,13 @@ pub fn best_placement(ctx: &Context) -> Option<Placement> {
             if ctx.free_pus_in(&nodes) < ctx.vcpus {
                 continue;
             }
-            let Some((n_nodes, page_rank)) = ctx.node_terms(&nodes) else { continue };
+            let Some((n_nodes, page_rank)) = ctx.node_terms(&nodes) else {
+                continue;
+            };
             let emulator = ctx.emulator_core(&nodes);
-            let Some((v, total)) = knapsack(ctx, &nodes, emulator) else { continue };
+            let Some((v, total)) = knapsack(ctx, &nodes, emulator) else {
+                continue;
+            };
             let cost = Cost {
                 nodes: n_nodes,
                 device_distance: v.device_distance,

@@ -25,7 +25,12 @@ impl Tenant {
                     pages: plan.memory.pages,
                 });
             }
-            for (node, pages) in plan.memory.host_nodes.iter().zip(&plan.memory.pages_per_node) {
+            for (node, pages) in plan
+                .memory
+                .host_nodes
+                .iter()
+                .zip(&plan.memory.pages_per_node)
+            {
                 if *pages > 0 {
                     hugepages.push(TenantHugepages {
                         node: Some(*node),

@@ -12,7 +12,13 @@ pub fn ordered_cores(ctx: &Context, p: &Placement) -> Vec<u32> {
     let mut cores = p.cores.clone();
     cores.sort_by_key(|&c| {
         let node = ctx.cores.get(c as usize).map(|i| i.node).unwrap_or(0);
-        (p.nodes.iter().position(|&n| n == node).unwrap_or(usize::MAX), c)
+        (
+            p.nodes
+                .iter()
+                .position(|&n| n == node)
+                .unwrap_or(usize::MAX),
+            c,
+        )
     });
     cores
 }
@@ -22,7 +28,9 @@ pub fn ordered_cores(ctx: &Context, p: &Placement) -> Vec<u32> {
 pub fn pins(ctx: &Context, cores: &[u32]) -> Vec<VcpuPin> {
     let mut out = Vec::new();
     for &c in cores {
-        let Some(info) = ctx.cores.get(c as usize) else { continue };
+        let Some(info) = ctx.cores.get(c as usize) else {
+            continue;
+        };
         for &pu in &info.pus {
             if out.len() as u32 == ctx.vcpus {
                 return out;
@@ -88,7 +96,10 @@ pub fn guest_numa(
             crate::memory::list(&cpu_nodes)
         ));
     } else {
-        rationale.push("guest NUMA: one cell, as the VM sits on one host node (seed 003: start single-NUMA)".into());
+        rationale.push(
+            "guest NUMA: one cell, as the VM sits on one host node (seed 003: start single-NUMA)"
+                .into(),
+        );
     }
     vec![GuestNumaCell {
         cell: 0,
@@ -113,9 +124,12 @@ pub fn guest_topology(
         .filter_map(|&c| ctx.cores.get(c as usize))
         .map(|c| c.pus.len() as u32)
         .collect();
-    let uniform = ppcs.first().copied().filter(|&f| ppcs.iter().all(|&p| p == f));
+    let uniform = ppcs
+        .first()
+        .copied()
+        .filter(|&f| ppcs.iter().all(|&p| p == f));
     let threads = match uniform {
-        Some(t) if t > 1 && n % t == 0 => {
+        Some(t) if t > 1 && n.is_multiple_of(t) => {
             rationale.push(format!(
                 "guest sees {t} threads per core: vCPUs are pinned in groups of {t} to the SMT siblings of one host core, so the guest scheduler's idea of siblings is true"
             ));
@@ -128,7 +142,10 @@ pub fn guest_topology(
             1
         }
         None => {
-            rationale.push("guest sees 1 thread per core: the chosen host cores have different thread counts".into());
+            rationale.push(
+                "guest sees 1 thread per core: the chosen host cores have different thread counts"
+                    .into(),
+            );
             1
         }
         _ => 1,
@@ -136,7 +153,9 @@ pub fn guest_topology(
     let mut sockets = 1;
     let with_cpus: Vec<u64> = cells.iter().map(|c| c.vcpus.len() as u64).collect();
     if cells.len() > 1
-        && with_cpus.iter().all(|&c| c > 0 && c == with_cpus[0] && c % threads as u64 == 0)
+        && with_cpus
+            .iter()
+            .all(|&c| c > 0 && c == with_cpus[0] && c % threads as u64 == 0)
     {
         sockets = cells.len() as u32;
     }

@@ -7,7 +7,7 @@
 
 mod common;
 
-use plan::cost::{CoreBits, Context, Cost, Scorer};
+use plan::cost::{Context, CoreBits, Cost, Scorer};
 use plan::select::best_placement;
 use plan::{Request, Tenant};
 use proptest::prelude::*;
@@ -28,7 +28,9 @@ fn oracle(ctx: &Context) -> Result<Option<Best>, String> {
             .filter(|i| nmask & (1 << i) != 0)
             .map(|i| nodes[i])
             .collect();
-        let Some(sc) = Scorer::new(ctx, &set) else { continue };
+        let Some(sc) = Scorer::new(ctx, &set) else {
+            continue;
+        };
         let cand = sc.allowed.clone();
         if cand.len() > MAX_ENUM {
             return Err(format!("{} candidate cores", cand.len()));
@@ -36,8 +38,14 @@ fn oracle(ctx: &Context) -> Result<Option<Best>, String> {
         let mut cores = Vec::with_capacity(cand.len());
         for mask in 1u32..(1 << cand.len()) {
             cores.clear();
-            cores.extend((0..cand.len()).filter(|i| mask & (1 << i) != 0).map(|i| cand[i]));
-            let Some(cost) = sc.score(&cores) else { continue };
+            cores.extend(
+                (0..cand.len())
+                    .filter(|i| mask & (1 << i) != 0)
+                    .map(|i| cand[i]),
+            );
+            let Some(cost) = sc.score(&cores) else {
+                continue;
+            };
             let better = match &best {
                 None => true,
                 Some((c, b, n, _)) => {
@@ -46,7 +54,12 @@ fn oracle(ctx: &Context) -> Result<Option<Best>, String> {
                 }
             };
             if better {
-                best = Some((cost, CoreBits::from_cores(&cores), set.clone(), cores.clone()));
+                best = Some((
+                    cost,
+                    CoreBits::from_cores(&cores),
+                    set.clone(),
+                    cores.clone(),
+                ));
             }
         }
     }

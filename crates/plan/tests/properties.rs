@@ -29,7 +29,10 @@ fn check_plan(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resul
             return Err(format!("vCPU {i} numbered {}", v.vcpu));
         }
         if host.pu(v.cpu).is_none() {
-            return Err(format!("vCPU {i} on CPU {} which the host does not have", v.cpu));
+            return Err(format!(
+                "vCPU {i} on CPU {} which the host does not have",
+                v.cpu
+            ));
         }
     }
     let guest = p.guest_cpus();
@@ -54,7 +57,10 @@ fn check_plan(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resul
     // tenants
     let taken = plan::taken_cpus(tenants);
     if guest.intersects(&taken) {
-        return Err(format!("guest CPUs {} taken by tenants", guest.intersection(&taken)));
+        return Err(format!(
+            "guest CPUs {} taken by tenants",
+            guest.intersection(&taken)
+        ));
     }
     if p.emulator_cpus != p.host_cpus && p.emulator_cpus.intersects(&taken) {
         return Err("emulator on tenant CPUs".into());
@@ -92,9 +98,14 @@ fn check_plan(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resul
     }
     let cell_mem: u64 = p.guest_numa.iter().map(|c| c.memory_bytes).sum();
     if cell_mem < req.memory_bytes {
-        return Err(format!("guest cells hold {cell_mem} < {}", req.memory_bytes));
+        return Err(format!(
+            "guest cells hold {cell_mem} < {}",
+            req.memory_bytes
+        ));
     }
-    if p.memory.hugepage_size_kb > 4 && p.memory.pages * p.memory.hugepage_size_kb * 1024 < req.memory_bytes {
+    if p.memory.hugepage_size_kb > 4
+        && p.memory.pages * p.memory.hugepage_size_kb * 1024 < req.memory_bytes
+    {
         return Err("too few pages".into());
     }
     // the devices' node when it has room
@@ -123,7 +134,13 @@ fn check_plan(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resul
 }
 
 /// Independent of the planner: free PUs on whole free cores of `node` and its memory.
-fn device_node_has_room(host: &Host, req: &Request, tenants: &[Tenant], host_cpus: &CpuSet, node: u32) -> bool {
+fn device_node_has_room(
+    host: &Host,
+    req: &Request,
+    tenants: &[Tenant],
+    host_cpus: &CpuSet,
+    node: u32,
+) -> bool {
     let taken = plan::taken_cpus(tenants).union(host_cpus);
     let free: usize = host
         .cores
@@ -135,13 +152,13 @@ fn device_node_has_room(host: &Host, req: &Request, tenants: &[Tenant], host_cpu
     let held: u64 = tenants
         .iter()
         .flat_map(|t| &t.hugepages)
-        .filter(|h| h.node.map_or(true, |n| n == node))
+        .filter(|h| h.node.is_none_or(|n| n == node))
         .map(|h| h.pages * h.size_kb * 1024)
         .sum();
     let mem_ok = host
         .numa_node(node)
         .and_then(|n| n.memory_bytes)
-        .map_or(true, |m| m.saturating_sub(held) >= req.memory_bytes);
+        .is_none_or(|m| m.saturating_sub(held) >= req.memory_bytes);
     free >= req.vcpus as usize && mem_ok
 }
 
@@ -149,7 +166,8 @@ fn device_node_has_room(host: &Host, req: &Request, tenants: &[Tenant], host_cpu
 fn run_case(host: &Host, req: &Request, tenants: &[Tenant]) -> Result<Option<Plan>, String> {
     match plan::plan(req, host, tenants) {
         Ok(p) => {
-            check_plan(host, req, tenants, &p).map_err(|e| format!("{}: {req:?}: {e}", host.source))?;
+            check_plan(host, req, tenants, &p)
+                .map_err(|e| format!("{}: {req:?}: {e}", host.source))?;
             Ok(Some(p))
         }
         Err(e) => {
@@ -211,7 +229,11 @@ fn sequential_tenants_never_overlap_on_shared_topologies() {
                 Ok(Some(p)) => {
                     let t = Tenant::from_plan(&p);
                     for other in &tenants {
-                        assert!(!t.cpus.intersects(&other.cpus), "{name}: tenant {i} overlaps {}", other.name);
+                        assert!(
+                            !t.cpus.intersects(&other.cpus),
+                            "{name}: tenant {i} overlaps {}",
+                            other.name
+                        );
                     }
                     tenants.push(t);
                 }

@@ -6,19 +6,28 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sim::{builtin, PolicyKind, SchedulerKind, Sim};
 
 fn bench(c: &mut Criterion) {
-    let Ok(mut scs) = builtin("vbalance-fig6-udp") else { return };
+    let Ok(mut scs) = builtin("vbalance-fig6-udp") else {
+        return;
+    };
     let Some(mut sc) = scs.pop() else { return };
     sc.duration_ms = 1000;
     let sc = sc.with_message_size(1024);
     // count the events of one run first, so throughput is in events
-    let Ok(sim) = Sim::new(&sc, SchedulerKind::Credit, PolicyKind::Vbalance) else { return };
+    let Ok(sim) = Sim::new(&sc, SchedulerKind::Credit, PolicyKind::Vbalance) else {
+        return;
+    };
     let events = sim.run().events;
     let mut g = c.benchmark_group("sim");
     g.throughput(Throughput::Elements(events));
-    for (name, sched) in [("udp-1s-credit-vbalance", SchedulerKind::Credit), ("udp-1s-eevdf-vbalance", SchedulerKind::Eevdf)] {
+    for (name, sched) in [
+        ("udp-1s-credit-vbalance", SchedulerKind::Credit),
+        ("udp-1s-eevdf-vbalance", SchedulerKind::Eevdf),
+    ] {
         g.bench_function(name, |b| {
             b.iter(|| {
-                let Ok(sim) = Sim::new(&sc, sched, PolicyKind::Vbalance) else { return 0 };
+                let Ok(sim) = Sim::new(&sc, sched, PolicyKind::Vbalance) else {
+                    return 0;
+                };
                 sim.run().events
             })
         });

@@ -295,7 +295,7 @@ impl Sim {
             end: sc.duration_ms * MS,
             seq: 0,
             heap: BinaryHeap::new(),
-            rng: Rng(sc.seed ^ 0x5EED_0F_5EED),
+            rng: Rng(sc.seed ^ 0x005E_ED0F_5EED),
             sched,
             policy,
             pcpus: (0..sc.pcpus)
@@ -340,7 +340,8 @@ impl Sim {
                 queue_ns: vec![0; spec.queues as usize],
             };
             if policy == PolicyKind::Vbalance {
-                vm.policy = Some(Policy::new(sc.vbalance.policy_config()).map_err(|e| e.to_string())?);
+                vm.policy =
+                    Some(Policy::new(sc.vbalance.policy_config()).map_err(|e| e.to_string())?);
             }
             for i in 0..spec.vcpus {
                 let pcpu = match &spec.pin {
@@ -404,7 +405,9 @@ impl Sim {
             let vm = &sim.vms[s.vm() as usize];
             let queue = vm.queues[s.queue() as usize];
             let st = match *s {
-                SourceSpec::Ping { interval_ms, size, .. } => {
+                SourceSpec::Ping {
+                    interval_ms, size, ..
+                } => {
                     let interval = interval_ms * MS;
                     let first = sim.rng.below(interval);
                     sim.push(first, Ev::Source { src: si as u32 });
@@ -416,7 +419,11 @@ impl Sim {
                         sent: 0,
                     }
                 }
-                SourceSpec::Tcp { message_size, window_kb, .. } => {
+                SourceSpec::Tcp {
+                    message_size,
+                    window_kb,
+                    ..
+                } => {
                     let t0 = sim.rng.below(MS);
                     sim.push(t0, Ev::Source { src: si as u32 });
                     SrcState::Tcp {
@@ -468,7 +475,11 @@ impl Sim {
 
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Entry { t, seq: self.seq, ev });
+        self.heap.push(Entry {
+            t,
+            seq: self.seq,
+            ev,
+        });
     }
 
     /// Run to the end of the scenario and return the statistics.
@@ -618,10 +629,14 @@ impl Sim {
                 if self.sched == SchedulerKind::Eevdf {
                     self.update_curr(p);
                 }
-                let Some(i) = self.best_in_runq(p) else { return };
+                let Some(i) = self.best_in_runq(p) else {
+                    return;
+                };
                 let cand = self.pcpus[p as usize].runq[i];
                 let preempt = match self.sched {
-                    SchedulerKind::Credit => self.vcpus[cand as usize].pri > self.vcpus[c as usize].pri,
+                    SchedulerKind::Credit => {
+                        self.vcpus[cand as usize].pri > self.vcpus[c as usize].pri
+                    }
                     SchedulerKind::Eevdf => {
                         let avg = self.avg_vruntime(p).unwrap_or(0);
                         let x = &self.vcpus[cand as usize];
@@ -638,7 +653,9 @@ impl Sim {
 
     /// Take the current vCPU off `p` into `to` (Runnable: back in the runqueue).
     fn deschedule(&mut self, p: u32, to: RunState) {
-        let Some(c) = self.pcpus[p as usize].current.take() else { return };
+        let Some(c) = self.pcpus[p as usize].current.take() else {
+            return;
+        };
         let now = self.now;
         self.pause_activity(c);
         let v = &mut self.vcpus[c as usize];
@@ -690,8 +707,12 @@ impl Sim {
     }
 
     fn pick_and_run(&mut self, p: u32) {
-        let Some(i) = self.best_in_runq(p) else { return };
-        let Some(v) = self.pcpus[p as usize].runq.remove(i) else { return };
+        let Some(i) = self.best_in_runq(p) else {
+            return;
+        };
+        let Some(v) = self.pcpus[p as usize].runq.remove(i) else {
+            return;
+        };
         let now = self.now;
         let pc = &mut self.pcpus[p as usize];
         pc.current = Some(v);
@@ -722,7 +743,9 @@ impl Sim {
     }
 
     fn slice_end(&mut self, p: u32) {
-        let Some(c) = self.pcpus[p as usize].current else { return };
+        let Some(c) = self.pcpus[p as usize].current else {
+            return;
+        };
         if self.sched == SchedulerKind::Eevdf {
             self.update_curr(p);
             let slice = self.slice;
@@ -748,7 +771,13 @@ impl Sim {
 
     fn credit_tick(&mut self, p: u32, n: u32) {
         let now = self.now;
-        self.push(now + self.tick, Ev::Tick { pcpu: p, n: n.wrapping_add(1) });
+        self.push(
+            now + self.tick,
+            Ev::Tick {
+                pcpu: p,
+                n: n.wrapping_add(1),
+            },
+        );
         // debit the running vCPU one tick's worth and drop its boost
         let per_tick = (self.tick / 100_000) as i64; // 10 credits per ms
         if let Some(c) = self.pcpus[p as usize].current {
@@ -756,16 +785,11 @@ impl Sim {
             v.credit -= per_tick;
             v.pri = credit_pri(v.credit);
         }
-        if (n + 1) % self.ticks_per_acct == 0 {
+        if n.wrapping_add(1).is_multiple_of(self.ticks_per_acct) {
             // accounting: share one accounting period of credit among the active vCPUs
             let period = per_tick * self.ticks_per_acct as i64;
             let pc = &self.pcpus[p as usize];
-            let active: Vec<u32> = pc
-                .runq
-                .iter()
-                .chain(pc.current.iter())
-                .copied()
-                .collect();
+            let active: Vec<u32> = pc.runq.iter().chain(pc.current.iter()).copied().collect();
             if !active.is_empty() {
                 let share = period / active.len() as i64;
                 for v in active {
@@ -782,7 +806,10 @@ impl Sim {
             }
         }
         // a higher priority waiting vCPU preempts at the tick
-        if let (Some(c), Some(&h)) = (self.pcpus[p as usize].current, self.pcpus[p as usize].runq.front()) {
+        if let (Some(c), Some(&h)) = (
+            self.pcpus[p as usize].current,
+            self.pcpus[p as usize].runq.front(),
+        ) {
             if self.vcpus[h as usize].pri > self.vcpus[c as usize].pri {
                 self.request_resched(p);
             }
@@ -1103,7 +1130,9 @@ impl Sim {
             vcpus,
             irqs,
         };
-        let Some(policy) = self.vms[vm as usize].policy.as_mut() else { return };
+        let Some(policy) = self.vms[vm as usize].policy.as_mut() else {
+            return;
+        };
         let decision = policy.decide(&snap);
         for m in decision.moves() {
             if (m.to as usize) < self.vms[vm as usize].vcpus.len() {
@@ -1122,14 +1151,20 @@ impl Sim {
     }
 
     fn cost(&self, pkts: u32, bytes: u32, msgs: f64) -> u64 {
-        (pkts as f64 * self.pkt_ns + bytes as f64 * self.byte_ns + msgs * self.msg_ns).round() as u64
+        (pkts as f64 * self.pkt_ns + bytes as f64 * self.byte_ns + msgs * self.msg_ns).round()
+            as u64
     }
 
     fn source_timer(&mut self, src: u32) {
         let now = self.now;
         let one_way = self.net_one_way;
         match self.srcs[src as usize] {
-            SrcState::Ping { queue, interval, size, .. } => {
+            SrcState::Ping {
+                queue,
+                interval,
+                size,
+                ..
+            } => {
                 // ping's interval is a sleep after each send: jitter of up to 1 ms
                 let jitter = self.rng.below(MS);
                 let cost = self.cost(1, size, 0.0);
@@ -1174,9 +1209,15 @@ impl Sim {
         let one_way = self.net_one_way;
         let wire = self.wire_ns(mss as u64 + 78);
         let (queue, msg, window, next, acked, link_free) = match &self.srcs[src as usize] {
-            SrcState::Tcp { queue, msg, window, next, acked, link_free, .. } => {
-                (*queue, *msg, *window, *next, *acked, *link_free)
-            }
+            SrcState::Tcp {
+                queue,
+                msg,
+                window,
+                next,
+                acked,
+                link_free,
+                ..
+            } => (*queue, *msg, *window, *next, *acked, *link_free),
             _ => return,
         };
         if next - acked >= window {
@@ -1199,7 +1240,13 @@ impl Sim {
             cost_ns: cost,
         };
         self.push(now + wire + one_way, Ev::Arrive { queue, pkt });
-        if let SrcState::Tcp { next, link_free, send_armed, .. } = &mut self.srcs[src as usize] {
+        if let SrcState::Tcp {
+            next,
+            link_free,
+            send_armed,
+            ..
+        } = &mut self.srcs[src as usize]
+        {
             *next += 1;
             *link_free = now + wire;
             *send_armed = true;
@@ -1208,7 +1255,10 @@ impl Sim {
     }
 
     fn tcp_ack(&mut self, src: u32, ack: u64) {
-        if let SrcState::Tcp { acked, send_armed, .. } = &mut self.srcs[src as usize] {
+        if let SrcState::Tcp {
+            acked, send_armed, ..
+        } = &mut self.srcs[src as usize]
+        {
             if ack > *acked {
                 *acked = ack;
             }
@@ -1223,7 +1273,14 @@ impl Sim {
     fn tcp_delack(&mut self, src: u32, gen: u32) {
         let now = self.now;
         let one_way = self.net_one_way;
-        if let SrcState::Tcp { delack_gen, delack_armed, unacked, received, .. } = &mut self.srcs[src as usize] {
+        if let SrcState::Tcp {
+            delack_gen,
+            delack_armed,
+            unacked,
+            received,
+            ..
+        } = &mut self.srcs[src as usize]
+        {
             if *delack_gen != gen || !*delack_armed {
                 return;
             }
@@ -1248,7 +1305,14 @@ impl Sim {
                 let rtt = now + one_way + back as u64 - pkt.tag;
                 rtts.push((pkt.tag, rtt));
             }
-            SrcState::Tcp { received, unacked, bytes, delack_gen, delack_armed, .. } => {
+            SrcState::Tcp {
+                received,
+                unacked,
+                bytes,
+                delack_gen,
+                delack_armed,
+                ..
+            } => {
                 *received = (*received).max(pkt.tag + 1);
                 *bytes += pkt.bytes as u64;
                 *unacked += 1;
@@ -1256,7 +1320,13 @@ impl Sim {
                     *unacked = 0;
                     *delack_armed = false;
                     let acked = *received;
-                    self.push(now + one_way, Ev::Ack { src: pkt.src, acked });
+                    self.push(
+                        now + one_way,
+                        Ev::Ack {
+                            src: pkt.src,
+                            acked,
+                        },
+                    );
                 } else if !*delack_armed {
                     *delack_armed = true;
                     *delack_gen = delack_gen.wrapping_add(1);
@@ -1300,7 +1370,11 @@ mod tests {
     fn heap_breaks_ties_by_insertion_order() {
         let mut h = BinaryHeap::new();
         for (seq, t) in [(1u64, 5u64), (2, 3), (3, 5), (4, 3)] {
-            h.push(Entry { t, seq, ev: Ev::Resched { pcpu: seq as u32 } });
+            h.push(Entry {
+                t,
+                seq,
+                ev: Ev::Resched { pcpu: seq as u32 },
+            });
         }
         let order: Vec<u64> = std::iter::from_fn(|| h.pop().map(|e| e.seq)).collect();
         assert_eq!(order, vec![2, 4, 1, 3]);
@@ -1310,7 +1384,10 @@ mod tests {
     fn rng_is_deterministic() {
         let mut a = Rng(7);
         let mut b = Rng(7);
-        assert_eq!((0..5).map(|_| a.next()).collect::<Vec<_>>(), (0..5).map(|_| b.next()).collect::<Vec<_>>());
+        assert_eq!(
+            (0..5).map(|_| a.next()).collect::<Vec<_>>(),
+            (0..5).map(|_| b.next()).collect::<Vec<_>>()
+        );
         assert!(a.below(10) < 10);
     }
 }

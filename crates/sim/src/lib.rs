@@ -104,12 +104,17 @@ pub fn run_one(
         rtt_ms: Rtt::from_ns(&rtts),
         pings_sent: st.pings_sent,
         pings_answered: st.pings.len() as u64,
-        throughput_mbps: (!st.stream_bytes.is_empty()).then(|| stream_total as f64 * 8.0 / secs / 1e6),
+        throughput_mbps: (!st.stream_bytes.is_empty())
+            .then(|| stream_total as f64 * 8.0 / secs / 1e6),
         drops: st.drops,
         irq_moves: st.irq_moves,
         context_switches: st.context_switches,
         events: st.events,
-        events_per_sec: if wall > 0.0 { st.events as f64 / wall } else { 0.0 },
+        events_per_sec: if wall > 0.0 {
+            st.events as f64 / wall
+        } else {
+            0.0
+        },
         wall_ms: wall * 1e3,
         simulated_s: secs,
         vcpu_runtime_ms: st.vcpu_runtime_ns.iter().map(|&n| n as f64 / 1e6).collect(),
@@ -156,7 +161,9 @@ pub fn run_scenario(sc: &Scenario, threads: usize) -> Result<Vec<RunResult>, Str
         for _ in 0..threads {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((sc, sched, pol, m)) = plan.get(i) else { break };
+                let Some((sc, sched, pol, m)) = plan.get(i) else {
+                    break;
+                };
                 let r = run_one(sc, *sched, *pol, *m);
                 if let Ok(mut slot) = slots[i].lock() {
                     *slot = Some(r);

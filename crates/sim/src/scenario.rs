@@ -178,7 +178,9 @@ fn default_window() -> u32 {
 impl SourceSpec {
     pub fn vm(&self) -> u32 {
         match self {
-            SourceSpec::Ping { vm, .. } | SourceSpec::Tcp { vm, .. } | SourceSpec::Udp { vm, .. } => *vm,
+            SourceSpec::Ping { vm, .. }
+            | SourceSpec::Tcp { vm, .. }
+            | SourceSpec::Udp { vm, .. } => *vm,
         }
     }
     pub fn queue(&self) -> u32 {
@@ -326,7 +328,11 @@ fn default_schedulers() -> Vec<SchedulerKind> {
     vec![SchedulerKind::Credit, SchedulerKind::Eevdf]
 }
 fn default_policies() -> Vec<PolicyKind> {
-    vec![PolicyKind::Static, PolicyKind::Irqbalance, PolicyKind::Vbalance]
+    vec![
+        PolicyKind::Static,
+        PolicyKind::Irqbalance,
+        PolicyKind::Vbalance,
+    ]
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -379,7 +385,8 @@ impl Scenario {
     /// Read a TOML scenario file.
     pub fn load(path: &std::path::Path) -> Result<Self, ScenarioError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io(origin.clone(), e))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ScenarioError::Io(origin.clone(), e))?;
         Self::from_toml(&text, &origin)
     }
 
@@ -400,7 +407,10 @@ impl Scenario {
             }
         };
         if self.duration_ms == 0 || self.duration_ms > MAX_DURATION_MS {
-            return Err(format!("duration_ms must be 1..={MAX_DURATION_MS}, got {}", self.duration_ms));
+            return Err(format!(
+                "duration_ms must be 1..={MAX_DURATION_MS}, got {}",
+                self.duration_ms
+            ));
         }
         if self.pcpus == 0 || self.pcpus > MAX_PCPUS {
             return Err(format!("pcpus must be 1..={MAX_PCPUS}, got {}", self.pcpus));
@@ -412,7 +422,9 @@ impl Scenario {
             return Err("schedulers and policies must not be empty".into());
         }
         if self.irqbalance_period_ms == 0 || self.irqbalance_period_ms > MAX_DURATION_MS {
-            return Err(format!("irqbalance_period_ms must be 1..={MAX_DURATION_MS}"));
+            return Err(format!(
+                "irqbalance_period_ms must be 1..={MAX_DURATION_MS}"
+            ));
         }
         let total_vcpus: u64 = self.vms.iter().map(|v| v.vcpus as u64).sum();
         if total_vcpus > MAX_VCPUS as u64 * 4 {
@@ -420,7 +432,10 @@ impl Scenario {
         }
         for (i, vm) in self.vms.iter().enumerate() {
             if vm.vcpus == 0 || vm.vcpus > MAX_VCPUS {
-                return Err(format!("vm[{i}].vcpus must be 1..={MAX_VCPUS}, got {}", vm.vcpus));
+                return Err(format!(
+                    "vm[{i}].vcpus must be 1..={MAX_VCPUS}, got {}",
+                    vm.vcpus
+                ));
             }
             if let Some(pin) = &vm.pin {
                 if pin.len() != vm.vcpus as usize {
@@ -431,18 +446,29 @@ impl Scenario {
                     ));
                 }
                 if let Some(p) = pin.iter().find(|&&p| p >= self.pcpus) {
-                    return Err(format!("vm[{i}].pin names pCPU {p}, but pcpus = {}", self.pcpus));
+                    return Err(format!(
+                        "vm[{i}].pin names pCPU {p}, but pcpus = {}",
+                        self.pcpus
+                    ));
                 }
             }
             if vm.queues == 0 || vm.queues > MAX_QUEUES {
-                return Err(format!("vm[{i}].queues must be 1..={MAX_QUEUES}, got {}", vm.queues));
+                return Err(format!(
+                    "vm[{i}].queues must be 1..={MAX_QUEUES}, got {}",
+                    vm.queues
+                ));
             }
             if vm.ring == 0 || vm.ring > MAX_RING {
-                return Err(format!("vm[{i}].ring must be 1..={MAX_RING}, got {}", vm.ring));
+                return Err(format!(
+                    "vm[{i}].ring must be 1..={MAX_RING}, got {}",
+                    vm.ring
+                ));
             }
             if let Workload::Io { compute_us, io_us } = vm.workload {
                 if compute_us == 0 || io_us == 0 || compute_us > 60_000_000 || io_us > 60_000_000 {
-                    return Err(format!("vm[{i}].workload io: compute_us and io_us must be 1..=60000000"));
+                    return Err(format!(
+                        "vm[{i}].workload io: compute_us and io_us must be 1..=60000000"
+                    ));
                 }
             }
         }
@@ -487,16 +513,21 @@ impl Scenario {
         }
         finite_pos(vb.load_half_life_ms, "vbalance.load_half_life_ms")?;
         if vb.tick_us > 1e9 || vb.load_half_life_ms > 1e9 || n.delack_ms > 1e7 {
-            return Err("vbalance.tick_us, vbalance.load_half_life_ms or net.delack_ms is too large".into());
+            return Err(
+                "vbalance.tick_us, vbalance.load_half_life_ms or net.delack_ms is too large".into(),
+            );
         }
         vb.policy_config()
             .validate()
             .map_err(|e| format!("vbalance: {e}"))?;
         for (i, s) in self.sources.iter().enumerate() {
-            let vm = self
-                .vms
-                .get(s.vm() as usize)
-                .ok_or_else(|| format!("source[{i}] names vm {} but there are {}", s.vm(), self.vms.len()))?;
+            let vm = self.vms.get(s.vm() as usize).ok_or_else(|| {
+                format!(
+                    "source[{i}] names vm {} but there are {}",
+                    s.vm(),
+                    self.vms.len()
+                )
+            })?;
             if s.queue() >= vm.queues {
                 return Err(format!(
                     "source[{i}] names queue {} but vm {} has {}",
@@ -506,14 +537,23 @@ impl Scenario {
                 ));
             }
             match *s {
-                SourceSpec::Ping { interval_ms, size, .. } => {
-                    if interval_ms == 0 || interval_ms > MAX_DURATION_MS || !(1..=65_507).contains(&size) {
+                SourceSpec::Ping {
+                    interval_ms, size, ..
+                } => {
+                    if interval_ms == 0
+                        || interval_ms > MAX_DURATION_MS
+                        || !(1..=65_507).contains(&size)
+                    {
                         return Err(format!(
                             "source[{i}] ping: interval_ms must be 1..={MAX_DURATION_MS}, size 1..=65507"
                         ));
                     }
                 }
-                SourceSpec::Tcp { message_size, window_kb, .. } => {
+                SourceSpec::Tcp {
+                    message_size,
+                    window_kb,
+                    ..
+                } => {
                     if message_size == 0 || message_size > 1 << 20 {
                         return Err(format!("source[{i}] tcp: message_size must be 1..=1048576"));
                     }
@@ -532,7 +572,9 @@ impl Scenario {
                         return Err(format!("source[{i}] udp: message_size must be 1..=65507"));
                     }
                     if udp_slots(message_size) > vm.ring {
-                        return Err(format!("source[{i}] udp: a datagram needs more slots than the ring has"));
+                        return Err(format!(
+                            "source[{i}] udp: a datagram needs more slots than the ring has"
+                        ));
                     }
                 }
             }
@@ -545,7 +587,9 @@ impl Scenario {
                 if let SourceSpec::Udp { vm, .. } = s {
                     let ring = self.vms.get(*vm as usize).map_or(0, |v| v.ring);
                     if udp_slots(m) > ring {
-                        return Err(format!("sweep size {m}: source[{i}] datagrams would not fit the ring"));
+                        return Err(format!(
+                            "sweep size {m}: source[{i}] datagrams would not fit the ring"
+                        ));
                     }
                 }
             }
@@ -574,7 +618,12 @@ pub fn udp_slots(size: u32) -> u32 {
 }
 
 /// Names of the built-in scenarios.
-pub const BUILTINS: &[&str] = &["vbalance-fig5", "vbalance-fig6", "vbalance-fig6-tcp", "vbalance-fig6-udp"];
+pub const BUILTINS: &[&str] = &[
+    "vbalance-fig5",
+    "vbalance-fig6",
+    "vbalance-fig6-tcp",
+    "vbalance-fig6-udp",
+];
 
 fn paper_vm() -> VmSpec {
     VmSpec {
@@ -654,7 +703,10 @@ pub fn builtin(name: &str) -> Result<Vec<Scenario>, ScenarioError> {
         "vbalance-fig6" => Ok(vec![fig6("tcp"), fig6("udp")]),
         "vbalance-fig6-tcp" => Ok(vec![fig6("tcp")]),
         "vbalance-fig6-udp" => Ok(vec![fig6("udp")]),
-        _ => Err(ScenarioError::UnknownBuiltin(name.into(), BUILTINS.join(", "))),
+        _ => Err(ScenarioError::UnknownBuiltin(
+            name.into(),
+            BUILTINS.join(", "),
+        )),
     }
 }
 
@@ -708,7 +760,13 @@ interval_ms = 100
 "#;
         let s = Scenario::from_toml(text, "ex.toml").unwrap();
         assert_eq!(s.vms.len(), 2);
-        assert_eq!(s.vms[1].workload, Workload::Io { compute_us: 500, io_us: 2000 });
+        assert_eq!(
+            s.vms[1].workload,
+            Workload::Io {
+                compute_us: 500,
+                io_us: 2000
+            }
+        );
         assert_eq!(s.net, NetSpec::default());
     }
 

@@ -21,7 +21,9 @@ fn color(p: PolicyKind) -> &'static str {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Round up to a "nice" axis maximum.
@@ -75,14 +77,35 @@ pub fn render(results: &[RunResult]) -> String {
 fn axes(s: &mut String, y0: f64, title: &str, ymax: f64, ylabel: &str) {
     let x1 = W - RIGHT;
     let y1 = y0 + PANEL_H;
-    let _ = writeln!(s, r#"<text x="{LEFT}" y="{}" font-size="14" font-weight="bold">{}</text>"#, y0 - 12.0, esc(title));
-    let _ = writeln!(s, r#"<rect x="{LEFT}" y="{y0}" width="{}" height="{PANEL_H}" fill="none" stroke="black"/>"#, x1 - LEFT);
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="{}" font-size="14" font-weight="bold">{}</text>"#,
+        y0 - 12.0,
+        esc(title)
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect x="{LEFT}" y="{y0}" width="{}" height="{PANEL_H}" fill="none" stroke="black"/>"#,
+        x1 - LEFT
+    );
     for k in 0..=4 {
         let v = ymax * k as f64 / 4.0;
         let y = y1 - PANEL_H * k as f64 / 4.0;
-        let _ = writeln!(s, r##"<line x1="{LEFT}" y1="{y}" x2="{x1}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##, LEFT - 5.0, y + 4.0, fmt_num(v));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT}" y1="{y}" x2="{x1}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+            LEFT - 5.0,
+            y + 4.0,
+            fmt_num(v)
+        );
     }
-    let _ = writeln!(s, r#"<text x="15" y="{}" transform="rotate(-90 15 {})" text-anchor="middle">{}</text>"#, y0 + PANEL_H / 2.0, y0 + PANEL_H / 2.0, esc(ylabel));
+    let _ = writeln!(
+        s,
+        r#"<text x="15" y="{}" transform="rotate(-90 15 {})" text-anchor="middle">{}</text>"#,
+        y0 + PANEL_H / 2.0,
+        y0 + PANEL_H / 2.0,
+        esc(ylabel)
+    );
 }
 
 fn fmt_num(v: f64) -> String {
@@ -99,12 +122,23 @@ fn legend(s: &mut String, y0: f64, items: &[(String, &str)]) {
     for (k, (label, col)) in items.iter().enumerate() {
         let y = y0 + 10.0 + k as f64 * 18.0;
         let x = W - RIGHT + 12.0;
-        let _ = writeln!(s, r#"<rect x="{x}" y="{}" width="12" height="12" fill="{col}"/><text x="{}" y="{}">{}</text>"#, y - 10.0, x + 18.0, y, esc(label));
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x}" y="{}" width="12" height="12" fill="{col}"/><text x="{}" y="{}">{}</text>"#,
+            y - 10.0,
+            x + 18.0,
+            y,
+            esc(label)
+        );
     }
 }
 
 fn rtt(s: &mut String, y0: f64, title: &str, rs: &[&RunResult]) {
-    let ymax = nice_max(rs.iter().flat_map(|r| r.rtt_series.iter().map(|p| p.1)).fold(0.0, f64::max));
+    let ymax = nice_max(
+        rs.iter()
+            .flat_map(|r| r.rtt_series.iter().map(|p| p.1))
+            .fold(0.0, f64::max),
+    );
     let tmax = nice_max(rs.iter().map(|r| r.simulated_s).fold(0.0, f64::max));
     axes(s, y0, title, ymax, "RTT (ms)");
     let x1 = W - RIGHT;
@@ -112,9 +146,19 @@ fn rtt(s: &mut String, y0: f64, title: &str, rs: &[&RunResult]) {
     for k in 0..=4 {
         let t = tmax * k as f64 / 4.0;
         let x = LEFT + (x1 - LEFT) * k as f64 / 4.0;
-        let _ = writeln!(s, r#"<text x="{x}" y="{}" text-anchor="middle">{}</text>"#, y1 + 16.0, fmt_num(t));
+        let _ = writeln!(
+            s,
+            r#"<text x="{x}" y="{}" text-anchor="middle">{}</text>"#,
+            y1 + 16.0,
+            fmt_num(t)
+        );
     }
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">time (s)</text>"#, (LEFT + x1) / 2.0, y1 + 34.0);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">time (s)</text>"#,
+        (LEFT + x1) / 2.0,
+        y1 + 34.0
+    );
     let mut leg = Vec::new();
     for r in rs {
         let col = color(r.policy);
@@ -124,7 +168,10 @@ fn rtt(s: &mut String, y0: f64, title: &str, rs: &[&RunResult]) {
             let y = y1 - PANEL_H * (v / ymax).min(1.0);
             let _ = write!(pts, "{x:.1},{y:.1} ");
         }
-        let _ = writeln!(s, r#"<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="1" opacity="0.85"/>"#);
+        let _ = writeln!(
+            s,
+            r#"<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="1" opacity="0.85"/>"#
+        );
         let label = match r.rtt_ms {
             Some(q) => format!("{} (max {:.1} ms)", r.policy.name(), q.max),
             None => r.policy.name().to_string(),
@@ -135,7 +182,11 @@ fn rtt(s: &mut String, y0: f64, title: &str, rs: &[&RunResult]) {
 }
 
 fn bars(s: &mut String, y0: f64, title: &str, rs: &[&RunResult]) {
-    let ymax = nice_max(rs.iter().filter_map(|r| r.throughput_mbps).fold(0.0, f64::max));
+    let ymax = nice_max(
+        rs.iter()
+            .filter_map(|r| r.throughput_mbps)
+            .fold(0.0, f64::max),
+    );
     axes(s, y0, title, ymax, "throughput (Mbit/s)");
     let mut sizes: Vec<Option<u32>> = Vec::new();
     let mut pols: Vec<PolicyKind> = Vec::new();
@@ -160,13 +211,37 @@ fn bars(s: &mut String, y0: f64, title: &str, rs: &[&RunResult]) {
                 .and_then(|r| r.throughput_mbps)
                 .unwrap_or(0.0);
             let bh = PANEL_H * (v / ymax).min(1.0);
-            let _ = writeln!(s, r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} {:.1} Mbit/s</title></rect>"#, gx + pi as f64 * bw, y1 - bh, bw * 0.95, bh, color(*p), p.name(), v);
+            let _ = writeln!(
+                s,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} {:.1} Mbit/s</title></rect>"#,
+                gx + pi as f64 * bw,
+                y1 - bh,
+                bw * 0.95,
+                bh,
+                color(*p),
+                p.name(),
+                v
+            );
         }
         let label = m.map_or("-".to_string(), |m| format!("{m} B"));
-        let _ = writeln!(s, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, gx + group * 0.4, y1 + 16.0, label);
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            gx + group * 0.4,
+            y1 + 16.0,
+            label
+        );
     }
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">message size</text>"#, (LEFT + x1) / 2.0, y1 + 34.0);
-    let leg: Vec<(String, &str)> = pols.iter().map(|p| (p.name().to_string(), color(*p))).collect();
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">message size</text>"#,
+        (LEFT + x1) / 2.0,
+        y1 + 34.0
+    );
+    let leg: Vec<(String, &str)> = pols
+        .iter()
+        .map(|p| (p.name().to_string(), color(*p)))
+        .collect();
     legend(s, y0, &leg);
 }
 

@@ -31,7 +31,11 @@ fn fig5_credit_static_and_irqbalance_spike_to_three_slices_vbalance_stays_under_
     let v = by(&rs, PolicyKind::Vbalance);
     let q = v.rtt_ms.unwrap();
     assert!(q.p99 < 1.0 && q.max < 1.0, "{q:?}");
-    assert!(v.irq_moves > 100, "vBalance should follow the running vCPU: {}", v.irq_moves);
+    assert!(
+        v.irq_moves > 100,
+        "vBalance should follow the running vCPU: {}",
+        v.irq_moves
+    );
     // the four vCPUs still share the core fairly (credit is unchanged by vBalance)
     let total: f64 = v.vcpu_runtime_ms.iter().sum();
     for rt in &v.vcpu_runtime_ms {
@@ -42,7 +46,9 @@ fn fig5_credit_static_and_irqbalance_spike_to_three_slices_vbalance_stays_under_
 #[test]
 fn fig5_eevdf_same_ordering_with_smaller_spikes() {
     let rs = fig5(SchedulerKind::Eevdf);
-    let credit_static = by(&fig5(SchedulerKind::Credit), PolicyKind::Static).rtt_ms.unwrap();
+    let credit_static = by(&fig5(SchedulerKind::Credit), PolicyKind::Static)
+        .rtt_ms
+        .unwrap();
     for p in [PolicyKind::Static, PolicyKind::Irqbalance] {
         let q = by(&rs, p).rtt_ms.unwrap();
         // three 3 ms slices at most
@@ -88,8 +94,16 @@ fn fig6_credit_vbalance_at_least_1_5x_static_tcp_and_udp() {
 fn fig6_udp_static_drops_at_the_ring_vbalance_does_not_overflow_it() {
     let rs = fig6("udp", SchedulerKind::Credit, &[4096]);
     let s = rs.iter().find(|r| r.policy == PolicyKind::Static).unwrap();
-    let v = rs.iter().find(|r| r.policy == PolicyKind::Vbalance).unwrap();
-    assert!(s.drops > 10 * v.drops.max(1), "static {} vbalance {}", s.drops, v.drops);
+    let v = rs
+        .iter()
+        .find(|r| r.policy == PolicyKind::Vbalance)
+        .unwrap();
+    assert!(
+        s.drops > 10 * v.drops.max(1),
+        "static {} vbalance {}",
+        s.drops,
+        v.drops
+    );
 }
 
 #[test]
@@ -119,10 +133,27 @@ fn two_vm_scenario(second: Workload) -> Scenario {
     let mut sc = builtin("vbalance-fig5").unwrap().remove(0);
     sc.duration_ms = 20_000;
     sc.vms = vec![
-        VmSpec { vcpus: 2, pin: Some(vec![0, 0]), workload: Workload::Idle, queues: 1, ring: 256 },
-        VmSpec { vcpus: 2, pin: Some(vec![0, 0]), workload: second, queues: 1, ring: 256 },
+        VmSpec {
+            vcpus: 2,
+            pin: Some(vec![0, 0]),
+            workload: Workload::Idle,
+            queues: 1,
+            ring: 256,
+        },
+        VmSpec {
+            vcpus: 2,
+            pin: Some(vec![0, 0]),
+            workload: second,
+            queues: 1,
+            ring: 256,
+        },
     ];
-    sc.sources = vec![SourceSpec::Ping { vm: 0, queue: 0, interval_ms: 100, size: 64 }];
+    sc.sources = vec![SourceSpec::Ping {
+        vm: 0,
+        queue: 0,
+        interval_ms: 100,
+        size: 64,
+    }];
     sc
 }
 

@@ -8,7 +8,10 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
     prop_oneof![
         Just(Workload::Burn),
         Just(Workload::Idle),
-        (1u64..3000, 1u64..5000).prop_map(|(c, i)| Workload::Io { compute_us: c, io_us: i }),
+        (1u64..3000, 1u64..5000).prop_map(|(c, i)| Workload::Io {
+            compute_us: c,
+            io_us: i
+        }),
     ]
 }
 

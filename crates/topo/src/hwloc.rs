@@ -233,6 +233,7 @@ struct Loader<'a, 'input> {
     cpu_kinds: Vec<CpuKind>,
     cpu_kind_sets: Vec<Bitmap>,
     numa: Vec<RawNuma>,
+    numa_seen: CpuSet,
     anchors: Vec<Anchor>,
     pci: Vec<RawPci>,
     distances: Vec<RawDistances>,
@@ -259,6 +260,7 @@ impl<'a, 'input> Loader<'a, 'input> {
             cpu_kinds: Vec::new(),
             cpu_kind_sets: Vec::new(),
             numa: Vec::new(),
+            numa_seen: CpuSet::new(),
             anchors: Vec::new(),
             pci: Vec::new(),
             distances: Vec::new(),
@@ -605,9 +607,10 @@ impl<'a, 'input> Loader<'a, 'input> {
         if os > MAX_CPU {
             return Err(self.err(node, format!("NUMANode os_index {os} above {MAX_CPU}")));
         }
-        if self.numa.iter().any(|n| n.os_index == os) {
+        if self.numa_seen.contains(os) {
             return Err(self.err(node, format!("NUMANode P#{os} appears twice")));
         }
+        self.numa_seen.insert(os);
         let subtype = node.attribute("subtype").map(str::to_string);
         let special = subtype
             .as_deref()
@@ -875,11 +878,19 @@ impl<'a, 'input> Loader<'a, 'input> {
             return Ok(());
         }
         let by_gp = hetero || indexing == "gp";
+        let gp: std::collections::HashMap<u64, u32> = if by_gp {
+            self.numa
+                .iter()
+                .filter_map(|x| Some((x.gp_index?, x.os_index)))
+                .collect()
+        } else {
+            Default::default()
+        };
         let mut nodes = Vec::with_capacity(n);
         for (_, idx) in &indexes {
             let os = if by_gp {
-                match self.numa.iter().find(|x| x.gp_index == Some(*idx)) {
-                    Some(x) => x.os_index,
+                match gp.get(idx) {
+                    Some(&os) => os,
                     None => return Ok(()), // unresolvable: not usable, not an error
                 }
             } else {

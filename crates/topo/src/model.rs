@@ -489,7 +489,9 @@ impl RawTopology {
                     c.cpus.intersection(&seen)
                 )));
             }
-            seen = seen.union(&c.cpus);
+            for cpu in c.cpus.iter() {
+                seen.insert(cpu);
+            }
             cores.push(c);
         }
         for cpu in all.difference(&seen).iter() {
@@ -513,14 +515,13 @@ impl RawTopology {
 
         // Caches: merge duplicates, drop empty, number per (level, type).
         let mut caches: Vec<RawCache> = Vec::new();
+        let mut cache_keys: std::collections::HashSet<(u8, CacheType, CpuSet)> =
+            std::collections::HashSet::new();
         for c in self.caches.drain(..) {
             if c.cpus.is_empty() || !c.cpus.is_subset(&all) {
                 continue;
             }
-            if caches
-                .iter()
-                .any(|k| k.level == c.level && k.cache_type == c.cache_type && k.cpus == c.cpus)
-            {
+            if !cache_keys.insert((c.level, c.cache_type, c.cpus.clone())) {
                 continue;
             }
             caches.push(c);
@@ -587,8 +588,23 @@ impl RawTopology {
 
         let core_ids: Vec<(CpuSet, u32)> =
             cores.iter().enumerate().map(|(i, c)| (c.cpus.clone(), i as u32)).collect();
-        let find = |sets: &[(CpuSet, u32)], cpu: u32| -> Option<u32> {
-            sets.iter().find(|(s, _)| s.contains(cpu)).map(|(_, id)| *id)
+        // cpu -> id of the first set holding it, built in one pass over the sets (a scan of
+        // every set for every CPU is quadratic on hosts with thousands of CPUs)
+        let table = |sets: &[(CpuSet, u32)]| -> Vec<Option<u32>> {
+            let mut t = vec![None; all.last().map_or(0, |l| l as usize + 1)];
+            for (s, id) in sets {
+                for cpu in s.iter() {
+                    if let Some(slot) = t.get_mut(cpu as usize) {
+                        if slot.is_none() {
+                            *slot = Some(*id);
+                        }
+                    }
+                }
+            }
+            t
+        };
+        let find = |t: &[Option<u32>], cpu: u32| -> Option<u32> {
+            t.get(cpu as usize).copied().flatten()
         };
         let pkg_sets: Vec<(CpuSet, u32)> =
             packages.iter().map(|(g, _, id)| (g.cpus.clone(), *id)).collect();
@@ -608,6 +624,8 @@ impl RawTopology {
             .map(|n| (n.cpus.clone(), n.os_index))
             .collect();
 
+        let (core_ids, pkg_sets, die_sets) = (table(&core_ids), table(&pkg_sets), table(&die_sets));
+        let (numa_sets, l1, l2, l3) = (table(&numa_sets), table(&l1), table(&l2), table(&l3));
         let pus: Vec<Pu> = all
             .iter()
             .map(|cpu| Pu {
@@ -685,12 +703,19 @@ impl RawTopology {
 /// overlapping groups.
 fn number_groups<T>(groups: Vec<(RawGroup, T)>, all: &CpuSet) -> Result<Vec<(RawGroup, T, u32)>, String> {
     let mut out: Vec<(RawGroup, T)> = Vec::new();
+    let mut seen = CpuSet::new();
     for (mut g, extra) in groups {
         g.cpus = g.cpus.intersection(all);
         if g.cpus.is_empty() {
             continue;
         }
-        if let Some(dup) = out.iter().find(|(k, _)| k.cpus.intersects(&g.cpus)) {
+        // only scan the groups kept so far when there is an overlap to explain
+        let overlap = g.cpus.intersects(&seen);
+        if let Some(dup) = out
+            .iter()
+            .filter(|_| overlap)
+            .find(|(k, _)| k.cpus.intersects(&g.cpus))
+        {
             if dup.0.cpus == g.cpus {
                 continue;
             }
@@ -698,6 +723,9 @@ fn number_groups<T>(groups: Vec<(RawGroup, T)>, all: &CpuSet) -> Result<Vec<(Raw
                 "CPUs {} are in two groups",
                 dup.0.cpus.intersection(&g.cpus)
             ));
+        }
+        for cpu in g.cpus.iter() {
+            seen.insert(cpu);
         }
         out.push((g, extra));
     }

@@ -1010,12 +1010,22 @@ fn watch_routes_irqs_that_appear_later_and_stops_with_qemu() {
     let irq = loop {
         let found = irq_numbers().into_iter().find(|n| {
             read(format!("/proc/irq/{n}/smp_affinity_list")) == "0"
-                && std::fs::read_dir(format!("/proc/irq/{n}")).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("virtio"))
+                && std::fs::read_dir(format!("/proc/irq/{n}"))
+                    .unwrap()
+                    .any(|e| {
+                        e.unwrap()
+                            .file_name()
+                            .to_string_lossy()
+                            .starts_with("virtio")
+                    })
         });
         if let Some(n) = found {
             break n;
         }
-        assert!(t.elapsed() < Duration::from_secs(10), "the watcher's first pass routed nothing");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the watcher's first pass routed nothing"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     std::thread::sleep(Duration::from_millis(300));
@@ -1023,7 +1033,10 @@ fn watch_routes_irqs_that_appear_later_and_stops_with_qemu() {
     std::fs::write(format!("/proc/irq/{irq}/smp_affinity_list"), "0-1").unwrap();
     let t = Instant::now();
     while read(format!("/proc/irq/{irq}/smp_affinity_list")) != "0" {
-        assert!(t.elapsed() < Duration::from_secs(5), "IRQ {irq} was not re-routed");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "IRQ {irq} was not re-routed"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // QEMU goes away: the watcher ends by itself
@@ -1034,7 +1047,10 @@ fn watch_routes_irqs_that_appear_later_and_stops_with_qemu() {
             assert!(st.success());
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(5), "watcher still running after QEMU exited");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "watcher still running after QEMU exited"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = watcher.wait_with_output().unwrap();
@@ -1042,7 +1058,10 @@ fn watch_routes_irqs_that_appear_later_and_stops_with_qemu() {
     assert!(text.contains("watch ended: QEMU"), "{text}");
     let journal_text = std::fs::read_to_string(&journal).unwrap();
     let mentions = journal_text.matches(&format!("\"irq\":{irq},")).count();
-    assert_eq!(mentions, 2, "IRQ {irq} journaled by the first pass and by the watcher");
+    assert_eq!(
+        mentions, 2,
+        "IRQ {irq} journaled by the first pass and by the watcher"
+    );
     let r = restore(&journal);
     assert_eq!(r["failed"], 0);
     assert_same(&before, &snapshot(None), "after watch + restore");
@@ -1063,8 +1082,15 @@ fn restore_after_qemu_exited_skips_its_threads_and_says_so() {
     drop(q);
     let r = restore(&journal);
     assert_eq!(r["failed"], 0, "{r:#}");
-    let skipped: Vec<&Value> = r["steps"].as_array().unwrap().iter().filter(|s| s["result"] == "skipped").collect();
+    let skipped: Vec<&Value> = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["result"] == "skipped")
+        .collect();
     assert_eq!(skipped.len(), nthreads, "{r:#}");
-    assert!(skipped.iter().all(|s| s["note"].as_str().unwrap().contains("no longer exists")));
+    assert!(skipped
+        .iter()
+        .all(|s| s["note"].as_str().unwrap().contains("no longer exists")));
     assert_same(&before, &snapshot(None), "after restore without QEMU");
 }

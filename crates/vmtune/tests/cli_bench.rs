@@ -416,3 +416,62 @@ fn help_teaches() {
         assert!(h.contains("--json"), "{sub}: {h}");
     }
 }
+
+/// `suite --guest` boots a real QEMU guest (TCG) and brings its result back. Needs a guest
+/// kernel: `VMTUNE_GUEST_KERNEL` or a `/boot/vmlinuz-*` (Debian's linux-image-*-cloud-amd64
+/// works); machines without one skip this test.
+#[test]
+fn suite_in_a_qemu_guest() {
+    let kernel = std::env::var("VMTUNE_GUEST_KERNEL").ok().or_else(|| {
+        let mut k: Vec<String> = std::fs::read_dir("/boot")
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().display().to_string())
+            .filter(|p| p.contains("/vmlinuz-"))
+            .collect();
+        k.sort();
+        k.pop()
+    });
+    let Some(kernel) = kernel else {
+        println!(
+            "skipped: no guest kernel (set VMTUNE_GUEST_KERNEL or install linux-image-cloud-amd64)"
+        );
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let v = ok_json(&[
+        "bench",
+        "suite",
+        "--config",
+        "guest-2cpu",
+        "--guest",
+        "--kernel",
+        &kernel,
+        "--accel",
+        "tcg",
+        "--guest-cpus",
+        "2",
+        "--guest-memory",
+        "768M",
+        "--skip",
+        "membw,latency",
+        "--out",
+        d.path().to_str().unwrap(),
+        "--guest-timeout",
+        "500",
+        "--json",
+    ]);
+    assert_eq!(v["config"], "guest-2cpu");
+    assert_eq!(v["environment"]["in_guest"], true);
+    assert_eq!(v["environment"]["cpus"], "0-1");
+    assert_eq!(v["runner"]["kind"], "qemu-guest");
+    // the emulated timers of seed 004 are there, and were measured
+    let probes = v["timer"]["probes"].as_array().unwrap();
+    assert!(
+        probes
+            .iter()
+            .any(|p| p["clocksource"] == "acpi_pm" && p["error"].is_null()),
+        "{probes:?}"
+    );
+    assert!(d.path().join("guest-2cpu.json").exists());
+}

@@ -11,7 +11,9 @@ fn vmtune() -> Command {
 }
 
 fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// The first virtio-net receive-queue IRQ: (irq, effective CPU, original affinity list).
@@ -24,9 +26,16 @@ fn virtio_net_rx_irq() -> Option<(u32, u32, String)> {
         .collect();
     let ints = std::fs::read_to_string("/proc/interrupts").ok()?;
     for line in ints.lines() {
-        let Some((label, _)) = line.split_once(':') else { continue };
-        let Ok(irq) = label.trim().parse::<u32>() else { continue };
-        if devs.iter().any(|d| line.trim_end().ends_with(&format!("{d}-input.0"))) {
+        let Some((label, _)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(irq) = label.trim().parse::<u32>() else {
+            continue;
+        };
+        if devs
+            .iter()
+            .any(|d| line.trim_end().ends_with(&format!("{d}-input.0")))
+        {
             let eff = read(&format!("/proc/irq/{irq}/effective_affinity_list"))?;
             let cpu = eff.split([',', '-']).next()?.parse().ok()?;
             let orig = read(&format!("/proc/irq/{irq}/smp_affinity_list"))?;
@@ -38,9 +47,16 @@ fn virtio_net_rx_irq() -> Option<(u32, u32, String)> {
 
 fn irq_count(irq: u32) -> Option<u64> {
     let ints = std::fs::read_to_string("/proc/interrupts").ok()?;
-    let line = ints.lines().find(|l| l.split_once(':').is_some_and(|(a, _)| a.trim() == irq.to_string()))?;
+    let line = ints.lines().find(|l| {
+        l.split_once(':')
+            .is_some_and(|(a, _)| a.trim() == irq.to_string())
+    })?;
     let (_, rest) = line.split_once(':')?;
-    Some(rest.split_whitespace().map_while(|t| t.parse::<u64>().ok()).sum())
+    Some(
+        rest.split_whitespace()
+            .map_while(|t| t.parse::<u64>().ok())
+            .sum(),
+    )
 }
 
 /// Make some network traffic (a TCP connection attempt to the default gateway), then return
@@ -50,7 +66,9 @@ fn effective_after_traffic(irq: u32) -> Option<(u64, String)> {
     let route = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
     let gw = route.lines().skip(1).find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        (f.get(1) == Some(&"00000000")).then(|| u32::from_str_radix(f.get(2)?, 16).ok()).flatten()
+        (f.get(1) == Some(&"00000000"))
+            .then(|| u32::from_str_radix(f.get(2)?, 16).ok())
+            .flatten()
     });
     for _ in 0..5 {
         if let Some(g) = gw {
@@ -62,7 +80,10 @@ fn effective_after_traffic(irq: u32) -> Option<(u64, String)> {
         }
     }
     let after = irq_count(irq)?;
-    Some((after - before, read(&format!("/proc/irq/{irq}/effective_affinity_list"))?))
+    Some((
+        after - before,
+        read(&format!("/proc/irq/{irq}/effective_affinity_list"))?,
+    ))
 }
 
 /// Restores an IRQ's affinity when the test ends, whatever happens.
@@ -76,8 +97,15 @@ impl Drop for Restore {
 
 #[test]
 fn show_lists_cpus_irqs_and_the_decision() {
-    let out = vmtune().args(["irq", "show", "--interval", "0.3", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = vmtune()
+        .args(["irq", "show", "--interval", "0.3", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cpus = v["cpus"].as_array().unwrap();
     assert!(!cpus.is_empty());
@@ -87,22 +115,40 @@ fn show_lists_cpus_irqs_and_the_decision() {
     }
     assert!(v["irqs"].is_array());
     assert!(v["decision"]["placements"].is_array());
-    let text = vmtune().args(["irq", "show", "--interval", "0.2"]).output().unwrap();
+    let text = vmtune()
+        .args(["irq", "show", "--interval", "0.2"])
+        .output()
+        .unwrap();
     let s = String::from_utf8_lossy(&text.stdout);
     assert!(s.contains("steal%") && s.contains("vBalance now"), "{s}");
 }
 
 #[test]
 fn bad_arguments_fail_with_one_line() {
-    let out = vmtune().args(["irq", "show", "--interval=-1"]).output().unwrap();
+    let out = vmtune()
+        .args(["irq", "show", "--interval=-1"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    let out = vmtune().args(["irq", "balance", "--mode", "host"]).output().unwrap();
+    let out = vmtune()
+        .args(["irq", "balance", "--mode", "host"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--pid"));
     let out = vmtune()
-        .args(["irq", "balance", "--mode", "host", "--pid", &std::process::id().to_string(), "--duration", "0.1"])
+        .args([
+            "irq",
+            "balance",
+            "--mode",
+            "host",
+            "--pid",
+            &std::process::id().to_string(),
+            "--duration",
+            "0.1",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -114,7 +160,9 @@ fn bad_arguments_fail_with_one_line() {
 #[test]
 #[ignore]
 fn blast_helper() {
-    let Ok(secs) = std::env::var("VMTUNE_TEST_BLAST") else { return };
+    let Ok(secs) = std::env::var("VMTUNE_TEST_BLAST") else {
+        return;
+    };
     let secs: f64 = secs.parse().unwrap_or(10.0);
     let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     rx.set_nonblocking(true).unwrap();
@@ -147,7 +195,14 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
     let mut blaster = Command::new("taskset")
         .args(["-c", &cpu.to_string()])
         .arg(std::env::current_exe().unwrap())
-        .args(["blast_helper", "--exact", "--ignored", "--nocapture", "--test-threads", "1"])
+        .args([
+            "blast_helper",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env("VMTUNE_TEST_BLAST", "25")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -158,8 +213,19 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
     // by the policy and simulator tests).
     let mut child = vmtune()
         .args([
-            "irq", "balance", "--mode", "guest", "--json", "--interval-ms", "300",
-            "--steal-threshold", "1", "--irq", &irq.to_string(), "--duration", "30",
+            "irq",
+            "balance",
+            "--mode",
+            "guest",
+            "--json",
+            "--interval-ms",
+            "300",
+            "--steal-threshold",
+            "1",
+            "--irq",
+            &irq.to_string(),
+            "--duration",
+            "30",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -191,7 +257,9 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
         }
     }
     // SIGTERM, then the daemon must restore and report
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     let status = child.wait().unwrap();
     let _ = blaster.kill();
     let _ = blaster.wait();
@@ -203,7 +271,8 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
     let start: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
     assert_eq!(start["event"], "start");
     assert_eq!(start["candidates"][0]["movable"], true, "{all}");
-    let m = moved.unwrap_or_else(|| panic!("no move of irq {irq} away from loaded cpu{cpu}:\n{all}"));
+    let m =
+        moved.unwrap_or_else(|| panic!("no move of irq {irq} away from loaded cpu{cpu}:\n{all}"));
     assert_eq!(m["from"], cpu);
     assert_ne!(m["to"], cpu);
     assert_eq!(m["reason"], "imbalance");
@@ -228,5 +297,8 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
     assert!(s["cpu_percent"].as_f64().unwrap() < 50.0, "{s}");
     eprintln!("daemon summary: {s}");
     // the original affinity is back
-    assert_eq!(read(&format!("/proc/irq/{irq}/smp_affinity_list")).as_deref(), Some(original.as_str()));
+    assert_eq!(
+        read(&format!("/proc/irq/{irq}/smp_affinity_list")).as_deref(),
+        Some(original.as_str())
+    );
 }

@@ -22,8 +22,19 @@ fn stderr(o: &Output) -> String {
 }
 
 const GAMING: &[&str] = &[
-    "plan", "--topology", "builtin", "--vcpus", "12", "--memory", "16G", "--gpu", "01:00.0",
-    "--os", "windows", "--name", "win10",
+    "plan",
+    "--topology",
+    "builtin",
+    "--vcpus",
+    "12",
+    "--memory",
+    "16G",
+    "--gpu",
+    "01:00.0",
+    "--os",
+    "windows",
+    "--name",
+    "win10",
 ];
 
 fn list(v: &Value) -> Vec<u64> {
@@ -46,7 +57,10 @@ fn report_reproduces_the_seed_000_layout() {
         s.contains("device (VFIO) -> CPUs 2-7,10-15; all others -> CPUs 0-1,8-9"),
         "{s}"
     );
-    assert!(s.contains("1 socket(s) x 1 die(s) x 6 core(s) x 2 thread(s)"), "{s}");
+    assert!(
+        s.contains("1 socket(s) x 1 die(s) x 6 core(s) x 2 thread(s)"),
+        "{s}"
+    );
     assert!(s.contains("8192 pages of 2 MiB"), "{s}");
     assert!(s.contains("Hyper-V relaxed"), "{s}");
     // vCPU table: vCPU 0 on PU 2, vCPU 1 on its sibling PU 10, both core L#2
@@ -78,8 +92,15 @@ fn json_has_the_design_keys() {
     assert_eq!(list(&v["iothread_cpus"]), vec![1, 9]);
     assert_eq!(list(&v["host_cpus"]), vec![0, 8]);
     let t = &v["guest_topology"];
-    assert_eq!((t["sockets"].as_u64(), t["dies"].as_u64(), t["cores"].as_u64(), t["threads"].as_u64()),
-        (Some(1), Some(1), Some(6), Some(2)));
+    assert_eq!(
+        (
+            t["sockets"].as_u64(),
+            t["dies"].as_u64(),
+            t["cores"].as_u64(),
+            t["threads"].as_u64()
+        ),
+        (Some(1), Some(1), Some(6), Some(2))
+    );
     let cell = &v["guest_numa"][0];
     assert_eq!(cell["cell"], 0);
     assert_eq!(list(&cell["vcpus"]).len(), 12);
@@ -88,9 +109,14 @@ fn json_has_the_design_keys() {
     assert_eq!(list(&v["memory"]["host_nodes"]), vec![0]);
     assert_eq!(v["memory"]["hugepage_size_kb"], 2048);
     assert_eq!(v["memory"]["pages"], 8192);
-    assert_eq!(list(&v["irq"]["vfio_cpus"]), vec![2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15]);
+    assert_eq!(
+        list(&v["irq"]["vfio_cpus"]),
+        vec![2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15]
+    );
     assert_eq!(list(&v["irq"]["host_cpus"]), vec![0, 1, 8, 9]);
-    assert!(v["rationale"].as_array().is_some_and(|r| r.len() > 5 && r.iter().all(|s| s.is_string())));
+    assert!(v["rationale"]
+        .as_array()
+        .is_some_and(|r| r.len() > 5 && r.iter().all(|s| s.is_string())));
     assert!(v["warnings"].is_array());
     // --emit json is the same document
     let mut args = GAMING.to_vec();
@@ -109,13 +135,30 @@ fn temp_file(name: &str, content: &[u8]) -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn a_plan_json_is_a_tenant() {
     let first = vmtune(&[
-        "plan", "--topology", "builtin", "--vcpus", "4", "--memory", "4G", "--name", "a", "--json",
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--name",
+        "a",
+        "--json",
     ]);
     assert!(first.status.success(), "{}", stderr(&first));
     let a: Value = serde_json::from_slice(&first.stdout).unwrap();
     let (_d, path) = temp_file("a.json", &first.stdout);
     let second = vmtune(&[
-        "plan", "--topology", "builtin", "--vcpus", "4", "--memory", "4G", "--json", "--tenant",
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--json",
+        "--tenant",
         path.to_str().unwrap(),
     ]);
     assert!(second.status.success(), "{}", stderr(&second));
@@ -128,17 +171,29 @@ fn a_plan_json_is_a_tenant() {
         .chain(list(&a["emulator_cpus"]))
         .collect();
     for v in b["vcpus"].as_array().unwrap() {
-        assert!(!taken.contains(&v["cpu"].as_u64().unwrap()), "{v} is taken by tenant a");
+        assert!(
+            !taken.contains(&v["cpu"].as_u64().unwrap()),
+            "{v} is taken by tenant a"
+        );
     }
 }
 
 #[test]
 fn refusals_exit_2_with_one_line() {
     for (args, want) in [
-        (vec!["--vcpus", "16", "--memory", "4G"], "at most 14 vCPUs fit"),
+        (
+            vec!["--vcpus", "16", "--memory", "4G"],
+            "at most 14 vCPUs fit",
+        ),
         (vec!["--vcpus", "4", "--memory", "64G"], "does not fit"),
-        (vec!["--vcpus", "4", "--memory", "4G", "--gpu", "07:00.0"], "no PCI device 0000:07:00.0"),
-        (vec!["--vcpus", "4", "--memory", "4G", "--gpu", "nonsense"], "not a PCI address"),
+        (
+            vec!["--vcpus", "4", "--memory", "4G", "--gpu", "07:00.0"],
+            "no PCI device 0000:07:00.0",
+        ),
+        (
+            vec!["--vcpus", "4", "--memory", "4G", "--gpu", "nonsense"],
+            "not a PCI address",
+        ),
         (vec!["--vcpus", "4", "--memory", "lots"], "invalid size"),
     ] {
         let mut full = vec!["plan", "--topology", "builtin"];
@@ -156,43 +211,89 @@ fn refusals_exit_2_with_one_line() {
 #[test]
 fn device_taken_by_a_tenant_is_refused() {
     let first = vmtune(&[
-        "plan", "--topology", "builtin", "--vcpus", "4", "--memory", "4G", "--gpu", "01:00.0",
-        "--name", "gamer", "--json",
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--gpu",
+        "01:00.0",
+        "--name",
+        "gamer",
+        "--json",
     ]);
     assert!(first.status.success(), "{}", stderr(&first));
     let (_d, path) = temp_file("gamer.json", &first.stdout);
     let o = vmtune(&[
-        "plan", "--topology", "builtin", "--vcpus", "2", "--memory", "2G", "--gpu", "01:00.1",
-        "--tenant", path.to_str().unwrap(),
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "2",
+        "--memory",
+        "2G",
+        "--gpu",
+        "01:00.1",
+        "--tenant",
+        path.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("already assigned to tenant \"gamer\""), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("already assigned to tenant \"gamer\""),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn bad_tenant_file_is_named() {
     let (_d, path) = temp_file("junk.txt", b"hello");
     let o = vmtune(&[
-        "plan", "--topology", "builtin", "--vcpus", "2", "--memory", "2G", "--tenant",
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "2",
+        "--memory",
+        "2G",
+        "--tenant",
         path.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    assert!(e.contains("junk.txt") && e.contains("neither a plan JSON nor a libvirt domain XML"), "{e}");
+    assert!(
+        e.contains("junk.txt") && e.contains("neither a plan JSON nor a libvirt domain XML"),
+        "{e}"
+    );
 }
 
 #[test]
 fn windows7_and_hugepage_flags() {
     let o = vmtune(&[
-        "plan", "--topology", "builtin", "--vcpus", "4", "--memory", "8G", "--os", "windows7",
-        "--hugepages", "none", "--json",
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "8G",
+        "--os",
+        "windows7",
+        "--hugepages",
+        "none",
+        "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["cpu_features"]["hide_hypervisor"], true);
     assert_eq!(v["memory"]["hugepage_size_kb"], 4);
     let warnings = v["warnings"].to_string();
-    assert!(warnings.contains("3:03") && warnings.contains("2:26"), "{warnings}");
+    assert!(
+        warnings.contains("3:03") && warnings.contains("2:26"),
+        "{warnings}"
+    );
 }
 
 #[test]
@@ -219,14 +320,30 @@ fn domain_is_patched_and_becomes_a_tenant() {
     let o = vmtune(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let patched = stdout(&o);
-    assert!(patched.contains("<name>win10</name>") && patched.contains("vcpupin"), "{patched}");
+    assert!(
+        patched.contains("<name>win10</name>") && patched.contains("vcpupin"),
+        "{patched}"
+    );
     // the patched domain, as a tenant, takes its CPUs: a second VM goes elsewhere or is refused
     let (_d2, tenant) = temp_file("tenant.xml", patched.as_bytes());
     let o = vmtune(&[
-        "plan", "--topology", "builtin", "--vcpus", "2", "--memory", "2G", "--json", "--tenant",
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "2",
+        "--memory",
+        "2G",
+        "--json",
+        "--tenant",
         tenant.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2), "the desktop has no free core left: {}", stdout(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "the desktop has no free core left: {}",
+        stdout(&o)
+    );
     assert!(stderr(&o).contains("at most 0 vCPUs fit"), "{}", stderr(&o));
     // --domain needs the libvirt format
     let mut args = GAMING.to_vec();
@@ -239,7 +356,20 @@ fn help_teaches() {
     let o = vmtune(&["plan", "--help"]);
     assert!(o.status.success());
     let s = stdout(&o);
-    for flag in ["--vcpus", "--memory", "--gpu", "--profile", "--os", "--tenant", "--hugepages", "--topology", "--emit", "--domain", "--json", "--host-cpus"] {
+    for flag in [
+        "--vcpus",
+        "--memory",
+        "--gpu",
+        "--profile",
+        "--os",
+        "--tenant",
+        "--hugepages",
+        "--topology",
+        "--emit",
+        "--domain",
+        "--json",
+        "--host-cpus",
+    ] {
         assert!(s.contains(flag), "{flag} missing from --help");
     }
 }

@@ -4,12 +4,19 @@
 use std::process::{Command, Output};
 
 fn vmtune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmtune")).args(args).output().expect("run vmtune")
+    Command::new(env!("CARGO_BIN_EXE_vmtune"))
+        .args(args)
+        .output()
+        .expect("run vmtune")
 }
 
 fn ok_json(args: &[&str]) -> serde_json::Value {
     let out = vmtune(args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -17,7 +24,15 @@ fn ok_json(args: &[&str]) -> serde_json::Value {
 fn fig5_json_has_rtt_per_policy_and_scheduler() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("fig5.svg");
-    let v = ok_json(&["sim", "vbalance-fig5", "--duration", "10", "--json", "--svg", svg.to_str().unwrap()]);
+    let v = ok_json(&[
+        "sim",
+        "vbalance-fig5",
+        "--duration",
+        "10",
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6);
     for r in runs {
@@ -48,8 +63,21 @@ fn fig6_json_has_throughput_per_size() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("fig6.svg");
     let v = ok_json(&[
-        "sim", "vbalance-fig6-udp", "--duration", "0.5", "--sizes", "1024,4096", "--scheduler", "credit",
-        "--policy", "static", "--policy", "vbalance", "--json", "--svg", svg.to_str().unwrap(),
+        "sim",
+        "vbalance-fig6-udp",
+        "--duration",
+        "0.5",
+        "--sizes",
+        "1024,4096",
+        "--scheduler",
+        "credit",
+        "--policy",
+        "static",
+        "--policy",
+        "vbalance",
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
     ]);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
@@ -98,7 +126,10 @@ interval_ms = 50
     assert_eq!(runs[0]["vcpu_runtime_ms"].as_array().unwrap().len(), 6);
     let text = vmtune(&["sim", f.to_str().unwrap()]);
     let s = String::from_utf8_lossy(&text.stdout);
-    assert!(s.contains("two-vms") && s.contains("scheduler credit") && s.contains("rtt p99"), "{s}");
+    assert!(
+        s.contains("two-vms") && s.contains("scheduler credit") && s.contains("rtt p99"),
+        "{s}"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use plan::{GuestOs, HugepagePolicy, Profile, Request, Tenant};
 use proptest::prelude::*;
 use topo::{
-    CacheType, CpuKind, CpuSet, DeviceKind, Distances, HugePages, Host, MemoryKind, NumaNode,
+    CacheType, CpuKind, CpuSet, DeviceKind, Distances, Host, HugePages, MemoryKind, NumaNode,
     PciDevice, RawCache, RawGroup, RawTopology,
 };
 
@@ -105,14 +105,20 @@ pub fn synthetic(s: &Shape) -> Host {
                     }
                 })
                 .collect();
-            raw.cores.push(RawGroup { os_index: Some(core), cpus: pus.clone() });
+            raw.cores.push(RawGroup {
+                os_index: Some(core),
+                cpus: pus.clone(),
+            });
             l3_cpus = l3_cpus.union(&pus);
             p_pus = p_pus.union(&pus);
         }
         for _ in 0..s.e_cores_per_l3 {
             let pus: CpuSet = std::iter::once(next_e).collect();
             next_e += 1;
-            raw.cores.push(RawGroup { os_index: None, cpus: pus.clone() });
+            raw.cores.push(RawGroup {
+                os_index: None,
+                cpus: pus.clone(),
+            });
             l3_cpus = l3_cpus.union(&pus);
             e_pus = e_pus.union(&pus);
         }
@@ -130,14 +136,34 @@ pub fn synthetic(s: &Shape) -> Host {
     raw.pus = p_pus.union(&e_pus);
     if !e_pus.is_empty() {
         raw.cpu_kinds = vec![
-            CpuKind { label: String::new(), efficiency: Some(1), name: None, max_freq_mhz: None, cpus: p_pus },
-            CpuKind { label: String::new(), efficiency: Some(0), name: None, max_freq_mhz: None, cpus: e_pus },
+            CpuKind {
+                label: String::new(),
+                efficiency: Some(1),
+                name: None,
+                max_freq_mhz: None,
+                cpus: p_pus,
+            },
+            CpuKind {
+                label: String::new(),
+                efficiency: Some(0),
+                name: None,
+                max_freq_mhz: None,
+                cpus: e_pus,
+            },
         ];
     }
     raw.packages = pkg_cpus
         .iter()
         .enumerate()
-        .map(|(i, c)| (RawGroup { os_index: Some(i as u32), cpus: c.clone() }, None))
+        .map(|(i, c)| {
+            (
+                RawGroup {
+                    os_index: Some(i as u32),
+                    cpus: c.clone(),
+                },
+                None,
+            )
+        })
         .collect();
     raw.numa_nodes = node_cpus
         .iter()
@@ -149,8 +175,16 @@ pub fn synthetic(s: &Shape) -> Host {
                 cpus: c.clone(),
                 memory_bytes: Some(s.node_gib * GIB),
                 hugepages: vec![
-                    HugePages { size_kb: 2048, total: Some(free.map_or(1024, |f| f.0)), free: free.map(|f| f.0) },
-                    HugePages { size_kb: 1048576, total: Some(free.map_or(4, |f| f.1)), free: free.map(|f| f.1) },
+                    HugePages {
+                        size_kb: 2048,
+                        total: Some(free.map_or(1024, |f| f.0)),
+                        free: free.map(|f| f.0),
+                    },
+                    HugePages {
+                        size_kb: 1048576,
+                        total: Some(free.map_or(4, |f| f.1)),
+                        free: free.map(|f| f.1),
+                    },
                 ],
                 memory_kind: MemoryKind::Dram,
                 free_bytes: None,
@@ -227,7 +261,7 @@ pub fn request_for(host: &Host, seed: (u32, u64, u8, u8, u8, u8, u16)) -> Reques
     // mostly fits one node, sometimes needs several, sometimes a size not a GiB multiple
     let memory_bytes = match mem_pick % 8 {
         0 => node_mem + GIB,
-        1 => 3 * 512 << 20,
+        1 => (3 * 512) << 20,
         _ => (1 + mem_pick % (node_mem / GIB).max(1)) * GIB,
     };
     let gpus: Vec<String> = host
@@ -242,15 +276,34 @@ pub fn request_for(host: &Host, seed: (u32, u64, u8, u8, u8, u8, u16)) -> Reques
         vcpus,
         memory_bytes,
         devices: gpus,
-        profile: [Profile::Gaming, Profile::Compute, Profile::Membw, Profile::Collective][prof as usize % 4],
+        profile: [
+            Profile::Gaming,
+            Profile::Compute,
+            Profile::Membw,
+            Profile::Collective,
+        ][prof as usize % 4],
         os: [GuestOs::Linux, GuestOs::Windows, GuestOs::Windows7][os as usize % 3],
-        hugepages: [HugepagePolicy::Auto, HugepagePolicy::Auto, HugepagePolicy::None, HugepagePolicy::Size2M, HugepagePolicy::Size1G][hp as usize % 5],
+        hugepages: [
+            HugepagePolicy::Auto,
+            HugepagePolicy::Auto,
+            HugepagePolicy::None,
+            HugepagePolicy::Size2M,
+            HugepagePolicy::Size1G,
+        ][hp as usize % 5],
         host_cpus: None,
     }
 }
 
 pub fn request_seed() -> impl Strategy<Value = (u32, u64, u8, u8, u8, u8, u16)> {
-    (any::<u32>(), any::<u64>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u16>())
+    (
+        any::<u32>(),
+        any::<u64>(),
+        any::<u8>(),
+        any::<u8>(),
+        any::<u8>(),
+        any::<u8>(),
+        any::<u16>(),
+    )
 }
 
 /// Plan `count` small VMs one after another, each becoming a tenant of the next; stops at
@@ -298,7 +351,10 @@ pub fn shared_hosts() -> Vec<(String, Host)> {
     let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
         Err(e) => {
-            eprintln!("skipping shared topologies: cannot read {}: {e}", dir.display());
+            eprintln!(
+                "skipping shared topologies: cannot read {}: {e}",
+                dir.display()
+            );
             return vec![];
         }
     };
@@ -308,7 +364,10 @@ pub fn shared_hosts() -> Vec<(String, Host)> {
         if f.extension().and_then(|e| e.to_str()) != Some("xml") {
             continue;
         }
-        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         match topo::load_path(Path::new(&f)) {
             Ok(h) => out.push((name, h)),
             Err(e) => eprintln!("skipping {name}: does not load: {e}"),

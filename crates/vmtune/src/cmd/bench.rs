@@ -608,7 +608,11 @@ fn run_suite_in_guest(a: &SuiteArgs, out: &Path) -> Result<ExitCode> {
         .find(|p| p.is_file())
         .context("busybox not found (apt-get install busybox-static)")?;
     let accel = g.accel.clone().unwrap_or_else(|| {
-        if Path::new("/dev/kvm").exists() { "kvm:tcg".into() } else { "tcg".into() }
+        if Path::new("/dev/kvm").exists() {
+            "kvm:tcg".into()
+        } else {
+            "tcg".into()
+        }
     });
     let mut suite = vec!["--config".to_string(), a.config.clone()];
     if let Some(c) = &a.cpus {
@@ -651,7 +655,12 @@ fn run_suite_in_guest(a: &SuiteArgs, out: &Path) -> Result<ExitCode> {
         seconds: got.seconds,
     });
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let common = Common { json: a.json, save: Some(out.to_path_buf()), config: None, plan: None };
+    let common = Common {
+        json: a.json,
+        save: Some(out.to_path_buf()),
+        config: None,
+        plan: None,
+    };
     if !a.json {
         println!("guest run finished in {:.1} s", got.seconds);
     }

@@ -147,10 +147,16 @@ pub struct BalanceArgs {
 }
 
 fn parse_target(s: &str) -> Result<(u32, u32), String> {
-    let (a, b) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected IRQ=VCPU"))?;
+    let (a, b) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected IRQ=VCPU"))?;
     Ok((
-        a.trim().parse().map_err(|_| format!("{s:?}: bad IRQ number"))?,
-        b.trim().parse().map_err(|_| format!("{s:?}: bad vCPU number"))?,
+        a.trim()
+            .parse()
+            .map_err(|_| format!("{s:?}: bad IRQ number"))?,
+        b.trim()
+            .parse()
+            .map_err(|_| format!("{s:?}: bad vCPU number"))?,
     ))
 }
 
@@ -175,13 +181,22 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let cands = daemon::discover(&fs, &first.ints, &a.policy.irqs, a.probe);
     std::thread::sleep(Duration::from_secs_f64(a.interval));
     let cur = Sample::take(&fs)?;
-    let dt = cur.at.saturating_duration_since(first.at).as_secs_f64().max(1e-9);
+    let dt = cur
+        .at
+        .saturating_duration_since(first.at)
+        .as_secs_f64()
+        .max(1e-9);
     let cpus = daemon::cpu_windows(&first, &cur, a.policy.steal_threshold, eligible.as_ref());
     // per-IRQ rates
     let mut irqs = Vec::new();
     for r in &cur.ints.irqs {
         let Some(n) = r.number else { continue };
-        let before = first.ints.irqs.iter().find(|p| p.id == r.id).map_or(0, |p| p.total());
+        let before = first
+            .ints
+            .irqs
+            .iter()
+            .find(|p| p.id == r.id)
+            .map_or(0, |p| p.total());
         let rate = r.total().saturating_sub(before) as f64 / dt;
         if !a.all && rate == 0.0 && !cands.iter().any(|c| c.irq == n) {
             continue;
@@ -203,11 +218,22 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .filter_map(|c| {
             let r = cur.ints.irqs.iter().find(|r| r.number == Some(c.irq))?;
-            let cpu = r.effective_affinity.as_ref().or(r.affinity.as_ref())?.first()?;
+            let cpu = r
+                .effective_affinity
+                .as_ref()
+                .or(r.affinity.as_ref())?
+                .first()?;
             Some((c.irq, cpu))
         })
         .collect();
-    let snap = daemon::observe(&first, &cur, &held, a.policy.steal_threshold, eligible.as_ref(), 0);
+    let snap = daemon::observe(
+        &first,
+        &cur,
+        &held,
+        a.policy.steal_threshold,
+        eligible.as_ref(),
+        0,
+    );
     let decision = Policy::new(cfg)?.decide(&snap);
     if a.json {
         print_json(&serde_json::json!({
@@ -221,7 +247,11 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     }
     let mut s = String::new();
     let _ = writeln!(s, "window {dt:.2} s");
-    let _ = writeln!(s, "{:<6} {:>8} {:>10} {:>8}", "cpu", "steal%", "irq+soft%", "state");
+    let _ = writeln!(
+        s,
+        "{:<6} {:>8} {:>10} {:>8}",
+        "cpu", "steal%", "irq+soft%", "state"
+    );
     for c in &cpus {
         let _ = writeln!(
             s,
@@ -232,7 +262,11 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
             if c.online { "online" } else { "preempted" }
         );
     }
-    let _ = writeln!(s, "\n{:>5} {:>10} {:>9} {:>9} {:>8}  name", "irq", "per sec", "affinity", "effective", "balanced");
+    let _ = writeln!(
+        s,
+        "\n{:>5} {:>10} {:>9} {:>9} {:>8}  name",
+        "irq", "per sec", "affinity", "effective", "balanced"
+    );
     for i in &irqs {
         let bal = match (i["balanced"].as_bool(), i["movable"].as_bool()) {
             (Some(true), Some(true)) => "movable",
@@ -251,12 +285,20 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
             i["name"].as_str().unwrap_or("")
         );
     }
-    let _ = writeln!(s, "\nvBalance now (threshold {}, {:?}, average irq load {:.3}):", cfg.threshold, cfg.mapping, decision.average);
+    let _ = writeln!(
+        s,
+        "\nvBalance now (threshold {}, {:?}, average irq load {:.3}):",
+        cfg.threshold, cfg.mapping, decision.average
+    );
     if decision.placements.is_empty() {
         let _ = writeln!(s, "  no balanced IRQs (virtio-net queues or --irq N)");
     }
     for p in &decision.placements {
-        let verb = if p.moved() { format!("move cpu{} -> cpu{}", p.from, p.to) } else { format!("stay on cpu{}", p.from) };
+        let verb = if p.moved() {
+            format!("move cpu{} -> cpu{}", p.from, p.to)
+        } else {
+            format!("stay on cpu{}", p.from)
+        };
         let _ = writeln!(s, "  irq {:>4}: {verb} ({:?})", p.irq, p.reason);
     }
     print!("{s}");
@@ -293,7 +335,11 @@ fn balance_guest(a: BalanceArgs) -> anyhow::Result<ExitCode> {
     let json = a.json;
     let verbose = a.verbose;
     let summary = daemon::run_guest(&cfg, &stop, |ev| print_event(ev, json, verbose))?;
-    Ok(if summary.restore_failures > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if summary.restore_failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_event(ev: &DaemonEvent, json: bool, verbose: bool) {
@@ -305,25 +351,56 @@ fn print_event(ev: &DaemonEvent, json: bool, verbose: bool) {
     }
     match ev {
         DaemonEvent::Start { candidates } => {
-            println!("vmtune irq balance (guest): {} candidate IRQ(s)", candidates.len());
+            println!(
+                "vmtune irq balance (guest): {} candidate IRQ(s)",
+                candidates.len()
+            );
             for c in candidates {
-                println!("  irq {:>4} {:<24} affinity {:<8} {}", c.irq, c.name, c.original, c.note);
+                println!(
+                    "  irq {:>4} {:<24} affinity {:<8} {}",
+                    c.irq, c.name, c.original, c.note
+                );
             }
         }
-        DaemonEvent::Decision { t_s, cpus, decision } => {
+        DaemonEvent::Decision {
+            t_s,
+            cpus,
+            decision,
+        } => {
             if verbose || decision.moves().next().is_some() {
                 let cs: Vec<String> = cpus
                     .iter()
-                    .map(|c| format!("cpu{}:{}{:.0}%/st{:.0}%", c.cpu, if c.online { "" } else { "!" }, c.irq_frac * 100.0, c.steal_frac * 100.0))
+                    .map(|c| {
+                        format!(
+                            "cpu{}:{}{:.0}%/st{:.0}%",
+                            c.cpu,
+                            if c.online { "" } else { "!" },
+                            c.irq_frac * 100.0,
+                            c.steal_frac * 100.0
+                        )
+                    })
                     .collect();
                 println!("[{t_s:8.2}s] {}", cs.join(" "));
             }
         }
-        DaemonEvent::Move { irq, from, to, reason, ok, effective, pending, error } => {
+        DaemonEvent::Move {
+            irq,
+            from,
+            to,
+            reason,
+            ok,
+            effective,
+            pending,
+            error,
+        } => {
             println!(
                 "  irq {irq}: cpu{from} -> cpu{to} ({reason:?}) {}{}{}",
                 if *ok { "ok" } else { "FAILED" },
-                if *pending { " (vector moves at its next interrupt)" } else { "" },
+                if *pending {
+                    " (vector moves at its next interrupt)"
+                } else {
+                    ""
+                },
                 match (effective, error) {
                     (_, Some(e)) => format!(": {e}"),
                     (Some(e), None) => format!(", effective {e}"),
@@ -372,7 +449,11 @@ fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
             if a.json {
                 println!("{msg}");
             } else {
-                println!("vmtune irq balance (host): pid {pid}, {} vCPU thread(s), {} VFIO vector(s)", placement.len(), vfio.len());
+                println!(
+                    "vmtune irq balance (host): pid {pid}, {} vCPU thread(s), {} VFIO vector(s)",
+                    placement.len(),
+                    vfio.len()
+                );
             }
         }
         for m in host::host_plan(&vfio, &placement, &targets) {
@@ -391,7 +472,10 @@ fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
                 Err(_) => failed += 1,
             }
             if a.json {
-                println!("{}", serde_json::json!({"event": "move", "move": m, "ok": res.is_ok(), "error": res.as_ref().err().map(|e| e.to_string())}));
+                println!(
+                    "{}",
+                    serde_json::json!({"event": "move", "move": m, "ok": res.is_ok(), "error": res.as_ref().err().map(|e| e.to_string())})
+                );
             } else {
                 println!(
                     "  irq {} ({} → vCPU{}): cpu{} -> cpu{} {}",
@@ -400,7 +484,8 @@ fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
                     m.vcpu,
                     m.from.map_or("?".into(), |c| c.to_string()),
                     m.to,
-                    res.as_ref().map_or_else(|e| format!("FAILED: {e}"), |_| "ok".into())
+                    res.as_ref()
+                        .map_or_else(|e| format!("FAILED: {e}"), |_| "ok".into())
                 );
             }
         }
@@ -426,7 +511,14 @@ fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         println!("{summary}");
     } else {
-        println!("stopped: {rounds} rounds, {moves} moves ({failed} failed), restored {} IRQ(s)", guard.restored.len());
+        println!(
+            "stopped: {rounds} rounds, {moves} moves ({failed} failed), restored {} IRQ(s)",
+            guard.restored.len()
+        );
     }
-    Ok(if restore_failures > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if restore_failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -206,7 +206,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(EmitArg::Qemu) => println!("{}", emit::qemu::command_line(&plan)),
         Some(EmitArg::Kata) => print!("{}", ensure_newline(emit::kata::config_toml(&plan))),
         Some(EmitArg::Kubevirt) => {
-            print!("{}", ensure_newline(emit::kubevirt::vmi_fragment_yaml(&plan)))
+            print!(
+                "{}",
+                ensure_newline(emit::kubevirt::vmi_fragment_yaml(&plan))
+            )
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -276,8 +279,16 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
     let _ = writeln!(o);
     let _ = writeln!(o, "Host side");
     let _ = writeln!(o, "  housekeeping CPUs  {}", cpus_or_none(&plan.host_cpus));
-    let _ = writeln!(o, "  emulator CPUs      {}", cpus_or_none(&plan.emulator_cpus));
-    let _ = writeln!(o, "  iothread CPUs      {}", cpus_or_none(&plan.iothread_cpus));
+    let _ = writeln!(
+        o,
+        "  emulator CPUs      {}",
+        cpus_or_none(&plan.emulator_cpus)
+    );
+    let _ = writeln!(
+        o,
+        "  iothread CPUs      {}",
+        cpus_or_none(&plan.iothread_cpus)
+    );
     let t = plan.guest_topology;
     let _ = writeln!(
         o,

@@ -66,7 +66,9 @@ fn parse_policy(s: &str) -> Result<PolicyKind, String> {
         "static" => Ok(PolicyKind::Static),
         "irqbalance" => Ok(PolicyKind::Irqbalance),
         "vbalance" => Ok(PolicyKind::Vbalance),
-        _ => Err(format!("unknown policy {s:?} (static, irqbalance, vbalance)")),
+        _ => Err(format!(
+            "unknown policy {s:?} (static, irqbalance, vbalance)"
+        )),
     }
 }
 
@@ -109,9 +111,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sc.validate()
             .map_err(|m| anyhow::anyhow!("scenario {}: {m}", sc.name))?;
     }
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    });
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut results = Vec::new();
     for sc in &scenarios {
         let rs = sim::run_scenario(sc, threads)
@@ -141,7 +143,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 pub fn render_table(scenarios: &[Scenario], results: &[RunResult]) -> String {
     let mut s = String::new();
     for sc in scenarios {
-        let _ = writeln!(s, "{} — {} (seed {}, {:.0} s simulated)", sc.name, sc.description, sc.seed, sc.duration_ms as f64 / 1000.0);
+        let _ = writeln!(
+            s,
+            "{} — {} (seed {}, {:.0} s simulated)",
+            sc.name,
+            sc.description,
+            sc.seed,
+            sc.duration_ms as f64 / 1000.0
+        );
         for sched in &sc.schedulers {
             let rs: Vec<&RunResult> = results
                 .iter()
@@ -154,7 +163,16 @@ pub fn render_table(scenarios: &[Scenario], results: &[RunResult]) -> String {
             let _ = writeln!(
                 s,
                 "    {:<11} {:>7} {:>9} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9} {:>11}",
-                "policy", "msg", "rtt p50", "rtt p99", "rtt max", "Mbit/s", "drops", "moves", "ctxsw", "events/s"
+                "policy",
+                "msg",
+                "rtt p50",
+                "rtt p99",
+                "rtt max",
+                "Mbit/s",
+                "drops",
+                "moves",
+                "ctxsw",
+                "events/s"
             );
             for r in rs {
                 let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
@@ -166,7 +184,8 @@ pub fn render_table(scenarios: &[Scenario], results: &[RunResult]) -> String {
                     ms(r.rtt_ms.map(|q| q.p50)),
                     ms(r.rtt_ms.map(|q| q.p99)),
                     ms(r.rtt_ms.map(|q| q.max)),
-                    r.throughput_mbps.map_or("-".to_string(), |t| format!("{t:.1}")),
+                    r.throughput_mbps
+                        .map_or("-".to_string(), |t| format!("{t:.1}")),
                     r.drops,
                     r.irq_moves,
                     r.context_switches,
