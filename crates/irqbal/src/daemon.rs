@@ -59,12 +59,18 @@ impl ProcFs {
         })
     }
 
-    pub fn interrupts(&self) -> Result<InterruptTable, Error> {
+    /// `/proc/interrupts` counts only (what each sample of the daemon needs).
+    pub fn interrupt_counts(&self) -> Result<InterruptTable, Error> {
         let text = self.read("interrupts")?;
-        let mut t = topo::interrupts::parse_proc_interrupts(&text).map_err(|msg| Error::Parse {
+        topo::interrupts::parse_proc_interrupts(&text).map_err(|msg| Error::Parse {
             path: self.root.join("interrupts").display().to_string(),
             msg,
-        })?;
+        })
+    }
+
+    /// `/proc/interrupts` with every numbered IRQ's affinity and effective affinity.
+    pub fn interrupts(&self) -> Result<InterruptTable, Error> {
+        let mut t = self.interrupt_counts()?;
         let irqdir = self.root.join("irq");
         topo::interrupts::fill_affinities(&mut t, |rel| {
             std::fs::read_to_string(irqdir.join(rel)).ok()
@@ -225,7 +231,17 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// Counters only: `/proc/stat` and `/proc/interrupts` (two reads per sample).
     pub fn take(fs: &ProcFs) -> Result<Sample, Error> {
+        Ok(Sample {
+            at: Instant::now(),
+            stat: fs.stat()?,
+            ints: fs.interrupt_counts()?,
+        })
+    }
+
+    /// Counters plus every IRQ's affinity (for display).
+    pub fn take_full(fs: &ProcFs) -> Result<Sample, Error> {
         Ok(Sample {
             at: Instant::now(),
             stat: fs.stat()?,

@@ -3,6 +3,19 @@
 //! Nothing here touches the filesystem; the CLI reads files and hands the planner values.
 //! The types in this file are the `plan --json` contract (see DESIGN.md) that `emit`, `apply`
 //! and users' scripts read.
+//!
+//! ```text
+//! Request, Host, [Tenant]
+//!   └─ cost::Context::new      housekeeping CPUs (select), devices (devices), memory (memory),
+//!                              tenants' CPUs/pages/devices (tenant) — refusals start here
+//!   └─ select::best_placement  node set + whole cores minimizing cost::Cost, exactly
+//!   └─ plan::plan              pins and guest topology/NUMA (topology), pages per node
+//!                              (memory), IRQ routing, CPU features and timers (features),
+//!                              every decision's sentence in `rationale`
+//! ```
+//!
+//! The cost function ([`cost::Cost`], [`cost::score`]) is public so the exhaustive oracle in
+//! `tests/oracle.rs` minimizes the very same function the planner does.
 
 pub mod cost;
 mod devices;

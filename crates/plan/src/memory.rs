@@ -168,6 +168,16 @@ impl MemoryModel {
         (sum, unknown)
     }
 
+    /// Pages of `size_kb` in the pools of `nodes` (total, free or not); `None` if unknown.
+    fn total_pages(&self, nodes: &[u32], size_kb: u64) -> Option<u64> {
+        let mut sum = 0u64;
+        for n in nodes {
+            let (_, total) = self.nodes.get(n)?.pages.get(&size_kb)?;
+            sum = sum.saturating_add((*total)?);
+        }
+        Some(sum)
+    }
+
     /// Settle the page size for `memory_bytes` on `nodes`: (size_kb, availability, rank).
     pub fn pick(&self, nodes: &[u32], memory_bytes: u64) -> (u64, Availability, u32) {
         let need = |size_kb: u64| memory_bytes.div_ceil(size_kb * 1024);
@@ -322,12 +332,24 @@ impl MemoryModel {
                 page_name(size_kb),
                 list(nodes)
             )),
-            (_, _, Availability::Unknown) => warnings.push(format!(
-                "free {} pages on node(s) {} are unknown: the plan needs {} of them; `vmtune apply` reserves them",
-                page_name(size_kb),
-                list(nodes),
-                pages
-            )),
+            (_, _, Availability::Unknown) => warnings.push(match self.total_pages(nodes, size_kb) {
+                Some(total) if total >= pages => format!(
+                    "free {} pages on node(s) {} are unknown (the pool has {total}): the plan needs {pages}; `vmtune apply` checks and reserves them",
+                    page_name(size_kb),
+                    list(nodes),
+                ),
+                Some(total) => format!(
+                    "free {} pages on node(s) {} are unknown and the pool has only {total}: the plan needs {pages}, so `vmtune apply` must reserve at least {} more",
+                    page_name(size_kb),
+                    list(nodes),
+                    pages - total
+                ),
+                None => format!(
+                    "free {} pages on node(s) {} are unknown: the plan needs {pages}; `vmtune apply` reserves them",
+                    page_name(size_kb),
+                    list(nodes),
+                ),
+            }),
             (_, _, Availability::Short) => warnings.push(format!(
                 "only {} free {} pages on node(s) {} but the plan needs {}: `vmtune apply` must reserve the rest (1 GiB pages may not be available after boot on fragmented memory)",
                 self.free_pages(nodes, size_kb).0,

@@ -188,7 +188,7 @@ fn invariants_on_every_shared_topology() {
         "topology files exist but none loads"
     );
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 24,
+        cases: 16,
         failure_persistence: None,
         ..ProptestConfig::default()
     });
@@ -246,7 +246,7 @@ fn sequential_tenants_never_overlap_on_shared_topologies() {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 256,
+        cases: 192,
         failure_persistence: Some(Box::new(prop::test_runner::FileFailurePersistence::WithSource("regressions"))),
         ..ProptestConfig::default()
     })]

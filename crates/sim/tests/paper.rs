@@ -185,3 +185,34 @@ fn smp_boost_fast_path_helps_when_no_vcpu_of_the_vm_runs() {
     assert!(w.p99 < 1.0, "with fast path {w:?}");
     assert!(wo.max > 20.0, "without fast path {wo:?}");
 }
+
+#[test]
+fn extended_vbalance_spreads_the_queues_of_a_multiqueue_nic() {
+    // The paper's future work: four NIC queues, each with its own 1 Gbit/s UDP stream, into a
+    // 4-vCPU VM on four dedicated cores (nobody is preempted; only balance matters). One vCPU
+    // can service about two streams. Many-to-one moves all queues together to the least loaded
+    // vCPU, which then becomes the hot one: it keeps moving them and loses packets;
+    // many-to-many places each queue on its own vCPU and settles.
+    let mut sc = builtin("vbalance-fig6-udp").unwrap().remove(0);
+    sc.duration_ms = 2000;
+    sc.pcpus = 4;
+    sc.sweep.message_sizes.clear();
+    sc.vms = vec![VmSpec { vcpus: 4, pin: Some(vec![0, 1, 2, 3]), workload: Workload::Burn, queues: 4, ring: 256 }];
+    sc.sources = (0..4).map(|q| SourceSpec::Udp { vm: 0, queue: q, message_size: 1024 }).collect();
+    let paper = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance, None).unwrap();
+    sc.vbalance.variant = sim::scenario::VbalanceVariant::Extended;
+    let ext = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance, None).unwrap();
+    let (p, e) = (paper.throughput_mbps.unwrap(), ext.throughput_mbps.unwrap());
+    eprintln!(
+        "many-to-one {p:.0} Mbit/s, irq ms {:?}, {} moves; many-to-many {e:.0} Mbit/s, irq ms {:?}, {} moves",
+        paper.vcpu_irq_ms, paper.irq_moves, ext.vcpu_irq_ms, ext.irq_moves
+    );
+    assert!(e > 1.5 * p, "many-to-many {e} many-to-one {p}");
+    assert!(ext.drops * 10 < paper.drops.max(1), "drops {} vs {}", ext.drops, paper.drops);
+    // interrupt work is spread evenly over the four vCPUs
+    let max = ext.vcpu_irq_ms.iter().cloned().fold(0.0, f64::max);
+    let min = ext.vcpu_irq_ms.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!(max < 1.5 * min, "{:?}", ext.vcpu_irq_ms);
+    // hysteresis and the rate limit keep the moves few; many-to-one keeps moving
+    assert!(ext.irq_moves < 20 && paper.irq_moves > 5 * ext.irq_moves, "{} vs {}", ext.irq_moves, paper.irq_moves);
+}

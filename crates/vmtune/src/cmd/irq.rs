@@ -177,10 +177,10 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let cfg = a.policy.config()?;
     let eligible = a.policy.cpuset()?;
     let fs = ProcFs::default();
-    let first = Sample::take(&fs)?;
+    let first = Sample::take_full(&fs)?;
     let cands = daemon::discover(&fs, &first.ints, &a.policy.irqs, a.probe);
     std::thread::sleep(Duration::from_secs_f64(a.interval));
-    let cur = Sample::take(&fs)?;
+    let cur = Sample::take_full(&fs)?;
     let dt = cur
         .at
         .saturating_duration_since(first.at)

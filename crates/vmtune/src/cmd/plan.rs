@@ -215,6 +215,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The report for the seed 000 example: a 12-vCPU Windows gaming VM with the GPU at 01:00.0
+/// (and its audio function) on `host` — what `vmtune` with no arguments shows.
+// called by cmd::demo (the lead wires it); tested below
+#[allow(dead_code)]
+pub fn demo_report(host: &Host) -> Result<String> {
+    let req = Request {
+        name: Some("win10".into()),
+        vcpus: 12,
+        memory_bytes: 16 << 30,
+        devices: vec!["01:00.0".into()],
+        profile: Profile::Gaming,
+        os: GuestOs::Windows,
+        hugepages: HugepagePolicy::Auto,
+        host_cpus: None,
+    };
+    let plan = plan::plan(&req, host, &[])?;
+    Ok(render_report(&plan, host))
+}
+
 fn ensure_newline(mut s: String) -> String {
     if !s.ends_with('\n') {
         s.push('\n');
@@ -429,4 +448,29 @@ fn serde_plain<T: serde::Serialize>(v: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_report_is_the_seed_000_plan() {
+        let host = topo::builtin::default_host();
+        let r = demo_report(&host).unwrap();
+        assert!(r.contains("Guest CPUs 2-7,10-15"), "{r}");
+        assert!(r.contains("all others -> CPUs 0-1,8-9"), "{r}");
+    }
+
+    #[test]
+    fn tenant_kind_is_told_by_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t");
+        std::fs::write(&p, "  \n").unwrap();
+        let e = read_tenant(&p).unwrap_err().to_string();
+        assert!(e.contains("neither a plan JSON"), "{e}");
+        std::fs::write(&p, "{\"vcpus\": 3}").unwrap();
+        let e = format!("{:#}", read_tenant(&p).unwrap_err());
+        assert!(e.contains("not a vmtune plan JSON"), "{e}");
+    }
 }
