@@ -702,7 +702,10 @@ fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
             Ok(Outcome::Done(note)) => {
                 r.result = "restored".into();
                 r.note = note;
-                r.observed = s.target.read_current().ok();
+                // a file in a cgroup vmtune created goes away with it: nothing to read back
+                if !matches!(s.target, Target::CgroupFile { created: true, .. }) {
+                    r.observed = s.target.read_current().ok();
+                }
             }
             Ok(Outcome::Skipped(why)) => {
                 r.result = "skipped".into();
@@ -734,6 +737,17 @@ fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
         ));
     }
     Ok(rep)
+}
+
+/// Whether the journal has this IRQ (same number and name) as refused by the kernel.
+fn refused_before(journal: &[journal::JournalStep], t: &Target) -> bool {
+    let Target::Irq { irq, name, .. } = t else {
+        return false;
+    };
+    journal.iter().any(|s| {
+        s.state == State::Skipped
+            && matches!(&s.target, Target::Irq { irq: i, name: n, .. } if i == irq && n == name)
+    })
 }
 
 /// After an apply: re-route IRQs as new ones appear (VFIO vectors exist only once the guest
@@ -771,6 +785,12 @@ pub fn watch(
             return Ok("journal restored".into());
         }
         let (steps, _, _) = plan_steps(plan, None, &irq_only)?;
+        // IRQs the kernel refused once (managed) are not asked again every poll
+        let (_, done) = journal::read(&opts.journal)?;
+        let steps: Vec<PlannedStep> = steps
+            .into_iter()
+            .filter(|s| !refused_before(&done, &s.target))
+            .collect();
         if steps.is_empty() {
             continue;
         }

@@ -466,6 +466,76 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
         assert_eq!(unescape_mount("\\"), "\\");
     }
 
+    /// The cgroup v2 path on a scratch hierarchy (plain files stand in for cgroupfs): the
+    /// steps, their order, apply and rollback.
+    #[test]
+    fn v2_steps_on_a_scratch_hierarchy() {
+        use crate::step::Actuator;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().to_path_buf();
+        std::fs::write(root.join("cgroup.subtree_control"), "memory pids").unwrap();
+        std::fs::write(root.join("cpuset.mems.effective"), "0-1").unwrap();
+        std::fs::write(root.join("cgroup.procs"), "").unwrap();
+        let backend = Backend::V2 { root: root.clone() };
+        let host: CpuSet = [0u32].into_iter().collect();
+        // the whole machine's processes, excluding ourselves (we must not move the test)
+        let me = std::process::id() as i32;
+        let (steps, _) = plan_steps(&backend, &host, Path::new("/proc"), Some(me)).unwrap();
+        let kinds: Vec<&str> = steps.iter().map(|s| s.target.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "cgroup_controller",
+                "cgroup_dir",
+                "cgroup_file",
+                "cgroup_file",
+                "cgroup_tasks"
+            ]
+        );
+        let dir = root.join(HOST_CGROUP);
+        // apply everything but the task move (real processes), then roll back in reverse
+        for (i, s) in steps[..4].iter().enumerate() {
+            s.target.apply(&s.new).unwrap();
+            if i == 1 {
+                // cgroupfs creates these with the directory
+                std::fs::write(dir.join("cpuset.cpus"), "").unwrap();
+                std::fs::write(dir.join("cpuset.mems"), "").unwrap();
+                std::fs::write(dir.join("cgroup.procs"), "").unwrap();
+            }
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap(),
+            "+cpuset"
+        );
+        // what cgroupfs reads back after `+cpuset`
+        std::fs::write(root.join("cgroup.subtree_control"), "cpuset memory pids").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cpuset.cpus")).unwrap(),
+            "0"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cpuset.mems")).unwrap(),
+            "0-1"
+        );
+        for (i, s) in steps[..4].iter().enumerate().rev() {
+            if i == 1 {
+                // cgroupfs removes the control files with the directory; plain files do not
+                for f in ["cpuset.cpus", "cpuset.mems", "cgroup.procs"] {
+                    std::fs::remove_file(dir.join(f)).unwrap();
+                }
+            }
+            s.target.rollback(&s.previous).unwrap();
+        }
+        assert!(!dir.exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap(),
+            "-cpuset"
+        );
+        // an existing vmtune-host means an apply that was not restored: refuse
+        std::fs::create_dir(&dir).unwrap();
+        assert!(plan_steps(&backend, &host, Path::new("/proc"), Some(me)).is_err());
+    }
+
     #[test]
     fn remove_cgroup_on_plain_dirs() {
         let d = tempfile::tempdir().unwrap();

@@ -145,6 +145,30 @@ pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value, limit: usize) -> 
     out
 }
 
+/// The host model without what changes from second to second (interrupt counts, free
+/// memory and free hugepages), so two runs on one machine compare equal.
+pub fn host_shape(h: &topo::Host) -> serde_json::Value {
+    let mut v = serde_json::to_value(h).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("interrupts");
+    }
+    if let Some(nodes) = v.get_mut("numa_nodes").and_then(|n| n.as_array_mut()) {
+        for n in nodes {
+            if let Some(o) = n.as_object_mut() {
+                o.remove("free_bytes");
+            }
+            if let Some(hp) = n.get_mut("hugepages").and_then(|h| h.as_array_mut()) {
+                for p in hp {
+                    if let Some(o) = p.as_object_mut() {
+                        o.remove("free");
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
 fn differences(runs: &[RunFile]) -> Vec<String> {
     let mut out = Vec::new();
     let Some(base) = runs.first() else {
@@ -158,16 +182,10 @@ fn differences(runs: &[RunFile]) -> Vec<String> {
             out.push(format!("{who}: environment.{d}"));
         }
         match (&base.host, &r.host) {
-            (Some(h0), Some(h1)) if h0 != h1 => {
-                let summary = |h: &topo::Host| {
-                    format!(
-                        "{} ({} PUs, {} NUMA nodes)",
-                        h.name.clone().unwrap_or_else(|| h.source.clone()),
-                        h.pus.len(),
-                        h.numa_nodes.len()
-                    )
-                };
-                out.push(format!("{who}: host {} → {}", summary(h0), summary(h1)));
+            (Some(h0), Some(h1)) => {
+                for d in json_diff(&host_shape(h0), &host_shape(h1), 8) {
+                    out.push(format!("{who}: host.{d}"));
+                }
             }
             (Some(_), None) | (None, Some(_)) => {
                 out.push(format!("{who}: host model recorded in only one run"))
@@ -261,6 +279,28 @@ mod tests {
         assert!(row.runs[1].is_none() && row.changes[1].is_none());
         let ch = row.changes[2].as_ref().unwrap();
         assert!(ch.better && ch.pct < 0.0 && ch.beyond_noise == Some(true));
+    }
+
+    #[test]
+    fn host_differences_ignore_volatile_counters() {
+        let h0 = topo::builtin::default_host();
+        let mut h1 = h0.clone();
+        h1.interrupts = None;
+        for n in &mut h1.numa_nodes {
+            n.free_bytes = Some(12345);
+        }
+        let mut a = run("a", vec![1.0]);
+        a.host = Some(h0.clone());
+        let mut b = run("b", vec![1.0]);
+        b.host = Some(h1.clone());
+        assert!(compare(&[a.clone(), b.clone()]).differences.is_empty());
+        h1.pus.pop();
+        b.host = Some(h1);
+        let d = compare(&[a, b]).differences;
+        assert!(
+            d.iter().any(|x| x.starts_with("b vs a: host.pus[")),
+            "{d:?}"
+        );
     }
 
     #[test]

@@ -323,7 +323,15 @@ mod tests {
         .unwrap();
         let c = &r.cpus[0];
         assert_eq!(c.cpu, first);
-        assert!(c.samples > 100 && c.samples <= 301, "{}", c.samples);
+        // every deadline in the 300 ms is either a wakeup or a skipped overrun (robust to a
+        // loaded machine, where many are overruns)
+        assert!(c.samples >= 1 && c.samples <= 300, "{}", c.samples);
+        assert!(
+            c.samples + c.overruns >= 300,
+            "{} + {}",
+            c.samples,
+            c.overruns
+        );
         assert!(c.min_us <= c.avg_us && c.avg_us <= c.max_us);
         assert_eq!(c.histogram.iter().sum::<u64>() + c.overflow, c.samples);
         assert_eq!(c.window_p99_us.len(), 3);

@@ -112,7 +112,6 @@ const OOO_TOLERANCE_NS: i64 = NS_PER_S;
 /// Streaming reader over any number of files.
 pub struct Ingester {
     opts: Options,
-    sandbox_pat: Option<Vec<u8>>,
     out: Ingest,
     sandbox_ids: HashMap<String, u32>,
     last_year: Option<i64>,
@@ -133,13 +132,8 @@ enum Bad {
 
 impl Ingester {
     pub fn new(opts: Options) -> Self {
-        let sandbox_pat = opts
-            .sandbox
-            .as_ref()
-            .map(|s| format!("sandbox={s}").into_bytes());
         Ingester {
             opts,
-            sandbox_pat,
             out: Ingest::default(),
             sandbox_ids: HashMap::new(),
             last_year: None,
@@ -156,40 +150,89 @@ impl Ingester {
         (self.out.files.len() - 1) as u32
     }
 
-    /// Read a whole stream with `read_until`, one line at a time.
+    /// Read a whole stream line by line. Lines are split in the reader's buffer with
+    /// `memchr` (copied only when they straddle two buffer fills), and the cheap byte-level
+    /// checks below skip other units' and other sandboxes' lines before any parsing.
     pub fn read<R: BufRead>(&mut self, name: &str, mut r: R) -> std::io::Result<()> {
         let file = self.add_file(name);
-        let mut buf = Vec::with_capacity(4096);
+        let mut carry: Vec<u8> = Vec::new();
         let mut line_no = 0u64;
         let mut offset = 0u64;
-        let sandbox_finder = self.sandbox_pat.clone();
-        let finder = sandbox_finder.as_deref().map(memmem::Finder::new);
         let any_sandbox = memmem::Finder::new(b" sandbox=");
+        let want = self.opts.sandbox.clone().map(String::into_bytes);
         loop {
-            buf.clear();
-            let n = r.read_until(b'\n', &mut buf)?;
-            if n == 0 {
+            let buf = r.fill_buf()?;
+            if buf.is_empty() {
                 break;
             }
+            let len = buf.len();
+            let mut start = 0usize;
+            for nl in memchr::memchr_iter(b'\n', buf) {
+                let piece = buf.get(start..=nl).unwrap_or(&[]);
+                start = nl + 1;
+                line_no += 1;
+                let src = SrcRef {
+                    file,
+                    line: line_no,
+                    offset,
+                };
+                if carry.is_empty() {
+                    offset += piece.len() as u64;
+                    self.line(src, piece, &any_sandbox, want.as_deref());
+                } else {
+                    carry.extend_from_slice(piece);
+                    offset += carry.len() as u64;
+                    let l = std::mem::take(&mut carry);
+                    self.line(src, &l, &any_sandbox, want.as_deref());
+                }
+            }
+            carry.extend_from_slice(buf.get(start..).unwrap_or(&[]));
+            r.consume(len);
+        }
+        if !carry.is_empty() {
             line_no += 1;
             let src = SrcRef {
                 file,
                 line: line_no,
                 offset,
             };
-            offset += n as u64;
-            self.out.stats.lines += 1;
-            self.out.stats.bytes += n as u64;
-            // fast skip: another sandbox's journal line
-            if let Some(f) = &finder {
-                if f.find(&buf).is_none() && any_sandbox.find(&buf).is_some() {
-                    self.out.stats.other_sandbox += 1;
-                    continue;
-                }
-            }
-            self.feed_bytes(src, &buf);
+            self.line(src, &carry, &any_sandbox, want.as_deref());
         }
         Ok(())
+    }
+
+    fn line(
+        &mut self,
+        src: SrcRef,
+        bytes: &[u8],
+        any_sandbox: &memmem::Finder,
+        want: Option<&[u8]>,
+    ) {
+        self.out.stats.lines += 1;
+        self.out.stats.bytes += bytes.len() as u64;
+        // fast paths, on bytes, before any parsing (most of a host journal is noise)
+        match any_sandbox.find(bytes) {
+            Some(pos) => {
+                if let Some(w) = want {
+                    let hit = bytes.get(pos + 9..).is_some_and(|rest| rest.starts_with(w))
+                        || any_sandbox
+                            .find_iter(bytes)
+                            .skip(1)
+                            .any(|p| bytes.get(p + 9..).is_some_and(|rest| rest.starts_with(w)));
+                    if !hit {
+                        self.out.stats.other_sandbox += 1;
+                        return;
+                    }
+                }
+            }
+            None if journald_prefix(bytes) => {
+                // another unit's journal line, or containerd without a sandbox: noise
+                self.out.stats.unrecognized += 1;
+                return;
+            }
+            None => {}
+        }
+        self.feed_bytes(src, bytes);
     }
 
     /// Feed one line (without or with its trailing newline).
@@ -441,6 +484,33 @@ impl Ingester {
     }
 }
 
+/// Does the line start with a journald short / short-iso prefix (`Nov 20 16:25:32 ` or
+/// `2025-11-20T16:25:32`)? Byte-level and cheap: used to skip other units' lines.
+fn journald_prefix(b: &[u8]) -> bool {
+    match b {
+        [m0, m1, m2, b' ', d0, d1, b' ', h0, h1, b':', ..] => {
+            m0.is_ascii_uppercase()
+                && m1.is_ascii_lowercase()
+                && m2.is_ascii_lowercase()
+                && (d0.is_ascii_digit() || *d0 == b' ')
+                && d1.is_ascii_digit()
+                && h0.is_ascii_digit()
+                && h1.is_ascii_digit()
+        }
+        [y0, y1, y2, y3, b'-', _, _, b'-', _, _, b'T', rest @ ..] => {
+            // `2025-11-20T16:25:32+0000 host …`, not bpftrace's `2025-11-20T…Z: vfio…`
+            [y0, y1, y2, y3].iter().all(|c| c.is_ascii_digit())
+                && rest
+                    .iter()
+                    .position(|c| *c == b' ')
+                    .and_then(|i| i.checked_sub(1))
+                    .and_then(|i| rest.get(i))
+                    .is_some_and(|c| *c != b':')
+        }
+        _ => false,
+    }
+}
+
 /// Read in-memory text (tests, fuzzing): one pseudo-file.
 pub fn ingest_str(name: &str, text: &str, opts: Options) -> Ingest {
     ingest_bytes(name, text.as_bytes(), opts)
@@ -457,6 +527,22 @@ pub fn ingest_bytes(name: &str, data: &[u8], opts: Options) -> Ingest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn journald_prefixes() {
+        assert!(journald_prefix(b"Nov 20 16:25:32 host kubelet[1]: x"));
+        assert!(journald_prefix(b"Nov  2 16:25:32 host kubelet[1]: x"));
+        assert!(journald_prefix(
+            b"2025-11-20T16:25:32+0000 host kubelet[1]: x"
+        ));
+        assert!(!journald_prefix(
+            b"2025-11-20T17:56:21.688170596Z: vfio_pin_pages_remote took 3 ms"
+        ));
+        assert!(!journald_prefix(b"[    3.201931] pci 0000:02:00.0: x"));
+        assert!(!journald_prefix(
+            b"Start Time:   Mon, 24 Nov 2025 21:21:09 +0000"
+        ));
+    }
 
     #[test]
     fn mixed_and_bad() {

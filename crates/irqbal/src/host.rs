@@ -101,13 +101,13 @@ pub fn vcpu_placement(fs: &ProcFs, pid: u32) -> Result<BTreeMap<u32, u32>, Error
     Ok(out)
 }
 
-/// `CPU 3/KVM` → 3.
+/// `CPU 3/KVM` → 3 (QEMU's vCPU thread names; `CPU 3/TCG` under TCG).
 pub fn parse_vcpu_comm(comm: &str) -> Option<u32> {
-    comm.trim()
-        .strip_prefix("CPU ")?
-        .strip_suffix("/KVM")?
-        .parse()
-        .ok()
+    let rest = comm.trim().strip_prefix("CPU ")?;
+    let n = rest
+        .strip_suffix("/KVM")
+        .or_else(|| rest.strip_suffix("/TCG"))?;
+    n.parse().ok()
 }
 
 /// One host-mode move.
@@ -176,6 +176,8 @@ mod tests {
     #[test]
     fn vcpu_comm() {
         assert_eq!(parse_vcpu_comm("CPU 12/KVM\n"), Some(12));
+        assert_eq!(parse_vcpu_comm("CPU 1/TCG"), Some(1));
+        assert_eq!(parse_vcpu_comm("CPU x/KVM"), None);
         assert_eq!(parse_vcpu_comm("qemu-system-x86"), None);
     }
 

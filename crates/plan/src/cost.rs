@@ -13,8 +13,10 @@
 //!    2: free counts unknown, 3: no hugepages (4 KiB, seed 001's boot cost);
 //! 4. `efficiency_pus` — PUs on efficiency cores of hybrid parts;
 //! 5. `idle_pus` — PUs of the chosen cores no vCPU runs on (odd counts on SMT cores);
-//! 6. `shared_l3` — L3 groups used that also hold host, emulator or tenant PUs;
-//! 7. `l3_groups` — L3 groups (CCX/CCD) used at all;
+//! 6. `shared_l2` — L2 groups used that also hold host, emulator or tenant PUs (clusters of
+//!    efficiency cores, modules that share an L2; per-core L2s are never shared);
+//! 7. `shared_l3` — L3 groups used that also hold host, emulator or tenant PUs;
+//! 8. `l3_groups` — L3 groups (CCX/CCD) used at all;
 //!
 //! and then, among equal costs, the placement with the lowest CPU numbers: the set whose
 //! highest differing core is lower (compare Σ 2^core as numbers), then the lower node list.
@@ -42,6 +44,7 @@ pub struct Cost {
     pub page_rank: u32,
     pub efficiency_pus: u32,
     pub idle_pus: u32,
+    pub shared_l2: u32,
     pub shared_l3: u32,
     pub l3_groups: u32,
 }
@@ -167,6 +170,7 @@ pub struct CoreInfo {
     /// Node key (the Linux node id; 0 where the host has no NUMA information).
     pub node: u32,
     pub l3: Option<u32>,
+    pub l2: Option<u32>,
     /// On an efficiency (non-fastest) kind of a hybrid part.
     pub efficiency: bool,
     /// None of its PUs is taken by the host housekeeping set or a tenant.
@@ -199,10 +203,14 @@ pub struct Context {
     pub tenant_cpus: CpuSet,
     /// PUs of each L3 group (by cache id), to tell whether a group is shared.
     pub l3_cpus: BTreeMap<u32, CpuSet>,
+    /// PUs of each L2 group (by cache id).
+    pub l2_cpus: BTreeMap<u32, CpuSet>,
     pub devices: Vec<DeviceInfo>,
     pub memory: MemoryModel,
     /// distance[(a, b)] for node keys.
     distance: BTreeMap<(u32, u32), u64>,
+    /// Core id of each PU, indexed by os_index (`u32::MAX` for holes).
+    pu_core: Vec<u32>,
     /// Messages gathered while building (rationale, warnings).
     pub rationale: Vec<String>,
     pub warnings: Vec<String>,
@@ -236,7 +244,11 @@ impl Context {
         }
         let kinds_fast = host.cpu_kinds.first().map(|k| k.label.clone());
         let mut l3_cpus: BTreeMap<u32, CpuSet> = BTreeMap::new();
+        let mut l2_cpus: BTreeMap<u32, CpuSet> = BTreeMap::new();
         for pu in &host.pus {
+            if let Some(l2) = pu.l2 {
+                l2_cpus.entry(l2).or_default().insert(pu.os_index);
+            }
             if let Some(l3) = pu.l3 {
                 l3_cpus.entry(l3).or_default().insert(pu.os_index);
             }
@@ -251,6 +263,7 @@ impl Context {
                     pus: c.pus.to_vec(),
                     node: first.and_then(|p| p.numa).unwrap_or(0),
                     l3: first.and_then(|p| p.l3),
+                    l2: first.and_then(|p| p.l2),
                     efficiency: match (&kinds_fast, first.and_then(|p| p.kind.as_ref())) {
                         (Some(fast), Some(k)) => k != fast,
                         _ => false,
@@ -307,7 +320,19 @@ impl Context {
         let devices = crate::devices::resolve(req, host, tenants, &mut rationale, &mut warnings)?;
         let memory = MemoryModel::new(req, host, tenants, numa_known, &mut warnings);
 
+        let max_pu = cores
+            .iter()
+            .flat_map(|c| c.pus.iter().copied())
+            .max()
+            .unwrap_or(0);
+        let mut pu_core = vec![u32::MAX; max_pu as usize + 1];
+        for c in &cores {
+            for &p in &c.pus {
+                pu_core[p as usize] = c.id;
+            }
+        }
         Ok(Context {
+            pu_core,
             vcpus: req.vcpus,
             memory_bytes: req.memory_bytes,
             cores,
@@ -316,12 +341,24 @@ impl Context {
             host_cpus,
             tenant_cpus,
             l3_cpus,
+            l2_cpus,
             devices,
             memory,
             distance,
             rationale,
             warnings,
         })
+    }
+
+    /// The core a PU belongs to.
+    pub fn core_of(&self, cpu: u32) -> Option<&CoreInfo> {
+        let id = *self.pu_core.get(cpu as usize)?;
+        self.cores.get(id as usize)
+    }
+
+    /// The node (key) of a PU; 0 where unknown.
+    pub fn node_of(&self, cpu: u32) -> u32 {
+        self.core_of(cpu).map(|c| c.node).unwrap_or(0)
     }
 
     pub fn distance(&self, a: u32, b: u32) -> u64 {
@@ -398,6 +435,16 @@ impl Context {
             .collect()
     }
 
+    /// The L2 groups (ids) that hold busy PUs.
+    pub fn busy_l2(&self, emulator: Option<u32>) -> Vec<u32> {
+        let busy = self.busy_cpus(emulator);
+        self.l2_cpus
+            .iter()
+            .filter(|(_, cpus)| cpus.intersects(&busy))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     /// The node of `nodes` the emulator and iothreads go to: nearest to the devices, else the
     /// first node with free cores. Ties: lowest node.
     pub fn emulator_node(&self, nodes: &[u32]) -> Option<u32> {
@@ -468,8 +515,9 @@ pub fn score(ctx: &Context, nodes: &[u32], cores: &[u32]) -> Option<Cost> {
     Scorer::new(ctx, nodes)?.score(cores)
 }
 
-/// (PUs, device distance, efficiency PUs, L3 group busy, L3 id) of one allowed core.
-type CoreTerms = (u32, u64, u32, bool, Option<u32>);
+/// (PUs, device distance, efficiency PUs, L3 group busy, L3 id, L2 group busy, L2 id) of
+/// one allowed core.
+type CoreTerms = (u32, u64, u32, bool, Option<u32>, bool, Option<u32>);
 
 /// [`score`] for many core sets on one node set (what is fixed per node set computed once).
 pub struct Scorer<'a> {
@@ -490,6 +538,7 @@ impl<'a> Scorer<'a> {
         let emulator = ctx.emulator_core(nodes);
         let allowed = ctx.candidate_cores(nodes, emulator);
         let busy_l3 = ctx.busy_l3(emulator);
+        let busy_l2 = ctx.busy_l2(emulator);
         let mut terms = vec![None; ctx.cores.len()];
         for &c in &allowed {
             if let (Some(info), Some(slot)) = (ctx.cores.get(c as usize), terms.get_mut(c as usize))
@@ -501,6 +550,8 @@ impl<'a> Scorer<'a> {
                     e,
                     info.l3.is_some_and(|l| busy_l3.contains(&l)),
                     info.l3,
+                    info.l2.is_some_and(|l| busy_l2.contains(&l)),
+                    info.l2,
                 ));
             }
         }
@@ -518,8 +569,14 @@ impl<'a> Scorer<'a> {
         let mut device_distance = 0;
         let mut efficiency_pus = 0;
         let mut l3s: Vec<(u32, bool)> = Vec::new();
+        let mut l2s: Vec<(u32, bool)> = Vec::new();
         for (i, &c) in cores.iter().enumerate() {
-            let (ppc, d, e, busy, l3) = (*self.terms.get(c as usize)?)?;
+            let (ppc, d, e, busy, l3, busy2, l2) = (*self.terms.get(c as usize)?)?;
+            if let Some(l) = l2 {
+                if !l2s.iter().any(|&(x, _)| x == l) {
+                    l2s.push((l, busy2));
+                }
+            }
             if cores[..i].contains(&c) {
                 return None;
             }
@@ -541,6 +598,7 @@ impl<'a> Scorer<'a> {
             page_rank: self.node_terms.1,
             efficiency_pus,
             idle_pus: total - self.ctx.vcpus,
+            shared_l2: l2s.iter().filter(|(_, b)| *b).count() as u32,
             shared_l3: l3s.iter().filter(|(_, b)| *b).count() as u32,
             l3_groups: l3s.len() as u32,
         })

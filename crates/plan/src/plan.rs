@@ -52,13 +52,7 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
     };
 
     // memory
-    let node_of = |cpu: u32| {
-        ctx.cores
-            .iter()
-            .find(|c| c.pus.contains(&cpu))
-            .map(|c| c.node)
-            .unwrap_or(0)
-    };
+    let node_of = |cpu: u32| ctx.node_of(cpu);
     let weights: Vec<u64> = p
         .nodes
         .iter()
@@ -320,6 +314,21 @@ fn core_rationale(
             )
         };
         out.push(format!("L3: {lead}: {}", parts.join("; ")));
+    }
+    let clusters = ctx
+        .l2_cpus
+        .values()
+        .filter(|s| {
+            let first = s.first().and_then(|p| ctx.core_of(p));
+            first.is_some_and(|c| s.len() > c.pus.len())
+        })
+        .count();
+    if clusters > 0 {
+        out.push(if p.cost.shared_l2 == 0 {
+            format!("L2: this host has {clusters} L2 group(s) shared by several cores (core clusters); the guest shares none with the host, emulator or tenants")
+        } else {
+            format!("L2: {} of the guest's L2 groups (core clusters) also serve the host, emulator or tenants: no free cluster was left", p.cost.shared_l2)
+        });
     }
     let smt = p
         .cores

@@ -3,8 +3,8 @@
 //! The search is exact for the cost function in [`crate::cost`]: node sets are tried by
 //! increasing size (the first cost term), every node set of that size is scored, and within a
 //! node set the cores come from a knapsack over L3 groups whose per-group options are
-//! themselves a knapsack over the group's classes of interchangeable cores (same node, same
-//! kind, same number of PUs). Every cost term within a node set is additive over cores or L3
+//! themselves knapsacks over L2 groups and then over classes of interchangeable cores (same
+//! node, kind, number of PUs). Every cost term within a node set is additive over cores or L3
 //! groups, and the tie-break (Σ 2^core) is additive too, so the knapsack's optimum is the
 //! exhaustive optimum; `tests/oracle.rs` checks that on every small host.
 
@@ -110,10 +110,13 @@ pub fn housekeeping(
 }
 
 /// Value of a partial selection within a node set: the additive cost terms and the core set.
+/// Field order = the cost's order (idle PUs, which sits between efficiency and shared L2, is
+/// the same for every selection of one size and is compared at the end).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Val {
     device_distance: u64,
     efficiency_pus: u32,
+    shared_l2: u32,
     shared_l3: u32,
     l3_groups: u32,
     bits: CoreBits,
@@ -124,6 +127,7 @@ impl Val {
         Val {
             device_distance: 0,
             efficiency_pus: 0,
+            shared_l2: 0,
             shared_l3: 0,
             l3_groups: 0,
             bits: CoreBits::default(),
@@ -134,6 +138,7 @@ impl Val {
         Val {
             device_distance: self.device_distance + o.device_distance,
             efficiency_pus: self.efficiency_pus + o.efficiency_pus,
+            shared_l2: self.shared_l2 + o.shared_l2,
             shared_l3: self.shared_l3 + o.shared_l3,
             l3_groups: self.l3_groups + o.l3_groups,
             bits: self.bits.union(&o.bits),
@@ -148,14 +153,67 @@ fn keep_min(slot: &mut Option<Val>, cand: Val) {
     }
 }
 
-/// One class of interchangeable cores: same L3 group, node, kind and PU count.
-struct Class {
-    ppc: usize,
-    per_core: (u64, u32),
-    cores: Vec<u32>,
+/// Best value for each number of PUs taken (index), `None` where unreachable.
+type Options = Vec<Option<Val>>;
+
+fn start(cap: usize) -> Options {
+    let mut v = vec![None; cap + 1];
+    v[0] = Some(Val::empty());
+    v
+}
+
+/// Options of one class of interchangeable cores (same node, kind, PU count, L2 and L3
+/// group): the lowest-numbered k cores for every k.
+fn class_options(ctx: &Context, cores: &[u32], ppc: usize, cap: usize) -> Options {
+    let mut opt = start(cap);
+    let per_core = cores.first().map(|&c| ctx.core_terms(c)).unwrap_or((0, 0));
+    let mut v = Val::empty();
+    for (k, &core) in cores.iter().enumerate() {
+        let t = (k + 1) * ppc;
+        if t > cap {
+            break;
+        }
+        v.device_distance += per_core.0;
+        v.efficiency_pus += per_core.1;
+        v.bits.insert(core);
+        opt[t] = Some(v.clone());
+    }
+    opt
+}
+
+/// Knapsack step: every way of adding one of `group`'s non-empty options to `acc`.
+fn combine(acc: &Options, group: Options, cap: usize) -> Options {
+    let options: Vec<(usize, Val)> = group
+        .into_iter()
+        .enumerate()
+        .skip(1)
+        .filter_map(|(u, o)| o.map(|o| (u, o)))
+        .collect();
+    let mut next = acc.clone();
+    for (t, base) in acc.iter().enumerate() {
+        let Some(base) = base else { continue };
+        for (u, o) in &options {
+            if t + u > cap {
+                break;
+            }
+            keep_min(&mut next[t + u], base.add(o));
+        }
+    }
+    next
+}
+
+/// Add a group's flag costs to every non-empty option.
+fn flag(mut opt: Options, f: impl Fn(&mut Val)) -> Options {
+    for v in opt.iter_mut().skip(1).flatten() {
+        f(v);
+    }
+    opt
 }
 
 /// Best guest cores within `nodes` (emulator core excluded): (value, PUs taken).
+///
+/// Three nested knapsacks, each exact because every term is additive: L3 groups (flags:
+/// used, shared) made of L2 groups (flag: shared) made of classes of interchangeable cores.
 fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val, u32)> {
     let n = ctx.vcpus as usize;
     let cand = ctx.candidate_cores(nodes, emulator);
@@ -166,91 +224,67 @@ fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val,
         .max()?;
     let cap = n + maxppc - 1;
     let busy_l3 = ctx.busy_l3(emulator);
+    let busy_l2 = ctx.busy_l2(emulator);
 
-    // units: L3 groups (known), else one unit per class
-    #[derive(PartialEq, Eq, PartialOrd, Ord)]
-    enum UnitKey {
-        L3(u32),
-        Loose(u32, bool, usize),
-    }
-    // class key: (node, efficiency, PUs per core) → cores
-    type Classes = BTreeMap<(u32, bool, usize), Vec<u32>>;
-    let mut units: BTreeMap<UnitKey, Classes> = BTreeMap::new();
+    // L3 group (or, without L3, the core's class) → L2 group (or class) → class → cores
+    type Class = (u32, bool, usize);
+    type Tree = BTreeMap<
+        (Option<u32>, Option<Class>),
+        BTreeMap<(Option<u32>, Option<Class>), BTreeMap<Class, Vec<u32>>>,
+    >;
+    let mut tree: Tree = BTreeMap::new();
     for &c in &cand {
         let Some(info) = ctx.cores.get(c as usize) else {
             continue;
         };
         let class = (info.node, info.efficiency, info.pus.len());
-        let key = match info.l3 {
-            Some(l) => UnitKey::L3(l),
-            None => UnitKey::Loose(info.node, info.efficiency, info.pus.len()),
+        let l3_key = match info.l3 {
+            Some(l) => (Some(l), None),
+            None => (None, Some(class)),
         };
-        units
-            .entry(key)
+        // an L2 of this core alone can never be shared: group by class instead (keeps
+        // per-core-L2 hosts at one sub-knapsack per class)
+        let l2 = info
+            .l2
+            .filter(|l| ctx.l2_cpus.get(l).is_some_and(|s| s.len() > info.pus.len()));
+        let l2_key = match l2 {
+            Some(l) => (Some(l), None),
+            None => (None, Some(class)),
+        };
+        tree.entry(l3_key)
+            .or_default()
+            .entry(l2_key)
             .or_default()
             .entry(class)
             .or_default()
             .push(c);
     }
 
-    let mut dp: Vec<Option<Val>> = vec![None; cap + 1];
-    dp[0] = Some(Val::empty());
-    for (key, classes) in &units {
-        let classes: Vec<Class> = classes
-            .iter()
-            .map(|(&(_, _, ppc), cores)| Class {
-                ppc,
-                per_core: cores.first().map(|&c| ctx.core_terms(c)).unwrap_or((0, 0)),
-                cores: cores.clone(),
-            })
-            .collect();
-        // options of this unit: best value for each number of PUs taken from it
-        let mut opt: Vec<Option<Val>> = vec![None; cap + 1];
-        opt[0] = Some(Val::empty());
-        for cl in &classes {
-            let mut next = opt.clone();
-            for (t, base) in opt.iter().enumerate() {
-                let Some(base) = base else { continue };
-                let mut v = base.clone();
-                for (k, &core) in cl.cores.iter().enumerate() {
-                    let t2 = t + (k + 1) * cl.ppc;
-                    if t2 > cap {
-                        break;
-                    }
-                    v.device_distance += cl.per_core.0;
-                    v.efficiency_pus += cl.per_core.1;
-                    v.bits.insert(core);
-                    keep_min(&mut next[t2], v.clone());
+    let mut dp = start(cap);
+    for ((l3, _), l2s) in &tree {
+        let mut unit = start(cap);
+        for ((l2, _), classes) in l2s {
+            let mut sub = start(cap);
+            for (&(_, _, ppc), cores) in classes {
+                sub = combine(&sub, class_options(ctx, cores, ppc, cap), cap);
+            }
+            if let Some(l2) = l2 {
+                if busy_l2.contains(l2) {
+                    sub = flag(sub, |v| v.shared_l2 += 1);
                 }
             }
-            opt = next;
+            unit = combine(&unit, sub, cap);
         }
-        if let UnitKey::L3(l) = key {
-            for v in opt.iter_mut().skip(1).flatten() {
+        if let Some(l3) = l3 {
+            let busy = busy_l3.contains(l3);
+            unit = flag(unit, |v| {
                 v.l3_groups += 1;
-                if busy_l3.contains(l) {
+                if busy {
                     v.shared_l3 += 1;
                 }
-            }
+            });
         }
-        // only the sizes this unit can actually give (a unit of 8 two-thread cores: 8)
-        let options: Vec<(usize, Val)> = opt
-            .into_iter()
-            .enumerate()
-            .skip(1)
-            .filter_map(|(u, o)| o.map(|o| (u, o)))
-            .collect();
-        let mut next = dp.clone();
-        for t in 0..=cap {
-            let Some(base) = &dp[t] else { continue };
-            for (u, o) in &options {
-                if t + u > cap {
-                    break;
-                }
-                keep_min(&mut next[t + u], base.add(o));
-            }
-        }
-        dp = next;
+        dp = combine(&dp, unit, cap);
     }
     let mut best: Option<(Val, u32)> = None;
     let key = |v: &Val, t: usize| {
@@ -258,6 +292,7 @@ fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val,
             v.device_distance,
             v.efficiency_pus,
             t - n,
+            v.shared_l2,
             v.shared_l3,
             v.l3_groups,
             v.bits.clone(),
@@ -354,6 +389,7 @@ pub fn best_placement(ctx: &Context) -> Option<Placement> {
                 page_rank,
                 efficiency_pus: v.efficiency_pus,
                 idle_pus: total - ctx.vcpus,
+                shared_l2: v.shared_l2,
                 shared_l3: v.shared_l3,
                 l3_groups: v.l3_groups,
             };

@@ -53,13 +53,7 @@ pub fn guest_numa(
     mem: &MemoryDecision,
     rationale: &mut Vec<String>,
 ) -> Vec<GuestNumaCell> {
-    let node_of = |cpu: u32| {
-        ctx.cores
-            .iter()
-            .find(|c| c.pus.contains(&cpu))
-            .map(|c| c.node)
-            .unwrap_or(0)
-    };
+    let node_of = |cpu: u32| ctx.node_of(cpu);
     let mut cpu_nodes: Vec<u32> = pins.iter().map(|p| node_of(p.cpu)).collect();
     cpu_nodes.sort_unstable();
     cpu_nodes.dedup();

@@ -139,7 +139,11 @@ fn rtt(s: &mut String, y0: f64, title: &str, rs: &[&RunResult]) {
             .flat_map(|r| r.rtt_series.iter().map(|p| p.1))
             .fold(0.0, f64::max),
     );
-    let tmax = nice_max(rs.iter().map(|r| r.simulated_s).fold(0.0, f64::max));
+    let tmax = rs
+        .iter()
+        .map(|r| r.simulated_s)
+        .fold(0.0, f64::max)
+        .max(1e-9);
     axes(s, y0, title, ymax, "RTT (ms)");
     let x1 = W - RIGHT;
     let y1 = y0 + PANEL_H;
@@ -168,9 +172,15 @@ fn rtt(s: &mut String, y0: f64, title: &str, rs: &[&RunResult]) {
             let y = y1 - PANEL_H * (v / ymax).min(1.0);
             let _ = write!(pts, "{x:.1},{y:.1} ");
         }
+        // irqbalance often coincides with static: dash it so both stay visible
+        let dash = if r.policy == PolicyKind::Irqbalance {
+            r#" stroke-dasharray="4 3""#
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
-            r#"<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="1" opacity="0.85"/>"#
+            r#"<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="1" opacity="0.85"{dash}/>"#
         );
         let label = match r.rtt_ms {
             Some(q) => format!("{} (max {:.1} ms)", r.policy.name(), q.max),

@@ -197,8 +197,20 @@ fn extended_vbalance_spreads_the_queues_of_a_multiqueue_nic() {
     sc.duration_ms = 2000;
     sc.pcpus = 4;
     sc.sweep.message_sizes.clear();
-    sc.vms = vec![VmSpec { vcpus: 4, pin: Some(vec![0, 1, 2, 3]), workload: Workload::Burn, queues: 4, ring: 256 }];
-    sc.sources = (0..4).map(|q| SourceSpec::Udp { vm: 0, queue: q, message_size: 1024 }).collect();
+    sc.vms = vec![VmSpec {
+        vcpus: 4,
+        pin: Some(vec![0, 1, 2, 3]),
+        workload: Workload::Burn,
+        queues: 4,
+        ring: 256,
+    }];
+    sc.sources = (0..4)
+        .map(|q| SourceSpec::Udp {
+            vm: 0,
+            queue: q,
+            message_size: 1024,
+        })
+        .collect();
     let paper = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance, None).unwrap();
     sc.vbalance.variant = sim::scenario::VbalanceVariant::Extended;
     let ext = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance, None).unwrap();
@@ -208,11 +220,25 @@ fn extended_vbalance_spreads_the_queues_of_a_multiqueue_nic() {
         paper.vcpu_irq_ms, paper.irq_moves, ext.vcpu_irq_ms, ext.irq_moves
     );
     assert!(e > 1.5 * p, "many-to-many {e} many-to-one {p}");
-    assert!(ext.drops * 10 < paper.drops.max(1), "drops {} vs {}", ext.drops, paper.drops);
+    assert!(
+        ext.drops * 10 < paper.drops.max(1),
+        "drops {} vs {}",
+        ext.drops,
+        paper.drops
+    );
     // interrupt work is spread evenly over the four vCPUs
     let max = ext.vcpu_irq_ms.iter().cloned().fold(0.0, f64::max);
-    let min = ext.vcpu_irq_ms.iter().cloned().fold(f64::INFINITY, f64::min);
+    let min = ext
+        .vcpu_irq_ms
+        .iter()
+        .cloned()
+        .fold(f64::INFINITY, f64::min);
     assert!(max < 1.5 * min, "{:?}", ext.vcpu_irq_ms);
     // hysteresis and the rate limit keep the moves few; many-to-one keeps moving
-    assert!(ext.irq_moves < 20 && paper.irq_moves > 5 * ext.irq_moves, "{} vs {}", ext.irq_moves, paper.irq_moves);
+    assert!(
+        ext.irq_moves < 20 && paper.irq_moves > 5 * ext.irq_moves,
+        "{} vs {}",
+        ext.irq_moves,
+        paper.irq_moves
+    );
 }

@@ -11,7 +11,9 @@
 //!   hybrid CPUs are `<cpukind>` elements after the root object.
 //! - **v3** (`version="3.0"`, hwloc master): as v2, plus `id="objN"`, a programming-interface
 //!   byte at the end of `pci_type`, `osdev_type` as a bitmask, topology-wide `<info>` after the
-//!   root object (HostName moved there), `<pci_locality>` elements, and no `page_type`.
+//!   root object (HostName moved there), `<pci_locality>` elements, and no `page_type`
+//!   (hwloc PR #744 keeps only a `PageSizes` info): without `page_type` hugepages are left
+//!   empty. `<pci_locality>` repeats the locality the I/O tree already gives and is ignored.
 //!
 //! The loader fills a [`RawTopology`] with the groups of PUs exactly as the file spells them
 //! and lets [`RawTopology::assemble`] number them. What hwloc XML does not carry (IOMMU
@@ -1515,6 +1517,46 @@ mod tests {
             assert!(e.contains(want), "{xml:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn deepest_attachment_owns_the_cpus() {
+        // POWER9-like: two CPU nodes under their packages, a GPU-memory node and a node without
+        // subtype attached at the machine: the machine-level nodes are CPU-less.
+        let xml = r#"<topology version="2.0">
+  <object type="Machine" cpuset="0x0000000f" nodeset="0x0000000f">
+    <object type="NUMANode" os_index="3" cpuset="0x0000000f" nodeset="0x00000008"/>
+    <object type="NUMANode" os_index="2" cpuset="0x0000000f" nodeset="0x00000004" subtype="GPUMemory"/>
+    <object type="Package" os_index="0" cpuset="0x00000003" nodeset="0x00000001">
+      <object type="NUMANode" os_index="0" cpuset="0x00000003" nodeset="0x00000001"/>
+      <object type="PU" os_index="0" cpuset="0x00000001"/>
+      <object type="PU" os_index="1" cpuset="0x00000002"/>
+    </object>
+    <object type="Package" os_index="1" cpuset="0x0000000c" nodeset="0x00000002">
+      <object type="NUMANode" os_index="1" cpuset="0x0000000c" nodeset="0x00000002"/>
+      <object type="PU" os_index="2" cpuset="0x00000004"/>
+      <object type="PU" os_index="3" cpuset="0x00000008"/>
+    </object>
+  </object>
+</topology>"#;
+        let h = parse(xml).unwrap();
+        let cpus: Vec<String> = h
+            .numa_nodes
+            .iter()
+            .map(|n| n.cpus.to_list_string())
+            .collect();
+        assert_eq!(cpus, vec!["0-1", "2-3", "", ""]);
+        let kinds: Vec<MemoryKind> = h.numa_nodes.iter().map(|n| n.memory_kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                MemoryKind::Dram,
+                MemoryKind::Dram,
+                MemoryKind::Gpu,
+                MemoryKind::Unknown
+            ]
+        );
+        assert_eq!(h.pu(3).unwrap().numa, Some(1));
     }
 
     #[test]

@@ -180,6 +180,9 @@ impl DeviceKind {
         let base = (class >> 8) as u8;
         let sub = (class & 0xff) as u8;
         match base {
+            // Server BMC / onboard VGA (ASPEED, Matrox G200) is a display controller but never
+            // a passthrough GPU: keep the planner from offering it.
+            0x03 if matches!(vendor_id, 0x1a03 | 0x102b) => DeviceKind::Other,
             0x03 => DeviceKind::Gpu,
             0x02 => DeviceKind::Nic,
             // InfiniBand controllers are network controllers too
@@ -811,5 +814,7 @@ mod tests {
         assert_eq!(DeviceKind::from_class(0x1200, 0x1002), DeviceKind::Accelerator);
         assert_eq!(DeviceKind::from_class(0x0b40, 0x1bcf), DeviceKind::Accelerator);
         assert_eq!(DeviceKind::from_class(0x0403, 0x10de), DeviceKind::Other);
+        assert_eq!(DeviceKind::from_class(0x0300, 0x1a03), DeviceKind::Other);
+        assert_eq!(DeviceKind::from_class(0x0300, 0x102b), DeviceKind::Other);
     }
 }

@@ -746,13 +746,11 @@ fn sigkill_at_every_step_then_restore_gives_back_the_exact_host() {
         "/vmtune-host",
         "this test process is shielded onto the host CPUs"
     );
-    assert_eq!(
+    let free: u64 =
         read("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages")
-            .parse::<u64>()
-            .unwrap()
-            >= 8,
-        true
-    );
+            .parse()
+            .unwrap();
+    assert!(free >= 8, "8 hugepages reserved, {free} free");
     restore(&journal);
     assert_same(&before, &snapshot(Some(&q)), "after apply + restore");
 }

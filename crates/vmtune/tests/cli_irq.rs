@@ -190,6 +190,10 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
         eprintln!("skipped: one CPU, nowhere to move an IRQ");
         return;
     }
+    if let Err(e) = std::fs::write(format!("/proc/irq/{irq}/smp_affinity_list"), &original) {
+        eprintln!("skipped: cannot write /proc/irq/{irq}/smp_affinity_list ({e}); run as root");
+        return;
+    }
     let _restore = Restore(irq, original.clone());
     // softirq load on the IRQ's CPU: a loopback UDP blaster pinned there
     let mut blaster = Command::new("taskset")
@@ -301,4 +305,94 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
         read(&format!("/proc/irq/{irq}/smp_affinity_list")).as_deref(),
         Some(original.as_str())
     );
+}
+
+#[test]
+fn host_mode_follows_the_vcpu_threads_of_a_qemu_process() {
+    // A paused 2-vCPU TCG QEMU has `CPU 0/TCG` and `CPU 1/TCG` threads and no VFIO vectors:
+    // host mode must find both threads, report where they run, move nothing and exit cleanly.
+    let Ok(mut qemu) = Command::new("qemu-system-x86_64")
+        .args([
+            "-accel",
+            "tcg,thread=multi",
+            "-name",
+            "vmtune-test,debug-threads=on",
+            "-smp",
+            "2",
+            "-m",
+            "64",
+            "-S",
+            "-display",
+            "none",
+            "-nodefaults",
+            "-monitor",
+            "none",
+            "-serial",
+            "none",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        eprintln!("skipped: qemu-system-x86_64 not installed");
+        return;
+    };
+    let pid = qemu.id().to_string();
+    // wait for the vCPU threads to exist
+    let mut ok = false;
+    for _ in 0..100 {
+        let n = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| {
+                        read(&format!("{}/comm", e.path().display()))
+                            .is_some_and(|c| c.starts_with("CPU "))
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        if n == 2 {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = vmtune()
+        .args([
+            "irq",
+            "balance",
+            "--mode",
+            "host",
+            "--pid",
+            &pid,
+            "--duration",
+            "0.5",
+            "--interval-ms",
+            "100",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let _ = qemu.kill();
+    let _ = qemu.wait();
+    assert!(ok, "QEMU did not start its vCPU threads");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["event"], "start");
+    let vcpus = lines[0]["vcpus"].as_object().unwrap();
+    assert_eq!(vcpus.len(), 2, "{text}");
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    assert!(vcpus.values().all(|c| c.as_u64().unwrap() < ncpu));
+    let stop = lines.last().unwrap();
+    assert_eq!(stop["event"], "stop");
+    assert_eq!(stop["moves"], 0);
+    assert!(stop["rounds"].as_u64().unwrap() >= 2);
 }

@@ -141,7 +141,7 @@ fn errors_are_one_line_with_exit_2() {
     for args in [
         vec!["sim", bad.to_str().unwrap()],
         vec!["sim", nosuch.to_str().unwrap()],
-        vec!["sim", "vbalance-fig5", "--duration", "-3"],
+        vec!["sim", "vbalance-fig5", "--duration=-3"],
     ] {
         let out = vmtune(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

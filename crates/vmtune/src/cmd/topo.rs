@@ -64,7 +64,7 @@ pub fn render_tree(host: &Host) -> String {
     let _ = writeln!(
         out,
         "Host {} — {}",
-        host.name.as_deref().unwrap_or("(unnamed)"),
+        host.name.as_deref().unwrap_or("(no host name in source)"),
         host.source
     );
     let _ = writeln!(
@@ -121,24 +121,25 @@ pub fn render_tree(host: &Host) -> String {
         b.cpus.is_subset(&a.cpus) && (a.cpus.len() > b.cpus.len() || a.rank < b.rank)
     };
     let n = objs.len();
-    let mut parent: Vec<Option<usize>> = vec![None; n];
-    for i in 0..n {
-        let mut best: Option<usize> = None;
-        for j in 0..n {
-            if i != j && contains(&objs[j], &objs[i]) {
-                best = match best {
-                    Some(b) if !contains(&objs[b], &objs[j]) => Some(b),
-                    _ => Some(j),
-                };
+    let parent: Vec<Option<usize>> = (0..n)
+        .map(|i| {
+            let mut best: Option<usize> = None;
+            for (j, cand) in objs.iter().enumerate() {
+                if i != j && contains(cand, &objs[i]) {
+                    best = match best {
+                        Some(b) if !contains(&objs[b], cand) => Some(b),
+                        _ => Some(j),
+                    };
+                }
             }
-        }
-        parent[i] = best;
-    }
+            best
+        })
+        .collect();
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut roots = Vec::new();
-    for i in 0..n {
-        match parent[i] {
-            Some(p) => children[p].push(i),
+    for (i, p) in parent.iter().enumerate() {
+        match p {
+            Some(p) => children[*p].push(i),
             None => roots.push(i),
         }
     }
@@ -207,7 +208,8 @@ fn numa_label(host: &Host, node: u32) -> String {
     if n.is_cpuless() && n.memory_kind != MemoryKind::Unknown {
         attrs.push("no CPUs".into());
     }
-    for h in &n.hugepages {
+    // empty pools (the usual state) would only add noise to every node
+    for h in n.hugepages.iter().filter(|h| h.total != Some(0)) {
         let size = if h.size_kb >= 1 << 20 { format!("{}G", h.size_kb >> 20) } else { format!("{}M", h.size_kb >> 10) };
         match (h.free, h.total) {
             (Some(f), Some(t)) => attrs.push(format!("hugepages {size} {f}/{t} free")),
