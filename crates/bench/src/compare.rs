@@ -206,13 +206,20 @@ fn differences(runs: &[RunFile]) -> Vec<String> {
                 }
             }
         }
-        let setup = |f: &RunFile| {
-            serde_json::json!({
-                "membw": f.membw.as_ref().map(|m| serde_json::json!({"threads": m.threads, "cpus": m.cpus, "array_bytes": m.array_bytes})),
-                "latency": f.latency.as_ref().map(|l| serde_json::json!({"policy": l.policy, "load_cpus": l.load_cpus, "interval_us": l.interval_us})),
-            })
-        };
-        for d in json_diff(&setup(base), &setup(r), 8) {
+        // benchmark settings, for the benchmarks both runs have
+        let mut s0 = serde_json::Map::new();
+        let mut s1 = serde_json::Map::new();
+        if let (Some(m0), Some(m1)) = (&base.membw, &r.membw) {
+            let f = |m: &crate::membw::MembwResult| serde_json::json!({"threads": m.threads, "cpus": m.cpus, "array_bytes": m.array_bytes});
+            s0.insert("membw".into(), f(m0));
+            s1.insert("membw".into(), f(m1));
+        }
+        if let (Some(l0), Some(l1)) = (&base.latency, &r.latency) {
+            let f = |l: &crate::latency::LatencyResult| serde_json::json!({"policy": l.policy, "load_cpus": l.load_cpus, "interval_us": l.interval_us});
+            s0.insert("latency".into(), f(l0));
+            s1.insert("latency".into(), f(l1));
+        }
+        for d in json_diff(&s0.into(), &s1.into(), 8) {
             out.push(format!("{who}: {d}"));
         }
     }

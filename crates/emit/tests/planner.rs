@@ -27,7 +27,7 @@ fn validate(xml: &str, what: &str) {
 
 fn hosts() -> Vec<(String, topo::Host)> {
     let mut v = vec![("builtin".to_string(), topo::builtin::default_host())];
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/topologies/hwloc");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/topologies/hwloc");
     for name in ["nvidiaDGX2.xml", "AMD-19h-Zen3-2xEpyc-7763.xml"] {
         let p = dir.join(name);
         if p.exists() {

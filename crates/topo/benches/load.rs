@@ -12,7 +12,10 @@ use std::process::Command;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
-const FILE: &str = "/work/shared/topologies/hwloc/AMD-19h-Zen4-2xEpyc-9654.xml";
+const FILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../testdata/topologies/hwloc/AMD-19h-Zen4-2xEpyc-9654.xml"
+);
 
 fn lstopo_available() -> bool {
     Command::new("lstopo")

@@ -1,4 +1,4 @@
-//! The hwloc XML loader on every real topology in `/work/shared/topologies/hwloc/`.
+//! The hwloc XML loader on every real topology in `testdata/topologies/hwloc/` (a copy of shared/topologies).
 //!
 //! Expectations are written by hand from `SOURCES.txt`, file by file. Where SOURCES.txt is
 //! silent (the PCI address of each GPU, L3 counts of trimmed files, ...) the value was read
@@ -10,7 +10,7 @@ use std::process::Command;
 
 use topo::{DeviceKind, Host, MemoryKind};
 
-const DIR: &str = "/work/shared/topologies/hwloc";
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/topologies/hwloc");
 
 fn path(name: &str) -> PathBuf {
     Path::new(DIR).join(name)

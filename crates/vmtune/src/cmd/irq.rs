@@ -25,10 +25,24 @@ use super::common::print_json;
 /// vector on the physical CPU where its target vCPU thread runs. Every affinity it changes is
 /// restored on exit, including SIGTERM and SIGINT.
 #[derive(clap::Args, Debug)]
+#[command(after_help = IRQ_HELP)]
 pub struct Args {
     #[command(subcommand)]
     pub command: IrqCommand,
 }
+
+const IRQ_HELP: &str = "\
+In a KVM guest, an interrupt bound to a vCPU the host has preempted waits until that vCPU runs
+again. `irq balance --mode guest` reads per-vCPU steal and irq/softirq time (/proc/stat) and
+per-IRQ counts (/proc/interrupts) and moves movable MSI/MSI-X vectors (virtio-net queues; not
+the managed virtio-blk/scsi ones) to running, less loaded vCPUs (vBalance, max/min > 1.5).
+`--mode host --pid QEMU_PID` keeps each VFIO vector on the host CPU where its target vCPU
+thread runs. Every affinity changed is restored on exit, SIGTERM or SIGINT.
+
+Examples:
+  vmtune irq show
+  vmtune irq balance --duration 60
+  vmtune irq balance --mode host --pid $(pidof qemu-system-x86_64) --json";
 
 #[derive(clap::Subcommand, Debug)]
 pub enum IrqCommand {

@@ -217,8 +217,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 /// The report for the seed 000 example: a 12-vCPU Windows gaming VM with the GPU at 01:00.0
 /// (and its audio function) on `host` — what `vmtune` with no arguments shows.
-// called by cmd::demo (the lead wires it); tested below
-#[allow(dead_code)]
 pub fn demo_report(host: &Host) -> Result<String> {
     let req = Request {
         name: Some("win10".into()),

@@ -23,7 +23,7 @@ use super::common::print_json;
 /// host context switches and the simulator's speed (events/s). Runs are deterministic for a
 /// seed. See `crates/sim/src/scenario.rs` for the TOML format.
 #[derive(clap::Args, Debug)]
-#[command(verbatim_doc_comment)]
+#[command(after_help = SIM_HELP)]
 pub struct Args {
     /// Built-in scenario name or path to a scenario TOML file.
     pub scenario: String,
@@ -52,6 +52,26 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
 }
+
+const SIM_HELP: &str = "\
+Policies: static (all IRQs on vCPU0), irqbalance (10 s rebalancing, blind to vCPU scheduling),
+vbalance (the irqbal policy: move IRQs off preempted vCPUs, balance with max/min > 1.5).
+Host schedulers: credit (Xen credit1: 30 ms slice, BOOST/UNDER/OVER, SMP_BOOST fast path with
+vBalance) and eevdf (Linux: 3 ms base slice, wakeup preemption).
+
+Built-in scenarios:
+  vbalance-fig5      paper 5.2.1: 4-vCPU VM on one core, CPU burn, ping every 100 ms, 60 s
+  vbalance-fig6      paper 5.2.2: netperf TCP_STREAM and UDP_STREAM over message sizes
+  vbalance-fig6-tcp, vbalance-fig6-udp   one of the two
+
+Output per run: ping RTT p50/p99/max (ms), stream throughput (Mbit/s), drops, IRQ moves, host
+context switches, simulator speed (events/s). Deterministic for a seed. TOML format: see
+crates/sim/src/scenario.rs.
+
+Examples:
+  vmtune sim vbalance-fig5 --svg fig5.svg
+  vmtune sim vbalance-fig6 --duration 5 --sizes 256,4096 --json
+  vmtune sim my-scenario.toml --scheduler eevdf";
 
 fn parse_sched(s: &str) -> Result<SchedulerKind, String> {
     match s {
