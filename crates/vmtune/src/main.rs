@@ -61,10 +61,25 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            // one line: the chain of contexts, outermost first
-            let msg = format!("{e:#}").replace('\n', " ");
-            eprintln!("vmtune: error: {msg}");
+            eprintln!("vmtune: error: {}", one_line(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error chain on one line, outermost first. A cause whose text the outer message already
+/// quotes (library errors often print their source) is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg.replace(['\n', '\r'], " ")
 }
