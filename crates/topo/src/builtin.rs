@@ -123,7 +123,11 @@ pub fn raw_default() -> RawTopology {
         for irq in &mut t.irqs {
             // what /proc/irq/N/smp_affinity_list would say after seed 000's masking
             if irq.number.is_some() {
-                let aff = if irq.is_vfio() { "2-7,10-15" } else { "0-1,8-9" };
+                let aff = if irq.is_vfio() {
+                    "2-7,10-15"
+                } else {
+                    "0-1,8-9"
+                };
                 irq.affinity = Some(list(aff));
             }
         }
@@ -133,7 +137,9 @@ pub fn raw_default() -> RawTopology {
         source: format!("builtin:{DEFAULT_NAME}"),
         name: Some("VFIO gaming desktop (seed 000): i9-9900K, GTX 1080 Ti".into()),
         pus: list("0-15"),
-        cores: (0..8).map(|c| group(c, &format!("{c},{}", c + 8))).collect(),
+        cores: (0..8)
+            .map(|c| group(c, &format!("{c},{}", c + 8)))
+            .collect(),
         packages: vec![(
             group(0, "0-15"),
             Some("Intel(R) Core(TM) i9-9900K CPU @ 3.60GHz".into()),
@@ -165,14 +171,102 @@ pub fn raw_default() -> RawTopology {
             matrix: vec![vec![10]],
         }),
         pci_devices: vec![
-            dev("0000:00:00.0", 0x8086, 0x3e30, 0x0600, "8th Gen Core 8-core Desktop Processor Host Bridge", "skl_uncore", 0, &[], &[], None),
-            dev("0000:00:01.0", 0x8086, 0x1901, 0x0604, "6th-10th Gen Core Processor PCIe Controller (x16)", "pcieport", 1, &[], &[], None),
-            dev("0000:00:02.0", 0x8086, 0x3e98, 0x0300, "CoffeeLake-S GT2 [UHD Graphics 630]", "i915", 2, &[(0, 16 * MIB), (2, 256 * MIB)], &[125], None),
-            dev("0000:00:14.0", 0x8086, 0xa36d, 0x0c03, "Cannon Lake PCH USB 3.1 xHCI Host Controller", "xhci_hcd", 3, &[(0, 64 * KIB)], &[122], None),
-            dev("0000:00:17.0", 0x8086, 0xa352, 0x0106, "Cannon Lake PCH SATA AHCI Controller", "ahci", 4, &[(0, 8 * KIB), (5, 2 * KIB)], &[123], None),
-            dev("0000:00:1f.6", 0x8086, 0x15bc, 0x0200, "Ethernet Connection (7) I219-V", "e1000e", 5, &[(0, 128 * KIB)], &[124], None),
-            dev("0000:01:00.0", 0x10de, 0x1b06, 0x0300, "GP102 [GeForce GTX 1080 Ti]", "vfio-pci", 1, &[(0, 16 * MIB), (1, 256 * MIB), (3, 32 * MIB)], &[126], Some("0000:00:01.0")),
-            dev("0000:01:00.1", 0x10de, 0x10ef, 0x0403, "GP102 HDMI Audio Controller", "vfio-pci", 1, &[(0, 16 * KIB)], &[127], Some("0000:00:01.0")),
+            dev(
+                "0000:00:00.0",
+                0x8086,
+                0x3e30,
+                0x0600,
+                "8th Gen Core 8-core Desktop Processor Host Bridge",
+                "skl_uncore",
+                0,
+                &[],
+                &[],
+                None,
+            ),
+            dev(
+                "0000:00:01.0",
+                0x8086,
+                0x1901,
+                0x0604,
+                "6th-10th Gen Core Processor PCIe Controller (x16)",
+                "pcieport",
+                1,
+                &[],
+                &[],
+                None,
+            ),
+            dev(
+                "0000:00:02.0",
+                0x8086,
+                0x3e98,
+                0x0300,
+                "CoffeeLake-S GT2 [UHD Graphics 630]",
+                "i915",
+                2,
+                &[(0, 16 * MIB), (2, 256 * MIB)],
+                &[125],
+                None,
+            ),
+            dev(
+                "0000:00:14.0",
+                0x8086,
+                0xa36d,
+                0x0c03,
+                "Cannon Lake PCH USB 3.1 xHCI Host Controller",
+                "xhci_hcd",
+                3,
+                &[(0, 64 * KIB)],
+                &[122],
+                None,
+            ),
+            dev(
+                "0000:00:17.0",
+                0x8086,
+                0xa352,
+                0x0106,
+                "Cannon Lake PCH SATA AHCI Controller",
+                "ahci",
+                4,
+                &[(0, 8 * KIB), (5, 2 * KIB)],
+                &[123],
+                None,
+            ),
+            dev(
+                "0000:00:1f.6",
+                0x8086,
+                0x15bc,
+                0x0200,
+                "Ethernet Connection (7) I219-V",
+                "e1000e",
+                5,
+                &[(0, 128 * KIB)],
+                &[124],
+                None,
+            ),
+            dev(
+                "0000:01:00.0",
+                0x10de,
+                0x1b06,
+                0x0300,
+                "GP102 [GeForce GTX 1080 Ti]",
+                "vfio-pci",
+                1,
+                &[(0, 16 * MIB), (1, 256 * MIB), (3, 32 * MIB)],
+                &[126],
+                Some("0000:00:01.0"),
+            ),
+            dev(
+                "0000:01:00.1",
+                0x10de,
+                0x10ef,
+                0x0403,
+                "GP102 HDMI Audio Controller",
+                "vfio-pci",
+                1,
+                &[(0, 16 * KIB)],
+                &[127],
+                Some("0000:00:01.0"),
+            ),
         ],
         interrupts,
         tsc_stable: Some(true),
@@ -206,6 +300,9 @@ mod tests {
         let t = h.interrupts.as_ref().unwrap();
         assert_eq!(t.cpus.len(), 16);
         assert_eq!(t.irqs.iter().filter(|i| i.is_vfio()).count(), 2);
-        assert_eq!(t.irqs.iter().find(|i| i.id == "9").unwrap().counts[1], 9612805);
+        assert_eq!(
+            t.irqs.iter().find(|i| i.id == "9").unwrap().counts[1],
+            9612805
+        );
     }
 }

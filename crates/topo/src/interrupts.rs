@@ -16,7 +16,10 @@ use crate::model::{InterruptTable, Irq};
 
 /// Parse the text of `/proc/interrupts`. The error names the line and the problem.
 pub fn parse_proc_interrupts(text: &str) -> Result<InterruptTable, String> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
     let (_, header) = lines.next().ok_or("empty file")?;
     let mut cpus = Vec::new();
     for tok in header.split_whitespace() {
@@ -36,7 +39,11 @@ pub fn parse_proc_interrupts(text: &str) -> Result<InterruptTable, String> {
             .ok_or_else(|| format!("line {}: no ':' after the IRQ label", lineno + 1))?;
         let id = label.trim().to_string();
         if id.is_empty() || id.contains(char::is_whitespace) {
-            return Err(format!("line {}: bad IRQ label {:?}", lineno + 1, label.trim()));
+            return Err(format!(
+                "line {}: bad IRQ label {:?}",
+                lineno + 1,
+                label.trim()
+            ));
         }
         let number = id.parse::<u32>().ok();
         // counts: up to cpus.len() leading numeric tokens
@@ -44,9 +51,7 @@ pub fn parse_proc_interrupts(text: &str) -> Result<InterruptTable, String> {
         let mut tail = rest;
         while counts.len() < cpus.len() {
             let trimmed = tail.trim_start();
-            let end = trimmed
-                .find(char::is_whitespace)
-                .unwrap_or(trimmed.len());
+            let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
             let tok = &trimmed[..end];
             match tok.parse::<u64>() {
                 Ok(v) if !tok.is_empty() => {
@@ -118,8 +123,8 @@ fn looks_like_hwirq(tok: &str) -> bool {
 pub fn fill_affinities(table: &mut InterruptTable, read: impl Fn(&str) -> Option<String>) {
     for irq in &mut table.irqs {
         if let Some(n) = irq.number {
-            irq.affinity = read(&format!("{n}/smp_affinity_list"))
-                .and_then(|s| CpuSet::parse_list(&s).ok());
+            irq.affinity =
+                read(&format!("{n}/smp_affinity_list")).and_then(|s| CpuSet::parse_list(&s).ok());
             irq.effective_affinity = read(&format!("{n}/effective_affinity_list"))
                 .and_then(|s| CpuSet::parse_list(&s).ok());
         }
@@ -184,7 +189,14 @@ MIS:          0
             _ => None,
         });
         assert_eq!(t.irqs[3].affinity.as_ref().unwrap().to_list_string(), "0-1");
-        assert_eq!(t.irqs[3].effective_affinity.as_ref().unwrap().to_list_string(), "1");
+        assert_eq!(
+            t.irqs[3]
+                .effective_affinity
+                .as_ref()
+                .unwrap()
+                .to_list_string(),
+            "1"
+        );
         assert_eq!(t.irqs[0].affinity, None);
     }
 }

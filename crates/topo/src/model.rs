@@ -285,7 +285,10 @@ pub struct PciDevice {
 impl PciDevice {
     /// `dddd:bb:dd` — functions sharing this are parts of one multi-function device.
     pub fn slot(&self) -> &str {
-        self.bdf.rsplit_once('.').map(|(s, _)| s).unwrap_or(&self.bdf)
+        self.bdf
+            .rsplit_once('.')
+            .map(|(s, _)| s)
+            .unwrap_or(&self.bdf)
     }
 }
 
@@ -376,7 +379,9 @@ impl Host {
     }
 
     pub fn gpus(&self) -> impl Iterator<Item = &PciDevice> {
-        self.pci_devices.iter().filter(|d| d.kind == DeviceKind::Gpu)
+        self.pci_devices
+            .iter()
+            .filter(|d| d.kind == DeviceKind::Gpu)
     }
 
     /// Caches of one level (unified or data), in id order.
@@ -505,16 +510,10 @@ impl RawTopology {
         }
         cores.sort_by_key(|c| c.cpus.first());
 
-        let packages = number_groups(
-            self.packages.drain(..).collect(),
-            &all,
-        )
-        .map_err(|m| invalid(format!("package: {m}")))?;
-        let dies = number_groups(
-            self.dies.drain(..).map(|g| (g, ())).collect(),
-            &all,
-        )
-        .map_err(|m| invalid(format!("die: {m}")))?;
+        let packages = number_groups(self.packages.drain(..).collect(), &all)
+            .map_err(|m| invalid(format!("package: {m}")))?;
+        let dies = number_groups(self.dies.drain(..).map(|g| (g, ())).collect(), &all)
+            .map_err(|m| invalid(format!("die: {m}")))?;
 
         // Caches: merge duplicates, drop empty, number per (level, type).
         let mut caches: Vec<RawCache> = Vec::new();
@@ -555,7 +554,10 @@ impl RawTopology {
         self.numa_nodes.sort_by_key(|n| n.os_index);
         for w in self.numa_nodes.windows(2) {
             if w[0].os_index == w[1].os_index {
-                return Err(invalid(format!("NUMA node {} appears twice", w[0].os_index)));
+                return Err(invalid(format!(
+                    "NUMA node {} appears twice",
+                    w[0].os_index
+                )));
             }
         }
         for n in &mut self.numa_nodes {
@@ -589,8 +591,11 @@ impl RawTopology {
             };
         }
 
-        let core_ids: Vec<(CpuSet, u32)> =
-            cores.iter().enumerate().map(|(i, c)| (c.cpus.clone(), i as u32)).collect();
+        let core_ids: Vec<(CpuSet, u32)> = cores
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.cpus.clone(), i as u32))
+            .collect();
         // cpu -> id of the first set holding it, built in one pass over the sets (a scan of
         // every set for every CPU is quadratic on hosts with thousands of CPUs)
         let table = |sets: &[(CpuSet, u32)]| -> Vec<Option<u32>> {
@@ -606,13 +611,16 @@ impl RawTopology {
             }
             t
         };
-        let find = |t: &[Option<u32>], cpu: u32| -> Option<u32> {
-            t.get(cpu as usize).copied().flatten()
-        };
-        let pkg_sets: Vec<(CpuSet, u32)> =
-            packages.iter().map(|(g, _, id)| (g.cpus.clone(), *id)).collect();
-        let die_sets: Vec<(CpuSet, u32)> =
-            dies.iter().map(|(g, _, id)| (g.cpus.clone(), *id)).collect();
+        let find =
+            |t: &[Option<u32>], cpu: u32| -> Option<u32> { t.get(cpu as usize).copied().flatten() };
+        let pkg_sets: Vec<(CpuSet, u32)> = packages
+            .iter()
+            .map(|(g, _, id)| (g.cpus.clone(), *id))
+            .collect();
+        let die_sets: Vec<(CpuSet, u32)> = dies
+            .iter()
+            .map(|(g, _, id)| (g.cpus.clone(), *id))
+            .collect();
         let cache_sets = |level: u8| -> Vec<(CpuSet, u32)> {
             caches
                 .iter()
@@ -704,7 +712,10 @@ impl RawTopology {
 
 /// Sort disjoint groups by first CPU and give them ids 0..n; merge exact duplicates; reject
 /// overlapping groups.
-fn number_groups<T>(groups: Vec<(RawGroup, T)>, all: &CpuSet) -> Result<Vec<(RawGroup, T, u32)>, String> {
+fn number_groups<T>(
+    groups: Vec<(RawGroup, T)>,
+    all: &CpuSet,
+) -> Result<Vec<(RawGroup, T, u32)>, String> {
     let mut out: Vec<(RawGroup, T)> = Vec::new();
     let mut seen = CpuSet::new();
     for (mut g, extra) in groups {
@@ -751,7 +762,10 @@ mod tests {
     #[test]
     fn bdf_normalization() {
         assert_eq!(normalize_bdf("01:00.0").as_deref(), Some("0000:01:00.0"));
-        assert_eq!(normalize_bdf("0000:5D:00.1").as_deref(), Some("0000:5d:00.1"));
+        assert_eq!(
+            normalize_bdf("0000:5D:00.1").as_deref(),
+            Some("0000:5d:00.1")
+        );
         assert_eq!(normalize_bdf("1:0.0").as_deref(), Some("0000:01:00.0"));
         assert_eq!(normalize_bdf("garbage"), None);
         assert_eq!(normalize_bdf("00:20.0"), None);
@@ -764,10 +778,22 @@ mod tests {
             source: "test".into(),
             pus: set("0-3"),
             cores: vec![
-                RawGroup { os_index: Some(1), cpus: set("1,3") },
-                RawGroup { os_index: Some(0), cpus: set("0,2") },
+                RawGroup {
+                    os_index: Some(1),
+                    cpus: set("1,3"),
+                },
+                RawGroup {
+                    os_index: Some(0),
+                    cpus: set("0,2"),
+                },
             ],
-            packages: vec![(RawGroup { os_index: Some(0), cpus: set("0-3") }, None)],
+            packages: vec![(
+                RawGroup {
+                    os_index: Some(0),
+                    cpus: set("0-3"),
+                },
+                None,
+            )],
             caches: vec![RawCache {
                 level: 3,
                 cache_type: CacheType::Unified,
@@ -794,8 +820,14 @@ mod tests {
             source: "test".into(),
             pus: set("0-3"),
             cores: vec![
-                RawGroup { os_index: None, cpus: set("0-1") },
-                RawGroup { os_index: None, cpus: set("1-2") },
+                RawGroup {
+                    os_index: None,
+                    cpus: set("0-1"),
+                },
+                RawGroup {
+                    os_index: None,
+                    cpus: set("1-2"),
+                },
             ],
             ..Default::default()
         };
@@ -811,8 +843,14 @@ mod tests {
         assert_eq!(DeviceKind::from_class(0x0207, 0x15b3), DeviceKind::Nic);
         assert_eq!(DeviceKind::from_class(0x0108, 0x144d), DeviceKind::Storage);
         assert_eq!(DeviceKind::from_class(0x0604, 0x10b5), DeviceKind::Bridge);
-        assert_eq!(DeviceKind::from_class(0x1200, 0x1002), DeviceKind::Accelerator);
-        assert_eq!(DeviceKind::from_class(0x0b40, 0x1bcf), DeviceKind::Accelerator);
+        assert_eq!(
+            DeviceKind::from_class(0x1200, 0x1002),
+            DeviceKind::Accelerator
+        );
+        assert_eq!(
+            DeviceKind::from_class(0x0b40, 0x1bcf),
+            DeviceKind::Accelerator
+        );
         assert_eq!(DeviceKind::from_class(0x0403, 0x10de), DeviceKind::Other);
         assert_eq!(DeviceKind::from_class(0x0300, 0x1a03), DeviceKind::Other);
         assert_eq!(DeviceKind::from_class(0x0300, 0x102b), DeviceKind::Other);

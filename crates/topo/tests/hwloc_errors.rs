@@ -5,8 +5,14 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 
-const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/topologies/hwloc/topo.jrc0323.xml");
-const REAL_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/topologies/hwloc/topo.jwc09n003.xml");
+const REAL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../testdata/topologies/hwloc/topo.jrc0323.xml"
+);
+const REAL_V1: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../testdata/topologies/hwloc/topo.jwc09n003.xml"
+);
 
 fn real(path: &str) -> String {
     std::fs::read_to_string(path).expect("shared topology")

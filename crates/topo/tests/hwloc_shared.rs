@@ -10,7 +10,10 @@ use std::process::Command;
 
 use topo::{DeviceKind, Host, MemoryKind};
 
-const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/topologies/hwloc");
+const DIR: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../testdata/topologies/hwloc"
+);
 
 fn path(name: &str) -> PathBuf {
     Path::new(DIR).join(name)

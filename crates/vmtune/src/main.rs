@@ -16,7 +16,12 @@ mod cmd;
 /// Every command takes --json for machine output; host input is --topology PATH (hwloc XML,
 /// sysfs snapshot directory or tarball, or `builtin`), the live host without it.
 #[derive(Parser)]
-#[command(name = "vmtune", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "vmtune",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

@@ -20,7 +20,8 @@ impl HostArgs {
         match &self.topology {
             Some(p) if is_builtin(p) => Ok(topo::builtin::default_host()),
             Some(p) => Ok(topo::load_path(p)?),
-            None => topo::load(None).context("reading the live host (use --topology builtin for the example host)"),
+            None => topo::load(None)
+                .context("reading the live host (use --topology builtin for the example host)"),
         }
     }
 }

@@ -11,6 +11,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
     print!("{}", super::plan::demo_report(&host)?);
     println!();
     println!("Next: `vmtune topo` reads this machine; `vmtune plan --help` plans for it;");
-    println!("`--emit libvirt|qemu|kata|kubevirt` spells the plan; `vmtune --help` lists everything.");
+    println!(
+        "`--emit libvirt|qemu|kata|kubevirt` spells the plan; `vmtune --help` lists everything."
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -89,22 +89,53 @@ pub fn render_tree(host: &Host) -> String {
 
     let mut objs: Vec<Obj> = Vec::new();
     for p in &host.packages {
-        let model = p.model.as_deref().map(|m| format!(" \"{m}\"")).unwrap_or_default();
-        objs.push(Obj { rank: 0, label: format!("Package P#{}{model}", os(p.os_index, p.id)), cpus: p.cpus.clone(), numa: None });
+        let model = p
+            .model
+            .as_deref()
+            .map(|m| format!(" \"{m}\""))
+            .unwrap_or_default();
+        objs.push(Obj {
+            rank: 0,
+            label: format!("Package P#{}{model}", os(p.os_index, p.id)),
+            cpus: p.cpus.clone(),
+            numa: None,
+        });
     }
     for d in &host.dies {
-        objs.push(Obj { rank: 1, label: format!("Die #{}", d.id), cpus: d.cpus.clone(), numa: None });
+        objs.push(Obj {
+            rank: 1,
+            label: format!("Die #{}", d.id),
+            cpus: d.cpus.clone(),
+            numa: None,
+        });
     }
     for n in host.numa_nodes.iter().filter(|n| !n.is_cpuless()) {
-        objs.push(Obj { rank: 2, label: numa_label(host, n.os_index), cpus: n.cpus.clone(), numa: Some(n.os_index) });
+        objs.push(Obj {
+            rank: 2,
+            label: numa_label(host, n.os_index),
+            cpus: n.cpus.clone(),
+            numa: Some(n.os_index),
+        });
     }
     for c in &host.caches {
         if c.cache_type == topo::CacheType::Instruction {
             continue;
         }
-        let size = c.size_bytes.map(|s| format!(" ({})", human_bytes(s))).unwrap_or_default();
-        let kind = if c.cache_type == topo::CacheType::Data { "d" } else { "" };
-        objs.push(Obj { rank: 6 - c.level.min(3), label: format!("L{}{kind} #{}{size}", c.level, c.id), cpus: c.cpus.clone(), numa: None });
+        let size = c
+            .size_bytes
+            .map(|s| format!(" ({})", human_bytes(s)))
+            .unwrap_or_default();
+        let kind = if c.cache_type == topo::CacheType::Data {
+            "d"
+        } else {
+            ""
+        };
+        objs.push(Obj {
+            rank: 6 - c.level.min(3),
+            label: format!("L{}{kind} #{}{size}", c.level, c.id),
+            cpus: c.cpus.clone(),
+            numa: None,
+        });
     }
     for c in &host.cores {
         let kind = c
@@ -114,7 +145,12 @@ pub fn render_tree(host: &Host) -> String {
             .and_then(|p| p.kind.clone())
             .map(|k| format!(" [{k}]"))
             .unwrap_or_default();
-        objs.push(Obj { rank: 7, label: format!("Core #{}{kind}: PU {}", c.id, c.pus), cpus: c.pus.clone(), numa: None });
+        objs.push(Obj {
+            rank: 7,
+            label: format!("Core #{}{kind}: PU {}", c.id, c.pus),
+            cpus: c.pus.clone(),
+            numa: None,
+        });
     }
     // parent = the smallest object strictly larger, or equal cpus with a lower rank
     let contains = |a: &Obj, b: &Obj| -> bool {
@@ -170,17 +206,41 @@ pub fn render_tree(host: &Host) -> String {
     if let Some(d) = &host.distances {
         if d.nodes.len() > 1 && d.nodes.len() <= 16 {
             let _ = writeln!(out, "  NUMA distances:");
-            let _ = writeln!(out, "    {:>5}{}", "", d.nodes.iter().map(|n| format!("{n:>5}")).collect::<String>());
+            let _ = writeln!(
+                out,
+                "    {:>5}{}",
+                "",
+                d.nodes
+                    .iter()
+                    .map(|n| format!("{n:>5}"))
+                    .collect::<String>()
+            );
             for (i, row) in d.matrix.iter().enumerate() {
-                let _ = writeln!(out, "    {:>5}{}", d.nodes[i], row.iter().map(|v| format!("{v:>5}")).collect::<String>());
+                let _ = writeln!(
+                    out,
+                    "    {:>5}{}",
+                    d.nodes[i],
+                    row.iter().map(|v| format!("{v:>5}")).collect::<String>()
+                );
             }
         } else if d.nodes.len() > 16 {
-            let _ = writeln!(out, "  NUMA distances: {}x{} matrix (see --json)", d.nodes.len(), d.nodes.len());
+            let _ = writeln!(
+                out,
+                "  NUMA distances: {}x{} matrix (see --json)",
+                d.nodes.len(),
+                d.nodes.len()
+            );
         }
     }
     if let Some(t) = &host.interrupts {
         let vfio = t.irqs.iter().filter(|i| i.is_vfio()).count();
-        let _ = writeln!(out, "  Interrupts: {} rows over {} CPUs, {} VFIO vectors", t.irqs.len(), t.cpus.len(), vfio);
+        let _ = writeln!(
+            out,
+            "  Interrupts: {} rows over {} CPUs, {} VFIO vectors",
+            t.irqs.len(),
+            t.cpus.len(),
+            vfio
+        );
     }
     out
 }
@@ -210,7 +270,11 @@ fn numa_label(host: &Host, node: u32) -> String {
     }
     // empty pools (the usual state) would only add noise to every node
     for h in n.hugepages.iter().filter(|h| h.total != Some(0)) {
-        let size = if h.size_kb >= 1 << 20 { format!("{}G", h.size_kb >> 20) } else { format!("{}M", h.size_kb >> 10) };
+        let size = if h.size_kb >= 1 << 20 {
+            format!("{}G", h.size_kb >> 20)
+        } else {
+            format!("{}M", h.size_kb >> 10)
+        };
         match (h.free, h.total) {
             (Some(f), Some(t)) => attrs.push(format!("hugepages {size} {f}/{t} free")),
             (None, Some(t)) => attrs.push(format!("hugepages {size} {t}")),
