@@ -156,6 +156,18 @@ pub struct RestoreReport {
     pub notes: Vec<String>,
 }
 
+impl RestoreReport {
+    fn new(journal: &Path) -> Self {
+        RestoreReport {
+            journal: journal.to_path_buf(),
+            archived_as: None,
+            steps: Vec::new(),
+            failed: 0,
+            notes: Vec::new(),
+        }
+    }
+}
+
 /// Check a plan against the host before anything changes. Pure.
 pub fn validate(plan: &Plan, online: &CpuSet) -> Result<()> {
     if plan.host_cpus.is_empty() {
@@ -636,13 +648,7 @@ pub fn restore(journal_path: &Path, lock_wait: Duration) -> Result<RestoreReport
 
 /// What restore would do, without doing it.
 pub fn restore_dry_run(journal_path: &Path) -> Result<RestoreReport> {
-    let mut rep = RestoreReport {
-        journal: journal_path.to_path_buf(),
-        archived_as: None,
-        steps: Vec::new(),
-        failed: 0,
-        notes: Vec::new(),
-    };
+    let mut rep = RestoreReport::new(journal_path);
     if !journal_path.exists() {
         rep.notes.push("no journal: nothing to restore".into());
         return Ok(rep);
@@ -670,13 +676,7 @@ pub fn restore_dry_run(journal_path: &Path) -> Result<RestoreReport> {
 }
 
 fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
-    let mut rep = RestoreReport {
-        journal: journal_path.to_path_buf(),
-        archived_as: None,
-        steps: Vec::new(),
-        failed: 0,
-        notes: Vec::new(),
-    };
+    let mut rep = RestoreReport::new(journal_path);
     if !journal_path.exists() {
         rep.notes.push("no journal: nothing to restore".into());
         return Ok(rep);
