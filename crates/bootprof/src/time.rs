@@ -78,6 +78,26 @@ fn valid_date(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> bool {
         && YEARS.contains(&y)
 }
 
+/// A validated calendar date and time of day (`h, m, s, ns`) at `utc_offset_s` seconds east
+/// of UTC → nanoseconds since the epoch; `None` if out of range.
+fn instant(
+    y: i64,
+    mo: u32,
+    d: u32,
+    (h, mi, sec, ns): (u32, u32, u32, u32),
+    utc_offset_s: i64,
+) -> Option<Nanos> {
+    if !valid_date(y, mo, d, h, mi, sec) {
+        return None;
+    }
+    let secs = days_from_civil(y, mo, d) * 86_400
+        + i64::from(h) * 3600
+        + i64::from(mi) * 60
+        + i64::from(sec)
+        - utc_offset_s;
+    secs.checked_mul(NS_PER_S)?.checked_add(i64::from(ns))
+}
+
 /// Fractional seconds after a `.`: up to 9 digits, returned as nanoseconds, plus the rest.
 fn fraction(s: &[u8]) -> (u32, &[u8]) {
     let Some(rest) = s.strip_prefix(b".") else {
@@ -111,20 +131,12 @@ pub fn parse_rfc3339(s: &str) -> Option<Nanos> {
     let h = digits(b.get(11..13)?)?;
     let mi = digits(b.get(14..16)?)?;
     let sec = digits(b.get(17..19)?)?;
-    if b.get(13) != Some(&b':') || b.get(16) != Some(&b':') || !valid_date(y, mo, d, h, mi, sec) {
+    if b.get(13) != Some(&b':') || b.get(16) != Some(&b':') {
         return None;
     }
     let (ns, rest) = fraction(b.get(19..)?);
     let off = parse_zone(rest)?;
-    if !YEARS.contains(&y) {
-        return None;
-    }
-    let secs = days_from_civil(y, mo, d) * 86_400
-        + i64::from(h) * 3600
-        + i64::from(mi) * 60
-        + i64::from(sec)
-        - off;
-    secs.checked_mul(NS_PER_S)?.checked_add(i64::from(ns))
+    instant(y, mo, d, (h, mi, sec, ns), off)
 }
 
 /// Zone suffix → offset in seconds east of UTC. Empty or `Z` = 0.
@@ -190,20 +202,12 @@ pub fn parse_rfc1123(s: &str) -> Option<Nanos> {
     let d: u32 = first.parse().ok()?;
     let mo = month_from_abbr(it.next()?)?;
     let y: i64 = it.next()?.parse().ok()?;
-    let (h, mi, sec, ns) = parse_hms(it.next()?)?;
+    let hms = parse_hms(it.next()?)?;
     let off = match it.next() {
         None | Some("UTC") | Some("GMT") => 0,
         Some(z) => parse_zone(z.as_bytes())?,
     };
-    if !valid_date(y, mo, d, h, mi, sec) {
-        return None;
-    }
-    let secs = days_from_civil(y, mo, d) * 86_400
-        + i64::from(h) * 3600
-        + i64::from(mi) * 60
-        + i64::from(sec)
-        - off;
-    secs.checked_mul(NS_PER_S)?.checked_add(i64::from(ns))
+    instant(y, mo, d, hms, off)
 }
 
 /// journald short-format prefix time `Nov 20 16:25:32` (no year, local time): returns
@@ -217,16 +221,8 @@ pub fn parse_syslog_stamp(
 ) -> Option<Nanos> {
     let mo = month_from_abbr(month)?;
     let d: u32 = day.parse().ok()?;
-    let (h, mi, sec, ns) = parse_hms(hms)?;
-    if !valid_date(year, mo, d, h, mi, sec) {
-        return None;
-    }
-    let secs = days_from_civil(year, mo, d) * 86_400
-        + i64::from(h) * 3600
-        + i64::from(mi) * 60
-        + i64::from(sec)
-        - utc_offset_s;
-    secs.checked_mul(NS_PER_S)?.checked_add(i64::from(ns))
+    let hms = parse_hms(hms)?;
+    instant(year, mo, d, hms, utc_offset_s)
 }
 
 #[cfg(test)]
