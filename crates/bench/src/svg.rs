@@ -107,6 +107,26 @@ impl Axis {
     }
 }
 
+/// Tick labels at `ticks` (placed by `xpos`) and the axis label under the plot area.
+fn x_axis(out: &mut String, ticks: &[f64], xpos: impl Fn(f64) -> f64, x_label: &str) {
+    for t in ticks {
+        let _ = write!(
+            out,
+            r#"<text x="{x:.1}" y="{y}" text-anchor="middle" font-size="11">{v}</text>"#,
+            x = xpos(*t),
+            y = H - MB + 14.0,
+            v = num(*t)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{x}" y="{y}" text-anchor="middle" font-size="12">{l}</text>"#,
+        x = (ML + W - MR) / 2.0,
+        y = H - MB + 30.0,
+        l = esc(x_label)
+    );
+}
+
 fn frame(out: &mut String, class: &str, title: &str, y_label: &str, axis: &Axis) {
     let _ = write!(
         out,
@@ -286,22 +306,7 @@ pub fn line_plot(
     let xpos = |x: f64| ML + (W - ML - MR) * (x / xhi).clamp(0.0, 1.0);
     let mut out = String::new();
     frame(&mut out, "lines", title, y_label, &axis);
-    for t in &xt {
-        let _ = write!(
-            out,
-            r#"<text x="{x:.1}" y="{y}" text-anchor="middle" font-size="11">{v}</text>"#,
-            x = xpos(*t),
-            y = H - MB + 14.0,
-            v = num(*t)
-        );
-    }
-    let _ = write!(
-        out,
-        r#"<text x="{x}" y="{y}" text-anchor="middle" font-size="12">{l}</text>"#,
-        x = (ML + W - MR) / 2.0,
-        y = H - MB + 30.0,
-        l = esc(x_label)
-    );
+    x_axis(&mut out, &xt, xpos, x_label);
     for (i, (_, pts)) in series.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
         let mut d = String::new();
@@ -344,22 +349,7 @@ pub fn histogram(title: &str, x_label: &str, series: &[(String, Vec<u64>)]) -> S
     let xpos = |x: f64| ML + (W - ML - MR) * (x / xhi).clamp(0.0, 1.0);
     let mut out = String::new();
     frame(&mut out, "histogram", title, "wakeups (log)", &axis);
-    for t in &xt {
-        let _ = write!(
-            out,
-            r#"<text x="{x:.1}" y="{y}" text-anchor="middle" font-size="11">{v}</text>"#,
-            x = xpos(*t),
-            y = H - MB + 14.0,
-            v = num(*t)
-        );
-    }
-    let _ = write!(
-        out,
-        r#"<text x="{x}" y="{y}" text-anchor="middle" font-size="12">{l}</text>"#,
-        x = (ML + W - MR) / 2.0,
-        y = H - MB + 30.0,
-        l = esc(x_label)
-    );
+    x_axis(&mut out, &xt, xpos, x_label);
     let base = H - MB;
     for (i, (_, h)) in series.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
