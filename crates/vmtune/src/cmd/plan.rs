@@ -239,19 +239,6 @@ fn ensure_newline(mut s: String) -> String {
     s
 }
 
-fn human_bytes(b: u64) -> String {
-    super::topo::human_bytes(b)
-}
-
-fn page_name(kb: u64) -> String {
-    match kb {
-        4 => "4 KiB".into(),
-        2048 => "2 MiB".into(),
-        1048576 => "1 GiB".into(),
-        k => human_bytes(k * 1024),
-    }
-}
-
 fn cpus_or_none(s: &CpuSet) -> String {
     if s.is_empty() {
         "none".into()
@@ -279,7 +266,7 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
         o,
         "Plan for {name}: {} vCPUs, {}, {devices}; profile {}, guest {}",
         req.vcpus,
-        human_bytes(req.memory_bytes),
+        super::topo::human_bytes(req.memory_bytes),
         serde_plain(&req.profile),
         serde_plain(&req.os)
     );
@@ -352,7 +339,7 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
             o,
             "Memory: node(s) {nodes}, {} pages of {}{}",
             m.pages,
-            page_name(m.hugepage_size_kb),
+            plan::memory::page_name(m.hugepage_size_kb),
             if per.len() > 1 {
                 format!(" ({})", per.join(", "))
             } else {
@@ -368,7 +355,7 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
             "Guest NUMA cell {}: vCPUs {}, {}, host node(s) {}",
             c.cell,
             cpus_or_none(&c.vcpus),
-            human_bytes(c.memory_bytes),
+            super::topo::human_bytes(c.memory_bytes),
             c.host_nodes
                 .iter()
                 .map(u32::to_string)
