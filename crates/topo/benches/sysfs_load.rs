@@ -17,7 +17,7 @@ const SNAPSHOT: &str = "32intel64-2p8co2t+8ve";
 
 fn archive() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/topologies/sysfs")
+        .join("../../testdata/topologies/sysfs")
         .join(format!("{SNAPSHOT}.tar.bz2"))
 }
 

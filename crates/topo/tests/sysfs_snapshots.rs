@@ -9,7 +9,7 @@ use topo::{CpuSet, DeviceKind, Host, MemoryKind};
 
 fn shared(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/topologies")
+        .join("../../testdata/topologies")
         .join(rel)
 }
 

@@ -56,7 +56,7 @@ fn junk(n: usize, mut seed: u64) -> Vec<u8> {
 
 fn shared(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/topologies")
+        .join("../../testdata/topologies")
         .join(rel)
 }
 
