@@ -226,11 +226,13 @@ pub fn estimate_text(e: &Estimate) -> String {
         let _ = writeln!(o, "{:<16} {:>9.1}  {}", p.name, p.seconds, p.formula);
     }
     let _ = writeln!(o, "{:<16} {:>9.1}", "total", e.total_s);
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     let _ = writeln!(
         o,
-        "\nQEMU page tables for guest RAM: {:.0} KiB ({:.1} MiB)",
-        e.page_table_bytes as f64 / 1024.0,
-        e.page_table_bytes as f64 / (1u64 << 20) as f64
+        "\nQEMU page tables (VmPTE): {:.1} MiB = guest RAM {:.1} MiB + GPU BARs {:.1} MiB",
+        mib(e.page_table_bytes),
+        mib(e.page_table_ram_bytes),
+        mib(e.page_table_bar_bytes)
     );
     for w in &e.warnings {
         let _ = writeln!(o, "\nwarning: {w}");

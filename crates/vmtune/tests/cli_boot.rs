@@ -169,6 +169,65 @@ fn estimate_seed_configurations() {
 }
 
 #[test]
+fn validate_and_sandbox_setup() {
+    let v = json(&["boot", "validate", "--json"]);
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 3);
+    for k in checks {
+        assert!(
+            k["held_out_error_pct"].as_f64().unwrap().abs() <= 15.0,
+            "{k}"
+        );
+        assert!(k["error_pct"].as_f64().unwrap().abs() <= 15.0, "{k}");
+    }
+    assert!(v["max_held_out_error_pct"].as_f64().unwrap() >= v["max_error_pct"].as_f64().unwrap());
+    // --sandbox-setup moves vm_create (and the total) by exactly the difference
+    let base = json(&[
+        "boot", "estimate", "--memory", "110G", "--gpus", "7", "--json",
+    ]);
+    let zero = json(&[
+        "boot",
+        "estimate",
+        "--memory",
+        "110G",
+        "--gpus",
+        "7",
+        "--sandbox-setup",
+        "0",
+        "--json",
+    ]);
+    let setup = v["sandbox_setup_s"].as_f64().unwrap();
+    let d = base["total_s"].as_f64().unwrap() - zero["total_s"].as_f64().unwrap();
+    assert!((d - setup).abs() < 1e-9, "{d} vs {setup}");
+    // page tables: RAM + BARs, about 2 GiB for seed 001's 4 KiB boot
+    let pt = base["page_table_bytes"].as_u64().unwrap();
+    assert_eq!(
+        pt,
+        base["page_table_ram_bytes"].as_u64().unwrap()
+            + base["page_table_bar_bytes"].as_u64().unwrap()
+    );
+    for bad in ["-1", "nan", "99999"] {
+        let out = vmtune()
+            .args([
+                "boot",
+                "estimate",
+                "--memory",
+                "8G",
+                "--gpus",
+                "1",
+                &format!("--sandbox-setup={bad}"),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("sandbox-setup"),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
 fn trace_prints_scripts() {
     let v = json(&["boot", "trace", "--json"]);
     let pin = v["pin-pages.bt"].as_str().unwrap();
