@@ -471,6 +471,7 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
     let mut first_agent: Option<Mark> = None;
     let mut first_host: Option<Mark> = None;
     let mut last_any: Option<Mark> = None;
+    let mut first_any: Option<Mark> = None;
     let mut gpus: BTreeMap<String, (u16, u16, Option<Mark>)> = BTreeMap::new();
     let mut gpu_order: Vec<String> = Vec::new();
     let mut bars: HashMap<String, u64> = HashMap::new();
@@ -512,8 +513,13 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         };
         let mark = at.map(|t| Mark { t, src: e.src });
         if let Some(m) = mark {
-            if !matches!(e.body, Body::Kube(_)) && last_any.is_none_or(|l| m.t > l.t) {
-                last_any = Some(m);
+            if !matches!(e.body, Body::Kube(_)) {
+                if last_any.is_none_or(|l| m.t > l.t) {
+                    last_any = Some(m);
+                }
+                if first_any.is_none_or(|f| m.t < f.t) {
+                    first_any = Some(m);
+                }
             }
         }
         match &e.body {
@@ -675,6 +681,33 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
                 }
                 _ => {}
             },
+        }
+    }
+    // `kubectl describe pod` of another boot (a different pod or day) must not stretch this
+    // one: its Start Time → Started must overlap the logs' span, give or take the time a pod
+    // can spend before its VM starts (image pull) or after its last logged line.
+    if let (Some(f), Some(l)) = (first_any, last_any) {
+        const SLACK_NS: Nanos = 15 * 60 * NS_PER_S;
+        let s = kube_start.map_or(f.t, |m| m.t);
+        let e = kube_started.map_or(l.t, |m| m.t);
+        if (kube_start.is_some() || kube_started.is_some())
+            && (s > l.t.saturating_add(SLACK_NS) || e < f.t.saturating_sub(SLACK_NS))
+        {
+            let which = kube_start.or(kube_started).map(|m| m.src);
+            clocks.notes.push(format!(
+                "kubectl times ({} → {}) are not this boot's (logs span {} → {}); ignored{}",
+                kube_start.map_or("?".into(), |m| format_rfc3339(m.t)),
+                kube_started.map_or("?".into(), |m| format_rfc3339(m.t)),
+                format_rfc3339(f.t),
+                format_rfc3339(l.t),
+                which.map_or(String::new(), |src| format!(
+                    " ({}:{})",
+                    files.get(src.file as usize).map_or("?", String::as_str),
+                    src.line
+                ))
+            ));
+            kube_start = None;
+            kube_started = None;
         }
     }
     // unclosed pin calls (trace stopped mid-call) are dropped: nothing measured

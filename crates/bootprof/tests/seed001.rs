@@ -248,6 +248,37 @@ fn kubectl_boot_times() {
     }
 }
 
+/// A `kubectl describe pod` of another boot (seed 001's Nov 24 pod next to its Nov 20
+/// journal) is reported and ignored, not stretched into a four-day container start; one of
+/// the same boot is used.
+#[test]
+fn kubectl_of_another_boot_is_ignored() {
+    let r = analyze(
+        &["run2-containerd.journal", "kubectl-nohugepages.txt"],
+        None,
+    );
+    assert_eq!(r.total_from, "timeline");
+    assert!(r.total_s < 300.0, "{}", r.total_s);
+    assert!(r.phases.iter().all(|p| p.duration_s < 300.0));
+    assert!(
+        r.clocks
+            .notes
+            .iter()
+            .any(|n| n.contains("not this boot's") && n.contains("kubectl-nohugepages.txt")),
+        "{:?}",
+        r.clocks.notes
+    );
+
+    let same = "Start Time:          Thu, 20 Nov 2025 17:55:30 +0000\n      Started:      Thu, 20 Nov 2025 17:58:40 +0000\n";
+    let mut ing = Ingester::new(Options::default());
+    let j = std::fs::read(fixture("run2-containerd.journal")).unwrap();
+    ing.read("run2-containerd.journal", j.as_slice()).unwrap();
+    ing.read("pod.txt", same.as_bytes()).unwrap();
+    let r = build(&ing.finish(), None).unwrap();
+    assert_eq!(r.total_from, "kubectl");
+    assert!((r.total_s - 190.0).abs() < 1e-9, "{}", r.total_s);
+}
+
 #[test]
 fn bad_lines_counted_not_fatal() {
     let r = analyze(&["bad-lines.txt"], None);
