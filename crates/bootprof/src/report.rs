@@ -284,7 +284,7 @@ pub fn html(r: &Report) -> String {
     let _ = write!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{:.0}" height="{height:.0}" role="img" aria-label="boot phases">"#,
-        left + width + 20.0
+        left + width + 70.0
     );
     // axis ticks
     // a 1-2-5 tick step giving at most ~12 ticks, whatever the span
