@@ -1,11 +1,23 @@
-//! Streaming ingest: read any mix of the supported formats line by line (as bytes, so bad
-//! encodings are counted, not fatal), detect each line's format, and collect parsed events.
-//! Memory use grows with the number of *events*, not the size of the input.
+//! Ingest: read any mix of the supported formats line by line (as bytes, so bad encodings
+//! are counted, not fatal), detect each line's format, and collect parsed events.
+//!
+//! Reading a line has three steps: the byte-level prefilter (module `scan`: is this line
+//! another unit's or another sandbox's?), parsing (pure: `parse_bytes`), and applying the
+//! result to the reader's state (`Ingester::apply`: out-of-order checks, sandbox ids,
+//! pin-call bookkeeping, counts), which needs the lines in file order. Two drivers:
+//! * [`Ingester::read`] streams any `BufRead` (stdin, pipes): one buffer fill at a time,
+//!   memory bounded by the buffer and the longest line plus the events;
+//! * [`Ingester::read_slice`] / [`Ingester::read_path`] (a memory-mapped regular file) run
+//!   the prefilter and the parsing on newline-aligned blocks on all CPUs, and apply the
+//!   results block by block in file order — the same `Ingest`, bit for bit.
 
 use std::collections::HashMap;
-use std::io::BufRead;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Condvar, Mutex, PoisonError};
 
-use memchr::memmem;
 use serde::Serialize;
 
 use crate::agent::{self, AgentRecord};
@@ -14,6 +26,7 @@ use crate::dmesg::{self, KernelLine};
 use crate::ftrace::{self, FtraceLine};
 use crate::journal;
 use crate::kubectl::{self, KubectlLine};
+use crate::scan::{line_blocks, Counts, Kept, Prefilter};
 use crate::time::{civil_from_nanos, Nanos, NS_PER_S};
 
 /// Where an event came from: file index, 1-based line number, byte offset of the line.
@@ -70,7 +83,7 @@ impl BadCounts {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
     pub lines: u64,
     pub bytes: u64,
@@ -84,8 +97,18 @@ pub struct Stats {
     pub bad_examples: Vec<String>,
 }
 
+impl Stats {
+    /// Add a block's prefilter counts.
+    fn add(&mut self, c: &Counts) {
+        self.lines += c.lines;
+        self.bytes += c.bytes;
+        self.unrecognized += c.unrecognized;
+        self.other_sandbox += c.other_sandbox;
+    }
+}
+
 /// Everything read from the inputs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ingest {
     pub files: Vec<String>,
     pub sandboxes: Vec<String>,
@@ -104,6 +127,103 @@ pub struct Options {
     pub year: Option<i64>,
     /// Zone of journald short-format prefixes, seconds east of UTC (default 0).
     pub utc_offset_s: i64,
+}
+
+/// How [`Ingester::read_slice_with`] splits its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parallel {
+    /// Scanning threads (besides the one feeding the parsers); 1 scans on the calling thread.
+    pub threads: usize,
+    /// Target block size; blocks end after a line end.
+    pub block_bytes: usize,
+}
+
+impl Default for Parallel {
+    /// One thread per CPU, 8 MiB blocks.
+    fn default() -> Self {
+        Parallel {
+            threads: std::thread::available_parallelism().map_or(1, usize::from),
+            block_bytes: 8 << 20,
+        }
+    }
+}
+
+/// Files smaller than this are streamed, not mapped (mapping and threads cost more than they
+/// save; `/proc` files report size 0).
+const MMAP_MIN_BYTES: u64 = 1 << 20;
+/// Buffer of the streaming path.
+const STREAM_BUF_BYTES: usize = 1 << 20;
+
+/// Lines and bytes read so far from the current input: where the next block starts.
+#[derive(Debug, Clone, Copy, Default)]
+struct Position {
+    line: u64,
+    offset: u64,
+}
+
+impl Position {
+    fn advance(&mut self, c: &Counts) {
+        self.line += c.lines;
+        self.offset += c.bytes;
+    }
+
+    /// Where a kept line of the block that starts here is.
+    fn src(&self, file: u32, k: &Kept) -> SrcRef {
+        SrcRef {
+            file,
+            line: self.line + k.index + 1,
+            offset: self.offset + k.start as u64,
+        }
+    }
+}
+
+/// A counter that threads wait on until it reaches a value.
+#[derive(Default)]
+struct Gate {
+    count: Mutex<usize>,
+    moved: Condvar,
+}
+
+impl Gate {
+    fn set(&self, n: usize) {
+        // a poisoned lock only means a thread panicked; the count is still a number
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) = n;
+        self.moved.notify_all();
+    }
+
+    /// Block until the count is at least `n`.
+    fn wait_for(&self, n: usize) {
+        let mut c = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *c < n {
+            c = self.moved.wait(c).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// A guard that opens the gate for good when dropped.
+    fn opener(&self) -> GateOpener<'_> {
+        GateOpener(self)
+    }
+}
+
+struct GateOpener<'a>(&'a Gate);
+
+impl Drop for GateOpener<'_> {
+    fn drop(&mut self) {
+        self.0.set(usize::MAX);
+    }
+}
+
+/// A block's prefilter counts and its kept lines, parsed.
+type Scanned = (Counts, Vec<(Kept, Parsed)>);
+
+/// What a scanning thread does with a block: prefilter it and parse the lines it keeps.
+fn scan_and_parse(pre: &Prefilter, want: Option<&str>, block: &[u8]) -> Scanned {
+    let mut lines = Vec::new();
+    let c = pre.scan(block, |k| {
+        let p = parse_bytes(block.get(k.start..k.end).unwrap_or(&[]), want);
+        lines.push((k, p));
+    });
+    (c, lines)
 }
 
 const MAX_EXAMPLES: usize = 8;
@@ -144,108 +264,211 @@ impl Ingester {
         }
     }
 
-    /// Register an input; returns its index for [`Ingester::feed_line`].
+    /// Register an input; returns its index for the [`SrcRef`]s of [`Ingester::feed_bytes`].
     pub fn add_file(&mut self, name: &str) -> u32 {
         self.out.files.push(name.to_string());
         (self.out.files.len() - 1) as u32
     }
 
-    /// Read a whole stream line by line. Lines are split in the reader's buffer with
-    /// `memchr` (copied only when they straddle two buffer fills), and the cheap byte-level
-    /// checks below skip other units' and other sandboxes' lines before any parsing.
+    /// Read a whole stream. Each buffer fill is scanned as one block of whole lines by the
+    /// byte-level prefilter (a line is copied only when it straddles two fills), and only
+    /// the lines it keeps reach the parsers. Memory stays bounded by the reader's buffer and
+    /// the longest line (plus the events): this is the path for stdin and pipes.
     pub fn read<R: BufRead>(&mut self, name: &str, mut r: R) -> std::io::Result<()> {
         let file = self.add_file(name);
+        let pre = Prefilter::new(self.opts.sandbox.as_deref());
+        let mut at = Position::default();
         let mut carry: Vec<u8> = Vec::new();
-        let mut line_no = 0u64;
-        let mut offset = 0u64;
-        let any_sandbox = memmem::Finder::new(b" sandbox=");
-        let want = self.opts.sandbox.clone().map(String::into_bytes);
         loop {
             let buf = r.fill_buf()?;
             if buf.is_empty() {
                 break;
             }
             let len = buf.len();
-            let mut start = 0usize;
-            for nl in memchr::memchr_iter(b'\n', buf) {
-                let piece = buf.get(start..=nl).unwrap_or(&[]);
-                start = nl + 1;
-                line_no += 1;
-                let src = SrcRef {
-                    file,
-                    line: line_no,
-                    offset,
+            let mut rest = buf;
+            if !carry.is_empty() {
+                let Some(nl) = memchr::memchr(b'\n', buf) else {
+                    carry.extend_from_slice(buf);
+                    r.consume(len);
+                    continue;
                 };
-                if carry.is_empty() {
-                    offset += piece.len() as u64;
-                    self.line(src, piece, &any_sandbox, want.as_deref());
-                } else {
-                    carry.extend_from_slice(piece);
-                    offset += carry.len() as u64;
-                    let l = std::mem::take(&mut carry);
-                    self.line(src, &l, &any_sandbox, want.as_deref());
-                }
+                let (head, tail) = buf.split_at(nl + 1);
+                carry.extend_from_slice(head);
+                let l = std::mem::take(&mut carry);
+                self.block(&pre, file, &mut at, &l);
+                rest = tail;
             }
-            carry.extend_from_slice(buf.get(start..).unwrap_or(&[]));
+            let whole = memchr::memrchr(b'\n', rest).map_or(0, |i| i + 1);
+            let (lines, partial) = rest.split_at(whole);
+            self.block(&pre, file, &mut at, lines);
+            carry.extend_from_slice(partial);
             r.consume(len);
         }
         if !carry.is_empty() {
-            line_no += 1;
-            let src = SrcRef {
-                file,
-                line: line_no,
-                offset,
-            };
-            self.line(src, &carry, &any_sandbox, want.as_deref());
+            self.block(&pre, file, &mut at, &carry);
         }
         Ok(())
     }
 
-    fn line(
-        &mut self,
-        src: SrcRef,
-        bytes: &[u8],
-        any_sandbox: &memmem::Finder,
-        want: Option<&[u8]>,
-    ) {
-        self.out.stats.lines += 1;
-        self.out.stats.bytes += bytes.len() as u64;
-        // fast paths, on bytes, before any parsing (most of a host journal is noise)
-        match any_sandbox.find(bytes) {
-            Some(pos) => {
-                if let Some(w) = want {
-                    let hit = bytes.get(pos + 9..).is_some_and(|rest| rest.starts_with(w))
-                        || any_sandbox
-                            .find_iter(bytes)
-                            .skip(1)
-                            .any(|p| bytes.get(p + 9..).is_some_and(|rest| rest.starts_with(w)));
-                    if !hit {
-                        self.out.stats.other_sandbox += 1;
-                        return;
+    /// Read an input held in memory in full (a memory-mapped file, a buffer), scanning
+    /// blocks of it on all CPUs; see [`Ingester::read_slice_with`].
+    pub fn read_slice(&mut self, name: &str, data: &[u8]) {
+        self.read_slice_with(name, data, Parallel::default());
+    }
+
+    /// Read an input held in memory in full: `par.threads` threads prefilter newline-aligned
+    /// blocks of about `par.block_bytes` and parse the lines they keep (the stateless half
+    /// of reading a line), and this thread applies the parsed lines in file order as the
+    /// blocks come in (out-of-order checks, sandbox ids, pin bookkeeping), with their exact
+    /// line numbers and offsets (sums of the earlier blocks' counts). The result is
+    /// identical to [`Ingester::read`] over the same bytes.
+    pub fn read_slice_with(&mut self, name: &str, data: &[u8], par: Parallel) {
+        let file = self.add_file(name);
+        let pre = Prefilter::new(self.opts.sandbox.as_deref());
+        let bounds = line_blocks(data, par.block_bytes);
+        let blocks: Vec<&[u8]> = bounds
+            .windows(2)
+            .filter_map(|w| data.get(w.first().copied()?..w.get(1).copied()?))
+            .collect();
+        let mut at = Position::default();
+        let threads = par.threads.clamp(1, blocks.len().max(1));
+        if threads == 1 {
+            for b in blocks {
+                self.block(&pre, file, &mut at, b);
+            }
+            return;
+        }
+        let want = self.opts.sandbox.clone();
+        let want = want.as_deref();
+        let next = AtomicUsize::new(0);
+        // Blocks applied so far. A thread may claim a block at most `ahead` blocks past it,
+        // so parsed lines waiting for their turn stay a few blocks' worth.
+        let applied = Gate::default();
+        let ahead = threads * 2;
+        let (tx, rx) = mpsc::channel::<(usize, Scanned)>();
+        std::thread::scope(|s| {
+            // opens the gate for good when this thread leaves the scope, even by a panic
+            let _open = applied.opener();
+            for _ in 0..threads {
+                let tx = tx.clone();
+                let (pre, blocks, next, applied) = (&pre, &blocks, &next, &applied);
+                let worker = move || loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(b) = blocks.get(i) else { break };
+                    applied.wait_for(i.saturating_sub(ahead));
+                    if tx.send((i, scan_and_parse(pre, want, b))).is_err() {
+                        break;
                     }
+                };
+                // if no thread can be started, the blocks are scanned below on this one
+                if std::thread::Builder::new()
+                    .name("bootprof-scan".into())
+                    .spawn_scoped(s, worker)
+                    .is_err()
+                {
+                    break;
                 }
             }
-            None if journald_prefix(bytes) => {
-                // another unit's journal line, or containerd without a sandbox: noise
-                self.out.stats.unrecognized += 1;
-                return;
+            drop(tx);
+            let mut pending: Vec<Option<Scanned>> = Vec::new();
+            pending.resize_with(blocks.len(), || None);
+            let mut fed = 0usize;
+            while fed < blocks.len() {
+                match rx.recv() {
+                    Ok((i, scanned)) => {
+                        if let Some(slot) = pending.get_mut(i) {
+                            *slot = Some(scanned);
+                        }
+                    }
+                    // every worker is gone: scan what is still missing on this thread
+                    Err(_) => {
+                        for (b, slot) in blocks.iter().zip(pending.iter_mut()).skip(fed) {
+                            if slot.is_none() {
+                                *slot = Some(scan_and_parse(&pre, want, b));
+                            }
+                        }
+                    }
+                }
+                while let Some(Some((c, lines))) = pending.get_mut(fed).map(Option::take) {
+                    for (k, p) in lines {
+                        self.apply(at.src(file, &k), p);
+                    }
+                    self.out.stats.add(&c);
+                    at.advance(&c);
+                    fed += 1;
+                    applied.set(fed);
+                }
             }
-            None => {}
+        });
+    }
+
+    /// Read a file by path: a regular file is memory-mapped and read with
+    /// [`Ingester::read_slice`]; anything else (a pipe, a FIFO, a character device, `/proc`
+    /// files, small files) is streamed with [`Ingester::read`]. `name` is how the file is
+    /// reported.
+    pub fn read_path(&mut self, name: &str, path: &Path) -> std::io::Result<()> {
+        let f = File::open(path)?;
+        let meta = f.metadata()?;
+        if meta.is_file() && meta.len() >= MMAP_MIN_BYTES {
+            // SAFETY: the map is only read, as bytes, while `map` lives in this function. If
+            // another process truncates the file meanwhile, reading the lost pages raises
+            // SIGBUS (as for ripgrep and other tools that map their input); appending to a
+            // journal while it is read is harmless (the map covers the length at open time).
+            if let Ok(map) = unsafe { memmap2::Mmap::map(&f) } {
+                // a hint only: the scan reads each block once, front to back
+                let _ = map.advise(memmap2::Advice::Sequential);
+                self.read_slice(name, &map);
+                return Ok(());
+            }
         }
-        self.feed_bytes(src, bytes);
+        self.read(name, BufReader::with_capacity(STREAM_BUF_BYTES, f))
+    }
+
+    /// Scan one block of whole lines and feed its kept lines now.
+    fn block(&mut self, pre: &Prefilter, file: u32, at: &mut Position, block: &[u8]) {
+        let mut kept = Vec::new();
+        let c = pre.scan(block, |k| kept.push(k));
+        self.feed_kept(file, *at, block, &kept);
+        self.out.stats.add(&c);
+        at.advance(&c);
+    }
+
+    /// Feed the kept lines of a block that starts at `at`.
+    fn feed_kept(&mut self, file: u32, at: Position, block: &[u8], kept: &[Kept]) {
+        for k in kept {
+            self.feed_bytes(at.src(file, k), block.get(k.start..k.end).unwrap_or(&[]));
+        }
     }
 
     /// Feed one line (without or with its trailing newline).
     pub fn feed_bytes(&mut self, src: SrcRef, bytes: &[u8]) {
-        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        match std::str::from_utf8(bytes) {
-            Ok(s) => {
-                if let Err(b) = self.feed_str(src, s) {
-                    self.bad(src, b);
-                }
+        let p = parse_bytes(bytes, self.opts.sandbox.as_deref());
+        self.apply(src, p);
+    }
+
+    /// The stateful half of reading a line: out-of-order checks, sandbox interning, pin-call
+    /// bookkeeping, counting. Lines must come in file order.
+    fn apply(&mut self, src: SrcRef, p: Parsed) {
+        let r = match p {
+            Parsed::Unrecognized => {
+                self.out.stats.unrecognized += 1;
+                Ok(())
             }
-            Err(_) => self.bad(src, Bad::Encoding),
+            Parsed::Journal(j, console) => self.journal(src, *j, console),
+            Parsed::Console(c) => self.console(src, None, None, c).map(|_| ()),
+            Parsed::Bpf(b) => self.bpf(src, b),
+            Parsed::Ftrace(f) => {
+                self.push(src, None, None, Body::Ftrace(f));
+                Ok(())
+            }
+            Parsed::Kube(k) => {
+                self.push(src, None, None, Body::Kube(k));
+                Ok(())
+            }
+            Parsed::Bad(b) => Err(b),
+        };
+        if let Err(b) = r {
+            self.bad(src, b);
         }
     }
 
@@ -316,101 +539,53 @@ impl Ingester {
         Ok(())
     }
 
-    /// Console payload (kernel line or agent JSON) of a sandbox/file stream.
+    /// Console payload (kernel line or agent JSON) of a sandbox/file stream: `Ok(false)` if
+    /// it is neither.
     fn console(
         &mut self,
         src: SrcRef,
         sandbox: Option<u32>,
         host: Option<Nanos>,
-        s: &str,
+        c: Console,
     ) -> Result<bool, Bad> {
-        if agent::looks_like(s) {
-            let rec = agent::parse_line(s).map_err(|e| Bad::Json(e.to_string()))?;
-            let m = self.max_agent.entry((src.file, sandbox)).or_insert(rec.ts);
-            if rec.ts.saturating_add(OOO_TOLERANCE_NS) < *m {
-                return Err(Bad::OutOfOrder(format!(
-                    "agent ts {:.3} s before the latest",
-                    (i128::from(*m) - i128::from(rec.ts)) as f64 / 1e9
-                )));
+        match c {
+            Console::BadAgent(e) => Err(Bad::Json(e)),
+            Console::Agent(rec) => {
+                let m = self.max_agent.entry((src.file, sandbox)).or_insert(rec.ts);
+                if rec.ts.saturating_add(OOO_TOLERANCE_NS) < *m {
+                    return Err(Bad::OutOfOrder(format!(
+                        "agent ts {:.3} s before the latest",
+                        (i128::from(*m) - i128::from(rec.ts)) as f64 / 1e9
+                    )));
+                }
+                *m = (*m).max(rec.ts);
+                self.push(src, sandbox, host, Body::Agent(rec));
+                Ok(true)
             }
-            *m = (*m).max(rec.ts);
-            self.push(src, sandbox, host, Body::Agent(rec));
-            return Ok(true);
-        }
-        if let Some(k) = dmesg::parse_line(s) {
-            let m = self.max_guest.entry((src.file, sandbox)).or_insert(k.t);
-            if k.t + 1.0 < *m {
-                return Err(Bad::OutOfOrder(format!(
-                    "guest time {:.6} s after {:.6} s",
-                    k.t, m
-                )));
+            Console::Kernel(k) => {
+                let m = self.max_guest.entry((src.file, sandbox)).or_insert(k.t);
+                if k.t + 1.0 < *m {
+                    return Err(Bad::OutOfOrder(format!(
+                        "guest time {:.6} s after {:.6} s",
+                        k.t, m
+                    )));
+                }
+                *m = m.max(k.t);
+                self.push(src, sandbox, host, Body::Kernel(k));
+                Ok(true)
             }
-            *m = m.max(k.t);
-            self.push(src, sandbox, host, Body::Kernel(k));
-            return Ok(true);
+            Console::Other => Ok(false),
         }
-        Ok(false)
     }
 
-    fn feed_str(&mut self, src: SrcRef, s: &str) -> Result<(), Bad> {
-        let trimmed = s.trim();
-        if trimmed.is_empty() {
-            self.out.stats.unrecognized += 1;
-            return Ok(());
-        }
-        // 1. containerd journal (logfmt)
-        if s.contains("time=") || s.contains("msg=") {
-            match journal::parse_line(s) {
-                Ok(Some(j)) => return self.journal(src, j),
-                Ok(None) => {}
-                Err(e @ journal::JournalError::BadTime) => return Err(Bad::Time(e.to_string())),
-                Err(e) => return Err(Bad::Format(format!("journal: {e}"))),
-            }
-        }
-        // 2. console payload: agent JSON or kernel line
-        if self.console(src, None, None, trimmed)? {
-            return Ok(());
-        }
-        // 3. bpftrace
-        if bpftrace::looks_like(trimmed) {
-            match bpftrace::parse_line(trimmed) {
-                Ok(Some(b)) => return self.bpf(src, b),
-                Ok(None) => {}
-                Err(bpftrace::BpfError::BadTs(t)) => return Err(Bad::Time(t)),
-                Err(e) => return Err(Bad::Format(format!("bpftrace: {e}"))),
-            }
-        }
-        // 4. ftrace function_graph
-        if ftrace::looks_like(s) {
-            match ftrace::parse_line(s) {
-                Ok(Some(FtraceLine::Meta)) => {
-                    self.out.stats.unrecognized += 1;
-                    return Ok(());
-                }
-                Ok(Some(f)) => {
-                    self.push(src, None, None, Body::Ftrace(f));
-                    return Ok(());
-                }
-                Ok(None) => {}
-                Err(e) => return Err(Bad::Format(format!("ftrace: {e}"))),
-            }
-        }
-        // 5. kubectl describe
-        if s.contains(':') {
-            match kubectl::parse_line(s) {
-                Ok(Some(k)) => {
-                    self.push(src, None, None, Body::Kube(k));
-                    return Ok(());
-                }
-                Ok(None) => {}
-                Err(e) => return Err(Bad::Time(e.to_string())),
-            }
-        }
-        self.out.stats.unrecognized += 1;
-        Ok(())
-    }
-
-    fn journal(&mut self, src: SrcRef, j: journal::JournalLine) -> Result<(), Bad> {
+    /// A containerd line; `console` is its `vmconsole=` payload parsed by [`parse_str`]
+    /// (parsed here if it was not).
+    fn journal(
+        &mut self,
+        src: SrcRef,
+        j: journal::JournalLine,
+        console: Option<Console>,
+    ) -> Result<(), Bad> {
         if let (Some(want), Some(have)) = (&self.opts.sandbox, &j.sandbox) {
             if !have.starts_with(want.as_str()) {
                 self.out.stats.other_sandbox += 1;
@@ -432,17 +607,11 @@ impl Ingester {
         if let Some(t) = host {
             self.check_host((src.file, sandbox), t)?;
         }
-        if let Some(vc) = j.vmconsole.as_deref() {
-            if !self.console(src, sandbox, host, vc.trim())? {
+        if let Some(vc) = j.vmconsole {
+            let c = console.unwrap_or_else(|| parse_console(vc.trim()));
+            if !self.console(src, sandbox, host, c)? {
                 // console text that is neither kernel nor agent (e.g. NVRC output)
-                self.push(
-                    src,
-                    sandbox,
-                    host,
-                    Body::Host {
-                        msg: vc.to_string(),
-                    },
-                );
+                self.push(src, sandbox, host, Body::Host { msg: vc });
             }
             return Ok(());
         }
@@ -484,31 +653,129 @@ impl Ingester {
     }
 }
 
-/// Does the line start with a journald short / short-iso prefix (`Nov 20 16:25:32 ` or
-/// `2025-11-20T16:25:32`)? Byte-level and cheap: used to skip other units' lines.
-fn journald_prefix(b: &[u8]) -> bool {
-    match b {
-        [m0, m1, m2, b' ', d0, d1, b' ', h0, h1, b':', ..] => {
-            m0.is_ascii_uppercase()
-                && m1.is_ascii_lowercase()
-                && m2.is_ascii_lowercase()
-                && (d0.is_ascii_digit() || *d0 == b' ')
-                && d1.is_ascii_digit()
-                && h0.is_ascii_digit()
-                && h1.is_ascii_digit()
-        }
-        [y0, y1, y2, y3, b'-', _, _, b'-', _, _, b'T', rest @ ..] => {
-            // `2025-11-20T16:25:32+0000 host …`, not bpftrace's `2025-11-20T…Z: vfio…`
-            [y0, y1, y2, y3].iter().all(|c| c.is_ascii_digit())
-                && rest
-                    .iter()
-                    .position(|c| *c == b' ')
-                    .and_then(|i| i.checked_sub(1))
-                    .and_then(|i| rest.get(i))
-                    .is_some_and(|c| *c != b':')
-        }
-        _ => false,
+/// A line parsed without the reader's state: the part of reading a line that the scanning
+/// threads do. [`Ingester::apply`] does the rest, in file order.
+enum Parsed {
+    Unrecognized,
+    /// A containerd line, with its `vmconsole=` payload parsed when the line is for a
+    /// wanted sandbox.
+    Journal(Box<journal::JournalLine>, Option<Console>),
+    /// A console line outside a journal (kernel line or agent JSON).
+    Console(Console),
+    Bpf(BpfLine),
+    Ftrace(FtraceLine),
+    Kube(KubectlLine),
+    Bad(Bad),
+}
+
+/// A console payload, parsed.
+enum Console {
+    Agent(AgentRecord),
+    /// Looked like an agent record and did not parse.
+    BadAgent(String),
+    Kernel(KernelLine),
+    /// Neither (NVRC output, prose).
+    Other,
+}
+
+fn parse_console(s: &str) -> Console {
+    if agent::looks_like(s) {
+        return match agent::parse_line(s) {
+            Ok(rec) => Console::Agent(rec),
+            Err(e) => Console::BadAgent(e.to_string()),
+        };
     }
+    match dmesg::parse_line(s) {
+        Some(k) => Console::Kernel(k),
+        None => Console::Other,
+    }
+}
+
+/// Parse one line (without or with its line end); `want` is `--sandbox`.
+fn parse_bytes(bytes: &[u8], want: Option<&str>) -> Parsed {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(s) => parse_str(s, want),
+        Err(_) => Parsed::Bad(Bad::Encoding),
+    }
+}
+
+/// Detect the line's format and parse it: the first format that claims the line wins.
+fn parse_str(s: &str, want: Option<&str>) -> Parsed {
+    let trimmed = s.trim();
+    if trimmed.is_empty() {
+        return Parsed::Unrecognized;
+    }
+    // 1. containerd journal (logfmt)
+    if s.contains("time=") || s.contains("msg=") {
+        match journal::parse_line(s) {
+            Ok(Some(j)) => {
+                // the payload is read only for a line of a wanted sandbox
+                let wanted = j.sandbox.as_deref().is_some_and(|have| match want {
+                    Some(w) => have.starts_with(w),
+                    None => true,
+                });
+                let console = match (&j.vmconsole, wanted) {
+                    (Some(vc), true) => Some(parse_console(vc.trim())),
+                    _ => None,
+                };
+                // Drop what `Ingester::journal` does not read, so that it is freed by the
+                // thread that allocated it (frees across threads contend in malloc).
+                let mut j = j;
+                j.unit = None;
+                j.level = None;
+                if j.time.is_some() {
+                    j.prefix = None;
+                }
+                if j.vmconsole.is_some() {
+                    j.msg = None;
+                }
+                if matches!(console, Some(ref c) if !matches!(c, Console::Other)) {
+                    // parsed: the text itself is no longer needed
+                    j.vmconsole = Some(String::new());
+                }
+                return Parsed::Journal(Box::new(j), console);
+            }
+            Ok(None) => {}
+            Err(e @ journal::JournalError::BadTime) => {
+                return Parsed::Bad(Bad::Time(e.to_string()))
+            }
+            Err(e) => return Parsed::Bad(Bad::Format(format!("journal: {e}"))),
+        }
+    }
+    // 2. console payload: agent JSON or kernel line
+    match parse_console(trimmed) {
+        Console::Other => {}
+        c => return Parsed::Console(c),
+    }
+    // 3. bpftrace
+    if bpftrace::looks_like(trimmed) {
+        match bpftrace::parse_line(trimmed) {
+            Ok(Some(b)) => return Parsed::Bpf(b),
+            Ok(None) => {}
+            Err(bpftrace::BpfError::BadTs(t)) => return Parsed::Bad(Bad::Time(t)),
+            Err(e) => return Parsed::Bad(Bad::Format(format!("bpftrace: {e}"))),
+        }
+    }
+    // 4. ftrace function_graph
+    if ftrace::looks_like(s) {
+        match ftrace::parse_line(s) {
+            Ok(Some(FtraceLine::Meta)) => return Parsed::Unrecognized,
+            Ok(Some(f)) => return Parsed::Ftrace(f),
+            Ok(None) => {}
+            Err(e) => return Parsed::Bad(Bad::Format(format!("ftrace: {e}"))),
+        }
+    }
+    // 5. kubectl describe
+    if s.contains(':') {
+        match kubectl::parse_line(s) {
+            Ok(Some(k)) => return Parsed::Kube(k),
+            Ok(None) => {}
+            Err(e) => return Parsed::Bad(Bad::Time(e.to_string())),
+        }
+    }
+    Parsed::Unrecognized
 }
 
 /// Read in-memory text (tests, fuzzing): one pseudo-file.
@@ -527,21 +794,145 @@ pub fn ingest_bytes(name: &str, data: &[u8], opts: Options) -> Ingest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scan::Class;
+    use proptest::prelude::*;
+
+    /// The reader as first written, one line at a time with the per-line rules: the
+    /// definition the block and parallel paths must match exactly.
+    fn per_line(name: &str, data: &[u8], opts: Options) -> Ingest {
+        let pre = Prefilter::new(opts.sandbox.as_deref());
+        let mut ing = Ingester::new(opts);
+        let file = ing.add_file(name);
+        let mut offset = 0u64;
+        for (i, piece) in data.split_inclusive(|b| *b == b'\n').enumerate() {
+            let src = SrcRef {
+                file,
+                line: i as u64 + 1,
+                offset,
+            };
+            offset += piece.len() as u64;
+            ing.out.stats.lines += 1;
+            ing.out.stats.bytes += piece.len() as u64;
+            match pre.classify_line(piece) {
+                Class::Keep => ing.feed_bytes(src, piece),
+                Class::OtherSandbox => ing.out.stats.other_sandbox += 1,
+                Class::Unrecognized => ing.out.stats.unrecognized += 1,
+            }
+        }
+        ing.finish()
+    }
+
+    const FIXTURES: &[&[u8]] = &[
+        include_bytes!("../tests/fixtures/run2-containerd.journal"),
+        include_bytes!("../tests/fixtures/run1-vmconsole.txt"),
+        include_bytes!("../tests/fixtures/run2-bpftrace.txt"),
+        include_bytes!("../tests/fixtures/bad-lines.txt"),
+        include_bytes!("../tests/fixtures/seed-ftrace.txt"),
+        include_bytes!("../tests/fixtures/ftrace-abstime.txt"),
+        include_bytes!("../tests/fixtures/dmesg-initcall.txt"),
+        include_bytes!("../tests/fixtures/kubectl-hugepages.txt"),
+    ];
+
+    fn all_lines() -> Vec<&'static [u8]> {
+        FIXTURES
+            .iter()
+            .flat_map(|f| f.split(|b| *b == b'\n'))
+            .collect()
+    }
+
+    fn sandbox_choice(k: u8) -> Option<String> {
+        match k % 4 {
+            0 => None,
+            1 => Some(crate::gen::TEMPLATE_SANDBOX.to_string()),
+            // a prefix of the fixture's other sandbox
+            2 => Some("38f55c4a".to_string()),
+            _ => Some(String::new()),
+        }
+    }
+
+    /// Every way to read `data` gives the same `Ingest` as the per-line reader.
+    fn check_paths(data: &[u8], opts: &Options, cap: usize, block: usize, threads: usize) {
+        let want = per_line("t", data, opts.clone());
+        let streamed = ingest_bytes("t", data, opts.clone());
+        assert_eq!(streamed, want, "one-buffer stream");
+        let mut ing = Ingester::new(opts.clone());
+        ing.read("t", std::io::BufReader::with_capacity(cap, data))
+            .unwrap();
+        assert_eq!(ing.finish(), want, "stream with a {cap}-byte buffer");
+        let mut ing = Ingester::new(opts.clone());
+        ing.read_slice_with(
+            "t",
+            data,
+            Parallel {
+                threads,
+                block_bytes: block,
+            },
+        );
+        assert_eq!(ing.finish(), want, "{threads} threads, {block}-byte blocks");
+    }
 
     #[test]
-    fn journald_prefixes() {
-        assert!(journald_prefix(b"Nov 20 16:25:32 host kubelet[1]: x"));
-        assert!(journald_prefix(b"Nov  2 16:25:32 host kubelet[1]: x"));
-        assert!(journald_prefix(
-            b"2025-11-20T16:25:32+0000 host kubelet[1]: x"
-        ));
-        assert!(!journald_prefix(
-            b"2025-11-20T17:56:21.688170596Z: vfio_pin_pages_remote took 3 ms"
-        ));
-        assert!(!journald_prefix(b"[    3.201931] pci 0000:02:00.0: x"));
-        assert!(!journald_prefix(
-            b"Start Time:   Mon, 24 Nov 2025 21:21:09 +0000"
-        ));
+    fn fixtures_read_alike_every_way() {
+        for f in FIXTURES {
+            for k in 0..4 {
+                let opts = Options {
+                    sandbox: sandbox_choice(k),
+                    ..Options::default()
+                };
+                for (cap, block, threads) in [
+                    (1, 1, 4),
+                    (7, 64, 2),
+                    (4096, 1000, 3),
+                    (1 << 20, 1 << 20, 1),
+                ] {
+                    check_paths(f, &opts, cap, block, threads);
+                }
+            }
+        }
+        // and they are not empty
+        let j = per_line("t", FIXTURES[0], Options::default());
+        assert!(j.events.len() > 100 && j.stats.unrecognized > 0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Random mixes of fixture lines, with CRLF, invalid UTF-8, cut lines and a missing
+        /// final line end, read through random buffer sizes, block sizes and thread counts.
+        #[test]
+        fn block_and_parallel_paths_match_per_line(
+            picks in proptest::collection::vec((any::<usize>(), 0u8..6, any::<u16>()), 0..120),
+            last_newline in any::<bool>(),
+            sandbox in any::<u8>(),
+            cap in 1usize..300,
+            block in 1usize..2000,
+            threads in 1usize..5,
+        ) {
+            let lines = all_lines();
+            let mut data = Vec::new();
+            for (i, op, n) in picks {
+                let l = lines.get(i % lines.len().max(1)).copied().unwrap_or(b"");
+                let cut = usize::from(n) % (l.len() + 1);
+                match op {
+                    0 => data.extend_from_slice(l),
+                    1 => { data.extend_from_slice(l); data.push(b'\r'); }
+                    2 => data.extend_from_slice(l.get(..cut).unwrap_or(l)),
+                    3 => {
+                        data.extend_from_slice(l.get(..cut).unwrap_or(l));
+                        data.extend_from_slice(&[0xff, 0xc3]);
+                        data.extend_from_slice(l.get(cut..).unwrap_or(&[]));
+                    }
+                    4 => {} // an empty line
+                    _ => data.extend_from_slice(b" sandbox=38f55c4a sandbox=c9f7bf13"),
+                }
+                data.push(b'\n');
+            }
+            if !last_newline {
+                data.pop();
+            }
+            let opts = Options { sandbox: sandbox_choice(sandbox), ..Options::default() };
+            check_paths(&data, &opts, cap, block, threads);
+        }
     }
 
     #[test]

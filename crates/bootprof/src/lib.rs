@@ -1,7 +1,8 @@
 //! vmtune GPU VM boot-time profiler and estimator.
 //!
 //! * [`ingest`] reads any mix of containerd journals, kata-agent JSON, dmesg, bpftrace and
-//!   ftrace output and `kubectl describe pod`, line by line as bytes.
+//!   ftrace output and `kubectl describe pod`, line by line as bytes, behind a byte-level
+//!   prefilter that scans a memory-mapped file on all CPUs.
 //! * [`timeline`] aligns the guest, agent and host clocks and builds the named phases, the
 //!   critical path and the [`findings`].
 //! * [`estimate`] models boot time by phase from cited constants.
@@ -21,9 +22,10 @@ pub mod ingest;
 pub mod journal;
 pub mod kubectl;
 pub mod report;
+mod scan;
 pub mod time;
 pub mod timeline;
 pub mod trace;
 
-pub use ingest::{ingest_bytes, ingest_str, Ingest, Ingester, Options};
+pub use ingest::{ingest_bytes, ingest_str, Ingest, Ingester, Options, Parallel};
 pub use timeline::{build, Report};

@@ -125,6 +125,7 @@ struct EstimateArgs {
     /// Start→Started time minus `estimate --sandbox-setup 0` for that boot.
     #[arg(long, value_name = "SECONDS")]
     sandbox_setup: Option<f64>,
+    /// Machine-readable output (JSON on stdout).
     #[arg(long)]
     json: bool,
 }
@@ -134,6 +135,7 @@ struct ValidateArgs {
     /// A `vmtune boot calibrate --json` result to take the 4K/2M prealloc ratio from.
     #[arg(long, value_name = "FILE")]
     calibration: Option<PathBuf>,
+    /// Machine-readable output (JSON on stdout).
     #[arg(long)]
     json: bool,
 }
@@ -149,6 +151,7 @@ struct CalibrateArgs {
     /// QEMU binary.
     #[arg(long, default_value = "qemu-system-x86_64")]
     qemu: String,
+    /// Machine-readable output (JSON on stdout).
     #[arg(long)]
     json: bool,
 }
@@ -166,6 +169,7 @@ struct GenArgs {
     seed: u64,
     /// Output file.
     out: PathBuf,
+    /// Machine-readable output (JSON on stdout).
     #[arg(long)]
     json: bool,
 }
@@ -180,6 +184,7 @@ struct BenchArgs {
     /// Runs of each side (the best is reported).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Machine-readable output (JSON on stdout).
     #[arg(long)]
     json: bool,
 }
@@ -201,11 +206,12 @@ fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
     for f in files {
         let name = f.display().to_string();
         if name == "-" {
-            ing.read("<stdin>", std::io::stdin().lock())
-                .context("reading stdin")?;
+            // streamed: memory stays bounded by the buffer and the longest line
+            let stdin = BufReader::with_capacity(1 << 20, std::io::stdin().lock());
+            ing.read("<stdin>", stdin).context("reading stdin")?;
         } else {
-            let file = File::open(f).with_context(|| format!("opening {name}"))?;
-            ing.read(&name, BufReader::with_capacity(1 << 20, file))
+            // regular files are memory-mapped and scanned on all CPUs; pipes are streamed
+            ing.read_path(&name, f)
                 .with_context(|| format!("reading {name}"))?;
         }
     }

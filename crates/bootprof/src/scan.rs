@@ -1,0 +1,247 @@
+//! The byte-level prefilter in front of the parsers, run over whole blocks of lines.
+//!
+//! Most of a host journal is noise: other units' lines and other sandboxes' lines. The
+//! prefilter classifies every line without parsing it, exactly as the per-line rules in
+//! [`Prefilter::classify_line`] say, but over a block at a time: one `memmem` pass finds every
+//! ` sandbox=` in the block and one `memchr` pass its line ends, so a noise line costs a
+//! newline search and a look at its first bytes. Blocks hold whole lines, so they can be
+//! scanned independently (on several threads) and their counts added up; the lines that need
+//! the parsers are handed back by position, to be fed to the stateful
+//! [`Ingester`](crate::Ingester) in file order.
+
+use memchr::memmem;
+
+/// `" sandbox="`: how a containerd (logrus) line names its sandbox.
+const SANDBOX_KEY: &[u8] = b" sandbox=";
+
+/// What the prefilter decided about one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Needs the parsers.
+    Keep,
+    /// Names only sandboxes other than the wanted one.
+    OtherSandbox,
+    /// A journald-prefixed line that names no sandbox: another unit's line.
+    Unrecognized,
+}
+
+/// Line counts of one block (the kept lines are reported separately).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub lines: u64,
+    pub bytes: u64,
+    pub unrecognized: u64,
+    pub other_sandbox: u64,
+}
+
+/// A kept line of a block: its 0-based index among the block's lines and its byte range
+/// (with its line end, if it has one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Kept {
+    pub index: u64,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// The line classifier for one `--sandbox` choice.
+#[derive(Debug, Clone)]
+pub(crate) struct Prefilter {
+    any_sandbox: memmem::Finder<'static>,
+    want: Option<Vec<u8>>,
+}
+
+impl Prefilter {
+    pub fn new(want: Option<&str>) -> Self {
+        Prefilter {
+            any_sandbox: memmem::Finder::new(SANDBOX_KEY),
+            want: want.map(|w| w.as_bytes().to_vec()),
+        }
+    }
+
+    /// Is the sandbox named at `key` (the position of a ` sandbox=` in `line`) the wanted
+    /// one? Without `--sandbox`, every sandbox is.
+    fn wanted_at(&self, line: &[u8], key: usize) -> bool {
+        match &self.want {
+            None => true,
+            Some(w) => line
+                .get(key + SANDBOX_KEY.len()..)
+                .is_some_and(|rest| rest.starts_with(w)),
+        }
+    }
+
+    /// The rules, for one line (with its line end, if any): the definition the block scan
+    /// is tested against.
+    #[cfg(test)]
+    pub fn classify_line(&self, line: &[u8]) -> Class {
+        let mut keys = self.any_sandbox.find_iter(line).peekable();
+        if keys.peek().is_some() {
+            if keys.any(|k| self.wanted_at(line, k)) {
+                Class::Keep
+            } else {
+                Class::OtherSandbox
+            }
+        } else if journald_prefix(line) {
+            Class::Unrecognized
+        } else {
+            Class::Keep
+        }
+    }
+
+    /// Classify every line of `block` (whole lines; the last may lack its line end), calling
+    /// `keep` for the lines that need the parsers, in order. Returns the block's counts.
+    pub fn scan(&self, block: &[u8], mut keep: impl FnMut(Kept)) -> Counts {
+        let mut c = Counts {
+            bytes: block.len() as u64,
+            ..Counts::default()
+        };
+        // ` sandbox=` holds no line end, so every match lies inside one line, and a search
+        // over the block finds exactly the per-line matches.
+        let mut keys = self.any_sandbox.find_iter(block);
+        let mut next_key = keys.next().unwrap_or(usize::MAX);
+        let mut start = 0usize;
+        let mut line = |start: usize, end: usize, c: &mut Counts| {
+            let index = c.lines;
+            c.lines += 1;
+            let text = block.get(start..end).unwrap_or(&[]);
+            let class = if next_key < end {
+                let mut hit = false;
+                while next_key < end {
+                    hit = hit || self.wanted_at(text, next_key - start);
+                    next_key = keys.next().unwrap_or(usize::MAX);
+                }
+                if hit {
+                    Class::Keep
+                } else {
+                    Class::OtherSandbox
+                }
+            } else if journald_prefix(text) {
+                Class::Unrecognized
+            } else {
+                Class::Keep
+            };
+            match class {
+                Class::Keep => keep(Kept { index, start, end }),
+                Class::OtherSandbox => c.other_sandbox += 1,
+                Class::Unrecognized => c.unrecognized += 1,
+            }
+        };
+        for nl in memchr::memchr_iter(b'\n', block) {
+            line(start, nl + 1, &mut c);
+            start = nl + 1;
+        }
+        if start < block.len() {
+            line(start, block.len(), &mut c);
+        }
+        c
+    }
+}
+
+/// Does the line start with a journald short / short-iso prefix (`Nov 20 16:25:32 ` or
+/// `2025-11-20T16:25:32`)? Byte-level and cheap: used to skip other units' lines.
+pub(crate) fn journald_prefix(b: &[u8]) -> bool {
+    match b {
+        [m0, m1, m2, b' ', d0, d1, b' ', h0, h1, b':', ..] => {
+            m0.is_ascii_uppercase()
+                && m1.is_ascii_lowercase()
+                && m2.is_ascii_lowercase()
+                && (d0.is_ascii_digit() || *d0 == b' ')
+                && d1.is_ascii_digit()
+                && h0.is_ascii_digit()
+                && h1.is_ascii_digit()
+        }
+        [y0, y1, y2, y3, b'-', _, _, b'-', _, _, b'T', rest @ ..] => {
+            // `2025-11-20T16:25:32+0000 host …`, not bpftrace's `2025-11-20T…Z: vfio…`
+            [y0, y1, y2, y3].iter().all(|c| c.is_ascii_digit())
+                && rest
+                    .iter()
+                    .position(|c| *c == b' ')
+                    .and_then(|i| i.checked_sub(1))
+                    .and_then(|i| rest.get(i))
+                    .is_some_and(|c| *c != b':')
+        }
+        _ => false,
+    }
+}
+
+/// Split `data` into blocks of whole lines of about `target` bytes (at least 1): each block
+/// ends just after a line end, or at the end of `data`. Returns the block boundaries
+/// (`0 = b[0] < b[1] < … < b[n] = data.len()`); empty data gives `[0]`.
+pub(crate) fn line_blocks(data: &[u8], target: usize) -> Vec<usize> {
+    let target = target.max(1);
+    let mut bounds = vec![0usize];
+    let mut at = 0usize;
+    while at < data.len() {
+        let probe = at.saturating_add(target).min(data.len());
+        // the block ends after the first line end at or past `probe - 1`
+        let end = data
+            .get(probe - 1..)
+            .and_then(|rest| memchr::memchr(b'\n', rest))
+            .map_or(data.len(), |i| probe + i);
+        bounds.push(end);
+        at = end;
+    }
+    bounds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journald_prefixes() {
+        assert!(journald_prefix(b"Nov 20 16:25:32 host kubelet[1]: x"));
+        assert!(journald_prefix(b"Nov  2 16:25:32 host kubelet[1]: x"));
+        assert!(journald_prefix(
+            b"2025-11-20T16:25:32+0000 host kubelet[1]: x"
+        ));
+        assert!(!journald_prefix(
+            b"2025-11-20T17:56:21.688170596Z: vfio_pin_pages_remote took 3 ms"
+        ));
+        assert!(!journald_prefix(b"[    3.201931] pci 0000:02:00.0: x"));
+        assert!(!journald_prefix(
+            b"Start Time:   Mon, 24 Nov 2025 21:21:09 +0000"
+        ));
+    }
+
+    #[test]
+    fn blocks_end_after_line_ends() {
+        let data = b"aa\nbbbb\nc\n\ndd";
+        assert_eq!(line_blocks(data, 1), vec![0, 3, 8, 10, 11, 13]);
+        assert_eq!(line_blocks(data, 3), vec![0, 3, 8, 11, 13]);
+        assert_eq!(line_blocks(data, 4), vec![0, 8, 13]);
+        assert_eq!(line_blocks(data, 100), vec![0, 13]);
+        assert_eq!(line_blocks(b"", 4), vec![0]);
+        assert_eq!(line_blocks(b"\n\n", 0), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn classifies_like_the_rules() {
+        let p = Prefilter::new(Some("abc"));
+        let block = b"Nov 20 16:25:32 h containerd[1]: time=x sandbox=abc1 msg=y\n\
+Nov 20 16:25:32 h containerd[1]: time=x sandbox=zzz msg=y\n\
+Nov 20 16:25:32 h kubelet[1]: noise\n\
+[    1.0] kernel line\n\
+x sandbox=zzz sandbox=abc\r\n\
+tail without end sandbox=ab";
+        let mut kept = Vec::new();
+        let c = p.scan(block, |k| kept.push(k));
+        assert_eq!(c.lines, 6);
+        assert_eq!(c.bytes, block.len() as u64);
+        assert_eq!(c.other_sandbox, 2);
+        assert_eq!(c.unrecognized, 1);
+        assert_eq!(
+            kept.iter().map(|k| k.index).collect::<Vec<_>>(),
+            vec![0, 3, 4]
+        );
+        for k in &kept {
+            let line = &block[k.start..k.end];
+            assert_eq!(p.classify_line(line), Class::Keep);
+        }
+        assert_eq!(
+            p.classify_line(b"tail without end sandbox=ab"),
+            Class::OtherSandbox
+        );
+        let all = Prefilter::new(None);
+        assert_eq!(all.scan(block, |_| {}).other_sandbox, 0);
+    }
+}
