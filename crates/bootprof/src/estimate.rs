@@ -37,6 +37,16 @@ impl PageSize {
     pub fn huge(self) -> bool {
         matches!(self, Self::M2 | Self::G1)
     }
+    /// Work (and PTEs) of walking a BAR page by page, relative to a 4 KiB-page kernel: the
+    /// walk steps by the kernel's base page, 64 KiB on a 64K kernel; RAM backing with
+    /// hugepages does not change it.
+    pub fn bar_walk_factor(self) -> f64 {
+        if self == Self::K64 {
+            1.0 / 16.0
+        } else {
+            1.0
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -270,11 +280,7 @@ impl Constants {
             // QEMU's iommufd backend cannot map PFNMAP BARs (peer-to-peer); it skips them.
             return 0.0;
         }
-        let per_page = if page == PageSize::K64 {
-            1.0 / 16.0
-        } else {
-            1.0
-        };
+        let per_page = page.bar_walk_factor();
         if kernel < (6, 8) {
             gib * (self.bar_old_s_per_gib + self.bar_legacy_s_per_gib) * per_page
         } else if kernel < (6, 15) {
@@ -297,11 +303,7 @@ impl Constants {
         if backend == Backend::Iommufd || kernel >= (6, 12) {
             return 0.0;
         }
-        let per_page = if page == PageSize::K64 {
-            1.0 / 16.0
-        } else {
-            1.0
-        };
+        let per_page = page.bar_walk_factor();
         bytes as f64 / GIB * self.bar_pte_kb_per_gib * 1024.0 * per_page
     }
 }
