@@ -257,3 +257,30 @@ fn snapshot_archive_json() {
         .iter()
         .all(|d| d["numa"] == serde_json::json!([0]) && d["kind"] == "accelerator"));
 }
+
+/// Memory-only NUMA nodes (Xeon Max HBM in flat mode, POWER9 GPU memory) name the CPU nodes
+/// nearest to them by the distance matrix, ties included.
+#[test]
+fn memory_only_nodes_name_their_nearest_cpus() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/topologies");
+    let text = |p: PathBuf| {
+        let out = vmtune(&["topo", "--topology", p.to_str().unwrap()]);
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let max = text(dir.join("hwloc/topo.dp-intelmax01-flat.xml"));
+    // HBM node 8 sits next to DRAM node 0 (SLIT 13), node 15 next to node 7
+    assert!(
+        max.contains("NUMANode N#8 (16 GiB, memory only, nearest CPUs: N#0, distance 13)"),
+        "{max}"
+    );
+    assert!(
+        max.contains("N#15 (16 GiB, memory only, nearest CPUs: N#7, distance 13)"),
+        "{max}"
+    );
+    let power = text(dir.join("sysfs/nvidiagpunumanodes.tar.bz2"));
+    assert!(
+        power.contains("GPU memory, no CPUs, nearest CPUs: N#0 N#8, distance 80"),
+        "{power}"
+    );
+}

@@ -268,6 +268,23 @@ fn numa_label(host: &Host, node: u32) -> String {
     if n.is_cpuless() && n.memory_kind != MemoryKind::Unknown {
         attrs.push("no CPUs".into());
     }
+    if n.is_cpuless() {
+        // where a memory-only node (HBM, CXL, GPU memory) is closest to, by the SLIT
+        let with_cpus: Vec<(u32, u32)> = host
+            .numa_nodes
+            .iter()
+            .filter(|o| !o.is_cpuless())
+            .filter_map(|o| Some((host.distance(n.os_index, o.os_index)?, o.os_index)))
+            .collect();
+        if let Some(d) = with_cpus.iter().map(|(d, _)| *d).min() {
+            let ties: Vec<String> = with_cpus
+                .iter()
+                .filter(|(e, _)| *e == d)
+                .map(|(_, o)| format!("N#{o}"))
+                .collect();
+            attrs.push(format!("nearest CPUs: {}, distance {d}", ties.join(" ")));
+        }
+    }
     // empty pools (the usual state) would only add noise to every node
     for h in n.hugepages.iter().filter(|h| h.total != Some(0)) {
         let size = if h.size_kb >= 1 << 20 {
