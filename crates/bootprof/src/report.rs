@@ -183,6 +183,9 @@ pub fn text(r: &Report) -> String {
                     .map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
             );
         }
+        if let Some(line) = fixes_line(r) {
+            let _ = writeln!(o, "  {line}");
+        }
     }
     let st = &r.stats;
     let _ = writeln!(
@@ -267,6 +270,16 @@ fn color(name: &str) -> &'static str {
         "container_start" => "#edc948",
         _ => "#bab0ac",
     }
+}
+
+/// "Together the fixes …" when the findings name savings.
+fn fixes_line(r: &Report) -> Option<String> {
+    let save = r.fixes_save_s?;
+    Some(format!(
+        "Together the fixes above save up to ~{save:.1} s of the {:.1} s boot (to ~{:.1} s): all of it where the phases they shorten lie on the critical path.",
+        r.total_s,
+        (r.total_s - save).max(0.0)
+    ))
 }
 
 /// A self-contained HTML page: summary, Gantt chart of the phases, table, findings.
@@ -396,7 +409,11 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
                 .map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
         );
     }
-    o.push_str("</ol>\n<h2>Phases</h2><table><tr><th>phase</th><th>label</th><th>start s</th><th>end s</th><th>seconds</th><th>source</th></tr>");
+    o.push_str("</ol>\n");
+    if let Some(line) = fixes_line(r) {
+        let _ = write!(o, "<p>{}</p>", esc(&line));
+    }
+    o.push_str("<h2>Phases</h2><table><tr><th>phase</th><th>label</th><th>start s</th><th>end s</th><th>seconds</th><th>source</th></tr>");
     for p in &rows {
         let _ = write!(
             o,

@@ -148,6 +148,9 @@ pub struct Report {
     pub cdi: Option<CdiSummary>,
     pub critical_path: Vec<CriticalStep>,
     pub findings: Vec<Finding>,
+    /// The findings' savings added up (`null` when none names one): the most the fixes
+    /// together take off `total_s` (all of it where the phases they shorten are critical).
+    pub fixes_save_s: Option<f64>,
     pub clocks: Clocks,
     pub stats: Stats,
 }
@@ -1106,10 +1109,16 @@ pub fn build(ing: &Ingest, sandbox: Option<&str>) -> Result<Report, TimelineErro
         cdi,
         critical_path,
         findings: Vec::new(),
+        fixes_save_s: None,
         clocks,
         stats: ing.stats.clone(),
     };
     report.findings = crate::findings::findings(&report);
+    report.fixes_save_s = report
+        .findings
+        .iter()
+        .filter_map(|f| f.saving_s)
+        .reduce(|a, b| a + b);
     Ok(report)
 }
 

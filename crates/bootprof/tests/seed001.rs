@@ -140,6 +140,10 @@ fn journal_and_bpftrace_reproduce_seed_conclusions() {
         .unwrap();
     assert_eq!(bar.phase, "dma_pinning");
     assert!((20.0..=27.0).contains(&bar.measured_s));
+    // the savings add up: BAR pins (~24 s) plus 4 KiB RAM pinning made hugepage pinning
+    let saved: f64 = r.findings.iter().filter_map(|f| f.saving_s).sum();
+    assert_eq!(r.fixes_save_s, Some(saved));
+    assert!(saved > bar.measured_s - 1.0 && saved < r.total_s, "{saved}");
     // hist block summed
     assert_eq!(r.pin_summary.hist.iter().map(|h| h.2).sum::<u64>(), 108);
     // clocks: host times drive the axis
