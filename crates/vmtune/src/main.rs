@@ -51,6 +51,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !changes_host(cli.command.as_ref()) {
+        default_sigpipe();
+    }
     let result = match cli.command {
         None => cmd::demo::run(),
         Some(Command::Topo(a)) => cmd::topo::run(a),
@@ -69,6 +72,28 @@ fn main() -> ExitCode {
             eprintln!("vmtune: error: {}", one_line(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// Commands that change host state keep Rust's ignored SIGPIPE, so a closed output pipe
+/// cannot kill them before they restore what they changed.
+fn changes_host(cmd: Option<&Command>) -> bool {
+    match cmd {
+        None | Some(Command::Topo(_) | Command::Plan(_) | Command::Sim(_)) => false,
+        Some(Command::Apply(_) | Command::Restore(_) | Command::Hook(_)) => true,
+        Some(Command::Irq(a)) => a.changes_host(),
+        Some(Command::Boot(a)) => a.changes_host(),
+        Some(Command::Bench(a)) => a.changes_host(),
+    }
+}
+
+/// Read-only commands end quietly when their reader goes away (`vmtune topo | head`), as
+/// Unix filters do, instead of panicking on the failed write.
+fn default_sigpipe() {
+    // SAFETY: resetting one signal's disposition to its default at the start of main, before
+    // any thread is spawned; no handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

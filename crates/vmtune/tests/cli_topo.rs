@@ -284,3 +284,44 @@ fn memory_only_nodes_name_their_nearest_cpus() {
         "{power}"
     );
 }
+
+/// `vmtune topo | head -1`: a reader that goes away ends a read-only command quietly (by
+/// SIGPIPE, like a Unix filter), never with a panic.
+#[test]
+fn closed_output_pipe_is_not_a_panic() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    for args in [
+        vec!["topo", "--topology", "builtin"],
+        vec![],
+        vec!["boot", "validate"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vmtune"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // read nothing: close our end at once, as `head -0` would
+        drop(child.stdout.take());
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        // either it finished writing before we closed (exit 0) or SIGPIPE ended it
+        assert!(
+            status.success() || status.signal() == Some(libc_sigpipe()),
+            "{args:?}: {status:?} {err}"
+        );
+    }
+}
+
+fn libc_sigpipe() -> i32 {
+    13 // SIGPIPE on Linux (every architecture vmtune targets)
+}

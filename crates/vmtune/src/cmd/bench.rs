@@ -26,6 +26,14 @@ pub struct Args {
     cmd: Sub,
 }
 
+impl Args {
+    /// Whether the command changes host state it must put back (`timer` and `suite` switch
+    /// the clocksource).
+    pub fn changes_host(&self) -> bool {
+        matches!(self.cmd, Sub::Timer(_) | Sub::Suite(_))
+    }
+}
+
 #[derive(clap::Subcommand, Debug)]
 enum Sub {
     /// Cost of reading the time under each clocksource (vDSO and syscall), and of rdtsc.

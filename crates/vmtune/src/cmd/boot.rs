@@ -24,6 +24,14 @@ pub struct Args {
     cmd: Cmd,
 }
 
+impl Args {
+    /// Whether the command changes host state it must put back (`calibrate` reserves
+    /// hugepages and may mount hugetlbfs).
+    pub fn changes_host(&self) -> bool {
+        matches!(self.cmd, Cmd::Calibrate(_))
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Build a boot timeline from logs: containerd journals (`journalctl -u containerd`),

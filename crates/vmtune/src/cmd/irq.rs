@@ -44,6 +44,13 @@ Examples:
   vmtune irq balance --duration 60
   vmtune irq balance --mode host --pid $(pidof qemu-system-x86_64) --json";
 
+impl Args {
+    /// Whether the command changes host state it must put back (the balancer moves IRQs).
+    pub fn changes_host(&self) -> bool {
+        matches!(self.command, IrqCommand::Balance(_))
+    }
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub enum IrqCommand {
     /// Per-CPU steal and interrupt load, per-IRQ rates and holders, and what the vBalance
