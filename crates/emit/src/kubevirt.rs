@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use plan::Plan;
 
-use crate::libvirt::{enlightenments, is_windows, plan_timers, SPINLOCK_RETRIES};
+use crate::libvirt::{enlightenments, is_windows, plan_timers};
 use crate::{guest_numa_exposed, hugepage_quantity};
 
 fn q(s: &str) -> String {
@@ -82,19 +82,10 @@ pub fn vmi_fragment_yaml(plan: &Plan) -> String {
             for e in &hv {
                 match e.name {
                     "spinlocks" => {
-                        let r = e
-                            .value
-                            .as_deref()
-                            .and_then(|v| v.parse::<u32>().ok())
-                            .unwrap_or(SPINLOCK_RETRIES);
-                        let _ = writeln!(y, "      spinlocks:\n        spinlocks: {r}");
+                        let _ = writeln!(y, "      spinlocks:\n        spinlocks: {}", e.retries());
                     }
                     "vendor_id" => {
-                        let v = e
-                            .value
-                            .as_deref()
-                            .unwrap_or(crate::libvirt::DEFAULT_VENDOR_ID);
-                        let _ = writeln!(y, "      vendorid:\n        vendorid: {}", q(v));
+                        let _ = writeln!(y, "      vendorid:\n        vendorid: {}", q(e.vendor()));
                     }
                     // KubeVirt calls the synthetic timers synictimer
                     "stimer" => y.push_str("      synictimer: {}\n"),

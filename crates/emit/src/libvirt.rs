@@ -139,6 +139,22 @@ pub(crate) struct Enlightenment {
     pub value: Option<String>,
 }
 
+impl Enlightenment {
+    /// `spinlocks=N` retries, or [`SPINLOCK_RETRIES`] when absent or not a number.
+    pub fn retries(&self) -> u32 {
+        self.value
+            .as_deref()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(SPINLOCK_RETRIES)
+    }
+
+    /// `vendor_id=…` as given, or [`DEFAULT_VENDOR_ID`]; each emitter keeps the characters
+    /// its format allows.
+    pub fn vendor(&self) -> &str {
+        self.value.as_deref().unwrap_or(DEFAULT_VENDOR_ID)
+    }
+}
+
 /// Parse the plan's enlightenment names: known ones in libvirt's order, unknown ones apart.
 pub(crate) fn enlightenments(names: &[String]) -> (Vec<Enlightenment>, Vec<String>) {
     let mut known = Vec::new();
@@ -342,23 +358,9 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
         for e in &hv {
             let mut x = El::new(e.name).attr("state", "on");
             match e.name {
-                "spinlocks" => {
-                    let retries = e
-                        .value
-                        .as_deref()
-                        .and_then(|v| v.parse::<u32>().ok())
-                        .unwrap_or(SPINLOCK_RETRIES);
-                    x = x.attr("retries", retries);
-                }
+                "spinlocks" => x = x.attr("retries", e.retries()),
                 "vendor_id" => {
-                    let v: String = e
-                        .value
-                        .as_deref()
-                        .unwrap_or(DEFAULT_VENDOR_ID)
-                        .chars()
-                        .filter(|c| *c != ',')
-                        .take(12)
-                        .collect();
+                    let v: String = e.vendor().chars().filter(|c| *c != ',').take(12).collect();
                     x = x.attr("value", v);
                 }
                 _ => {}

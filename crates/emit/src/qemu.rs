@@ -16,9 +16,7 @@ use std::fmt::Write as _;
 
 use plan::Plan;
 
-use crate::libvirt::{
-    enlightenments, is_windows, plan_timers, DEFAULT_VENDOR_ID, SPINLOCK_RETRIES,
-};
+use crate::libvirt::{enlightenments, is_windows, plan_timers};
 
 /// Mount point of the hugetlbfs for a page size.
 pub fn hugetlbfs_path(size_kb: u64) -> &'static str {
@@ -93,18 +91,11 @@ fn cpu_flags(plan: &Plan) -> String {
     for e in &hv {
         match e.name {
             "spinlocks" => {
-                let n = e
-                    .value
-                    .as_deref()
-                    .and_then(|v| v.parse::<u32>().ok())
-                    .unwrap_or(SPINLOCK_RETRIES);
-                let _ = write!(s, ",hv-spinlocks={n:#x}");
+                let _ = write!(s, ",hv-spinlocks={:#x}", e.retries());
             }
             "vendor_id" => {
                 let v: String = e
-                    .value
-                    .as_deref()
-                    .unwrap_or(DEFAULT_VENDOR_ID)
+                    .vendor()
                     .chars()
                     .filter(|c| c.is_ascii_alphanumeric())
                     .take(12)
