@@ -655,24 +655,32 @@ pub fn restore_dry_run(journal_path: &Path) -> Result<RestoreReport> {
     }
     let (_, steps) = journal::read(journal_path)?;
     for s in steps.iter().rev() {
-        let cur = s.target.read_current().ok();
-        rep.steps.push(StepReport {
-            step: Some(s.step),
-            actuator: s.target.kind().into(),
-            target: s.target.describe(),
-            previous: s.new.clone(),
-            new: s.previous.clone(),
-            result: if s.state == State::Skipped {
-                "unchanged"
-            } else {
-                "planned"
-            }
-            .into(),
-            note: None,
-            observed: cur,
-        });
+        let mut r = undo_report(s);
+        r.result = if s.state == State::Skipped {
+            "unchanged"
+        } else {
+            "planned"
+        }
+        .into();
+        r.observed = s.target.read_current().ok();
+        rep.steps.push(r);
     }
     Ok(rep)
+}
+
+/// The report line of undoing one journal step (its previous and new values swapped), with
+/// the result and observation left for the caller.
+fn undo_report(s: &journal::JournalStep) -> StepReport {
+    StepReport {
+        step: Some(s.step),
+        actuator: s.target.kind().into(),
+        target: s.target.describe(),
+        previous: s.new.clone(),
+        new: s.previous.clone(),
+        result: String::new(),
+        note: None,
+        observed: None,
+    }
 }
 
 fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
@@ -683,16 +691,7 @@ fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
     }
     let (_, steps) = journal::read(journal_path)?;
     for s in steps.iter().rev() {
-        let mut r = StepReport {
-            step: Some(s.step),
-            actuator: s.target.kind().into(),
-            target: s.target.describe(),
-            previous: s.new.clone(),
-            new: s.previous.clone(),
-            result: String::new(),
-            note: None,
-            observed: None,
-        };
+        let mut r = undo_report(s);
         if s.state == State::Skipped {
             r.result = "unchanged".into();
             rep.steps.push(r);

@@ -214,14 +214,12 @@ fn work(
                     r.steps.len(),
                     r.failed
                 ));
-                msgs.extend(r.steps.iter().filter(|s| s.result != "restored").map(|s| {
-                    format!(
-                        "  {} {}: {}",
-                        s.result,
-                        s.target,
-                        s.note.clone().unwrap_or_default()
-                    )
-                }));
+                msgs.extend(
+                    r.steps
+                        .iter()
+                        .filter(|s| s.result != "restored")
+                        .map(|s| step_line(&s.result, &s.target, s.note.as_deref())),
+                );
                 msgs.extend(r.notes);
             }
             Err(e) => msgs.push(format!("restore failed: {e}")),
@@ -280,14 +278,12 @@ fn work(
                 act,
                 journal.display()
             ));
-            msgs.extend(r.steps.iter().filter(|s| s.result != "done").map(|s| {
-                format!(
-                    "  {} {}: {}",
-                    s.result,
-                    s.target,
-                    s.note.clone().unwrap_or_default()
-                )
-            }));
+            msgs.extend(
+                r.steps
+                    .iter()
+                    .filter(|s| s.result != "done")
+                    .map(|s| step_line(&s.result, &s.target, s.note.as_deref())),
+            );
             msgs.extend(r.notes);
             if let (HookAction::Started, Some(QemuRef::Pid(pid)), Some(exe)) =
                 (act, &qemu, &cfg.watcher_exe)
@@ -356,6 +352,11 @@ fn spawn_watcher(
         .spawn()
         .map_err(|e| ApplyError::Other(format!("{}: {e}", exe.display())))?;
     Ok(child.id())
+}
+
+/// One step of an apply or restore report that did not go as planned, for the hook's log.
+fn step_line(result: &str, target: &str, note: Option<&str>) -> String {
+    format!("  {result} {target}: {}", note.unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -121,19 +121,17 @@ pub fn set_thread_cpus(tid: i32, cpus: &str) -> Result<()> {
 
 /// Thread ids of a process, sorted.
 pub fn tids(proc_root: &Path, pid: i32) -> Result<Vec<i32>> {
-    let dir = proc_root.join(pid.to_string()).join("task");
-    let rd = std::fs::read_dir(&dir).map_err(|e| ApplyError::io(&dir, e))?;
-    let mut v: Vec<i32> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-        .collect();
-    v.sort_unstable();
-    Ok(v)
+    numeric_entries(&proc_root.join(pid.to_string()).join("task"))
 }
 
 /// Process ids in /proc, sorted.
 pub fn pids(proc_root: &Path) -> Result<Vec<i32>> {
-    let rd = std::fs::read_dir(proc_root).map_err(|e| ApplyError::io(proc_root, e))?;
+    numeric_entries(proc_root)
+}
+
+/// The entries of `dir` whose names are numbers (pids, tids), sorted.
+fn numeric_entries(dir: &Path) -> Result<Vec<i32>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| ApplyError::io(dir, e))?;
     let mut v: Vec<i32> = rd
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
