@@ -484,14 +484,14 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
         })
     };
 
-    let boot_ram = prealloc(boot_gib) + c.ram_pin_s(boot_gib, page, prefault);
+    // guest RAM is preallocated (or faulted in by the pin) and pinned
+    let ram_s = |gib: f64| prealloc(gib) + c.ram_pin_s(gib, page, prefault);
+    let how = if prefault { "preallocated" } else { "faulted" };
+    let boot_ram = ram_s(boot_gib);
     p(
         "vm_create",
         c.sandbox_setup_s + boot_ram,
-        format!(
-            "sandbox_setup_s + {boot_gib:.0} GiB boot RAM {} and pinned ({boot_ram:.1} s)",
-            if prefault { "preallocated" } else { "faulted" }
-        ),
+        format!("sandbox_setup_s + {boot_gib:.0} GiB boot RAM {how} and pinned ({boot_ram:.1} s)"),
     );
     p(
         "kernel_boot",
@@ -516,13 +516,12 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
         cdi_rest,
         "GPUs × fbhub_per_gpu_s + cdi_generation_s (after the last GPU is enabled)".into(),
     );
-    let hot = prealloc(hot_gib) + c.ram_pin_s(hot_gib, page, prefault);
+    let hot = ram_s(hot_gib);
     p(
         "memory_hotplug",
         c.container_setup_s + hot,
         format!(
-            "container_setup_s + {hot_gib:.0} GiB hotplugged RAM {} and pinned ({hot:.1} s)",
-            if prefault { "preallocated" } else { "faulted" }
+            "container_setup_s + {hot_gib:.0} GiB hotplugged RAM {how} and pinned ({hot:.1} s)"
         ),
     );
     let total_s: f64 = phases.iter().map(|p| p.seconds).sum();
