@@ -14,14 +14,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+use common::vmtune;
+
 static HOST: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     HOST.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn vmtune() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vmtune"))
 }
 
 fn run(cmd: &mut Command) -> Output {

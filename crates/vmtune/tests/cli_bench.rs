@@ -1,37 +1,17 @@
 //! `vmtune bench` end to end: the real binary on the real machine.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{ok_json, run, vmtune};
 
 const CS_DIR: &str = "/sys/devices/system/clocksource/clocksource0";
 
 /// Tests that switch the clocksource run one at a time.
 static CLOCKSOURCE: Mutex<()> = Mutex::new(());
-
-fn vmtune() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vmtune"))
-}
-
-fn run(args: &[&str]) -> Output {
-    vmtune().args(args).output().expect("running vmtune")
-}
-
-fn ok_json(args: &[&str]) -> serde_json::Value {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "vmtune {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "vmtune {args:?}: bad JSON ({e}): {}",
-            String::from_utf8_lossy(&o.stdout)
-        )
-    })
-}
 
 fn current_cs() -> String {
     std::fs::read_to_string(format!("{CS_DIR}/current_clocksource"))

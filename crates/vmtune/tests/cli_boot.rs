@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-fn vmtune() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vmtune"))
-}
+mod common;
+use common::{ok_json, vmtune};
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -15,21 +14,11 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = vmtune().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn analyze_json_and_html() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("boot.html");
-    let v = json(&[
+    let v = ok_json(&[
         "boot",
         "analyze",
         &fixture("run2-containerd.journal"),
@@ -104,10 +93,10 @@ fn analyze_bad_input_exits_2() {
 
 #[test]
 fn estimate_seed_configurations() {
-    let a = json(&[
+    let a = ok_json(&[
         "boot", "estimate", "--memory", "110G", "--gpus", "7", "--json",
     ]);
-    let b = json(&[
+    let b = ok_json(&[
         "boot",
         "estimate",
         "--memory",
@@ -118,7 +107,7 @@ fn estimate_seed_configurations() {
         "1G",
         "--json",
     ]);
-    let c = json(&[
+    let c = ok_json(&[
         "boot",
         "estimate",
         "--memory",
@@ -139,7 +128,7 @@ fn estimate_seed_configurations() {
     for k in a["constants"].as_array().unwrap() {
         assert!(!k["source"].as_str().unwrap().is_empty());
     }
-    let old = json(&[
+    let old = ok_json(&[
         "boot", "estimate", "--memory", "110G", "--gpus", "8", "--kernel", "5.15.0", "--json",
     ]);
     assert!(old["warnings"]
@@ -170,7 +159,7 @@ fn estimate_seed_configurations() {
 
 #[test]
 fn validate_and_sandbox_setup() {
-    let v = json(&["boot", "validate", "--json"]);
+    let v = ok_json(&["boot", "validate", "--json"]);
     let checks = v["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 3);
     for k in checks {
@@ -182,10 +171,10 @@ fn validate_and_sandbox_setup() {
     }
     assert!(v["max_held_out_error_pct"].as_f64().unwrap() >= v["max_error_pct"].as_f64().unwrap());
     // --sandbox-setup moves vm_create (and the total) by exactly the difference
-    let base = json(&[
+    let base = ok_json(&[
         "boot", "estimate", "--memory", "110G", "--gpus", "7", "--json",
     ]);
-    let zero = json(&[
+    let zero = ok_json(&[
         "boot",
         "estimate",
         "--memory",
@@ -229,7 +218,7 @@ fn validate_and_sandbox_setup() {
 
 #[test]
 fn trace_prints_scripts() {
-    let v = json(&["boot", "trace", "--json"]);
+    let v = ok_json(&["boot", "trace", "--json"]);
     let pin = v["pin-pages.bt"].as_str().unwrap();
     assert!(
         pin.contains("kprobe:vfio_pin_pages_remote")
@@ -248,7 +237,7 @@ fn trace_prints_scripts() {
 fn gen_journal_then_analyze() {
     let dir = tempfile::tempdir().unwrap();
     let j = dir.path().join("j.log");
-    let v = json(&[
+    let v = ok_json(&[
         "boot",
         "gen-journal",
         "--size",
@@ -257,7 +246,7 @@ fn gen_journal_then_analyze() {
         "--json",
     ]);
     assert!(v["bytes"].as_u64().unwrap() >= 2 << 20);
-    let r = json(&[
+    let r = ok_json(&[
         "boot",
         "analyze",
         j.to_str().unwrap(),
@@ -282,7 +271,7 @@ fn calibrate_restores_hugepages() {
         return;
     }
     let before = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap_or_default();
-    let v = json(&[
+    let v = ok_json(&[
         "boot",
         "calibrate",
         "--memory",

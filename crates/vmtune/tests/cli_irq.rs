@@ -6,9 +6,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn vmtune() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vmtune"))
-}
+mod common;
+use common::vmtune;
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path)

@@ -2,16 +2,12 @@
 //! JSON, refusals (exit 2, one line), emitted formats.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn vmtune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmtune"))
-        .args(args)
-        .output()
-        .expect("run vmtune")
-}
+mod common;
+use common::run;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -47,7 +43,7 @@ fn list(v: &Value) -> Vec<u64> {
 
 #[test]
 fn report_reproduces_the_seed_000_layout() {
-    let o = vmtune(GAMING);
+    let o = run(GAMING);
     assert!(o.status.success(), "{}", stderr(&o));
     let s = stdout(&o);
     assert!(s.contains("Guest CPUs 2-7,10-15"), "{s}");
@@ -80,7 +76,7 @@ fn report_reproduces_the_seed_000_layout() {
 fn json_has_the_design_keys() {
     let mut args = GAMING.to_vec();
     args.push("--json");
-    let o = vmtune(&args);
+    let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("plan JSON");
     let vcpus = v["vcpus"].as_array().expect("vcpus");
@@ -121,7 +117,7 @@ fn json_has_the_design_keys() {
     // --emit json is the same document
     let mut args = GAMING.to_vec();
     args.extend(["--emit", "json"]);
-    let o2 = vmtune(&args);
+    let o2 = run(&args);
     assert_eq!(o.stdout, o2.stdout);
 }
 
@@ -134,7 +130,7 @@ fn temp_file(name: &str, content: &[u8]) -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn a_plan_json_is_a_tenant() {
-    let first = vmtune(&[
+    let first = run(&[
         "plan",
         "--topology",
         "builtin",
@@ -149,7 +145,7 @@ fn a_plan_json_is_a_tenant() {
     assert!(first.status.success(), "{}", stderr(&first));
     let a: Value = serde_json::from_slice(&first.stdout).unwrap();
     let (_d, path) = temp_file("a.json", &first.stdout);
-    let second = vmtune(&[
+    let second = run(&[
         "plan",
         "--topology",
         "builtin",
@@ -198,7 +194,7 @@ fn refusals_exit_2_with_one_line() {
     ] {
         let mut full = vec!["plan", "--topology", "builtin"];
         full.extend(args);
-        let o = vmtune(&full);
+        let o = run(&full);
         assert_eq!(o.status.code(), Some(2), "{full:?}: {}", stderr(&o));
         let e = stderr(&o);
         assert!(e.contains(want), "{full:?}: {e}");
@@ -210,7 +206,7 @@ fn refusals_exit_2_with_one_line() {
 
 #[test]
 fn device_taken_by_a_tenant_is_refused() {
-    let first = vmtune(&[
+    let first = run(&[
         "plan",
         "--topology",
         "builtin",
@@ -226,7 +222,7 @@ fn device_taken_by_a_tenant_is_refused() {
     ]);
     assert!(first.status.success(), "{}", stderr(&first));
     let (_d, path) = temp_file("gamer.json", &first.stdout);
-    let o = vmtune(&[
+    let o = run(&[
         "plan",
         "--topology",
         "builtin",
@@ -250,7 +246,7 @@ fn device_taken_by_a_tenant_is_refused() {
 #[test]
 fn bad_tenant_file_is_named() {
     let (_d, path) = temp_file("junk.txt", b"hello");
-    let o = vmtune(&[
+    let o = run(&[
         "plan",
         "--topology",
         "builtin",
@@ -271,7 +267,7 @@ fn bad_tenant_file_is_named() {
 
 #[test]
 fn windows7_and_hugepage_flags() {
-    let o = vmtune(&[
+    let o = run(&[
         "plan",
         "--topology",
         "builtin",
@@ -301,13 +297,13 @@ fn emitted_formats_are_produced() {
     for fmt in ["libvirt", "qemu", "kata", "kubevirt"] {
         let mut args = GAMING.to_vec();
         args.extend(["--emit", fmt]);
-        let o = vmtune(&args);
+        let o = run(&args);
         assert!(o.status.success(), "{fmt}: {}", stderr(&o));
         assert!(!stdout(&o).trim().is_empty(), "{fmt}: empty output");
     }
     let mut args = GAMING.to_vec();
     args.extend(["--emit", "libvirt"]);
-    let s = stdout(&vmtune(&args));
+    let s = stdout(&run(&args));
     assert!(s.contains("vcpupin") && s.contains("cpuset='2'"), "{s}");
 }
 
@@ -317,7 +313,7 @@ fn domain_is_patched_and_becomes_a_tenant() {
     let (_d, path) = temp_file("win10.xml", domain.as_bytes());
     let mut args = GAMING.to_vec();
     args.extend(["--domain", path.to_str().unwrap()]);
-    let o = vmtune(&args);
+    let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let patched = stdout(&o);
     assert!(
@@ -326,7 +322,7 @@ fn domain_is_patched_and_becomes_a_tenant() {
     );
     // the patched domain, as a tenant, takes its CPUs: a second VM goes elsewhere or is refused
     let (_d2, tenant) = temp_file("tenant.xml", patched.as_bytes());
-    let o = vmtune(&[
+    let o = run(&[
         "plan",
         "--topology",
         "builtin",
@@ -348,12 +344,12 @@ fn domain_is_patched_and_becomes_a_tenant() {
     // --domain needs the libvirt format
     let mut args = GAMING.to_vec();
     args.extend(["--domain", path.to_str().unwrap(), "--emit", "qemu"]);
-    assert_eq!(vmtune(&args).status.code(), Some(2));
+    assert_eq!(run(&args).status.code(), Some(2));
 }
 
 #[test]
 fn help_teaches() {
-    let o = vmtune(&["plan", "--help"]);
+    let o = run(&["plan", "--help"]);
     assert!(o.status.success());
     let s = stdout(&o);
     for flag in [

@@ -1,24 +1,8 @@
 //! `vmtune sim` end to end: built-in scenarios, JSON keys, SVG output, TOML scenarios and the
 //! one-line error contract.
 
-use std::process::{Command, Output};
-
-fn vmtune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmtune"))
-        .args(args)
-        .output()
-        .expect("run vmtune")
-}
-
-fn ok_json(args: &[&str]) -> serde_json::Value {
-    let out = vmtune(args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+mod common;
+use common::{ok_json, run};
 
 #[test]
 fn fig5_json_has_rtt_per_policy_and_scheduler() {
@@ -124,7 +108,7 @@ interval_ms = 50
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[0]["vcpu_runtime_ms"].as_array().unwrap().len(), 6);
-    let text = vmtune(&["sim", f.to_str().unwrap()]);
+    let text = run(&["sim", f.to_str().unwrap()]);
     let s = String::from_utf8_lossy(&text.stdout);
     assert!(
         s.contains("two-vms") && s.contains("scheduler credit") && s.contains("rtt p99"),
@@ -143,12 +127,12 @@ fn errors_are_one_line_with_exit_2() {
         vec!["sim", nosuch.to_str().unwrap()],
         vec!["sim", "vbalance-fig5", "--duration=-3"],
     ] {
-        let out = vmtune(&args);
+        let out = run(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(!err.contains("panicked"));
     }
-    let out = vmtune(&["sim", bad.to_str().unwrap()]);
+    let out = run(&["sim", bad.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("pcpus"));
 }

@@ -2,20 +2,16 @@
 //! give exit code 2 and exactly one stderr line naming the file and the problem.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn vmtune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmtune"))
-        .args(args)
-        .output()
-        .expect("run vmtune")
-}
+mod common;
+use common::{run, vmtune};
 
 /// Run `vmtune topo --topology PATH` on bad input and check the failure contract. Returns
 /// the error line.
 fn fails(path: &Path, problem: &str) -> String {
     let p = path.to_str().unwrap();
-    let out = vmtune(&["topo", "--topology", p]);
+    let out = run(&["topo", "--topology", p]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(
         out.status.code(),
@@ -151,7 +147,7 @@ fn sysfs_trees_with_missing_files() {
     // the same tree completed loads
     std::fs::create_dir_all(node.join("node0")).unwrap();
     std::fs::write(node.join("node0/cpulist"), "0-1\n").unwrap();
-    let out = vmtune(&["topo", "--topology", root.to_str().unwrap(), "--json"]);
+    let out = run(&["topo", "--topology", root.to_str().unwrap(), "--json"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -165,7 +161,7 @@ fn sysfs_trees_with_missing_files() {
 
 #[test]
 fn live_host_tree() {
-    let out = vmtune(&["topo"]);
+    let out = run(&["topo"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -188,7 +184,7 @@ fn live_host_tree() {
 
 #[test]
 fn live_host_json_has_the_design_keys() {
-    let out = vmtune(&["topo", "--json"]);
+    let out = run(&["topo", "--json"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -238,7 +234,7 @@ fn live_host_json_has_the_design_keys() {
 #[test]
 fn snapshot_archive_json() {
     let p = shared("sysfs/32intel64-2p8co2t+8ve.tar.bz2");
-    let out = vmtune(&["topo", "--topology", p.to_str().unwrap(), "--json"]);
+    let out = run(&["topo", "--topology", p.to_str().unwrap(), "--json"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -264,7 +260,7 @@ fn snapshot_archive_json() {
 fn memory_only_nodes_name_their_nearest_cpus() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/topologies");
     let text = |p: PathBuf| {
-        let out = vmtune(&["topo", "--topology", p.to_str().unwrap()]);
+        let out = run(&["topo", "--topology", p.to_str().unwrap()]);
         assert!(out.status.success());
         String::from_utf8(out.stdout).unwrap()
     };
@@ -297,7 +293,7 @@ fn closed_output_pipe_is_not_a_panic() {
         vec![],
         vec!["boot", "validate"],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vmtune"))
+        let mut child = vmtune()
             .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -316,12 +312,8 @@ fn closed_output_pipe_is_not_a_panic() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         // either it finished writing before we closed (exit 0) or SIGPIPE ended it
         assert!(
-            status.success() || status.signal() == Some(libc_sigpipe()),
+            status.success() || status.signal() == Some(libc::SIGPIPE),
             "{args:?}: {status:?} {err}"
         );
     }
-}
-
-fn libc_sigpipe() -> i32 {
-    13 // SIGPIPE on Linux (every architecture vmtune targets)
 }
