@@ -3,30 +3,9 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::without_owned;
+use common::{validate, without_owned};
 use emit::libvirt::{domain_fragment, patch_domain, tenant_from_domain_xml};
 use topo::CpuSet;
-
-/// `virt-xml-validate FILE domain`; a missing tool fails the test (CI installs
-/// libvirt-clients and libxml2-utils).
-fn validate(xml: &str, what: &str) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("domain.xml");
-    std::fs::write(&path, xml).expect("write");
-    let out = Command::new("virt-xml-validate")
-        .arg(&path)
-        .arg("domain")
-        .output()
-        .expect("virt-xml-validate must be installed (Debian: libvirt-clients, libxml2-utils)");
-    assert!(
-        out.status.success(),
-        "{what} does not validate:\n{}{}\n{xml}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn patched_domains_validate() {

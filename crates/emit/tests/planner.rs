@@ -3,27 +3,11 @@
 
 mod common;
 
+use common::validate;
+
 use std::path::Path;
-use std::process::Command;
 
 use plan::{GuestOs, HugepagePolicy, Profile, Request};
-
-fn validate(xml: &str, what: &str) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("domain.xml");
-    std::fs::write(&path, xml).expect("write");
-    let out = Command::new("virt-xml-validate")
-        .arg(&path)
-        .arg("domain")
-        .output()
-        .expect("virt-xml-validate must be installed (Debian: libvirt-clients, libxml2-utils)");
-    assert!(
-        out.status.success(),
-        "{what} does not validate:\n{}{}\n{xml}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn hosts() -> Vec<(String, topo::Host)> {
     let mut v = vec![("builtin".to_string(), topo::builtin::default_host())];

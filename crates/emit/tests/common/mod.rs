@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 pub fn fixture_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -74,4 +75,23 @@ pub fn without_owned(xml: &str) -> String {
     }
     out.push_str(&xml[at..]);
     out
+}
+
+/// `virt-xml-validate FILE domain`; a missing tool fails the test (CI installs
+/// libvirt-clients and libxml2-utils).
+pub fn validate(xml: &str, what: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("domain.xml");
+    std::fs::write(&path, xml).expect("write");
+    let out = Command::new("virt-xml-validate")
+        .arg(&path)
+        .arg("domain")
+        .output()
+        .expect("virt-xml-validate must be installed (Debian: libvirt-clients, libxml2-utils)");
+    assert!(
+        out.status.success(),
+        "{what} does not validate:\n{}{}\n{xml}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
