@@ -3,10 +3,9 @@
 
 mod common;
 
-use common::validate;
-
 use std::path::Path;
 
+use common::validate;
 use plan::{GuestOs, HugepagePolicy, Profile, Request};
 
 fn hosts() -> Vec<(String, topo::Host)> {
