@@ -605,7 +605,8 @@ mod tests {
     #[test]
     fn held_out_boots_within_15_percent() {
         let c = Constants::default();
-        for k in validate(&seed_boots(), &c) {
+        let checks = validate(&seed_boots(), &c);
+        for k in &checks {
             assert!(
                 k.held_out_error_pct.abs() <= 15.0,
                 "{} held out: {:.1} s vs {:.0} s (sandbox_setup_s {:.1})",
@@ -614,9 +615,14 @@ mod tests {
                 k.measured_s,
                 k.held_out_sandbox_setup_s
             );
-            // a held-out fit is a different number from the all-boot fit
-            assert!(k.held_out_sandbox_setup_s > 0.0);
         }
+        // the held-out fits are real refits, not the all-boot value reused
+        assert!(
+            checks
+                .iter()
+                .any(|k| (k.held_out_sandbox_setup_s - c.sandbox_setup_s).abs() > 1.0),
+            "{checks:?}"
+        );
     }
 
     /// The default is the fit, not a free choice.
