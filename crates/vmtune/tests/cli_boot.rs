@@ -91,35 +91,20 @@ fn analyze_bad_input_exits_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no boot events"));
 }
 
+/// `vmtune boot estimate --json` for seed 001's 7 GPUs and 110 GiB, plus `extra`.
+fn seed_estimate(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "boot", "estimate", "--memory", "110G", "--gpus", "7", "--json",
+    ];
+    args.extend_from_slice(extra);
+    ok_json(&args)
+}
+
 #[test]
 fn estimate_seed_configurations() {
-    let a = ok_json(&[
-        "boot", "estimate", "--memory", "110G", "--gpus", "7", "--json",
-    ]);
-    let b = ok_json(&[
-        "boot",
-        "estimate",
-        "--memory",
-        "110G",
-        "--gpus",
-        "7",
-        "--page-size",
-        "1G",
-        "--json",
-    ]);
-    let c = ok_json(&[
-        "boot",
-        "estimate",
-        "--memory",
-        "110G",
-        "--gpus",
-        "7",
-        "--page-size",
-        "1G",
-        "--backend",
-        "iommufd",
-        "--json",
-    ]);
+    let a = seed_estimate(&[]);
+    let b = seed_estimate(&["--page-size", "1G"]);
+    let c = seed_estimate(&["--page-size", "1G", "--backend", "iommufd"]);
     for (v, meas) in [(&a, 183.0), (&b, 146.0), (&c, 114.0)] {
         let t = v["total_s"].as_f64().unwrap();
         assert!((t - meas).abs() / meas <= 0.15, "{t} vs {meas}");
@@ -171,20 +156,8 @@ fn validate_and_sandbox_setup() {
     }
     assert!(v["max_held_out_error_pct"].as_f64().unwrap() >= v["max_error_pct"].as_f64().unwrap());
     // --sandbox-setup moves vm_create (and the total) by exactly the difference
-    let base = ok_json(&[
-        "boot", "estimate", "--memory", "110G", "--gpus", "7", "--json",
-    ]);
-    let zero = ok_json(&[
-        "boot",
-        "estimate",
-        "--memory",
-        "110G",
-        "--gpus",
-        "7",
-        "--sandbox-setup",
-        "0",
-        "--json",
-    ]);
+    let base = seed_estimate(&[]);
+    let zero = seed_estimate(&["--sandbox-setup", "0"]);
     let setup = v["sandbox_setup_s"].as_f64().unwrap();
     let d = base["total_s"].as_f64().unwrap() - zero["total_s"].as_f64().unwrap();
     assert!((d - setup).abs() < 1e-9, "{d} vs {setup}");
