@@ -1,9 +1,9 @@
 //! vmtune micro-benchmarks and comparison reports.
 //!
-//! - [`timer`]: cost of reading the time under each clocksource (seed 004's acpi_pm vs TSC)
-//! - [`membw`]: STREAM copy/scale/add/triad with threads pinned per a CPU list (seed 003)
+//! - [`timer`]: cost of reading the time under each clocksource (Windows 7 timer note's acpi_pm vs TSC)
+//! - [`membw`]: STREAM copy/scale/add/triad with threads pinned per a CPU list (r/VFIO pinning benchmark)
 //! - [`latency`]: cyclictest-like timer wakeup latency per CPU, with optional load
-//! - [`frametimes`]: frame-time logs → average FPS and 1/2/5% lows (seed 000)
+//! - [`frametimes`]: frame-time logs → average FPS and 1/2/5% lows (VFIO gaming-host write-up)
 //! - [`compare`]: runs of different configurations side by side, with a noise rule
 //! - [`report`]: terminal tables and a self-contained HTML report with inline SVG charts
 //!

@@ -1,7 +1,7 @@
 //! STREAM-style memory bandwidth: copy, scale, add, triad over three `f64` arrays, split
 //! across threads that are optionally pinned one per CPU of a list. Each thread allocates and
 //! first-touches its own slice of every array after pinning, so a pinned run's memory is local
-//! to the thread's NUMA node (the "pinning + guest NUMA" cell of seed 003's matrix), while an
+//! to the thread's NUMA node (the "pinning + guest NUMA" cell of the r/VFIO pinning benchmark's matrix), while an
 //! unpinned run leaves both placement and scheduling to the kernel.
 //!
 //! Rates follow STREAM: bytes counted are those the kernel names (2 arrays for copy/scale, 3

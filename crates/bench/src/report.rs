@@ -94,7 +94,7 @@ pub fn text_timer(t: &TimerResult) -> String {
         &rows,
     ));
     out.push_str(
-        "CPU @275k/s: share of one CPU spent reading the clock at the 275,000 reads/s of seed 004's games.\n",
+        "CPU @275k/s: share of one CPU spent reading the clock at the 275,000 reads/s of the Windows 7 timer note's games.\n",
     );
     for n in &t.notes {
         let _ = writeln!(out, "note: {n}");
@@ -530,7 +530,7 @@ fn html_timer(b: &mut String, runs: &[RunFile]) {
             (r.config.clone(), v)
         })
         .collect();
-    b.push_str("<h2>Timer read cost</h2><p class=\"note\">ns per read (median of the repeats, whisker min–max), log scale. Slow emulated clocksources (acpi_pm, hpet) make the vDSO fall back to a system call — seed 004 measured 3,605 ns (acpi_pm) vs 12.52 ns (TSC) in a Windows guest.</p>");
+    b.push_str("<h2>Timer read cost</h2><p class=\"note\">ns per read (median of the repeats, whisker min–max), log scale. Slow emulated clocksources (acpi_pm, hpet) make the vDSO fall back to a system call — the Windows 7 timer note measured 3,605 ns (acpi_pm) vs 12.52 ns (TSC) in a Windows guest.</p>");
     b.push_str(&svg::bar_chart(
         "Timer read cost",
         "ns per read (log)",
@@ -581,7 +581,7 @@ fn html_membw(b: &mut String, runs: &[RunFile]) {
             (format!("{} ({how})", r.config), v)
         })
         .collect();
-    b.push_str("<h2>Memory bandwidth (STREAM)</h2><p class=\"note\">GB/s, median of the repeats with min–max whiskers. Seed 003 saw 2–7× on multi-NUMA hosts once the guest had NUMA topology.</p>");
+    b.push_str("<h2>Memory bandwidth (STREAM)</h2><p class=\"note\">GB/s, median of the repeats with min–max whiskers. The r/VFIO pinning benchmark saw 2–7× on multi-NUMA hosts once the guest had NUMA topology.</p>");
     b.push_str(&svg::bar_chart(
         "STREAM bandwidth",
         "GB/s",
@@ -628,7 +628,7 @@ fn html_frames(b: &mut String, runs: &[RunFile]) {
     if with.is_empty() {
         return;
     }
-    b.push_str("<h2>Frame times</h2><p class=\"note\">Frame time over the run (each log), and average FPS with the 5/2/1% lows (1000 / frame time at the 95/98/99th percentile) — the figures of seed 000.</p>");
+    b.push_str("<h2>Frame times</h2><p class=\"note\">Frame time over the run (each log), and average FPS with the 5/2/1% lows (1000 / frame time at the 95/98/99th percentile) — the figures of the VFIO gaming-host write-up.</p>");
     let mut lines = Vec::new();
     let mut series = Vec::new();
     let mut cats = vec!["average".to_string()];

@@ -4,7 +4,7 @@
 //! Why: the vDSO reads the clock in user space only for clocksources with a vDSO clock mode
 //! (`tsc`, `kvm-clock`, `hyperv_clocksource_tsc_page`); for `hpet` and `acpi_pm` it falls back
 //! to a system call that reads an emulated device — in a guest that is a VM exit handled by
-//! QEMU in user space. That is the 3,605 ns (acpi_pm) vs 12.52 ns (TSC) effect of seed 004.
+//! QEMU in user space. That is the 3,605 ns (acpi_pm) vs 12.52 ns (TSC) effect of the Windows 7 timer note.
 //!
 //! Switching clocksources writes `/sys/devices/system/clocksource/clocksource0/
 //! current_clocksource`. [`ClocksourceGuard`] restores the original on drop (errors, panics),
@@ -447,7 +447,7 @@ pub fn run(opts: &TimerOptions, bar: &indicatif::ProgressBar) -> Result<TimerRes
     })
 }
 
-/// Reads per second of the games in seed 004, for the "what it costs a guest" line.
+/// Reads per second of the games in the Windows 7 timer note, for the "what it costs a guest" line.
 pub const SEED_RATES: &[(&str, f64)] = &[
     ("25k reads/s (most games)", 25_000.0),
     ("275k reads/s (Outlast)", 275_000.0),
@@ -563,7 +563,7 @@ mod tests {
 
     #[test]
     fn share_of_cpu() {
-        // seed 004: 3 605 ns × 275 000 reads/s = 99.1% of a CPU
+        // the Windows 7 timer note: 3 605 ns × 275 000 reads/s = 99.1% of a CPU
         assert!((cpu_share_pct(3605.0, 275_000.0) - 99.1375).abs() < 1e-9);
     }
 }

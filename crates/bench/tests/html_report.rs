@@ -7,7 +7,7 @@ use std::process::Command;
 use bench::stats::PercentileMethod;
 use bench::{frametimes, latency, membw, timer, FrameLogResult, RunFile};
 
-/// A frame-time log like seed 000's: ~16 ms frames with jitter and stutter spikes.
+/// A frame-time log like the VFIO gaming-host write-up's: ~16 ms frames with jitter and stutter spikes.
 fn frame_log(name: &str, seed: u64, spike_every: usize) -> FrameLogResult {
     let mut x = seed;
     let mut ft = Vec::new();

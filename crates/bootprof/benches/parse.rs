@@ -1,4 +1,4 @@
-//! Parser throughput against seed 001's `grep | awk | jq` pipeline on the same generated
+//! Parser throughput against the Kata GPU boot study's `grep | awk | jq` pipeline on the same generated
 //! journal (32 MB here, in the page cache; the 1 GB figure in the README was measured with
 //! `vmtune boot bench`). Both sides extract one sandbox's console; ours also builds the
 //! timeline. Three ways of reading are timed:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build bootprof's test fixtures from seed 001's log excerpts.
+"""Build bootprof's test fixtures from the Kata GPU boot study's log excerpts.
 
 Lines marked (verbatim) are copied from the seed; the others fill gaps in the seed's
 excerpts following the same format and cadence (documented in tests/fixtures/README.md).

@@ -1,4 +1,4 @@
-//! A model of GPU VM boot time by phase. Every constant is listed with its source: seed 001's
+//! A model of GPU VM boot time by phase. Every constant is listed with its source: the Kata GPU boot study's
 //! measurements (the Kata 7×H100 boot-time investigation), public kernel/QEMU commit
 //! figures, and this machine's QEMU prealloc calibration.
 
@@ -75,7 +75,7 @@ pub struct Input {
 }
 
 impl Input {
-    /// Seed 001's host: 7 H100 (128 GiB BAR 2), 110 GiB (10 GiB boot + 100 GiB hotplugged),
+    /// The Kata GPU boot study's host: 7 H100 (128 GiB BAR 2), 110 GiB (10 GiB boot + 100 GiB hotplugged),
     /// kernel 6.8, type1, 4 KiB pages.
     pub fn seed001() -> Self {
         Input {
@@ -182,23 +182,23 @@ impl Constants {
             source,
         };
         vec![
-            c("kernel_boot_s", self.kernel_boot_s, "s", "seed 001: the VM boots and calls the Kata agent 1.2 s from T=0"),
-            c("agent_init_s", self.agent_init_s, "s", "seed 001: agent sanity checks and first hotplug, 0.5 s"),
-            c("pci_hotplug_wait_s", self.pci_hotplug_wait_s, "s", "seed 001: agent ready 17:56:00.1 until the first GPU is enumerated (guest 12.58 s)"),
-            c("pci_per_gpu_s", self.pci_per_gpu_s, "s/GPU", "seed 001: 7 GPUs enumerated between guest 12.58 s and 14.37 s"),
-            c("driver_load_s", self.driver_load_s, "s", "seed 001: last GPU added 17:56:14.37 until the first heavy pin 17:56:18.47"),
-            c("driver_per_gpu_s", self.driver_per_gpu_s, "s/GPU", "seed 001: 'enabling device' every 3.40 s (mean of 6 intervals) minus the 3.2 s BAR pin"),
-            c("fbhub_per_gpu_s", self.fbhub_per_gpu_s, "s/GPU", "seed 001: NVRM FBHUB interrupt cleared every 2.12 s, once per GPU (35.76 s to 48.52 s)"),
-            c("cdi_generation_s", self.cdi_generation_s, "s", "seed 001: last GPU pinned 17:56:42.44 to CDI specs injected 17:57:40.05 (57.6 s) minus 7 FBHUB clears"),
-            c("container_setup_s", self.container_setup_s, "s", "seed 001: CDI specs injected 17:57:40.05 until memory hotplug starts 17:57:56.95"),
-            c("sandbox_setup_s", self.sandbox_setup_s, "s", "the model's one fitted constant: pod accepted until guest boot is not in seed 001's logs; the value minimising the largest relative error over its three kubectl-measured boots (3:03, 2:26, 1:54). Leave-one-out (fit on two, predict the third) stays within 15%: `vmtune boot validate`; override with --sandbox-setup"),
+            c("kernel_boot_s", self.kernel_boot_s, "s", "Kata GPU boot study: the VM boots and calls the Kata agent 1.2 s from T=0"),
+            c("agent_init_s", self.agent_init_s, "s", "Kata GPU boot study: agent sanity checks and first hotplug, 0.5 s"),
+            c("pci_hotplug_wait_s", self.pci_hotplug_wait_s, "s", "Kata GPU boot study: agent ready 17:56:00.1 until the first GPU is enumerated (guest 12.58 s)"),
+            c("pci_per_gpu_s", self.pci_per_gpu_s, "s/GPU", "Kata GPU boot study: 7 GPUs enumerated between guest 12.58 s and 14.37 s"),
+            c("driver_load_s", self.driver_load_s, "s", "Kata GPU boot study: last GPU added 17:56:14.37 until the first heavy pin 17:56:18.47"),
+            c("driver_per_gpu_s", self.driver_per_gpu_s, "s/GPU", "Kata GPU boot study: 'enabling device' every 3.40 s (mean of 6 intervals) minus the 3.2 s BAR pin"),
+            c("fbhub_per_gpu_s", self.fbhub_per_gpu_s, "s/GPU", "Kata GPU boot study: NVRM FBHUB interrupt cleared every 2.12 s, once per GPU (35.76 s to 48.52 s)"),
+            c("cdi_generation_s", self.cdi_generation_s, "s", "Kata GPU boot study: last GPU pinned 17:56:42.44 to CDI specs injected 17:57:40.05 (57.6 s) minus 7 FBHUB clears"),
+            c("container_setup_s", self.container_setup_s, "s", "Kata GPU boot study: CDI specs injected 17:57:40.05 until memory hotplug starts 17:57:56.95"),
+            c("sandbox_setup_s", self.sandbox_setup_s, "s", "the model's one fitted constant: pod accepted until guest boot is not in the Kata GPU boot study's logs; the value minimising the largest relative error over its three kubectl-measured boots (3:03, 2:26, 1:54). Leave-one-out (fit on two, predict the third) stays within 15%: `vmtune boot validate`; override with --sandbox-setup"),
             c("pin_4k_cold_s_per_gib", self.pin_4k_cold_s_per_gib, "s/GiB", "kernel commit 4d83de6da265: pinning not-yet-faulted 4 KiB memory, 1 GB 0.61 s, 16 GB 4.66 s, 120 GB 32.45 s"),
             c("pin_4k_warm_s_per_gib", self.pin_4k_warm_s_per_gib, "s/GiB", "kernel commit 4d83de6da265: pinning pre-faulted 4 KiB memory, ~17.5 ms/GiB"),
             c("pin_huge_s_per_gib", self.pin_huge_s_per_gib, "s/GiB", "vfio/type1 large-folio pinning series (2025): 16 GiB in 0.047 s (THP), 0.052 s (hugetlbfs)"),
-            c("bar_old_s_per_gib", self.bar_old_s_per_gib, "s/GiB", "kernel commits 356e88ebe447, 0fd06844de5d, f9e54c3a2f5b: ~0.4 s per 16 GB BAR before them; seed 001 measured 3.2-3.5 s per 128 GiB BAR"),
+            c("bar_old_s_per_gib", self.bar_old_s_per_gib, "s/GiB", "kernel commits 356e88ebe447, 0fd06844de5d, f9e54c3a2f5b: ~0.4 s per 16 GB BAR before them; the Kata GPU boot study measured 3.2-3.5 s per 128 GiB BAR"),
             c("bar_new_s", self.bar_new_s, "s/BAR", "same commits with QEMU >= 9.2: under 1 ms per BAR (taken as kernel >= 6.15)"),
-            c("bar_legacy_s_per_gib", self.bar_legacy_s_per_gib, "s/GiB", "seed 001: kernel 5.15 faulted every BAR page, >30 min for 8 GPUs vs ~3 min on 6.8 (taken as kernel < 6.8)"),
-            c("bar_pte_kb_per_gib", self.bar_pte_kb_per_gib, "kB/GiB", "one 8-byte PTE per 4 KiB of BAR when type1 faults a BAR in page by page (kernel < 6.12, before vfio-pci huge_fault, commit f9e54c3a2f5b); with seed 001's 110 GiB of 4 KiB RAM this gives the ~2 GiB of page tables it measured; cloud-hypervisor PR #7991: not mmapping the VRAM BAR on 6.8 removes the page-table bloat"),
+            c("bar_legacy_s_per_gib", self.bar_legacy_s_per_gib, "s/GiB", "Kata GPU boot study: kernel 5.15 faulted every BAR page, >30 min for 8 GPUs vs ~3 min on 6.8 (taken as kernel < 6.8)"),
+            c("bar_pte_kb_per_gib", self.bar_pte_kb_per_gib, "kB/GiB", "one 8-byte PTE per 4 KiB of BAR when type1 faults a BAR in page by page (kernel < 6.12, before vfio-pci huge_fault, commit f9e54c3a2f5b); with the Kata GPU boot study's 110 GiB of 4 KiB RAM this gives the ~2 GiB of page tables it measured; cloud-hypervisor PR #7991: not mmapping the VRAM BAR on 6.8 removes the page-table bloat"),
             c("prealloc_ratio_4k_2m", self.prealloc_ratio_4k_2m, "x", "vmtune boot calibrate (QEMU, 2 GiB, prealloc=on): 4 KiB /dev/shm 8.35 s vs 2 MiB hugetlbfs 1.43 s, baseline 0.13 s"),
             c("pte_kb_per_gib_4k", PTE_KB_PER_GIB_4K, "kB/GiB", "vmtune boot calibrate: VmPTE 4312 kB (4 KiB) vs 216 kB baseline for 2 GiB"),
             c("pte_kb_per_gib_2m", PTE_KB_PER_GIB_2M, "kB/GiB", "vmtune boot calibrate: VmPTE 224 kB (2 MiB) vs 216 kB baseline for 2 GiB"),
@@ -343,7 +343,7 @@ pub struct MeasuredBoot {
     pub source: &'static str,
 }
 
-/// Seed 001's three kubectl-measured boots (pod Start Time → container Started), the same
+/// The Kata GPU boot study's three kubectl-measured boots (pod Start Time → container Started), the same
 /// 7×H100 host and pod, one factor changed at a time.
 pub fn seed_boots() -> Vec<MeasuredBoot> {
     let base = Input::seed001();
@@ -360,19 +360,20 @@ pub fn seed_boots() -> Vec<MeasuredBoot> {
             label: "4 KiB pages, type1",
             input: base,
             measured_s: 183.0,
-            source: "seed 001: Start 21:21:09, Started 21:24:12 (3:03)",
+            source: "Kata GPU boot study: Start 21:21:09, Started 21:24:12 (3:03)",
         },
         MeasuredBoot {
             label: "1 GiB hugepages, type1",
             input: huge,
             measured_s: 146.0,
-            source: "seed 001: Start 21:50:22, Started 21:52:48 (2:26; 2:25 again on Dec 8)",
+            source:
+                "Kata GPU boot study: Start 21:50:22, Started 21:52:48 (2:26; 2:25 again on Dec 8)",
         },
         MeasuredBoot {
             label: "1 GiB hugepages, iommufd",
             input: iommufd,
             measured_s: 114.0,
-            source: "seed 001: Start 20:09:54, Started 20:11:48 (1:54)",
+            source: "Kata GPU boot study: Start 20:09:54, Started 20:11:48 (1:54)",
         },
     ]
 }
@@ -458,7 +459,7 @@ pub fn validate(boots: &[MeasuredBoot], c: &Constants) -> Vec<Check> {
         .collect()
 }
 
-/// Estimate boot time by phase. Phases run one after another (seed 001: the GPUs are
+/// Estimate boot time by phase. Phases run one after another (Kata GPU boot study: the GPUs are
 /// enabled one at a time and the agent waits for all of them before the CDI specs).
 pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
     let mem_gib = inp.memory as f64 / GIB;
@@ -555,7 +556,7 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
         ));
     }
     if inp.kernel < (6, 8) {
-        warnings.push("host kernel before 6.8 faults in every BAR page when mapping it (seed 001: >30 min with 8 GPUs on 5.15); upgrade".into());
+        warnings.push("host kernel before 6.8 faults in every BAR page when mapping it (Kata GPU boot study: >30 min with 8 GPUs on 5.15); upgrade".into());
     }
     let pte_kb = match page {
         PageSize::K4 => PTE_KB_PER_GIB_4K,
@@ -581,7 +582,7 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
 mod tests {
     use super::*;
 
-    /// Seed 001's three kubectl-measured boots, each within 15%, in order.
+    /// The Kata GPU boot study's three kubectl-measured boots, each within 15%, in order.
     #[test]
     fn reproduces_seed_boots() {
         let c = Constants::default();
@@ -654,7 +655,7 @@ mod tests {
         }
     }
 
-    /// Seed 001 measured "almost 2 GiB" of page tables for the 4 KiB boot: 7 BARs of
+    /// The Kata GPU boot study measured "almost 2 GiB" of page tables for the 4 KiB boot: 7 BARs of
     /// 128 GiB and 110 GiB of RAM at one 8-byte PTE per 4 KiB page. Not fitted.
     #[test]
     fn page_tables_match_seed() {

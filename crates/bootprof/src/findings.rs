@@ -76,7 +76,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
                 "{n} pin calls of a {:.0} GiB GPU BAR took {min:.2}-{max:.2} s each ({total:.1} s), walked in {page}-byte pages, one per GPU while its driver was enabling: they run one after another inside gpu_driver_init.",
                 gib(size)
             ),
-            fix: "A newer host kernel (BAR mappings by huge pfnmap, commits 356e88ebe447, 0fd06844de5d, f9e54c3a2f5b) with QEMU >= 9.2 maps a BAR in under 1 ms; the IOMMUFD backend skips these peer-to-peer BAR mappings (seed 001: 2:25 to 1:54).".into(),
+            fix: "A newer host kernel (BAR mappings by huge pfnmap, commits 356e88ebe447, 0fd06844de5d, f9e54c3a2f5b) with QEMU >= 9.2 maps a BAR in under 1 ms; the IOMMUFD backend skips these peer-to-peer BAR mappings (Kata GPU boot study: 2:25 to 1:54).".into(),
             saving_s: Some(total - n as f64 * c.bar_new_s),
         });
     }
@@ -98,7 +98,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
                 if g > 0.0 { ram_s / g } else { 0.0 }
             ),
             fix: format!(
-                "Back guest RAM with hugepages (Kata enable_hugepages; seed 001: 3:03 to 2:26): pinning {g:.0} GiB of hugetlbfs takes ~{with_huge:.1} s; a kernel with 64 KiB pages walks 16x fewer pages."
+                "Back guest RAM with hugepages (Kata enable_hugepages; the Kata GPU boot study: 3:03 to 2:26): pinning {g:.0} GiB of hugetlbfs takes ~{with_huge:.1} s; a kernel with 64 KiB pages walks 16x fewer pages."
             ),
             saving_s: Some((ram_s - with_huge).max(0.0)),
         });

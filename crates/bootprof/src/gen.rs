@@ -1,10 +1,10 @@
-//! Synthetic journal generator for benchmarks: seed 001's run-2 containerd journal (the test
+//! Synthetic journal generator for benchmarks: the Kata GPU boot study's run-2 containerd journal (the test
 //! fixture) repeated under fresh sandbox ids, interleaved with noise from other units, up to
 //! a target size. The first copy keeps the fixture's sandbox id.
 
 use std::io::{self, Write};
 
-/// The run-2 journal fixture (built from seed 001's excerpts by `scripts/make-fixtures.py`).
+/// The run-2 journal fixture (built from the Kata GPU boot study's excerpts by `scripts/make-fixtures.py`).
 pub const TEMPLATE: &str = include_str!("../tests/fixtures/run2-containerd.journal");
 /// The sandbox id used in [`TEMPLATE`].
 pub const TEMPLATE_SANDBOX: &str =

@@ -1,10 +1,10 @@
 //! Host-side tracing scripts for `vmtune boot trace`. Their output is what
 //! [`crate::bpftrace`] parses.
 
-/// Seed 001's kprobe/kretprobe on `vfio_pin_pages_remote` (vfio_iommu_type1), with the
+/// The Kata GPU boot study's kprobe/kretprobe on `vfio_pin_pages_remote` (vfio_iommu_type1), with the
 /// seconds and nanoseconds taken from one clock read so calls and returns stay in order.
 pub const PIN_PAGES: &str = r#"// vfio_pin_pages_remote: one line per call and per return, then @hist (ms).
-// From seed 001; the timestamp is read once per probe.
+// From the Kata GPU boot study; the timestamp is read once per probe.
 kprobe:vfio_pin_pages_remote {
     @start[tid] = nsecs;
     $now = nsecs;
@@ -44,9 +44,9 @@ tracepoint:syscalls:sys_exit_ioctl /@ts[tid]/ {
 }
 "#;
 
-/// The ftrace function_graph recipe from seed 001, as a shell script.
+/// The ftrace function_graph recipe from the Kata GPU boot study, as a shell script.
 pub const FTRACE: &str = r#"#!/bin/sh
-# function_graph on vfio_pin_pages_remote (seed 001). Boot the VM between start and stop.
+# function_graph on vfio_pin_pages_remote (Kata GPU boot study). Boot the VM between start and stop.
 set -e
 cd /sys/kernel/tracing
 echo 0 > tracing_on

@@ -169,7 +169,7 @@ fn sandbox_filter() {
 
 #[test]
 fn vmconsole_agent_json_and_kernel_lines() {
-    // seed 001's jq -r output: kernel lines and kata-agent JSON, no host times
+    // the Kata GPU boot study's jq -r output: kernel lines and kata-agent JSON, no host times
     let r = analyze(&["run1-vmconsole.txt"], None);
     assert_eq!(r.gpus.len(), 7);
     assert_eq!(r.clocks.guest_boot_from, "agent-order");
@@ -252,7 +252,7 @@ fn kubectl_boot_times() {
     }
 }
 
-/// A `kubectl describe pod` of another boot (seed 001's Nov 24 pod next to its Nov 20
+/// A `kubectl describe pod` of another boot (Kata GPU boot study's Nov 24 pod next to its Nov 20
 /// journal) is reported and ignored, not stretched into a four-day container start; one of
 /// the same boot is used.
 #[test]

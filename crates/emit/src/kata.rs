@@ -5,7 +5,7 @@
 //! `default_memory` + the containers' memory limits, all at boot (no hotplug, which matters
 //! with VFIO: hot-added RAM must be pinned and mapped again). So the plan's vCPUs and memory
 //! are split into a base (the annotations) and the container limits; their sums are the
-//! plan's. The hugepages resource covers the whole guest RAM (seed 001: without it, QEMU
+//! plan's. The hugepages resource covers the whole guest RAM (Kata GPU boot study: without it, QEMU
 //! cannot use the node's pre-allocated 1 GiB pages and boot spends minutes in page pinning).
 //!
 //! What Kata cannot be told: which host CPUs. The kubelet's static CPU manager gives a
@@ -13,7 +13,7 @@
 //! `enable_vcpus_pinning = true` Kata pins vCPU *n* to the *n*th CPU of it. To put the vCPUs
 //! on the plan's CPUs exactly, run `vmtune apply PLAN.json --pid QEMU_PID` after the start.
 //! Kata always backs hugepage RAM with the hugetlbfs at `/dev/hugepages`, so for 1 GiB pages
-//! that mount (the kernel's `default_hugepagesz`) must be 1 GiB, as on the seed 001 host.
+//! that mount (the kernel's `default_hugepagesz`) must be 1 GiB, as on the Kata GPU boot study host.
 
 use serde::Serialize;
 
@@ -146,7 +146,7 @@ pub fn config_toml(plan: &Plan) -> String {
     let body = toml::to_string(&cfg).unwrap_or_default();
     let note = if plan.memory.hugepage_size_kb >= 1 << 20 {
         "# Kata backs guest RAM with the hugetlbfs at /dev/hugepages: boot the host with\n\
-         # default_hugepagesz=1G so that mount serves 1 GiB pages (seed 001's host).\n"
+         # default_hugepagesz=1G so that mount serves 1 GiB pages (Kata GPU boot study's host).\n"
     } else {
         ""
     };

@@ -428,7 +428,7 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
     out.push(cpu);
 
     // <clock>: the plan's timers (Windows: RTC catch-up, PIT delay, no HPET — emulated in
-    // QEMU userspace, seed 004 — and the Hyper-V reference clock). A plan without timers
+    // QEMU userspace, the Windows 7 timer note — and the Hyper-V reference clock). A plan without timers
     // leaves the domain's clock alone.
     let timers = plan_timers(plan);
     if !timers.is_empty() {

@@ -73,7 +73,7 @@ fn cpu_flags(plan: &Plan) -> String {
         s.push_str(",+invtsc");
     }
     if f.hide_hypervisor {
-        // seed 004: Windows 7 only uses the TSC when the hypervisor bit is clear
+        // the Windows 7 timer note: Windows 7 only uses the TSC when the hypervisor bit is clear
         s.push_str(",-hypervisor");
     }
     if f.kvm_hidden {
@@ -136,7 +136,7 @@ pub fn args(plan: &Plan) -> Vec<String> {
         machine.push_str(",memory-backend=ram0");
     }
     if timer("hpet").is_some_and(|t| !t.present) {
-        // HPET is emulated in QEMU userspace (seed 004: emulated timers cost ~3.6 µs a read)
+        // HPET is emulated in QEMU userspace (Windows 7 timer note: emulated timers cost ~3.6 µs a read)
         machine.push_str(",hpet=off");
     }
     push("-machine", machine);

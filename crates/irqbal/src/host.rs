@@ -3,7 +3,7 @@
 //!
 //! Without posted interrupts, a device interrupt first lands on a host CPU, which then kicks
 //! the target vCPU; if that is the CPU the vCPU thread runs on, the injection is local (the
-//! seed-000 rule "VFIO IRQs to the guest's cores", made dynamic). vCPU thread placement comes
+//! VFIO gaming-host write-up's rule "VFIO IRQs to the guest's cores", made dynamic). vCPU thread placement comes
 //! from `/proc/PID/task/TID/comm` (`CPU N/KVM`) and field 39 of `/proc/PID/task/TID/stat`.
 //! The guest's MSI target is not visible on the host, so vector `k` of a device is assumed to
 //! target vCPU `k mod vcpus` (Linux guests spread MSI-X vectors that way) unless the user

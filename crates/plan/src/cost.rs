@@ -5,12 +5,12 @@
 //! which its CPUs are chosen) and a set `S` of whole free cores (never a split core). Its cost
 //! is compared lexicographically, most important first:
 //!
-//! 1. `nodes` — how many host nodes the VM spans (single node first: seed 003);
+//! 1. `nodes` — how many host nodes the VM spans (single node first: the r/VFIO pinning benchmark);
 //! 2. `device_distance` — Σ over the PUs of `S` of the NUMA distance from the PU's node to
 //!    each passed-through device's node (ACPI SLIT / hwloc latency; 10 local, 20 remote where
 //!    the host has no matrix);
 //! 3. `page_rank` — 0: enough free pages of the planned size, 1: 2 MiB instead of 1 GiB,
-//!    2: free counts unknown, 3: no hugepages (4 KiB, seed 001's boot cost);
+//!    2: free counts unknown, 3: no hugepages (4 KiB, the Kata GPU boot study's boot cost);
 //! 4. `efficiency_pus` — PUs on efficiency cores of hybrid parts;
 //! 5. `idle_pus` — PUs of the chosen cores no vCPU runs on (odd counts on SMT cores);
 //! 6. `shared_l2` — L2 groups used that also hold host, emulator or tenant PUs (clusters of

@@ -65,7 +65,7 @@ pub fn choose(
                 timer("hpet", false, None),
                 timer("hypervclock", true, None),
             ];
-            rationale.push("Windows guest: Hyper-V enlightenments and the Hyper-V reference clock (hypervclock); HPET off; the hypervisor CPUID bit stays visible (hiding it only helps Windows 7, seed 004)".into());
+            rationale.push("Windows guest: Hyper-V enlightenments and the Hyper-V reference clock (hypervclock); HPET off; the hypervisor CPUID bit stays visible (hiding it only helps Windows 7, the Windows 7 timer note)".into());
             if nvidia_gpu {
                 f.kvm_hidden = true;
                 rationale.push("KVM signature hidden: NVIDIA GeForce drivers before 465 stop with Code 43 when they see KVM".into());
@@ -78,9 +78,9 @@ pub fn choose(
                 timer("pit", true, Some("delay")),
                 timer("hpet", false, None),
             ];
-            rationale.push("Windows 7 guest: hypervisor CPUID bit hidden so Windows 7 uses the TSC for QueryPerformanceCounter instead of the emulated ACPI PM timer (seed 004: 12.52 ns vs 3,605 ns per read); no Hyper-V enlightenments, which Windows 7 cannot find with the bit hidden".into());
+            rationale.push("Windows 7 guest: hypervisor CPUID bit hidden so Windows 7 uses the TSC for QueryPerformanceCounter instead of the emulated ACPI PM timer (Windows 7 timer note: 12.52 ns vs 3,605 ns per read); no Hyper-V enlightenments, which Windows 7 cannot find with the bit hidden".into());
             if host.tsc_stable != Some(true) {
-                warnings.push("Windows 7 with the hypervisor bit hidden relies on the TSC, but the host TSC is not known to be stable (seed 004: may not work on `clocksource tsc unstable` systems)".into());
+                warnings.push("Windows 7 with the hypervisor bit hidden relies on the TSC, but the host TSC is not known to be stable (Windows 7 timer note: may not work on `clocksource tsc unstable` systems)".into());
             }
             if nvidia_gpu {
                 f.kvm_hidden = true;

@@ -41,10 +41,10 @@ pub enum Profile {
     Gaming,
     /// GPU compute: single node near the GPUs.
     Compute,
-    /// CPU-side memory bandwidth: span nodes and expose guest NUMA (seed 003: STREAM 2–7x).
+    /// CPU-side memory bandwidth: span nodes and expose guest NUMA (r/VFIO pinning benchmark: STREAM 2–7x).
     Membw,
     /// Multi-GPU collectives through host memory: keep GPUs and memory on one node where
-    /// possible; guest NUMA hurt NCCL in seed 003.
+    /// possible; guest NUMA hurt NCCL in the r/VFIO pinning benchmark.
     Collective,
 }
 
@@ -167,7 +167,7 @@ pub struct CpuFeatures {
     pub hyperv: Vec<String>,
     /// Expose invariant TSC (host TSC is stable).
     pub invtsc: bool,
-    /// Hide the hypervisor CPUID bit (seed 004; Windows 7 only).
+    /// Hide the hypervisor CPUID bit (Windows 7 timer note; Windows 7 only).
     pub hide_hypervisor: bool,
     /// Hide the KVM signature (`<kvm><hidden state='on'/>`).
     pub kvm_hidden: bool,

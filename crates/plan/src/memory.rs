@@ -2,7 +2,7 @@
 //!
 //! Free hugepages come from the host model (`NumaNode.hugepages`) minus what tenants hold.
 //! `auto` takes 1 GiB pages where enough are free on the chosen nodes, else 2 MiB, else 4 KiB
-//! with a warning quoting seed 001 (VFIO pins every 4 KiB page at boot).
+//! with a warning quoting the Kata GPU boot study (VFIO pins every 4 KiB page at boot).
 
 use std::collections::BTreeMap;
 
@@ -14,8 +14,8 @@ pub const KB_4K: u64 = 4;
 pub const KB_2M: u64 = 2048;
 pub const KB_1G: u64 = 1024 * 1024;
 
-/// What seed 001 measured about 4 KiB guest memory with VFIO.
-pub const SMALL_PAGE_COST: &str = "with 4 KiB pages VFIO pins every page at boot (seed 001: ~3.3 s per 128 GiB per GPU in vfio_pin_pages_remote; the 7-GPU Kata VM booted in 3:03 with 4 KiB pages vs 2:26 with hugepages) and the page tables cost host memory";
+/// What the Kata GPU boot study measured about 4 KiB guest memory with VFIO.
+pub const SMALL_PAGE_COST: &str = "with 4 KiB pages VFIO pins every page at boot (Kata GPU boot study: ~3.3 s per 128 GiB per GPU in vfio_pin_pages_remote; the 7-GPU Kata VM booted in 3:03 with 4 KiB pages vs 2:26 with hugepages) and the page tables cost host memory";
 
 #[derive(Debug, Clone, Default)]
 struct NodeMem {
@@ -327,7 +327,7 @@ impl MemoryModel {
                 ));
             }
             (_, _, Availability::Free) => rationale.push(format!(
-                "{} pages of {}: enough are free on node(s) {} (hugepages cut VFIO pinning and page-table cost at boot, seed 001)",
+                "{} pages of {}: enough are free on node(s) {} (hugepages cut VFIO pinning and page-table cost at boot, the Kata GPU boot study)",
                 pages,
                 page_name(size_kb),
                 list(nodes)

@@ -37,7 +37,7 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
         Some(e) => {
             let cpus: CpuSet = e.pus.iter().copied().collect();
             rationale.push(format!(
-                "emulator and iothread CPUs {cpus}: a spare whole core on node {} (nearest the devices), so QEMU's I/O threads neither preempt vCPUs nor crowd the host CPUs (seed 000: emulatorpin)",
+                "emulator and iothread CPUs {cpus}: a spare whole core on node {} (nearest the devices), so QEMU's I/O threads neither preempt vCPUs nor crowd the host CPUs (VFIO gaming-host write-up: emulatorpin)",
                 e.node
             ));
             cpus
@@ -108,7 +108,7 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
         near
     } else {
         rationale.push(format!(
-            "device (VFIO) interrupts to the guest's CPUs {guest_cpus}; all other interrupts to the host side {} (seed 000: interrupt masking)",
+            "device (VFIO) interrupts to the guest's CPUs {guest_cpus}; all other interrupts to the host side {} (VFIO gaming-host write-up: interrupt masking)",
             ctx.host_cpus.union(&emulator_cpus)
         ));
         guest_cpus.clone()
@@ -586,7 +586,7 @@ mod tests {
         );
         let t = p.guest_topology;
         assert_eq!(t.sockets * t.cores * t.threads, 12);
-        // the same VM for GPU compute keeps one guest cell (seed 003)
+        // the same VM for GPU compute keeps one guest cell (r/VFIO pinning benchmark)
         r.profile = Profile::Compute;
         let p = plan(&r, &host, &[]).unwrap();
         assert_eq!(p.guest_numa.len(), 1);

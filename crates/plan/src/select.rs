@@ -97,7 +97,7 @@ pub fn housekeeping(
         ));
     }
     rationale.push(format!(
-        "host housekeeping CPUs {out}: {} whole core{} ({}), SMT siblings included, kept for the host kernel, interrupts and daemons (seed 000)",
+        "host housekeeping CPUs {out}: {} whole core{} ({}), SMT siblings included, kept for the host kernel, interrupts and daemons (VFIO gaming-host write-up)",
         picked.len(),
         if picked.len() == 1 { "" } else { "s" },
         if want == 1 {

@@ -45,7 +45,7 @@ pub fn pins(ctx: &Context, cores: &[u32]) -> Vec<VcpuPin> {
 }
 
 /// Guest cells: one per host node when the VM spans nodes and the profile gains from it
-/// (`membw`: seed 003 measured STREAM 2–7x with guest NUMA), else one cell.
+/// (`membw`: the r/VFIO pinning benchmark measured STREAM 2–7x with guest NUMA), else one cell.
 pub fn guest_numa(
     ctx: &Context,
     profile: Profile,
@@ -78,7 +78,7 @@ pub fn guest_numa(
             })
             .collect();
         rationale.push(format!(
-            "guest NUMA: {} cells mirroring host nodes {}: the VM spans nodes and the membw profile gains CPU-side memory bandwidth from it (seed 003: STREAM 2-7x)",
+            "guest NUMA: {} cells mirroring host nodes {}: the VM spans nodes and the membw profile gains CPU-side memory bandwidth from it (r/VFIO pinning benchmark: STREAM 2-7x)",
             cells.len(),
             crate::memory::list(&mem.host_nodes)
         ));
@@ -86,12 +86,12 @@ pub fn guest_numa(
     }
     if spans {
         rationale.push(format!(
-            "guest NUMA: one cell although the VM spans host nodes {}: seed 003 found guest NUMA no help to GPU compute and harmful to collectives through host memory; use --profile membw to expose the nodes",
+            "guest NUMA: one cell although the VM spans host nodes {}: the r/VFIO pinning benchmark found guest NUMA no help to GPU compute and harmful to collectives through host memory; use --profile membw to expose the nodes",
             crate::memory::list(&cpu_nodes)
         ));
     } else {
         rationale.push(
-            "guest NUMA: one cell, as the VM sits on one host node (seed 003: start single-NUMA)"
+            "guest NUMA: one cell, as the VM sits on one host node (r/VFIO pinning benchmark: start single-NUMA)"
                 .into(),
         );
     }

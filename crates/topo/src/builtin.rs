@@ -1,12 +1,12 @@
 //! The built-in example host, so every command runs anywhere without hardware or files.
 //!
-//! It is the desktop of seed 000 (a VFIO gaming host): Intel Core i9-9900K, 8 cores / 16
-//! threads (SMT siblings N and N+8, as Linux numbers them on that part, which is why the seed
+//! It is the desktop of the VFIO gaming-host write-up (see docs/sources.md): Intel Core i9-9900K, 8 cores / 16
+//! threads (SMT siblings N and N+8, as Linux numbers them on that part, which is why the write-up
 //! pins the guest to `2-7,10-15` and keeps `0-1,8-9` for the host), per-core 32 KiB L1d and
 //! 256 KiB L2, one shared 16 MiB L3, one NUMA node; a GTX 1080 Ti at 01:00.0 with its HDMI
 //! audio function at 01:00.1 (both bound to vfio-pci, IOMMU group 1), the UHD 630 iGPU, the
 //! Z390 chipset's SATA (two Samsung 860 EVO), USB and I219-V NIC. The interrupt table is an
-//! illustrative one of that machine with the guest running: the first rows are the seed's own
+//! illustrative one of that machine with the guest running: the first rows are the write-up's own
 //! excerpt, the rest show the vfio vectors of the GPU and the chipset devices.
 
 use crate::cpuset::CpuSet;
@@ -14,7 +14,7 @@ use crate::interrupts::parse_proc_interrupts;
 use crate::model::*;
 
 /// Name accepted by `--topology builtin:NAME`.
-pub const DEFAULT_NAME: &str = "seed000-i9-9900k";
+pub const DEFAULT_NAME: &str = "vfio-desktop-i9-9900k";
 
 const INTERRUPTS: &str = "            CPU0       CPU1       CPU2       CPU3       CPU4       CPU5       CPU6       CPU7       CPU8       CPU9       CPU10      CPU11      CPU12      CPU13      CPU14      CPU15
    0:         20          0          0          0          0          0          0          0          0          0          0          0          0          0          0          0  IR-IO-APIC    2-edge      timer
@@ -121,7 +121,7 @@ pub fn raw_default() -> RawTopology {
     });
     let interrupts = parse_proc_interrupts(INTERRUPTS).ok().map(|mut t| {
         for irq in &mut t.irqs {
-            // what /proc/irq/N/smp_affinity_list would say after seed 000's masking
+            // what /proc/irq/N/smp_affinity_list would say after the VFIO gaming-host write-up's masking
             if irq.number.is_some() {
                 let aff = if irq.is_vfio() {
                     "2-7,10-15"
@@ -135,7 +135,7 @@ pub fn raw_default() -> RawTopology {
     });
     RawTopology {
         source: format!("builtin:{DEFAULT_NAME}"),
-        name: Some("VFIO gaming desktop (seed 000): i9-9900K, GTX 1080 Ti".into()),
+        name: Some("VFIO gaming desktop (VFIO gaming-host write-up): i9-9900K, GTX 1080 Ti".into()),
         pus: list("0-15"),
         cores: (0..8)
             .map(|c| group(c, &format!("{c},{}", c + 8)))

@@ -447,7 +447,7 @@ fn suite_in_a_qemu_guest() {
     assert_eq!(v["environment"]["in_guest"], true);
     assert_eq!(v["environment"]["cpus"], "0-1");
     assert_eq!(v["runner"]["kind"], "qemu-guest");
-    // the emulated timers of seed 004 are there, and were measured
+    // the emulated timers of the Windows 7 timer note are there, and were measured
     let probes = v["timer"]["probes"].as_array().unwrap();
     assert!(
         probes

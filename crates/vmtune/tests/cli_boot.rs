@@ -1,4 +1,4 @@
-//! `vmtune boot …` end to end on seed 001's fixtures.
+//! `vmtune boot …` end to end on the Kata GPU boot study's fixtures.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -91,7 +91,7 @@ fn analyze_bad_input_exits_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no boot events"));
 }
 
-/// `vmtune boot estimate --json` for seed 001's 7 GPUs and 110 GiB, plus `extra`.
+/// `vmtune boot estimate --json` for the Kata GPU boot study's 7 GPUs and 110 GiB, plus `extra`.
 fn seed_estimate(extra: &[&str]) -> serde_json::Value {
     let mut args = vec![
         "boot", "estimate", "--memory", "110G", "--gpus", "7", "--json",
@@ -161,7 +161,7 @@ fn validate_and_sandbox_setup() {
     let setup = v["sandbox_setup_s"].as_f64().unwrap();
     let d = base["total_s"].as_f64().unwrap() - zero["total_s"].as_f64().unwrap();
     assert!((d - setup).abs() < 1e-9, "{d} vs {setup}");
-    // page tables: RAM + BARs, about 2 GiB for seed 001's 4 KiB boot
+    // page tables: RAM + BARs, about 2 GiB for the Kata GPU boot study's 4 KiB boot
     let pt = base["page_table_bytes"].as_u64().unwrap();
     assert_eq!(
         pt,

@@ -41,7 +41,7 @@ enum Sub {
     /// As root, switches /sys/devices/system/clocksource/clocksource0/current_clocksource to
     /// each available clocksource and always restores the original (also on error, Ctrl-C or
     /// SIGTERM; after a kill -9 the next run restores it). Slow emulated clocksources
-    /// (acpi_pm, hpet) are what seed 004 measured at 3,605 ns per read vs 12.52 ns for TSC.
+    /// (acpi_pm, hpet) are what the Windows 7 timer note measured at 3,605 ns per read vs 12.52 ns for TSC.
     Timer(TimerArgs),
     /// STREAM copy/scale/add/triad bandwidth with threads unpinned or pinned per a CPU list.
     ///
@@ -58,7 +58,7 @@ enum Sub {
     Compare(CompareArgs),
     /// Run timer + membw + latency and save CONFIG.json with the host model and plan.
     ///
-    /// Run it once per configuration (e.g. seed 003's matrix: default, pinned, pinned+numa,
+    /// Run it once per configuration (e.g. the r/VFIO pinning benchmark's matrix: default, pinned, pinned+numa,
     /// pinned+numa+smt), inside the guest or on the host, then `bench compare *.json` and
     /// `bench report *.json -o report.html`.
     Suite(SuiteArgs),

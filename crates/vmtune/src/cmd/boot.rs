@@ -43,16 +43,16 @@ enum Cmd {
     Trace(TraceArgs),
     /// Estimate boot time by phase from a model whose constants are all cited.
     Estimate(EstimateArgs),
-    /// Check the estimator against seed 001's three measured boots (4 KiB, hugepages,
+    /// Check the estimator against the Kata GPU boot study's three measured boots (4 KiB, hugepages,
     /// hugepages + IOMMUFD): in-sample, and leave-one-out for the one fitted constant.
     Validate(ValidateArgs),
     /// Measure QEMU start-up with preallocated 4 KiB vs 2 MiB pages (TCG) and its page-table
     /// memory (VmPTE); the ratio feeds `estimate --calibration`. Needs root for hugepages.
     Calibrate(CalibrateArgs),
-    /// Write a realistic containerd journal (seed 001's boot, repeated under new sandbox ids,
+    /// Write a realistic containerd journal (Kata GPU boot study's boot, repeated under new sandbox ids,
     /// with noise from other units) for benchmarks.
     GenJournal(GenArgs),
-    /// Time `analyze`'s parser against seed 001's `grep | awk | jq` pipeline on one journal.
+    /// Time `analyze`'s parser against the Kata GPU boot study's `grep | awk | jq` pipeline on one journal.
     Bench(BenchArgs),
 }
 
@@ -118,7 +118,7 @@ struct EstimateArgs {
     #[arg(long, default_value = "6.8")]
     kernel: String,
     /// Memory the VM boots with (Kata default_memory); the rest is hotplugged. Default: 10G
-    /// (seed 001) or all of --memory if less.
+    /// (Kata GPU boot study) or all of --memory if less.
     #[arg(long, value_parser = parse_size)]
     boot_memory: Option<u64>,
     /// Size of each hotplugged memory region, if RAM is added in many small blocks (checks
@@ -129,7 +129,7 @@ struct EstimateArgs {
     #[arg(long, value_name = "FILE")]
     calibration: Option<PathBuf>,
     /// Seconds from pod accepted to guest boot (sandbox, image, QEMU start) on your cluster,
-    /// instead of the value fitted on seed 001. Measure it as a boot's `kubectl describe pod`
+    /// instead of the value fitted on the Kata GPU boot study. Measure it as a boot's `kubectl describe pod`
     /// Start→Started time minus `estimate --sandbox-setup 0` for that boot.
     #[arg(long, value_name = "SECONDS")]
     sandbox_setup: Option<f64>,
@@ -403,8 +403,8 @@ fn validate_cmd(a: ValidateArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "Estimator vs seed 001's measured boots (7×H100, 110 GiB, kernel 6.8). One constant is fitted:
-sandbox_setup_s = {:.1} s (pod accepted → guest boot, not in the seed's logs).
+        "Estimator vs the Kata GPU boot study's measured boots (7×H100, 110 GiB, kernel 6.8). One constant is fitted:
+sandbox_setup_s = {:.1} s (pod accepted → guest boot, not in the Kata GPU boot study's logs).
 ",
         o.sandbox_setup_s
     );
@@ -520,7 +520,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
         .with_context(|| format!("reading {}", a.file.display()))?
         .len();
     if which("jq").is_none() {
-        bail!("jq is not installed (apt-get install jq); the baseline is seed 001's grep | awk | jq pipeline");
+        bail!("jq is not installed (apt-get install jq); the baseline is the Kata GPU boot study's grep | awk | jq pipeline");
     }
     let mut ours = f64::INFINITY;
     let mut events = 0;

@@ -1,5 +1,5 @@
 //! `vmtune` with no arguments: the main job on the built-in example host — its topology, and
-//! the plan for the seed 000 VM (12 vCPUs, Windows, GTX 1080 Ti at 01:00.0).
+//! the plan for the VFIO gaming-host write-up VM (12 vCPUs, Windows, GTX 1080 Ti at 01:00.0).
 
 use std::process::ExitCode;
 

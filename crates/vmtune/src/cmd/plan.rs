@@ -215,7 +215,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The report for the seed 000 example: a 12-vCPU Windows gaming VM with the GPU at 01:00.0
+/// The report for the VFIO gaming-host write-up example: a 12-vCPU Windows gaming VM with the GPU at 01:00.0
 /// (and its audio function) on `host` — what `vmtune` with no arguments shows.
 pub fn demo_report(host: &Host) -> Result<String> {
     let req = Request {
