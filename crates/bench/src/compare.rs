@@ -97,6 +97,49 @@ pub fn compare(runs: &[RunFile]) -> Comparison {
     }
 }
 
+/// Column heads for runs read from `files` (same order): the configuration given with
+/// `--config`, else the file's name without `.json`; where two would read the same, the file
+/// name (or, if that is shared too, the path) is added.
+pub fn labels(runs: &[RunFile], files: &[std::path::PathBuf]) -> Vec<String> {
+    let file_name = |f: &std::path::Path| {
+        f.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| f.display().to_string())
+    };
+    let base: Vec<String> = runs
+        .iter()
+        .zip(files)
+        .map(|(r, f)| {
+            if r.config_given {
+                r.config.clone()
+            } else {
+                f.file_stem()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| r.config.clone())
+            }
+        })
+        .collect();
+    let count = |v: &[String], x: &String| v.iter().filter(|y| *y == x).count();
+    let with = |how: &dyn Fn(&std::path::Path) -> String| -> Vec<String> {
+        base.iter()
+            .zip(files)
+            .map(|(l, f)| {
+                if count(&base, l) > 1 {
+                    format!("{l} ({})", how(f))
+                } else {
+                    l.clone()
+                }
+            })
+            .collect()
+    };
+    let by_name = with(&file_name);
+    if by_name.iter().all(|l| count(&by_name, l) == 1) {
+        by_name
+    } else {
+        with(&|f: &std::path::Path| f.display().to_string())
+    }
+}
+
 /// Flatten JSON into `path = value` leaves.
 fn flatten(v: &serde_json::Value, path: String, out: &mut Vec<(String, String)>) {
     match v {
@@ -219,6 +262,22 @@ fn differences(runs: &[RunFile]) -> Vec<String> {
             s0.insert("latency".into(), f(l0));
             s1.insert("latency".into(), f(l1));
         }
+        if !base.frametimes.is_empty() && !r.frametimes.is_empty() {
+            // frames vs samples, and which applications the figures are of
+            let f = |logs: &[crate::FrameLogResult]| {
+                let mut kinds: Vec<&str> = logs.iter().map(|l| l.kind.noun()).collect();
+                kinds.dedup();
+                let mut apps: Vec<String> = logs
+                    .iter()
+                    .filter_map(|l| l.app.application.clone())
+                    .collect();
+                apps.sort();
+                apps.dedup();
+                serde_json::json!({"rows": kinds.join("+"), "applications": apps.join(",")})
+            };
+            s0.insert("frametimes".into(), f(&base.frametimes));
+            s1.insert("frametimes".into(), f(&r.frametimes));
+        }
         for d in json_diff(&s0.into(), &s1.into(), 8) {
             out.push(format!("{who}: {d}"));
         }
@@ -307,6 +366,40 @@ mod tests {
         assert!(
             d.iter().any(|x| x.starts_with("b vs a: host.pus[")),
             "{d:?}"
+        );
+    }
+
+    #[test]
+    fn labels_use_file_names_when_no_config_was_given() {
+        use std::path::PathBuf;
+        let mut a = run("membw", vec![1.0]);
+        a.config_given = false;
+        let mut b = run("membw", vec![2.0]);
+        b.config_given = false;
+        let files = [
+            PathBuf::from("/t/unpinned.json"),
+            PathBuf::from("/t/pinned.json"),
+        ];
+        assert_eq!(
+            labels(&[a.clone(), b.clone()], &files),
+            ["unpinned", "pinned"]
+        );
+        // given names are kept; a clash gets the file name
+        let c = run("pinned", vec![3.0]);
+        let files3 = [
+            files[0].clone(),
+            files[1].clone(),
+            PathBuf::from("/u/x.json"),
+        ];
+        assert_eq!(
+            labels(&[a.clone(), b.clone(), c], &files3),
+            ["unpinned", "pinned (pinned.json)", "pinned (x.json)"]
+        );
+        // same file name in two directories: the paths
+        let files = [PathBuf::from("/a/run.json"), PathBuf::from("/b/run.json")];
+        assert_eq!(
+            labels(&[a, b], &files),
+            ["run (/a/run.json)", "run (/b/run.json)"]
         );
     }
 

@@ -111,24 +111,99 @@ impl Environment {
     }
 }
 
-/// One frame-time log's numbers.
+/// One frame-time series' numbers: one application (or the whole log) of one file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrameLogResult {
     pub source: String,
     pub format: String,
     pub column: Option<String>,
+    /// Rows without a value (`NA`, `N/A`, empty, and `zero_rows`).
     pub skipped_rows: usize,
     pub stats: frametimes::FrameStats,
     /// The frame times (ms), for plots.
     pub frame_times_ms: Vec<f64>,
+    /// `frames` (one row per present) or `samples` (one row per polling interval).
+    #[serde(default)]
+    pub kind: frametimes::RowKind,
+    /// Samples: the lows are estimates from sampled frame times.
+    #[serde(default)]
+    pub lows_approximate: bool,
+    /// The application / process / swap chain (/ CapFrameX run) reported.
+    #[serde(default)]
+    pub app: frametimes::AppKey,
+    /// Rows of the series.
+    #[serde(default)]
+    pub presents: usize,
+    /// Of the skipped rows, those at 0.
+    #[serde(default)]
+    pub zero_rows: usize,
+    #[serde(default)]
+    pub displayed: Option<frametimes::Displayed>,
+    #[serde(default)]
+    pub present_modes: Vec<frametimes::ModeCount>,
+    #[serde(default)]
+    pub allows_tearing: Option<usize>,
+    #[serde(default)]
+    pub sampling: Option<frametimes::Sampling>,
+    /// The other applications / swap chains of the same file, not reported.
+    #[serde(default)]
+    pub others: Vec<frametimes::SeriesSummary>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl FrameLogResult {
+    /// The result of one series: its statistics (`None` when it has no frame times).
+    pub fn new(
+        log: frametimes::FrameLog,
+        others: Vec<frametimes::SeriesSummary>,
+        lows: &[f64],
+        method: stats::PercentileMethod,
+    ) -> Option<FrameLogResult> {
+        let stats = frametimes::stats(&log.frame_times_ms, lows, method)?;
+        Some(FrameLogResult {
+            source: log.source,
+            format: log.format,
+            column: log.column,
+            skipped_rows: log.skipped_rows,
+            stats,
+            frame_times_ms: log.frame_times_ms,
+            kind: log.kind,
+            lows_approximate: log.kind == frametimes::RowKind::Samples,
+            app: log.app,
+            presents: log.presents,
+            zero_rows: log.zero_rows,
+            displayed: log.displayed,
+            present_modes: log.present_modes,
+            allows_tearing: log.allows_tearing,
+            sampling: log.sampling,
+            others,
+            notes: log.notes,
+        })
+    }
+
+    /// `file.csv`, or `file.csv: Game.exe (pid 1, swap chain 0x1)`.
+    pub fn label(&self) -> String {
+        let app = self.app.label();
+        if app.is_empty() {
+            self.source.clone()
+        } else {
+            format!("{}: {app}", self.source)
+        }
+    }
 }
 
 /// A saved run: what `bench ... --json` prints, `--save` writes, and `compare`/`report` read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunFile {
     pub schema: String,
-    /// Configuration label (`--config NAME`), what `compare` shows as the column head.
+    /// Configuration label (`--config NAME`, else the benchmark's name), what `compare`
+    /// shows as the column head.
     pub config: String,
+    /// Whether `config` was given (`--config`); when not, `compare` and `report` label the
+    /// run by its file name. Files written before this field are taken as given.
+    #[serde(default = "given")]
+    pub config_given: bool,
     /// Seconds since the Unix epoch.
     pub created_unix_s: u64,
     pub environment: Environment,
@@ -165,6 +240,7 @@ impl RunFile {
         RunFile {
             schema: SCHEMA.to_string(),
             config: config.into(),
+            config_given: true,
             created_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
@@ -226,23 +302,69 @@ impl RunFile {
             .map_err(|e| BenchError::format(path, format!("bad bench result: {e}")))
     }
 
+    /// Write the run; it must read back as it is (`compare` and `report` read every result
+    /// `--save` writes): a value JSON cannot hold (an infinity becomes `null`) is refused here,
+    /// naming where it is, rather than found later by `compare`.
     pub fn save(&self, path: &Path) -> Result<()> {
+        let text = self.to_json()?;
+        std::fs::write(path, text + "\n").map_err(|e| BenchError::io(path, e))
+    }
+
+    /// The saved document, checked to read back equal.
+    pub fn to_json(&self) -> Result<String> {
         let text = serde_json::to_string_pretty(self)
             .map_err(|e| BenchError::Invalid(format!("serializing result: {e}")))?;
-        std::fs::write(path, text + "\n").map_err(|e| BenchError::io(path, e))
+        // serde_json writes a non-finite f64 as `null`, which does not load back as f64
+        serde_json::from_str::<RunFile>(&text).map_err(|e| {
+            BenchError::Invalid(format!(
+                "the result would not read back ({e} of the document): it holds a number JSON \
+                 cannot represent (infinite or NaN)"
+            ))
+        })?;
+        Ok(text)
     }
 }
 
-/// Metrics of frame-time logs: each log is one repeat of the same configuration.
+fn given() -> bool {
+    true
+}
+
+/// Metrics of frame-time logs: each log is one repeat of the same configuration. When one
+/// file gave several applications (`--all-apps`), each application gets its own metrics,
+/// `frametimes[APP].avg_fps`, ...; otherwise `frametimes.avg_fps`, ...
 pub fn frame_metrics(logs: &[FrameLogResult]) -> Vec<Metric> {
     if logs.is_empty() {
         return Vec::new();
     }
+    let app_of = |l: &FrameLogResult| l.app.application.clone().unwrap_or_default();
+    let per_app = logs.iter().any(|a| {
+        logs.iter()
+            .any(|b| a.source == b.source && app_of(a) != app_of(b))
+    });
+    if !per_app {
+        return frame_metrics_named(logs, "frametimes");
+    }
+    let mut apps: Vec<String> = Vec::new();
+    for l in logs {
+        if !apps.contains(&app_of(l)) {
+            apps.push(app_of(l));
+        }
+    }
+    apps.iter()
+        .flat_map(|a| {
+            let mine: Vec<FrameLogResult> =
+                logs.iter().filter(|l| &app_of(l) == a).cloned().collect();
+            frame_metrics_named(&mine, &format!("frametimes[{a}]"))
+        })
+        .collect()
+}
+
+fn frame_metrics_named(logs: &[FrameLogResult], prefix: &str) -> Vec<Metric> {
     let col = |f: &dyn Fn(&frametimes::FrameStats) -> Option<f64>| -> Vec<f64> {
         logs.iter().filter_map(|l| f(&l.stats)).collect()
     };
     let mut m = vec![Metric::new(
-        "frametimes.avg_fps",
+        format!("{prefix}.avg_fps"),
         "FPS",
         true,
         col(&|s| Some(s.avg_fps)),
@@ -255,13 +377,13 @@ pub fn frame_metrics(logs: &[FrameLogResult]) -> Vec<Metric> {
         let find =
             move |s: &frametimes::FrameStats| s.lows.iter().find(|l| l.percent == p).cloned();
         m.push(Metric::new(
-            format!("frametimes.low_{p}pct"),
+            format!("{prefix}.low_{p}pct"),
             "FPS",
             true,
             col(&|s| find(s).map(|l| l.fps)),
         ));
         m.push(Metric::new(
-            format!("frametimes.avg_slowest_{p}pct"),
+            format!("{prefix}.avg_slowest_{p}pct"),
             "FPS",
             true,
             col(&|s| find(s).map(|l| l.avg_slowest_fps)),

@@ -8,7 +8,7 @@ use crate::latency::LatencyResult;
 use crate::membw::MembwResult;
 use crate::svg::{self, esc, num, Bar};
 use crate::timer::{self, TimerResult};
-use crate::{FrameLogResult, RunFile};
+use crate::{frametimes, FrameLogResult, RunFile};
 
 /// Left-aligned first column, right-aligned others.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -200,13 +200,114 @@ pub fn text_hist(h: &[u64], overflow: u64, max_us: u32) -> String {
     parts.join(" ")
 }
 
+/// What a format id means, for people.
+pub fn format_name(id: &str) -> &str {
+    match id {
+        "presentmon-1" => "PresentMon 1.x CSV",
+        "presentmon-2" => "PresentMon 2.0-2.3 CSV",
+        "presentmon-2.4" => "PresentMon 2.4+ CSV",
+        "ocat" => "OCAT CSV",
+        "capframex-csv" => "CapFrameX CSV",
+        "capframex-json" => "CapFrameX capture (JSON)",
+        "frameview" => "FrameView CSV",
+        "mangohud" => "MangoHud log",
+        "afterburner" => "MSI Afterburner log (HML)",
+        "plain" => "list of frame times",
+        "csv" => "CSV",
+        other => other,
+    }
+}
+
+/// `~` before figures estimated from samples.
+fn approx(l: &FrameLogResult) -> &'static str {
+    if l.lows_approximate {
+        "~"
+    } else {
+        ""
+    }
+}
+
+/// What a series is and where its numbers come from: a head line, then indented lines.
+fn frame_log_detail(l: &FrameLogResult) -> String {
+    let mut out = format!("{}\n", l.label());
+    let what = format!(
+        "{}{}",
+        format_name(&l.format),
+        l.column
+            .as_deref()
+            .map(|c| format!(", column {c}"))
+            .unwrap_or_default()
+    );
+    match (&l.kind, &l.sampling) {
+        (frametimes::RowKind::Samples, Some(s)) => {
+            let over = match (s.interval_ms, s.duration_s) {
+                (Some(i), Some(d)) => format!(
+                    ", one every ~{} ms over {:.1} s ({})",
+                    num(i),
+                    d,
+                    s.time_column.as_deref().unwrap_or("time column")
+                ),
+                _ => ", no time column: interval and duration unknown".to_string(),
+            };
+            let _ = writeln!(out, "  {what}: {} samples{over}", l.stats.frames);
+            let _ = writeln!(
+                out,
+                "  samples, not frames ({}): the ~ figures are approximate",
+                s.reason
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "  {what}: {} frames, {:.1} s, frame time median {:.2} ms, max {:.2} ms",
+                l.stats.frames, l.stats.duration_s, l.stats.median_ms, l.stats.max_ms
+            );
+        }
+    }
+    let mut facts = Vec::new();
+    if let Some(d) = &l.displayed {
+        facts.push(format!(
+            "{} of {} presents not displayed ({})",
+            d.dropped, d.presents, d.rule
+        ));
+    }
+    if !l.present_modes.is_empty() {
+        facts.push(format!(
+            "present mode {}",
+            l.present_modes
+                .iter()
+                .map(|m| format!("{} ({})", m.mode, m.presents))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if let Some(t) = l.allows_tearing {
+        facts.push(format!("AllowsTearing = 1 on {t} of {}", l.presents));
+    }
+    if l.skipped_rows > 0 {
+        let zeros = if l.zero_rows > 0 {
+            format!(" ({} at 0 ms)", l.zero_rows)
+        } else {
+            String::new()
+        };
+        facts.push(format!(
+            "{} rows without a value skipped{zeros}",
+            l.skipped_rows
+        ));
+    }
+    if !facts.is_empty() {
+        let _ = writeln!(out, "  {}", facts.join("; "));
+    }
+    out
+}
+
 pub fn text_frametimes(logs: &[FrameLogResult]) -> String {
     let mut out = String::new();
     let Some(first) = logs.first() else {
         return out;
     };
     let pcts: Vec<f64> = first.stats.lows.iter().map(|l| l.percent).collect();
-    let mut headers = vec!["log".to_string(), "frames".into(), "avg FPS".into()];
+    let mut headers = vec!["log".to_string(), "rows".into(), "avg FPS".into()];
     for p in &pcts {
         headers.push(format!("{p}% low"));
     }
@@ -216,16 +317,17 @@ pub fn text_frametimes(logs: &[FrameLogResult]) -> String {
     let rows: Vec<Vec<String>> = logs
         .iter()
         .map(|l| {
+            let a = approx(l);
             let mut r = vec![
-                l.source.clone(),
-                l.stats.frames.to_string(),
-                format!("{:.2}", l.stats.avg_fps),
+                l.label(),
+                format!("{} {}", l.stats.frames, l.kind.noun()),
+                format!("{a}{:.2}", l.stats.avg_fps),
             ];
             for x in &l.stats.lows {
-                r.push(format!("{:.2}", x.fps));
+                r.push(format!("{a}{:.2}", x.fps));
             }
             for x in &l.stats.lows {
-                r.push(format!("{:.2}", x.avg_slowest_fps));
+                r.push(format!("{a}{:.2}", x.avg_slowest_fps));
             }
             r
         })
@@ -234,26 +336,33 @@ pub fn text_frametimes(logs: &[FrameLogResult]) -> String {
     let _ = writeln!(
         out,
         "Frame times (p% low = 1000 / frame time at the (100−p)th percentile, {} interpolation; \
-         \"avg slowest p%\" = 1000 / mean of the slowest p% of frames)",
-        first.stats.method
+         \"avg slowest p%\" = 1000 / mean of the slowest p% of frames{})",
+        first.stats.method,
+        if logs.iter().any(|l| l.lows_approximate) {
+            "; ~ = approximate, from samples"
+        } else {
+            ""
+        }
     );
     out.push_str(&table(&h, &rows));
     for l in logs {
-        let _ = writeln!(
-            out,
-            "{}: {} (column {}), {:.1} s, frame time median {:.2} ms, max {:.2} ms{}",
-            l.source,
-            l.format,
-            l.column.as_deref().unwrap_or("-"),
-            l.stats.duration_s,
-            l.stats.median_ms,
-            l.stats.max_ms,
-            if l.skipped_rows > 0 {
-                format!(", {} rows without a value skipped", l.skipped_rows)
-            } else {
-                String::new()
+        out.push_str(&frame_log_detail(l));
+        for n in &l.notes {
+            let _ = writeln!(out, "  note: {n}");
+        }
+        if !l.others.is_empty() {
+            let _ = writeln!(
+                out,
+                "  also in {} (--app NAME|PID|SWAPCHAIN picks one, --all-apps reports each):",
+                l.source
+            );
+            for o in l.others.iter().take(12) {
+                let _ = writeln!(out, "    {} {} presents", o.app.label(), o.presents);
             }
-        );
+            if l.others.len() > 12 {
+                let _ = writeln!(out, "    … and {} more", l.others.len() - 12);
+            }
+        }
     }
     out
 }
@@ -628,7 +737,7 @@ fn html_frames(b: &mut String, runs: &[RunFile]) {
     if with.is_empty() {
         return;
     }
-    b.push_str("<h2>Frame times</h2><p class=\"note\">Frame time over the run (each log), and average FPS with the 5/2/1% lows (1000 / frame time at the 95/98/99th percentile) — the figures of the VFIO gaming-host write-up.</p>");
+    b.push_str("<h2>Frame times</h2><p class=\"note\">Frame time over the run (each log), and average FPS with the 5/2/1% lows (1000 / frame time at the 95/98/99th percentile) — the figures of the VFIO gaming-host write-up. Logs marked (samples) hold one frame time per polling interval, not every frame: their figures are approximate.</p>");
     let mut lines = Vec::new();
     let mut series = Vec::new();
     let mut cats = vec!["average".to_string()];
@@ -639,18 +748,29 @@ fn html_frames(b: &mut String, runs: &[RunFile]) {
     }
     for r in &with {
         for l in &r.frametimes {
+            let label = format!(
+                "{}{}",
+                l.label(),
+                if l.lows_approximate { " (samples)" } else { "" }
+            );
             let name = if runs.len() > 1 {
-                format!("{}: {}", r.config, l.source)
+                format!("{}: {label}", r.config)
             } else {
-                l.source.clone()
+                label
             };
+            // frames at their cumulative time; samples at their row times
+            let step = l.sampling.as_ref().and_then(|s| s.interval_ms);
             let mut t = 0.0;
             let pts: Vec<(f64, f64)> = l
                 .frame_times_ms
                 .iter()
-                .map(|ms| {
-                    t += ms / 1000.0;
-                    (t, *ms)
+                .enumerate()
+                .map(|(i, ms)| match step {
+                    Some(st) if l.lows_approximate => ((i + 1) as f64 * st / 1000.0, *ms),
+                    _ => {
+                        t += ms / 1000.0;
+                        (t, *ms)
+                    }
                 })
                 .collect();
             lines.push((name.clone(), pts));

@@ -23,15 +23,16 @@ fn frame_log(name: &str, seed: u64, spike_every: usize) -> FrameLogResult {
         };
         ft.push(13.5 + jitter + spike);
     }
-    let stats = frametimes::stats(&ft, frametimes::DEFAULT_LOWS, PercentileMethod::Linear).unwrap();
-    FrameLogResult {
-        source: name.into(),
-        format: "plain".into(),
-        column: None,
-        skipped_rows: 0,
-        stats,
-        frame_times_ms: ft,
-    }
+    let text: String = ft.iter().map(|x| format!("{x}\n")).collect();
+    let capture = frametimes::parse(&text, Path::new(name), &Default::default()).unwrap();
+    let log = capture.series.into_iter().next().unwrap();
+    FrameLogResult::new(
+        log,
+        vec![],
+        frametimes::DEFAULT_LOWS,
+        PercentileMethod::Linear,
+    )
+    .unwrap()
 }
 
 fn make_run(config: &str, pin: bool, seed: u64, spikes: usize) -> RunFile {

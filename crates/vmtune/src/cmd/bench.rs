@@ -50,8 +50,15 @@ enum Sub {
     Membw(MembwArgs),
     /// Wakeup latency of a timer-driven thread per CPU (cyclictest-like), optional load.
     Latency(LatencyArgs),
-    /// Frame-time logs (PresentMon, OCAT, CapFrameX, MangoHud CSV, or one ms value per line)
-    /// → average FPS and 1/2/5% lows. Several files are repeats of one configuration.
+    /// Frame-time captures → average FPS and 1/2/5% lows, per application.
+    ///
+    /// Reads PresentMon (1.x, 2.0-2.3, 2.4+), OCAT, CapFrameX (CSV and JSON), FrameView,
+    /// MangoHud and MSI Afterburner logs, or one ms value per line. Captures holding several
+    /// processes and swap chains are split: the application with the most frames is reported
+    /// and the others listed (--app, --all-apps). Logs whose rows are samples taken every
+    /// interval (MangoHud with log_interval, Afterburner) are reported as samples, with the
+    /// interval and duration from their time column and approximate (~) lows. Several files
+    /// are repeats of one configuration.
     Frametimes(FrametimesArgs),
     /// Runs saved with --save side by side: median [min–max], change vs the first run, and
     /// whether it is beyond run-to-run noise.
@@ -155,9 +162,21 @@ struct FrametimesArgs {
     /// Frame-time logs; several files are repeats of the same configuration.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Column to read (default: MsBetweenPresents, FrameTime, ..., frametime).
+    /// Column of frame times in ms to read (default: MsBetweenPresents, FrameTime, ...,
+    /// frametime; e.g. MsBetweenDisplayChange, MsBetweenAppStart).
     #[arg(long, value_name = "NAME")]
     column: Option<String>,
+    /// Report this application (name, .exe optional), process id or swap chain address
+    /// instead of the one with the most frames.
+    #[arg(long, value_name = "NAME|PID", conflicts_with = "all_apps")]
+    app: Option<String>,
+    /// Report every application and swap chain of each capture.
+    #[arg(long)]
+    all_apps: bool,
+    /// Read the rows as samples (one frame time per polling interval, not every frame),
+    /// whatever the log looks like.
+    #[arg(long)]
+    as_samples: bool,
     /// Lows to report, in percent.
     #[arg(long, value_delimiter = ',', default_value = "1,2,5")]
     lows: Vec<f64>,
@@ -300,9 +319,11 @@ fn parse_cpus(s: &str) -> Result<CpuSet> {
     Ok(set)
 }
 
-/// A fresh run document with environment, live host model and the plan.
-fn new_run(config: &str, plan: Option<&Path>) -> Result<RunFile> {
-    let mut r = RunFile::new(config);
+/// A fresh run document with environment, live host model and the plan; `config` is
+/// `--config` (else `default`, and `compare` labels the run by its file name).
+fn new_run(config: Option<&str>, default: &str, plan: Option<&Path>) -> Result<RunFile> {
+    let mut r = RunFile::new(config.unwrap_or(default));
+    r.config_given = config.is_some();
     match topo::load(None) {
         Ok(h) => r.host = Some(h),
         Err(e) => r.host_error = Some(e.to_string()),
@@ -354,7 +375,8 @@ fn timer_opts(
 
 fn run_timer(a: TimerArgs) -> Result<ExitCode> {
     let mut r = new_run(
-        a.common.config.as_deref().unwrap_or("timer"),
+        a.common.config.as_deref(),
+        "timer",
         a.common.plan.as_deref(),
     )?;
     let opts = timer_opts(a.no_switch, &a.clocksources, a.repeats, a.ms_per_repeat)?;
@@ -396,7 +418,8 @@ fn membw_opts(
 
 fn run_membw(a: MembwArgs) -> Result<ExitCode> {
     let mut r = new_run(
-        a.common.config.as_deref().unwrap_or("membw"),
+        a.common.config.as_deref(),
+        "membw",
         a.common.plan.as_deref(),
     )?;
     let opts = membw_opts(
@@ -458,7 +481,8 @@ fn latency_opts(
 
 fn run_latency(a: LatencyArgs) -> Result<ExitCode> {
     let mut r = new_run(
-        a.common.config.as_deref().unwrap_or("latency"),
+        a.common.config.as_deref(),
+        "latency",
         a.common.plan.as_deref(),
     )?;
     let opts = latency_opts(
@@ -479,26 +503,32 @@ fn run_latency(a: LatencyArgs) -> Result<ExitCode> {
 
 fn run_frametimes(a: FrametimesArgs) -> Result<ExitCode> {
     let mut r = RunFile::new(a.common.config.as_deref().unwrap_or("frametimes"));
+    r.config_given = a.common.config.is_some();
     if let Some(p) = &a.common.plan {
-        r = new_run(&r.config, Some(p))?;
+        r = new_run(a.common.config.as_deref(), "frametimes", Some(p))?;
     }
     for l in &a.lows {
         if !(*l > 0.0 && *l < 100.0) {
             bail!("--lows: {l} is not a percentage in (0, 100)");
         }
     }
+    let opts = frametimes::Options {
+        column: a.column.as_deref(),
+        as_samples: a.as_samples,
+    };
+    let pick = match (&a.app, a.all_apps) {
+        (Some(q), _) => frametimes::Pick::App(q),
+        (None, true) => frametimes::Pick::All,
+        (None, false) => frametimes::Pick::Busiest,
+    };
     for f in &a.files {
-        let log = frametimes::load(f, a.column.as_deref())?;
-        let stats = frametimes::stats(&log.frame_times_ms, &a.lows, a.percentile)
-            .with_context(|| format!("{}: no frame times", f.display()))?;
-        r.frametimes.push(FrameLogResult {
-            source: log.source,
-            format: log.format,
-            column: log.column,
-            skipped_rows: log.skipped_rows,
-            stats,
-            frame_times_ms: log.frame_times_ms,
-        });
+        let capture = frametimes::load(f, &opts)?;
+        let sel = frametimes::select(capture, pick)?;
+        for log in sel.logs {
+            let res = FrameLogResult::new(log, sel.others.clone(), &a.lows, a.percentile)
+                .with_context(|| format!("{}: no frame times", f.display()))?;
+            r.frametimes.push(res);
+        }
     }
     r.refresh_metrics();
     if let Some(h) = &a.html {
@@ -507,8 +537,17 @@ fn run_frametimes(a: FrametimesArgs) -> Result<ExitCode> {
     finish(r, &a.common)
 }
 
+/// Saved runs, each labelled by its `--config` or, without one, its file name.
 fn load_runs(files: &[PathBuf]) -> Result<Vec<RunFile>> {
-    files.iter().map(|f| Ok(RunFile::load(f)?)).collect()
+    let mut runs = files
+        .iter()
+        .map(|f| Ok(RunFile::load(f)?))
+        .collect::<Result<Vec<_>>>()?;
+    let labels = bench::compare::labels(&runs, files);
+    for (r, label) in runs.iter_mut().zip(labels) {
+        r.config = label;
+    }
+    Ok(runs)
 }
 
 fn write_html(path: &Path, runs: &[RunFile], title: &str) -> Result<()> {
@@ -565,7 +604,7 @@ fn run_suite(a: SuiteArgs) -> Result<ExitCode> {
     if a.guest.guest {
         return run_suite_in_guest(&a, &out);
     }
-    let mut r = new_run(&a.config, a.plan.as_deref())?;
+    let mut r = new_run(Some(&a.config), "suite", a.plan.as_deref())?;
     let json = a.json;
     if !a.skip.iter().any(|s| s == "timer") {
         let bar = bench::progress::bar("timer", !json);
@@ -654,8 +693,9 @@ fn run_suite_in_guest(a: &SuiteArgs, out: &Path) -> Result<ExitCode> {
     bar.finish_and_clear();
     let mut r = got.run;
     r.config = a.config.clone();
+    r.config_given = true;
     if let Some(p) = &a.plan {
-        r.plan = new_run(&a.config, Some(p))?.plan;
+        r.plan = new_run(Some(&a.config), "suite", Some(p))?.plan;
     }
     r.runner = Some(bench::Runner {
         kind: "qemu-guest".into(),
