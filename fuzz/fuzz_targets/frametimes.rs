@@ -21,7 +21,14 @@ fuzz_target!(|data: &[u8]| {
         .filter(|l| l.len() < 40 && !l.contains(','));
     for col in [None, column] {
         for as_samples in [false, true] {
-            let Ok(capture) = parse(&text, path, &Options { column: col, as_samples }) else {
+            let Ok(capture) = parse(
+                &text,
+                path,
+                &Options {
+                    column: col,
+                    as_samples,
+                },
+            ) else {
                 continue;
             };
             let series = capture.series.len();

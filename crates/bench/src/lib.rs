@@ -391,3 +391,71 @@ fn frame_metrics_named(logs: &[FrameLogResult], prefix: &str) -> Vec<Metric> {
     }
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame_result(ft: &[f64]) -> FrameLogResult {
+        let text: String = ft.iter().map(|x| format!("{x}\n")).collect();
+        let c = frametimes::parse(&text, Path::new("ft.txt"), &Default::default()).unwrap();
+        let log = c.series.into_iter().next().unwrap();
+        FrameLogResult::new(
+            log,
+            vec![],
+            frametimes::DEFAULT_LOWS,
+            stats::PercentileMethod::Linear,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn saved_runs_read_back_or_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("r.json");
+        let mut r = RunFile::new("a");
+        r.config_given = false;
+        r.frametimes.push(frame_result(&[16.6, 17.0, 33.3]));
+        r.refresh_metrics();
+        r.save(&path).unwrap();
+        assert_eq!(RunFile::load(&path).unwrap(), r);
+        // an infinity would be written as null: refused, nothing written
+        let mut bad = r.clone();
+        if let Some(l) = bad.frametimes.first_mut() {
+            l.stats.avg_fps = f64::INFINITY;
+        }
+        let p2 = d.path().join("bad.json");
+        let e = bad.save(&p2).unwrap_err().to_string();
+        assert!(
+            e.contains("would not read back") && e.contains("infinite"),
+            "{e}"
+        );
+        assert!(!p2.exists());
+    }
+
+    #[test]
+    fn per_application_metrics_only_when_a_file_gave_several() {
+        let mut a = frame_result(&[10.0, 10.0]);
+        a.app.application = Some("Game.exe".into());
+        let mut b = frame_result(&[16.0, 17.0]);
+        b.app.application = Some("dwm.exe".into());
+        let names = |logs: &[FrameLogResult]| -> Vec<String> {
+            frame_metrics(logs).into_iter().map(|m| m.name).collect()
+        };
+        // one application per file: repeats
+        let mut b2 = b.clone();
+        b2.source = "other.txt".into();
+        assert!(names(&[a.clone(), b2])
+            .iter()
+            .all(|n| n.starts_with("frametimes.")));
+        let n = names(&[a, b]);
+        assert!(
+            n.contains(&"frametimes[Game.exe].avg_fps".to_string()),
+            "{n:?}"
+        );
+        assert!(
+            n.contains(&"frametimes[dwm.exe].low_1pct".to_string()),
+            "{n:?}"
+        );
+    }
+}

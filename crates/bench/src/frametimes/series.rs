@@ -179,7 +179,8 @@ fn coverage(rows: &[Row]) -> Option<f64> {
             _ => prev = None,
         }
     }
-    (pairs >= 2 && elapsed.is_finite() && elapsed > 0.0).then(|| covered / elapsed)
+    let c = covered / elapsed;
+    (pairs >= 2 && elapsed.is_finite() && elapsed > 0.0 && c.is_finite()).then_some(c)
 }
 
 fn kind_of(rows: &[Row], meta: &Meta, notes: &mut Vec<String>) -> (RowKind, Option<f64>) {

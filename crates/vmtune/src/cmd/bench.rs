@@ -81,7 +81,8 @@ struct Common {
     /// Save the result (JSON) to this file, for `compare` and `report`.
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
-    /// Configuration label for this run, shown as the column head by `compare`.
+    /// Configuration label for this run, shown as the column head by `compare` (without it,
+    /// `compare` and `report` show the name of the file the run was saved to).
     #[arg(long, value_name = "NAME")]
     config: Option<String>,
     /// The applied plan (`vmtune plan --json` output) to record with the result.
