@@ -51,7 +51,12 @@ pub const KNOWN_COLUMNS: &[&str] = &[
     "frame_time_ms",
     "MsBetweenAppStart",
     "MsBetweenDisplayChange",
+    "MsBetweenAppPresents",
 ];
+
+/// The desktop compositor: PresentMon captures it whenever anything is composed, at the
+/// display's refresh rate; it is the default only when nothing else presented.
+pub const COMPOSITOR: &str = "dwm.exe";
 
 /// The lows reported by default (percent).
 pub const DEFAULT_LOWS: &[f64] = &[1.0, 2.0, 5.0];
@@ -264,7 +269,8 @@ pub fn load(path: &Path, opts: &Options) -> Result<Capture> {
 /// Which series to report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pick<'a> {
-    /// Per run, the series with the most frames (what CapFrameX and OCAT report).
+    /// Per run, the series with the most frames (what CapFrameX and OCAT report), passing
+    /// over the desktop compositor ([`COMPOSITOR`]) when anything else has frames.
     Busiest,
     /// The series of this application name, process id or swap chain (the busiest if several).
     App(&'a str),
@@ -357,7 +363,32 @@ pub fn select(capture: Capture, pick: Pick) -> Result<Selection> {
                 chosen.extend(all);
                 continue;
             }
-            Pick::Busiest => idx,
+            Pick::Busiest => {
+                let is_compositor = |i: &usize| {
+                    capture.series.get(*i).is_some_and(|s| {
+                        s.app
+                            .application
+                            .as_deref()
+                            .is_some_and(|a| a.eq_ignore_ascii_case(COMPOSITOR))
+                    })
+                };
+                let apps: Vec<usize> = idx
+                    .iter()
+                    .copied()
+                    .filter(|i| !is_compositor(i))
+                    .filter(|&i| {
+                        capture
+                            .series
+                            .get(i)
+                            .is_some_and(|s| !s.frame_times_ms.is_empty())
+                    })
+                    .collect();
+                if apps.is_empty() {
+                    idx
+                } else {
+                    apps
+                }
+            }
             Pick::App(q) => idx
                 .into_iter()
                 .filter(|&i| capture.series.get(i).is_some_and(|s| s.app.matches(q)))

@@ -67,7 +67,10 @@ fn classify(h: &Header, capframex_info: bool, mangohud_preamble: bool) -> &'stat
     .any(|c| h.has(c));
     if h.has("GPU0Clk(MHz)") || h.has("Render Queue Depth") || h.has("CPUUtil(%)") {
         "frameview"
-    } else if h.has("MsEstimatedDriverLag") {
+    } else if h.has("MsEstimatedDriverLag")
+        || (h.has("MsBetweenAppPresents") && h.has("Motherboard"))
+    {
+        // OCAT: the DXGI capture, or a VR one (WMR, SteamVR, Oculus: MsBetweenAppPresents)
         "ocat"
     } else if capframex_info && h.has("MsBetweenPresents") {
         "capframex-csv"

@@ -235,6 +235,51 @@ fn presentmon_versions_split_by_application_process_and_swap_chain() {
 }
 
 #[test]
+fn default_passes_over_the_compositor() {
+    // a 30 FPS game on a 60 Hz desktop: dwm has twice the presents, the game is reported
+    let mut rng = Rng::new(2);
+    let game = Process::new(
+        "Game.exe",
+        10,
+        0x10,
+        synth::frame_times(&mut rng, 90, 33.3, 2.0, 0, 0.0),
+    );
+    let dwm = Process::new(
+        "dwm.exe",
+        20,
+        0x20,
+        synth::frame_times(&mut rng, 180, 16.7, 0.2, 0, 0.0),
+    );
+    let c = parse(
+        &synth::capture(&[dwm.clone(), game], Layout::PresentMon24),
+        p(),
+        &opts(),
+    )
+    .unwrap();
+    let sel = select(c, Pick::Busiest).unwrap();
+    assert_eq!(sel.logs[0].app.application.as_deref(), Some("Game.exe"));
+    assert_eq!(sel.others[0].app.application.as_deref(), Some("dwm.exe"));
+    // only dwm: dwm
+    let c = parse(&synth::capture(&[dwm], Layout::PresentMon24), p(), &opts()).unwrap();
+    let sel = select(c, Pick::Busiest).unwrap();
+    assert_eq!(sel.logs[0].app.application.as_deref(), Some("dwm.exe"));
+}
+
+#[test]
+fn ocat_vr_capture() {
+    let text = "Application,ProcessID,MsBetweenAppPresents,MsBetweenReprojections,AppRenderStart,AppRenderEnd,ReprojectionStart,ReprojectionEnd,VSync,AppMissed,WarpMissed,Motherboard,OS,Processor,System RAM,Base Driver Version,Driver Package,GPU #,GPU,GPU Core Clock (MHz),GPU Memory Clock (MHz),GPU Memory (MB)\n\
+vrgame.exe,3300,11.110,11.111,0.1,0.2,0.3,0.4,0.5,0,0,B450,Windows 10,Ryzen 5 3600,16 GB,27.21,21.10,1,RX 5700,1750,875,8176\n\
+vrgame.exe,3300,11.112,11.111,0.1,0.2,0.3,0.4,0.5,0,0\n";
+    let c = parse(text, p(), &opts()).unwrap();
+    assert_eq!(c.format, "ocat");
+    assert_eq!(c.column.as_deref(), Some("MsBetweenAppPresents"));
+    assert_eq!(
+        series(&c, "vrgame.exe", None).frame_times_ms,
+        vec![11.11, 11.112]
+    );
+}
+
+#[test]
 fn presentmon_display_columns_read_zero_as_not_displayed() {
     // 1.x writes 0 in msBetweenDisplayChange for dropped presents: skipped, not an error
     let c = parse(&pm_file(1), p(), &col("msBetweenDisplayChange")).unwrap();
@@ -810,8 +855,14 @@ proptest::proptest! {
         check_split(&procs, layout);
         let c = parse(&synth::capture(&procs, layout), p(), &opts()).unwrap();
         let sel = select(c, Pick::Busiest).unwrap();
-        let most = procs.iter().map(|p| p.frame_times_ms.len()).max().unwrap_or(0);
+        // the busiest, passing over the compositor when anything else presented
+        let apps: Vec<&Process> = procs.iter().filter(|p| p.application != COMPOSITOR).collect();
+        let pool = if apps.is_empty() { procs.iter().collect() } else { apps };
+        let most = pool.iter().map(|p| p.frame_times_ms.len()).max().unwrap_or(0);
         proptest::prop_assert_eq!(sel.logs[0].frame_times_ms.len(), most);
+        proptest::prop_assert!(
+            pool.iter().any(|p| Some(p.application.as_str()) == sel.logs[0].app.application.as_deref())
+        );
         proptest::prop_assert_eq!(sel.others.len(), procs.len() - 1);
     }
 
