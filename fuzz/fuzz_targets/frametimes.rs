@@ -7,12 +7,12 @@ use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
 use bench::frametimes::{
-    parse, select, stats, Options, Pick, DEFAULT_LOWS, MAX_FRAME_MS, MIN_FRAME_MS,
+    decode, parse, select, stats, Options, Pick, DEFAULT_LOWS, MAX_FRAME_MS, MIN_FRAME_MS,
 };
 use bench::stats::PercentileMethod;
 
 fuzz_target!(|data: &[u8]| {
-    let text = String::from_utf8_lossy(data);
+    let text = decode(data);
     let path = Path::new("fuzz.csv");
     // the first line may name a column, like --column
     let column = text

@@ -254,16 +254,43 @@ pub fn parse(text: &str, path: &Path, opts: &Options) -> Result<Capture> {
         table::parse(text, path, &source, opts)?
     };
     if capture.series.iter().all(|s| s.frame_times_ms.is_empty()) {
-        return Err(BenchError::format(path, "no frame times in the log"));
+        let rows: usize = capture.series.iter().map(|s| s.presents).sum();
+        return Err(BenchError::format(
+            path,
+            format!(
+                "no frame times in the log ({rows} rows, none with a value in {})",
+                capture.column.as_deref().unwrap_or("it")
+            ),
+        ));
     }
     Ok(capture)
+}
+
+/// Text of a log file: UTF-8 (invalid bytes replaced: Afterburner writes its units in the
+/// ANSI code page), or UTF-16 with a byte-order mark (what Windows PowerShell 5 writes for
+/// `PresentMon --output_stdout > capture.csv`).
+pub fn decode(bytes: &[u8]) -> String {
+    let utf16 = |rest: &[u8], le: bool| -> String {
+        let units = rest.chunks_exact(2).map(|c| match c {
+            [a, b] if le => u16::from_le_bytes([*a, *b]),
+            [a, b] => u16::from_be_bytes([*a, *b]),
+            _ => 0xfffd,
+        });
+        char::decode_utf16(units)
+            .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
+    };
+    match bytes {
+        [0xff, 0xfe, rest @ ..] => utf16(rest, true),
+        [0xfe, 0xff, rest @ ..] => utf16(rest, false),
+        _ => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 /// Read and parse a log file.
 pub fn load(path: &Path, opts: &Options) -> Result<Capture> {
     let bytes = std::fs::read(path).map_err(|e| BenchError::io(path, e))?;
-    let text = String::from_utf8_lossy(&bytes);
-    parse(&text, path, opts)
+    parse(&decode(&bytes), path, opts)
 }
 
 /// Which series to report.

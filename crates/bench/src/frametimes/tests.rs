@@ -492,6 +492,29 @@ fn afterburner_hml_is_read_as_samples() {
 }
 
 #[test]
+fn utf16_files_from_powershell() {
+    let text = pm_file(3);
+    let mut le = vec![0xff, 0xfe];
+    le.extend(
+        text.trim_start_matches('\u{feff}')
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes),
+    );
+    let mut be = vec![0xfe, 0xff];
+    be.extend(
+        text.trim_start_matches('\u{feff}')
+            .encode_utf16()
+            .flat_map(u16::to_be_bytes),
+    );
+    for bytes in [le, be] {
+        let c = parse(&decode(&bytes), p(), &opts()).unwrap();
+        assert_eq!(c.format, "presentmon-2.4");
+        assert_eq!(c.series.len(), 5);
+    }
+    assert_eq!(decode(b"16.6\n\xb0C"), "16.6\n\u{fffd}C");
+}
+
+#[test]
 fn plain_list() {
     let log = only("frametime_ms_plain\n16.6\n\n# comment\n17.0\n", &opts());
     assert_eq!(log.format, "plain");
