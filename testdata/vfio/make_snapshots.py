@@ -139,8 +139,10 @@ def vfio_class(t: Tree, groups: list, group_major: int, iommufd_minor) -> None:
         t.file(f"{d}/uevent", f"MAJOR={group_major}\nMINOR={minor}\nDEVNAME=vfio/{g}\n")
         t.link(f"sys/class/vfio/{g}", d)
         t.link(f"sys/dev/char/{group_major}:{minor}", d)
-    # other classes a real /sys/class has, so readers cannot mistake the tree for a trimmed one
-    t.file("sys/class/net/lo/ifindex", "1\n")
+    # misc devices a live host always has besides VFIO's
+    d = "sys/devices/virtual/misc/cpu_dma_latency"
+    t.file(f"{d}/dev", "10:62\n")
+    t.link("sys/class/misc/cpu_dma_latency", d)
 
 
 def hgx() -> None:

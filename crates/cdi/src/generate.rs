@@ -373,7 +373,7 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
     let mut notes = Vec::new();
     if host.vfio.is_none() {
         notes.push(format!(
-            "{} has no /sys/class: device numbers are left out and the runtime takes them from the nodes on the host",
+            "{} does not list its VFIO nodes (no /sys/class/misc): device numbers are left out and the runtime takes them from the nodes on the host",
             host.source
         ));
     }

@@ -175,6 +175,14 @@ fn check_spec(g: &GenHost, h: &Host, mode: Mode, annotate: bool) {
                 }
             }
             assert_eq!(common::nodes_by_name(&gen.spec), expect);
+            // missing numbers are said
+            if !g.class_tree {
+                assert!(
+                    gen.notes.iter().any(|n| n.contains("no /sys/class/misc")),
+                    "{:?}",
+                    gen.notes
+                );
+            }
             // every VFIO function not in the spec is reported with a reason
             let vfio = g.devices.iter().filter(|d| gen::is_vfio(d)).count();
             assert_eq!(gen.entries.len() + gen.refused.len(), vfio);

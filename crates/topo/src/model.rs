@@ -451,8 +451,8 @@ pub struct Host {
     /// `tsc` in available_clocksource); `None` where unknown.
     pub tsc_stable: Option<bool>,
     /// VFIO device nodes (`/dev/vfio/vfio`, `/dev/iommu`, `/dev/vfio/GROUP`) from
-    /// `/sys/class`; `None` where the source has no `/sys/class` (hwloc XML, trimmed
-    /// snapshots).
+    /// `/sys/class`; `None` where the source does not say (hwloc XML, snapshots without
+    /// `/sys/class/misc`).
     #[serde(default)]
     pub vfio: Option<VfioNodes>,
 }

@@ -26,7 +26,7 @@ pub struct GenDevice {
 #[derive(Debug, Clone)]
 pub struct GenHost {
     pub devices: Vec<GenDevice>,
-    /// `/sys/class` present at all.
+    /// `/sys/class` (with its misc devices) present at all.
     pub class_tree: bool,
     pub container: Option<(u32, u32)>,
     pub iommufd: Option<(u32, u32)>,
@@ -113,7 +113,15 @@ impl GenHost {
             }
         }
         if self.class_tree {
-            t.file(&format!("{r}/sys/class/net/lo/ifindex"), "1\n");
+            // a live host always has misc devices besides VFIO's
+            t.file(
+                &format!("{r}/sys/devices/virtual/misc/cpu_dma_latency/dev"),
+                "10:62\n",
+            );
+            t.link(
+                &format!("{r}/sys/class/misc/cpu_dma_latency"),
+                "../../devices/virtual/misc/cpu_dma_latency",
+            );
             for (name, num) in [("vfio", self.container), ("iommu", self.iommufd)] {
                 if let Some((maj, min)) = num {
                     t.file(

@@ -16,10 +16,12 @@ use crate::model::{DevNumber, VfioGroup, VfioNodes};
 
 use super::fs::Fs;
 
-/// `None` when the source has no `/sys/class` at all (a trimmed snapshot): then nothing is
-/// known about the nodes. Otherwise what is there; a missing entry is a node the host lacks.
+/// `None` when the source has no `/sys/class/misc`: then nothing is known about the nodes.
+/// A live host always has it (cpu_dma_latency, rfkill, ... are misc devices); snapshots often
+/// keep only parts of `/sys/class` (hwloc's keep `dmi`, `net`, `ve`), so `/sys/class` alone
+/// says nothing about VFIO. Otherwise what is there; a missing entry is a node the host lacks.
 pub fn read_nodes(fs: &Fs) -> Option<VfioNodes> {
-    if !fs.is_dir("sys/class") && !fs.is_dir("sys/devices/virtual") {
+    if !fs.is_dir("sys/class/misc") && !fs.is_dir("sys/devices/virtual/misc") {
         return None;
     }
     let misc = |name: &str| -> Option<DevNumber> {
@@ -120,12 +122,18 @@ mod tests {
     }
 
     #[test]
-    fn no_class_tree_is_unknown_and_an_empty_one_is_none_present() {
+    fn without_misc_devices_nothing_is_known() {
         let mut t = MemTree::new();
         file(&mut t, "sys/devices/system/cpu/online", "0\n");
         let fs = Fs::mem(t.clone(), String::new(), Path::new("t.tar"));
         assert_eq!(read_nodes(&fs), None);
-        t.insert("sys/class/net", Node::Dir).unwrap();
+        // a snapshot that kept only some classes (hwloc's keep dmi, net, ve)
+        t.insert("sys/class/net/eth0", Node::Dir).unwrap();
+        t.insert("sys/devices/virtual/dmi/id", Node::Dir).unwrap();
+        let fs = Fs::mem(t.clone(), String::new(), Path::new("t.tar"));
+        assert_eq!(read_nodes(&fs), None);
+        // misc devices but none of VFIO's: the host has no VFIO nodes
+        file(&mut t, "sys/class/misc/cpu_dma_latency/dev", "10:62\n");
         let fs = Fs::mem(t, String::new(), Path::new("t.tar"));
         assert_eq!(read_nodes(&fs), Some(VfioNodes::default()));
     }
