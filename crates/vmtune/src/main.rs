@@ -48,6 +48,7 @@ enum Command {
     /// Micro-benchmarks: timer, memory bandwidth, wakeup latency, frame times, comparisons.
     Bench(cmd::bench::Args),
     /// Write a CDI spec for the VFIO devices (legacy groups or IOMMUFD) for container runtimes.
+    #[command(long_about = cmd::cdi::LONG_ABOUT)]
     Cdi(cmd::cdi::Args),
 }
 

@@ -12,33 +12,39 @@ use topo::DeviceKind;
 
 use super::common::HostArgs;
 
-/// Write a CDI (Container Device Interface) spec for the VFIO-bound devices of this host.
-///
-/// Each device that vfio-pci (or a vfio-pci variant driver) owns gets the nodes a VMM opens:
-/// /dev/vfio/vfio and /dev/vfio/GROUP (legacy), or with --iommufd /dev/iommu and its own
-/// /dev/vfio/devices/vfioN (Linux 6.6+), with their major:minor from sysfs. It is listed under
-/// its index in BDF order (0, 1, ...), its BDF (0000:18:00.0) and, with --iommufd, its cdev
-/// name (vfio3), e.g. `vmtune.io/vfio=0000:18:00.0`. A device whose IOMMU group also holds a
-/// function on another driver (the group is not viable), a no-IOMMU group, or (with
-/// --iommufd) no cdev is left out with the reason. The spec gets the lowest cdiVersion its
-/// contents need, so older runtimes read it, and is checked against the CDI rules before it is
-/// written.
-///
-/// Output: the live host's spec goes to /var/run/cdi/VENDOR-CLASS.json (written to a
-/// temporary file and renamed); a --topology host's spec (another machine, or the built-in
-/// example) to stdout. --output FILE, --output DIR or --output - choose. After writing a file,
-/// a report (or with --json, the report as JSON) goes to stdout.
-///
-/// Exit status 2, nothing written: no usable VFIO device (a CDI spec must list one;
-/// --allow-empty instead removes an old spec of this kind and exits 0), a --device that
-/// cannot go in, or with --strict any device left out.
-///
-/// Examples:
-///   vmtune cdi                                   # /var/run/cdi/vmtune.io-vfio.json
-///   vmtune cdi --iommufd --kind nvidia.com/pgpu  # names as NVIDIA's sandbox device plugin
-///   vmtune cdi --topology builtin --iommufd      # the example host's spec on stdout
+/// `vmtune cdi --help`.
+pub const LONG_ABOUT: &str =
+    "Write a CDI (Container Device Interface) spec for the VFIO-bound devices of this host.
+
+Each device that vfio-pci (or a vfio-pci variant driver) owns gets the nodes a VMM opens:
+/dev/vfio/vfio and /dev/vfio/GROUP (legacy), or with --iommufd /dev/iommu and its own
+/dev/vfio/devices/vfioN (Linux 6.6+), with their major:minor from sysfs. It is listed under
+its index in BDF order (0, 1, ...), its BDF (0000:18:00.0) and, with --iommufd, its cdev
+name (vfio3), e.g. `vmtune.io/vfio=0000:18:00.0`. A device whose IOMMU group also holds a
+function on another driver (the group is not viable), a no-IOMMU group, or (with
+--iommufd) no cdev is left out with the reason. The spec gets the lowest cdiVersion its
+contents need, so older runtimes read it, and is checked against the CDI rules before it is
+written.
+
+Output: the live host's spec goes to /var/run/cdi/VENDOR-CLASS.json (written to a
+temporary file and renamed); a --topology host's spec (another machine, or the built-in
+example) to stdout. --output FILE, --output DIR or --output - choose. After writing a file,
+a report (or with --json, the report as JSON) goes to stdout.
+
+Exit status 2, nothing written: no usable VFIO device (a CDI spec must list one;
+--allow-empty instead removes an old spec of this kind and exits 0), a --device that
+cannot go in, or with --strict any device left out.
+
+Examples:
+  vmtune cdi                                   # /var/run/cdi/vmtune.io-vfio.json
+  vmtune cdi --iommufd --class gpu --kind nvidia.com/pgpu   # in place of NVIDIA's sandbox plugin's
+  vmtune cdi --topology builtin --iommufd      # the example host's spec on stdout
+  vmtune cdi --topology node7.tar.gz -o node7.json --json   # another node's, with a JSON report
+
+More: docs/cdi.md.";
+
+/// The arguments of `vmtune cdi` (the help text is [`LONG_ABOUT`]).
 #[derive(clap::Args, Debug)]
-#[command(verbatim_doc_comment)]
 pub struct Args {
     #[command(flatten)]
     pub host: HostArgs,
@@ -56,7 +62,12 @@ pub struct Args {
     pub devices: Vec<String>,
     /// Only VFIO devices of this kind: gpu, nic, storage, accelerator, bridge (NVSwitches
     /// are PCI "other bridge" devices), other; repeat for several. Default: every kind.
-    #[arg(long = "class", value_enum, value_name = "KIND")]
+    #[arg(
+        long = "class",
+        value_enum,
+        value_name = "KIND",
+        conflicts_with = "devices"
+    )]
     pub classes: Vec<ClassArg>,
     /// Add per-device annotations (vmtune.io/bdf, pci-id, iommu-group, vfio-cdev,
     /// numa-node); they need cdiVersion 0.6.0.
@@ -72,7 +83,8 @@ pub struct Args {
     /// on a node whose GPUs are not, or no longer, on vfio-pci) instead of failing.
     #[arg(long)]
     pub allow_empty: bool,
-    /// Where to write: a file, a directory (gets VENDOR-CLASS.json), or - for stdout.
+    /// Where to write: a file, a directory (gets VENDOR-CLASS.json; created when written
+    /// with a trailing /), or - for stdout.
     /// Default: /var/run/cdi/VENDOR-CLASS.json for the live host, stdout with --topology.
     #[arg(long, short = 'o', value_name = "FILE|DIR|-")]
     pub output: Option<PathBuf>,
@@ -124,7 +136,10 @@ enum Dest {
 fn destination(args: &Args) -> Result<Dest> {
     match &args.output {
         Some(p) if p.as_os_str() == "-" => Ok(Dest::Stdout),
-        Some(p) if p.is_dir() => Ok(Dest::File(cdi::default_path(p, &args.kind)?)),
+        // an existing directory, or a path written as one (`/etc/cdi/`), gets VENDOR-CLASS.json
+        Some(p) if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') => {
+            Ok(Dest::File(cdi::default_path(p, &args.kind)?))
+        }
         Some(p) => Ok(Dest::File(p.clone())),
         None if args.host.topology.is_some() => Ok(Dest::Stdout),
         None => Ok(Dest::File(cdi::default_path(
