@@ -201,6 +201,23 @@ fn snapshot_spec_is_written_atomically_with_a_report() {
         device(&spec, "0000:ab:00.0")["annotations"]["vmtune.io/iommu-group"],
         "112"
     );
+
+    // a directory that does not exist yet, written with a trailing '/'
+    let new_dir = format!("{}/etc/cdi/", dir.path().display());
+    let o = run(&["cdi", "--topology", &snap, "-o", &new_dir]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.path().join("etc/cdi/vmtune.io-vfio.json").is_file());
+    // --class with --device is a usage error
+    let o = run(&[
+        "cdi",
+        "--topology",
+        &snap,
+        "--class",
+        "gpu",
+        "--device",
+        "18:00.0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
