@@ -314,6 +314,11 @@ fn no_usable_device_fails_or_with_allow_empty_removes_the_old_spec() {
     ]);
     assert_eq!(rep["removed"], Value::Null);
     assert_eq!(rep["devices"], serde_json::json!([]));
+    // to stdout: nothing there, the note on stderr
+    let r = run(&["cdi", "--topology", &snap, "--iommufd", "--allow-empty"]);
+    assert!(r.status.success());
+    assert!(r.stdout.is_empty());
+    assert!(stderr(&r).contains("no spec written"), "{}", stderr(&r));
     // the legacy spec of the same host has the NVMe
     let spec = ok_json(&["cdi", "--topology", &snap]);
     assert_eq!(names(&spec), ["0", "0000:03:00.0"]);

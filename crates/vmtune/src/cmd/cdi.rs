@@ -215,11 +215,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
 fn allow_empty(dest: &Dest, why: &str, json: bool) -> Result<ExitCode> {
     let why = why.trim_end_matches("; nothing written");
     let removed = match dest {
+        // stdout carries specs only: the note goes to stderr, and stdout stays empty
+        Dest::Stdout => {
+            eprintln!("vmtune: note: {why}; no spec written");
+            return Ok(ExitCode::SUCCESS);
+        }
         Dest::File(p) if p.is_file() => {
             std::fs::remove_file(p).with_context(|| format!("removing {}", p.display()))?;
             Some(p.clone())
         }
-        _ => None,
+        Dest::File(_) => None,
     };
     if json {
         println!(
