@@ -4,7 +4,8 @@
 //! threads (SMT siblings N and N+8, as Linux numbers them on that part, which is why the write-up
 //! pins the guest to `2-7,10-15` and keeps `0-1,8-9` for the host), per-core 32 KiB L1d and
 //! 256 KiB L2, one shared 16 MiB L3, one NUMA node; a GTX 1080 Ti at 01:00.0 with its HDMI
-//! audio function at 01:00.1 (both bound to vfio-pci, IOMMU group 1), the UHD 630 iGPU, the
+//! audio function at 01:00.1 (both bound to vfio-pci, IOMMU group 1 with the CPU's PCIe root
+//! port 00:01.0, as on that platform; VFIO cdevs vfio0 and vfio1), the UHD 630 iGPU, the
 //! Z390 chipset's SATA (two Samsung 860 EVO), USB and I219-V NIC. The interrupt table is an
 //! illustrative one of that machine with the guest running: the first rows are the write-up's own
 //! excerpt, the rest show the vfio vectors of the GPU and the chipset devices.
@@ -85,7 +86,25 @@ fn dev(
         parent: parent.map(str::to_string),
         os_devices: vec![],
         link_gbps: None,
+        vfio_cdev: None,
     }
+}
+
+/// The VFIO cdev numbers a 6.6+ kernel gives the GPU's two functions when vfio-pci binds
+/// them (the vfio-dev class has a dynamic major; minors count up in bind order).
+const VFIO_CDEV_MAJOR: u32 = 511;
+/// The dynamic major of the `vfio` group class on that boot.
+const VFIO_GROUP_MAJOR: u32 = 243;
+
+fn with_cdev(mut d: PciDevice, minor: u32) -> PciDevice {
+    d.vfio_cdev = Some(VfioCdev {
+        name: format!("vfio{minor}"),
+        dev: Some(DevNumber {
+            major: VFIO_CDEV_MAJOR,
+            minor,
+        }),
+    });
+    d
 }
 
 /// The raw topology of the built-in host.
@@ -243,33 +262,60 @@ pub fn raw_default() -> RawTopology {
                 &[124],
                 None,
             ),
-            dev(
-                "0000:01:00.0",
-                0x10de,
-                0x1b06,
-                0x0300,
-                "GP102 [GeForce GTX 1080 Ti]",
-                "vfio-pci",
-                1,
-                &[(0, 16 * MIB), (1, 256 * MIB), (3, 32 * MIB)],
-                &[126],
-                Some("0000:00:01.0"),
+            with_cdev(
+                dev(
+                    "0000:01:00.0",
+                    0x10de,
+                    0x1b06,
+                    0x0300,
+                    "GP102 [GeForce GTX 1080 Ti]",
+                    "vfio-pci",
+                    1,
+                    &[(0, 16 * MIB), (1, 256 * MIB), (3, 32 * MIB)],
+                    &[126],
+                    Some("0000:00:01.0"),
+                ),
+                0,
             ),
-            dev(
-                "0000:01:00.1",
-                0x10de,
-                0x10ef,
-                0x0403,
-                "GP102 HDMI Audio Controller",
-                "vfio-pci",
+            with_cdev(
+                dev(
+                    "0000:01:00.1",
+                    0x10de,
+                    0x10ef,
+                    0x0403,
+                    "GP102 HDMI Audio Controller",
+                    "vfio-pci",
+                    1,
+                    &[(0, 16 * KIB)],
+                    &[127],
+                    Some("0000:00:01.0"),
+                ),
                 1,
-                &[(0, 16 * KIB)],
-                &[127],
-                Some("0000:00:01.0"),
             ),
         ],
         interrupts,
         tsc_stable: Some(true),
+        vfio: Some(VfioNodes {
+            // the legacy container is VFIO_MINOR (196) on the misc major (10)
+            container: Some(DevNumber {
+                major: 10,
+                minor: 196,
+            }),
+            // iommufd registers with a dynamic misc minor
+            iommufd: Some(DevNumber {
+                major: 10,
+                minor: 124,
+            }),
+            groups: vec![VfioGroup {
+                id: 1,
+                node: "1".into(),
+                noiommu: false,
+                dev: Some(DevNumber {
+                    major: VFIO_GROUP_MAJOR,
+                    minor: 0,
+                }),
+            }],
+        }),
     }
 }
 
@@ -297,6 +343,21 @@ mod tests {
         assert_eq!(gpu.kind, DeviceKind::Gpu);
         assert_eq!(gpu.numa, Some(vec![0]));
         assert_eq!(h.pci("01:00.1").unwrap().slot(), gpu.slot());
+        // both GPU functions are VFIO-owned with a cdev each; the group node exists
+        assert!(gpu.vfio_bound());
+        assert_eq!(
+            gpu.vfio_cdev.as_ref().unwrap().path(),
+            "/dev/vfio/devices/vfio0"
+        );
+        let audio = h.pci("01:00.1").unwrap();
+        assert_eq!(audio.vfio_cdev.as_ref().unwrap().name, "vfio1");
+        let vfio = h.vfio.as_ref().unwrap();
+        assert_eq!(vfio.group(1).unwrap().path(), "/dev/vfio/1");
+        assert!(h
+            .pci_devices
+            .iter()
+            .filter(|d| d.vfio_cdev.is_some())
+            .all(|d| d.vfio_bound()));
         let t = h.interrupts.as_ref().unwrap();
         assert_eq!(t.cpus.len(), 16);
         assert_eq!(t.irqs.iter().filter(|i| i.is_vfio()).count(), 2);

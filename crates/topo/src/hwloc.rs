@@ -715,6 +715,7 @@ impl<'a, 'input> Loader<'a, 'input> {
                 parent: ctx.upstream.clone(),
                 os_devices: Vec::new(),
                 link_gbps: link,
+                vfio_cdev: None,
             },
             anchor,
             gpu_osdev: false,
@@ -1195,6 +1196,7 @@ impl<'a, 'input> Loader<'a, 'input> {
             pci_devices,
             interrupts: None,
             tsc_stable: None,
+            vfio: None,
         };
         raw.assemble()
     }

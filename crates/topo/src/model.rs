@@ -280,9 +280,104 @@ pub struct PciDevice {
     pub os_devices: Vec<String>,
     /// PCIe link speed in GB/s where known.
     pub link_gbps: Option<f32>,
+    /// The VFIO device cdev (`vfio-dev/vfioN`, opened as `/dev/vfio/devices/vfioN` with
+    /// IOMMUFD) while a VFIO driver owns the function; `None` where the function has none or
+    /// the source does not say (hwloc XML, kernels before 6.6 or without
+    /// `CONFIG_VFIO_DEVICE_CDEV`).
+    #[serde(default)]
+    pub vfio_cdev: Option<VfioCdev>,
+}
+
+/// A character device's numbers, as sysfs `dev` files spell them (`511:0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DevNumber {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl DevNumber {
+    /// Parse a sysfs `dev` file: `MAJOR:MINOR` and a newline.
+    pub fn parse(s: &str) -> Option<DevNumber> {
+        let (major, minor) = s.trim().split_once(':')?;
+        let num = |t: &str| -> Option<u32> {
+            (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| t.parse().ok())
+                .flatten()
+        };
+        Some(DevNumber {
+            major: num(major)?,
+            minor: num(minor)?,
+        })
+    }
+}
+
+impl std::fmt::Display for DevNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.major, self.minor)
+    }
+}
+
+/// The VFIO device cdev of one PCI function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VfioCdev {
+    /// `vfioN`: the node is `/dev/vfio/devices/vfioN`.
+    pub name: String,
+    /// From `vfio-dev/vfioN/dev`; `None` where the file is missing.
+    pub dev: Option<DevNumber>,
+}
+
+impl VfioCdev {
+    /// The node's path on the host.
+    pub fn path(&self) -> String {
+        format!("/dev/vfio/devices/{}", self.name)
+    }
+}
+
+/// A VFIO group device (`/sys/class/vfio/N`, the node `/dev/vfio/N`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VfioGroup {
+    /// The IOMMU group number.
+    pub id: u32,
+    /// The node's name under `/dev/vfio/`: the number, or `noiommu-N` for a group made by
+    /// `enable_unsafe_noiommu_mode` (no DMA isolation).
+    pub node: String,
+    pub noiommu: bool,
+    /// From the group device's `dev` file; `None` where it is missing.
+    pub dev: Option<DevNumber>,
+}
+
+impl VfioGroup {
+    pub fn path(&self) -> String {
+        format!("/dev/vfio/{}", self.node)
+    }
+}
+
+/// The host's VFIO device nodes as sysfs lists them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VfioNodes {
+    /// `/dev/vfio/vfio`, the legacy container (misc device `vfio`, 10:196); `None` when the
+    /// host has none (vfio not loaded, or a kernel without a VFIO container).
+    pub container: Option<DevNumber>,
+    /// `/dev/iommu` (misc device `iommu`, dynamic minor); `None` when iommufd is not loaded.
+    pub iommufd: Option<DevNumber>,
+    /// Every VFIO group device, sorted by IOMMU group.
+    pub groups: Vec<VfioGroup>,
+}
+
+impl VfioNodes {
+    pub fn group(&self, id: u32) -> Option<&VfioGroup> {
+        self.groups.iter().find(|g| g.id == id)
+    }
 }
 
 impl PciDevice {
+    /// Bound to a VFIO PCI driver: `vfio-pci`, or one of its variant drivers, which register
+    /// the same VFIO group and cdev (`mlx5_vfio_pci`, `nvgrace_gpu_vfio_pci`,
+    /// `hisi_acc_vfio_pci`, ...: module names ending in `vfio_pci`).
+    pub fn vfio_bound(&self) -> bool {
+        self.driver.as_deref().is_some_and(is_vfio_pci_driver)
+    }
+
     /// `dddd:bb:dd` — functions sharing this are parts of one multi-function device.
     pub fn slot(&self) -> &str {
         self.bdf
@@ -355,6 +450,11 @@ pub struct Host {
     /// Whether the TSC is usable as a stable clocksource (`constant_tsc` + `nonstop_tsc`, or
     /// `tsc` in available_clocksource); `None` where unknown.
     pub tsc_stable: Option<bool>,
+    /// VFIO device nodes (`/dev/vfio/vfio`, `/dev/iommu`, `/dev/vfio/GROUP`) from
+    /// `/sys/class`; `None` where the source does not say (hwloc XML, snapshots without
+    /// `/sys/class/misc`).
+    #[serde(default)]
+    pub vfio: Option<VfioNodes>,
 }
 
 impl Host {
@@ -395,6 +495,14 @@ impl Host {
     pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
         self.distances.as_ref()?.get(from, to)
     }
+}
+
+/// A VFIO PCI driver name: `vfio-pci` or a variant driver's module name (`mlx5_vfio_pci`).
+pub fn is_vfio_pci_driver(name: &str) -> bool {
+    name == "vfio-pci"
+        || name == "vfio_pci"
+        || name.ends_with("_vfio_pci")
+        || name.ends_with("-vfio-pci")
 }
 
 /// Normalize `1:00.0`, `01:00.0`, `0000:01:00.0` (any case) to `0000:01:00.0`.
@@ -458,6 +566,7 @@ pub struct RawTopology {
     pub pci_devices: Vec<PciDevice>,
     pub interrupts: Option<InterruptTable>,
     pub tsc_stable: Option<bool>,
+    pub vfio: Option<VfioNodes>,
 }
 
 impl RawTopology {
@@ -706,6 +815,11 @@ impl RawTopology {
             pci_devices: pci,
             interrupts: self.interrupts,
             tsc_stable: self.tsc_stable,
+            vfio: self.vfio.map(|mut v| {
+                v.groups
+                    .sort_by(|a, b| (a.id, &a.node).cmp(&(b.id, &b.node)));
+                v
+            }),
         })
     }
 }

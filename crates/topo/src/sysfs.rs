@@ -3,7 +3,9 @@
 //! ```text
 //! root/sys/devices/system/cpu   online PUs, cores, packages, dies, caches, CPU kinds   (cpu.rs, kinds.rs)
 //! root/sys/devices/system/node  NUMA nodes, memory, hugepages, distances, memory kind  (numa.rs)
-//! root/sys/bus/pci/devices      PCI functions, locality, IOMMU group, driver, BARs     (pci.rs)
+//! root/sys/bus/pci/devices      PCI functions, locality, IOMMU group, driver, BARs,    (pci.rs)
+//!                               VFIO cdev (vfio-dev/vfioN)
+//! root/sys/class/{misc,vfio}    VFIO nodes: /dev/vfio/vfio, /dev/iommu, /dev/vfio/GROUP (vfio.rs)
 //! root/proc                     cpuinfo, hostname, interrupts + affinities            (procfs.rs)
 //! ```
 //!
@@ -20,6 +22,7 @@ mod kinds;
 mod numa;
 mod pci;
 mod procfs;
+mod vfio;
 
 use std::path::{Path, PathBuf};
 
@@ -146,6 +149,7 @@ fn load(fs: &Fs) -> Result<Host, TopoError> {
         pci_devices,
         interrupts,
         tsc_stable: procfs::tsc_stable(&cpuinfo, clocksource.as_deref()),
+        vfio: vfio::read_nodes(fs),
     };
     raw.assemble()
 }

@@ -47,6 +47,9 @@ enum Command {
     Boot(cmd::boot::Args),
     /// Micro-benchmarks: timer, memory bandwidth, wakeup latency, frame times, comparisons.
     Bench(cmd::bench::Args),
+    /// Write a CDI spec for the VFIO devices (legacy groups or IOMMUFD) for container runtimes.
+    #[command(long_about = cmd::cdi::LONG_ABOUT)]
+    Cdi(cmd::cdi::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Some(Command::Sim(a)) => cmd::sim::run(a),
         Some(Command::Boot(a)) => cmd::boot::run(a),
         Some(Command::Bench(a)) => cmd::bench::run(a),
+        Some(Command::Cdi(a)) => cmd::cdi::run(a),
     };
     match result {
         Ok(code) => code,
@@ -80,6 +84,8 @@ fn main() -> ExitCode {
 fn changes_host(cmd: Option<&Command>) -> bool {
     match cmd {
         None | Some(Command::Topo(_) | Command::Plan(_) | Command::Sim(_)) => false,
+        // the spec file is renamed into place before anything is printed
+        Some(Command::Cdi(_)) => false,
         Some(Command::Apply(_) | Command::Restore(_) | Command::Hook(_)) => true,
         Some(Command::Irq(a)) => a.changes_host(),
         Some(Command::Boot(a)) => a.changes_host(),

@@ -238,6 +238,7 @@ pub fn synthetic(s: &Shape) -> Host {
             parent: None,
             os_devices: vec![],
             link_gbps: None,
+            vfio_cdev: None,
         });
     }
     raw.tsc_stable = s.tsc_stable;

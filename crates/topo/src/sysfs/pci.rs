@@ -1,7 +1,7 @@
 //! PCI devices from `/sys/bus/pci/devices/*`.
 
 use crate::cpuset::CpuSet;
-use crate::model::{normalize_bdf, Bar, DeviceKind, NumaNode, PciDevice};
+use crate::model::{normalize_bdf, Bar, DevNumber, DeviceKind, NumaNode, PciDevice, VfioCdev};
 
 use super::cpu::read_set;
 use super::fs::Fs;
@@ -145,7 +145,23 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
             fs.read(&format!("{dir}/current_link_speed")).as_deref(),
             fs.read(&format!("{dir}/current_link_width")).as_deref(),
         ),
+        vfio_cdev: vfio_cdev(fs, &dir),
     })
+}
+
+/// The VFIO device cdev a VFIO driver registers below the function:
+/// `vfio-dev/vfioN/dev` holds `MAJOR:MINOR` of `/dev/vfio/devices/vfioN` (Linux 6.6+,
+/// `CONFIG_VFIO_DEVICE_CDEV`; Documentation/driver-api/vfio.rst, "Device cdev Example").
+fn vfio_cdev(fs: &Fs, dir: &str) -> Option<VfioCdev> {
+    let names = fs.list(&format!("{dir}/vfio-dev"))?;
+    let name = names.into_iter().find(|n| {
+        n.strip_prefix("vfio")
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    })?;
+    let dev = fs
+        .read(&format!("{dir}/vfio-dev/{name}/dev"))
+        .and_then(|s| DevNumber::parse(&s));
+    Some(VfioCdev { name, dev })
 }
 
 /// BARs 0-5 of a `resource` file: `start end flags` per line, in hex.

@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod bench;
 pub mod boot;
+pub mod cdi;
 pub mod common;
 pub mod demo;
 pub mod irq;

@@ -195,7 +195,7 @@ pub fn render_tree(host: &Host) -> String {
     let rest: Vec<_> = host
         .pci_devices
         .iter()
-        .filter(|d| show_device(d.kind) && !shown_devs.contains(&d.bdf))
+        .filter(|d| show_device(d) && !shown_devs.contains(&d.bdf))
         .collect();
     if !rest.is_empty() {
         let _ = writeln!(out, "  PCI devices with unknown NUMA locality:");
@@ -232,6 +232,9 @@ pub fn render_tree(host: &Host) -> String {
             );
         }
     }
+    if let Some(v) = &host.vfio {
+        let _ = writeln!(out, "  VFIO nodes: {}", vfio_nodes_line(v));
+    }
     if let Some(t) = &host.interrupts {
         let vfio = t.irqs.iter().filter(|i| i.is_vfio()).count();
         let _ = writeln!(
@@ -243,6 +246,33 @@ pub fn render_tree(host: &Host) -> String {
         );
     }
     out
+}
+
+/// `/dev/vfio/vfio (10:196), /dev/iommu (10:124), groups /dev/vfio/1 (243:0)`, naming what
+/// the host lacks.
+fn vfio_nodes_line(v: &topo::VfioNodes) -> String {
+    let node = |path: &str, dev: Option<topo::DevNumber>| match dev {
+        Some(n) => format!("{path} ({n})"),
+        None => format!("no {path}"),
+    };
+    let groups = if v.groups.is_empty() {
+        "no VFIO groups".to_string()
+    } else {
+        let list: Vec<String> = v
+            .groups
+            .iter()
+            .map(|g| match g.dev {
+                Some(n) => format!("{} ({n})", g.path()),
+                None => g.path(),
+            })
+            .collect();
+        format!("groups {}", list.join(", "))
+    };
+    format!(
+        "{}, {}, {groups}",
+        node("/dev/vfio/vfio", v.container),
+        node("/dev/iommu", v.iommufd)
+    )
 }
 
 fn os(os_index: Option<u32>, id: u32) -> u32 {
@@ -304,8 +334,10 @@ fn numa_label(host: &Host, node: u32) -> String {
     s
 }
 
-fn show_device(kind: DeviceKind) -> bool {
-    !matches!(kind, DeviceKind::Bridge)
+/// Bridges are plumbing, except one a VFIO driver owns (an NVSwitch is an "other bridge"
+/// that is passed through like a GPU).
+fn show_device(d: &topo::PciDevice) -> bool {
+    !matches!(d.kind, DeviceKind::Bridge) || d.vfio_bound()
 }
 
 fn device_line(d: &topo::PciDevice) -> String {
@@ -334,6 +366,10 @@ fn device_line(d: &topo::PciDevice) -> String {
     if let Some(drv) = &d.driver {
         attrs.push(drv.clone());
     }
+    if let Some(c) = &d.vfio_cdev {
+        let dev = c.dev.map(|n| format!(" ({n})")).unwrap_or_default();
+        attrs.push(format!("VFIO cdev {}{dev}", c.path()));
+    }
     if let Some(big) = d.bars.iter().map(|b| b.size_bytes).max() {
         attrs.push(format!("largest BAR {}", human_bytes(big)));
     }
@@ -349,7 +385,7 @@ fn device_line(d: &topo::PciDevice) -> String {
 }
 
 fn render_devices(host: &Host, node: u32, depth: usize, out: &mut String, shown: &mut Vec<String>) {
-    for d in host.pci_devices.iter().filter(|d| show_device(d.kind)) {
+    for d in host.pci_devices.iter().filter(|d| show_device(d)) {
         if d.numa.as_ref().is_some_and(|n| n.contains(&node)) && !shown.contains(&d.bdf) {
             let _ = writeln!(out, "{}{}", "  ".repeat(depth), device_line(d));
             shown.push(d.bdf.clone());

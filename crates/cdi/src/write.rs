@@ -1,0 +1,101 @@
+//! Writing a spec where runtimes read it, atomically: a temporary file in the same
+//! directory, fsync'd, then renamed over the destination, as the CDI library's own writer
+//! does. The temporary name ends in `.tmp`, which CDI caches do not load (they read `.json`
+//! and `.yaml`), so a runtime that scans the directory meanwhile sees the old spec or the new
+//! one, never half of one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::names;
+use crate::CdiError;
+
+/// Where CDI looks for generated specs (`DefaultDynamicDir`; `/etc/cdi` is for static ones).
+pub const DEFAULT_DIR: &str = "/var/run/cdi";
+
+/// `dir/vendor-class.json`, the name CDI's `GenerateSpecName` gives a kind's spec.
+pub fn default_path(dir: &Path, kind: &str) -> Result<PathBuf, CdiError> {
+    let (vendor, class) = names::parse_kind(kind).map_err(CdiError::Kind)?;
+    Ok(dir.join(format!("{}.json", names::spec_file_stem(vendor, class))))
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CdiError + '_ {
+    move |source| CdiError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Replace `path` with `bytes` atomically (mode 0644), creating its directory (0755) when
+/// missing. On any error the old file, if any, is left as it was and no temporary remains.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CdiError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        set_mode(&dir, 0o755).map_err(io(&dir))?;
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".vmtune-cdi-")
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(io(&dir))?;
+    tmp.write_all(bytes).map_err(io(tmp.path()))?;
+    set_mode(tmp.path(), 0o644).map_err(io(path))?;
+    tmp.as_file().sync_all().map_err(io(path))?;
+    tmp.persist(path).map_err(|e| CdiError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    // the rename is durable once the directory is synced (best effort: some filesystems
+    // refuse fsync on a directory)
+    if let Ok(d) = std::fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn replaces_atomically_and_leaves_no_temporary() {
+        let d = tempfile::tempdir().unwrap();
+        let p = default_path(&d.path().join("run/cdi"), "vmtune.io/vfio").unwrap();
+        assert!(p.ends_with("run/cdi/vmtune.io-vfio.json"));
+        write_atomic(&p, b"{\"a\":1}\n").unwrap();
+        write_atomic(&p, b"{\"a\":2}\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":2}\n");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+        let names: Vec<String> = std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["vmtune.io-vfio.json".to_string()]);
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_old_file() {
+        let d = tempfile::tempdir().unwrap();
+        // the destination is a non-empty directory: the rename fails
+        let p = d.path().join("spec.json");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("keep"), "x").unwrap();
+        let e = write_atomic(&p, b"{}").unwrap_err().to_string();
+        assert!(e.contains("spec.json"), "{e}");
+        assert!(p.join("keep").exists());
+        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary left behind");
+        assert!(default_path(d.path(), "novendor").is_err());
+    }
+}
