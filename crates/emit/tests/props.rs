@@ -100,9 +100,14 @@ proptest! {
             let again = emit::libvirt::patch_domain(&out, &p).expect("patch again");
             prop_assert_eq!(&again, &out);
             let t = emit::libvirt::tenant_from_domain_xml(&out).expect("tenant");
-            let mut want = p.pinned_cpus();
-            if p.iothread_cpus.is_empty() && out.contains("<iothreadpin") {
-                want = want.union(&p.emulator_cpus);
+            // iothreads are pinned only where the domain has some (none is ever added)
+            let mut want = p.guest_cpus().union(&p.emulator_cpus);
+            if out.contains("<iothreadpin") {
+                want = want.union(if p.iothread_cpus.is_empty() {
+                    &p.emulator_cpus
+                } else {
+                    &p.iothread_cpus
+                });
             }
             prop_assert_eq!(t.cpus, want);
             let pages: u64 = t.hugepages.iter().map(|h| h.pages).sum();
