@@ -61,7 +61,8 @@ pub const KATA_MAX_ROOT_PORTS: usize = 16;
 
 /// `enable_annotations` of Kata's distribution configurations (`DEFENABLEANNOTATIONS` in
 /// `src/runtime/Makefile`): kept, since a drop-in's list replaces the file's.
-pub const DISTRIBUTION_ANNOTATIONS: &[&str] = &["enable_iommu", "kernel_params", "kernel_verity_params"];
+pub const DISTRIBUTION_ANNOTATIONS: &[&str] =
+    &["enable_iommu", "kernel_params", "kernel_verity_params"];
 /// The annotations the pod carries (base names), added to the distribution's list.
 pub const PLAN_ANNOTATIONS: &[&str] = &["default_vcpus", "default_memory", "enable_hugepages"];
 
@@ -381,7 +382,14 @@ mod tests {
 
     #[test]
     fn sums_are_the_plan_and_floors_hold() {
-        for (v, mib) in [(1, 256), (1, 320), (2, 512), (4, 4096), (12, 16384), (3, 300)] {
+        for (v, mib) in [
+            (1, 256),
+            (1, 320),
+            (2, 512),
+            (4, 4096),
+            (12, 16384),
+            (3, 300),
+        ] {
             let p = plan_of(v, mib);
             let s = sizing(&p);
             assert_eq!(s.default_vcpus + s.container_cpus, v, "{v} {mib}");

@@ -97,7 +97,12 @@ impl Holdings {
 
     fn add(&mut self, node: u32, size_kb: u64, pages: u64) {
         if pages > 0 {
-            let e = self.pages.entry(node).or_default().entry(size_kb).or_insert(0);
+            let e = self
+                .pages
+                .entry(node)
+                .or_default()
+                .entry(size_kb)
+                .or_insert(0);
             *e = e.saturating_add(pages);
         }
     }
@@ -242,10 +247,7 @@ pub fn account(tenants: &[Tenant], host: &Host) -> Result<Holdings, PlanError> {
             .map(|d| topo::normalize_bdf(d).unwrap_or_else(|| d.clone()))
             .collect();
         if !host.pci_devices.is_empty() {
-            let missing: Vec<&String> = devices
-                .iter()
-                .filter(|d| host.pci(d).is_none())
-                .collect();
+            let missing: Vec<&String> = devices.iter().filter(|d| host.pci(d).is_none()).collect();
             if !missing.is_empty() {
                 h.warnings.push(format!(
                     "tenant {:?} has device(s) {} that this host does not list (is the tenant from another host, or does the host model leave devices out?)",

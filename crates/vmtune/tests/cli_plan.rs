@@ -346,7 +346,11 @@ fn domain_is_patched_and_becomes_a_tenant() {
     args.extend(["--domain", path.to_str().unwrap(), "--emit", "qemu"]);
     let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("qemu-system-x86_64"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).starts_with("qemu-system-x86_64"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]

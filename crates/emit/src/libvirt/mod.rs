@@ -56,8 +56,8 @@ use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
 pub use crate::values::parse_libvirt_cpuset;
-pub use read::{domain_choices, tenant_from_domain_xml};
 use read::{child, parse_doc, DomainInfo};
+pub use read::{domain_choices, tenant_from_domain_xml};
 
 /// Order in which `virsh dumpxml` writes the children of `<domain>` (libvirt's
 /// `virDomainDefFormatInternal`); used to place elements the input lacks.
@@ -209,8 +209,7 @@ fn hyperv_element(plan: &Plan) -> Option<(El, Vec<String>)> {
 fn timer_element(t: &Timer) -> El {
     let mut x = El::new("timer").attr("name", &t.name);
     if let Some(tp) = &t.tickpolicy {
-        if TICKPOLICIES.contains(&tp.as_str()) && t.name != "kvmclock" && t.name != "hypervclock"
-        {
+        if TICKPOLICIES.contains(&tp.as_str()) && t.name != "kvmclock" && t.name != "hypervclock" {
             x = x.attr("tickpolicy", tp);
         }
     }
@@ -393,7 +392,6 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
     }
     out
 }
-
 
 /// The `<vcpu>`, `<cputune>`, `<numatune>`, `<memoryBacking>`, `<cpu>` and `<features>`
 /// elements for the plan (plus `<memory>` and `<clock>`), as an XML fragment to paste into a

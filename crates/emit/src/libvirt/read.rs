@@ -30,8 +30,9 @@ pub(crate) fn child<'a, 'i>(
     n: roxmltree::Node<'a, 'i>,
     name: &str,
 ) -> Option<roxmltree::Node<'a, 'i>> {
-    n.children()
-        .find(|c| c.is_element() && c.tag_name().name() == name && c.tag_name().namespace().is_none())
+    n.children().find(|c| {
+        c.is_element() && c.tag_name().name() == name && c.tag_name().namespace().is_none()
+    })
 }
 
 pub(crate) fn children<'a, 'i: 'a>(
@@ -165,7 +166,12 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
         c.cpu_mode = Some(mode.to_string());
         c.hypervisor_policy = children(cpu, "feature")
             .find(|f| f.attribute("name").map(str::trim) == Some("hypervisor"))
-            .map(|f| f.attribute("policy").unwrap_or("require").trim().to_string());
+            .map(|f| {
+                f.attribute("policy")
+                    .unwrap_or("require")
+                    .trim()
+                    .to_string()
+            });
     }
     if let Some(clock) = child(root, "clock") {
         for t in children(clock, "timer") {
