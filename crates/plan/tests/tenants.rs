@@ -65,9 +65,18 @@ fn a_tenant_on_one_node_leaves_the_other_free() {
     let h = host("32em64t-2n8c2t-pci-normalio.xml");
     let held = 30 * GIB + GIB / 2;
     // named node (plan JSON, <numatune nodeset='0'>), or found through its CPUs on node 0
-    for t in [tenant("0-3", Some(0), held), tenant("0-3,16-19", None, held)] {
-        assert_eq!(capacity(&h, std::slice::from_ref(&t), 0), node_memory(&h, 0) - held);
-        assert_eq!(capacity(&h, std::slice::from_ref(&t), 1), node_memory(&h, 1));
+    for t in [
+        tenant("0-3", Some(0), held),
+        tenant("0-3,16-19", None, held),
+    ] {
+        assert_eq!(
+            capacity(&h, std::slice::from_ref(&t), 0),
+            node_memory(&h, 0) - held
+        );
+        assert_eq!(
+            capacity(&h, std::slice::from_ref(&t), 1),
+            node_memory(&h, 1)
+        );
         let p = plan::plan(&req(4, 8 * GIB), &h, std::slice::from_ref(&t)).expect("8G fits");
         assert_eq!(p.memory.host_nodes, vec![1], "{:?}", p.rationale);
         assert!(p
@@ -81,17 +90,29 @@ fn a_tenant_on_one_node_leaves_the_other_free() {
     // no node, no CPUs: an even split, said as an assumption; 8G still fits
     let t = tenant("", None, held);
     let half = held / 2;
-    assert_eq!(capacity(&h, std::slice::from_ref(&t), 0), node_memory(&h, 0) - half);
-    assert_eq!(capacity(&h, std::slice::from_ref(&t), 1), node_memory(&h, 1) - half);
+    assert_eq!(
+        capacity(&h, std::slice::from_ref(&t), 0),
+        node_memory(&h, 0) - half
+    );
+    assert_eq!(
+        capacity(&h, std::slice::from_ref(&t), 1),
+        node_memory(&h, 1) - half
+    );
     let p = plan::plan(&req(4, 8 * GIB), &h, &[t]).expect("fits");
-    assert!(p.rationale.iter().any(|r| r.contains("assumed spread evenly")));
+    assert!(p
+        .rationale
+        .iter()
+        .any(|r| r.contains("assumed spread evenly")));
 }
 
 #[test]
 fn a_24_gib_tenant_caps_only_its_node() {
     let h = host("cts1-pascal.xml");
     let t = tenant("18-21", None, 24 * GIB);
-    assert_eq!(capacity(&h, std::slice::from_ref(&t), 0), node_memory(&h, 0));
+    assert_eq!(
+        capacity(&h, std::slice::from_ref(&t), 0),
+        node_memory(&h, 0)
+    );
     assert_eq!(
         capacity(&h, std::slice::from_ref(&t), 1),
         node_memory(&h, 1) - 24 * GIB

@@ -56,8 +56,8 @@ use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
 pub use crate::values::parse_libvirt_cpuset;
-use read::{child, parse_doc, DomainInfo};
 pub use read::{domain_choices, tenant_from_domain_xml};
+use read::{parse_doc, DomainInfo};
 
 /// Order in which `virsh dumpxml` writes the children of `<domain>` (libvirt's
 /// `virDomainDefFormatInternal`); used to place elements the input lacks.
@@ -469,11 +469,4 @@ pub fn patch(xml: &str, plan: &Plan) -> Result<Patched, EmitError> {
 /// [`patch`], the XML only.
 pub fn patch_domain(xml: &str, plan: &Plan) -> Result<String, EmitError> {
     patch(xml, plan).map(|p| p.xml)
-}
-
-/// Whether `child` exists at the top of the domain (for tests and callers that check shapes).
-pub fn has_element(xml: &str, name: &str) -> bool {
-    parse_doc(xml)
-        .map(|d| child(d.root_element(), name).is_some())
-        .unwrap_or(false)
 }
