@@ -628,7 +628,7 @@ fn kubevirt_plans() -> Vec<(String, Plan)> {
     ] {
         let (_, p) = &common::plans()[0];
         let r = emit::libvirt::patch(&common::read(d), p).expect("patch");
-        v.push((format!("seed000 plan + {d}"), r.plan));
+        v.push((format!("gaming plan + {d}"), r.plan));
     }
     v
 }
