@@ -285,3 +285,22 @@ fn patch_rejects_what_is_not_a_domain() {
     empty.request.vcpus = 0;
     assert!(patch_domain(&common::read("domain_minimal.xml"), &empty).is_err());
 }
+
+#[test]
+fn unknown_names_are_said_in_fragments_and_never_pile_up_in_patches() {
+    let mut p = common::plan("plan_seed000_win10_gaming.json");
+    p.cpu_features.hyperv.push("warp_drive".into());
+    p.cpu_features.timers.push(plan::Timer {
+        name: "sundial".into(),
+        present: true,
+        tickpolicy: None,
+    });
+    let frag = domain_fragment(&p);
+    assert!(frag.contains("unknown Hyper-V enlightenment \"warp_drive\""), "{frag}");
+    assert!(frag.contains("unknown timer \"sundial\""), "{frag}");
+    for d in common::DOMAINS {
+        let once = patch_domain(&common::read(d), &p).expect("patch");
+        assert!(!once.contains("warp_drive") && !once.contains("sundial"), "{once}");
+        assert_eq!(patch_domain(&once, &p).expect("again"), once, "{d}");
+    }
+}

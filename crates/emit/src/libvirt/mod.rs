@@ -312,10 +312,13 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
     f.push(El::new("apic").soft());
     if let Some((h, unknown)) = hyperv_element(plan) {
         f.push(h);
-        for u in &unknown {
-            f.comment(format!(
-                "vmtune: unknown Hyper-V enlightenment {u:?} left out"
-            ));
+        // said in a fragment; a patch adds no comment (it would pile up on every patch)
+        if info.is_none() {
+            for u in &unknown {
+                f.comment(format!(
+                    "vmtune: unknown Hyper-V enlightenment {u:?} left out"
+                ));
+            }
         }
     }
     if plan.cpu_features.kvm_hidden {
@@ -383,7 +386,9 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
             .keep_start();
         for t in &timers {
             if !TIMERS.contains(&t.name.as_str()) {
-                c.comment(format!("vmtune: unknown timer {:?} left out", t.name));
+                if info.is_none() {
+                    c.comment(format!("vmtune: unknown timer {:?} left out", t.name));
+                }
                 continue;
             }
             c.push(timer_element(t));
