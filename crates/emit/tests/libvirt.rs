@@ -296,11 +296,17 @@ fn unknown_names_are_said_in_fragments_and_never_pile_up_in_patches() {
         tickpolicy: None,
     });
     let frag = domain_fragment(&p);
-    assert!(frag.contains("unknown Hyper-V enlightenment \"warp_drive\""), "{frag}");
+    assert!(
+        frag.contains("unknown Hyper-V enlightenment \"warp_drive\""),
+        "{frag}"
+    );
     assert!(frag.contains("unknown timer \"sundial\""), "{frag}");
     for d in common::DOMAINS {
         let once = patch_domain(&common::read(d), &p).expect("patch");
-        assert!(!once.contains("warp_drive") && !once.contains("sundial"), "{once}");
+        assert!(
+            !once.contains("warp_drive") && !once.contains("sundial"),
+            "{once}"
+        );
         assert_eq!(patch_domain(&once, &p).expect("again"), once, "{d}");
     }
 }
