@@ -263,6 +263,9 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
             warnings.push(format!(
                 "{src} starts {online} of its {max} vCPUs ({how}); the patched domain starts all {n} of the plan's vCPUs, each pinned"
             ));
+            rationale.push(format!(
+                "all {n} vCPUs start, each pinned to its own host CPU: {src}'s offline vCPUs ({how}) would leave pinned host CPUs idle"
+            ));
         }
     }
 
@@ -275,6 +278,9 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
     if f.hide_hypervisor && user_requires {
         warnings.push(format!(
             "{src} requires the hypervisor CPUID bit; the Windows 7 plan hides it (Windows 7 timer note: Windows 7 then uses the TSC instead of the emulated ACPI PM timer), so that <feature> is replaced"
+        ));
+        rationale.push(format!(
+            "hypervisor CPUID bit hidden although {src} requires it: the Windows 7 timer fix needs it hidden"
         ));
     }
     if !f.hide_hypervisor && user_hides {
@@ -308,6 +314,9 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
     if f.hide_hypervisor && dom.hyperv.iter().any(|e| e.on) && !user_hides {
         warnings.push(format!(
             "the plan hides the hypervisor CPUID bit for Windows 7: {src}'s <hyperv> settings stay as written, but Windows 7 cannot see them"
+        ));
+        rationale.push(format!(
+            "Hyper-V: {src}'s <hyperv> settings kept as written, inactive with the hypervisor bit hidden"
         ));
     }
 
@@ -459,6 +468,7 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
     }
 
     // Timers: the plan's replace the domain's timers of the same name.
+    let mut replaced = Vec::new();
     for t in &f.timers {
         let Some(u) = dom.timers.iter().find(|u| u.name == t.name) else {
             continue;
@@ -480,7 +490,14 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
                 timer_words(Some(t.present), t.tickpolicy.as_deref()),
                 timer_words(u.present, u.tickpolicy.as_deref())
             ));
+            replaced.push(t.name.clone());
         }
+    }
+    if !replaced.is_empty() {
+        rationale.push(format!(
+            "timers {} set as the plan chose them, not as {src} had them (see the warnings)",
+            replaced.join(", ")
+        ));
     }
 
     // The CPU model.
