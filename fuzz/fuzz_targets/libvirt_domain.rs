@@ -1,7 +1,8 @@
 #![no_main]
-//! libvirt domain XML: `tenant_from_domain_xml` and `patch_domain` on arbitrary input must
-//! return a value or an error, never panic; a patched domain must parse again and patching it
-//! a second time must change nothing.
+//! libvirt domain XML: `tenant_from_domain_xml`, `domain_choices` and `patch` on arbitrary
+//! input must return a value or an error, never panic; a patched domain must parse again,
+//! keep every Hyper-V setting the input had, and patching it a second time must change
+//! nothing; merging the domain's choices into a plan twice changes nothing more.
 use libfuzzer_sys::fuzz_target;
 use plan::{
     CpuFeatures, GuestNumaCell, GuestOs, GuestTopology, HugepagePolicy, IrqPlan, MemoryPlan, Plan,
@@ -36,7 +37,9 @@ fn plan(windows: bool) -> Plan {
         devices: vec![PlannedDevice { bdf: "0000:01:00.0".into(), kind: topo::DeviceKind::Gpu, numa: None, iommu_group: None }],
         irq: IrqPlan { vfio_cpus: CpuSet::range(2, 6), host_cpus: CpuSet::range(0, 2) },
         cpu_features: CpuFeatures {
-            hyperv: if windows { vec!["relaxed".into(), "spinlocks".into(), "bogus".into()] } else { vec![] },
+            hyperv: if windows { vec!["relaxed".into(), "spinlocks".into(), "synic".into(), "stimer".into(), "bogus".into()] } else { vec![] },
+            hyperv_off: vec![],
+            hyperv_passthrough: false,
             invtsc: true,
             hide_hypervisor: false,
             kvm_hidden: windows,
@@ -53,9 +56,25 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = emit::libvirt::tenant_from_domain_xml(text);
     let p = plan(data.first().is_some_and(|b| b & 1 == 1));
-    if let Ok(out) = emit::libvirt::patch_domain(text, &p) {
-        let again = emit::libvirt::patch_domain(&out, &p);
+    if let Ok(choices) = emit::libvirt::domain_choices(text) {
+        let mut once = p.clone();
+        plan::adopt_domain(&mut once, &choices);
+        let mut twice = once.clone();
+        plan::adopt_domain(&mut twice, &choices);
+        assert_eq!(once, twice, "adopt_domain is not idempotent");
+    }
+    if let Ok(out) = emit::libvirt::patch(text, &p) {
+        let again = emit::libvirt::patch_domain(&out.xml, &p);
         assert!(again.is_ok(), "patched output does not parse: {again:?}");
-        let _ = emit::libvirt::tenant_from_domain_xml(&out);
+        assert_eq!(again.ok().as_deref(), Some(out.xml.as_str()), "patch is not idempotent");
+        let _ = emit::libvirt::tenant_from_domain_xml(&out.xml);
+        if let (Ok(before), Ok(after)) = (
+            emit::libvirt::domain_choices(text),
+            emit::libvirt::domain_choices(&out.xml),
+        ) {
+            for e in &before.hyperv {
+                assert!(after.hyperv.contains(e), "lost {e:?}");
+            }
+        }
     }
 });

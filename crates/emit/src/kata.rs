@@ -1,73 +1,116 @@
-//! Kata Containers: `configuration.toml` settings, pod annotations and the pod's resources.
+//! Kata Containers: a `configuration.toml` drop-in, pod annotations and the pod's resources.
 //!
-//! How Kata sizes a VM (runtime `static_sandbox_resource_mgmt = true`, the default of the
-//! GPU runtime classes): vCPUs = `default_vcpus` + the containers' CPU limits, memory =
-//! `default_memory` + the containers' memory limits, all at boot (no hotplug, which matters
-//! with VFIO: hot-added RAM must be pinned and mapped again). So the plan's vCPUs and memory
-//! are split into a base (the annotations) and the container limits; their sums are the
-//! plan's. The hugepages resource covers the whole guest RAM (Kata GPU boot study: without it, QEMU
-//! cannot use the node's pre-allocated 1 GiB pages and boot spends minutes in page pinning).
+//! How Kata sizes a VM with `static_sandbox_resource_mgmt = true` (the GPU runtime classes'
+//! default; everything at boot, no hotplug, which matters with VFIO: hot-added RAM must be
+//! pinned and mapped again):
+//! - Kata's Go runtime: vCPUs = `default_vcpus` + the containers' CPU limits, memory =
+//!   `default_memory` + the containers' memory limits (`oci.SandboxConfig`);
+//! - runtime-rs: vCPUs = `overhead_vcpus` + the CPU limits, memory = `overhead_memory` + the
+//!   memory limits (`InitialSizeManager::setup_config`).
 //!
-//! What Kata cannot be told: which host CPUs. The kubelet's static CPU manager gives a
-//! Guaranteed pod (integer CPU requests = limits) an exclusive cpuset; with
-//! `enable_vcpus_pinning = true` Kata pins vCPU *n* to the *n*th CPU of it. To put the vCPUs
-//! on the plan's CPUs exactly, run `vmtune apply PLAN.json --pid QEMU_PID` after the start.
-//! Kata always backs hugepage RAM with the hugetlbfs at `/dev/hugepages`, so for 1 GiB pages
-//! that mount (the kernel's `default_hugepagesz`) must be 1 GiB, as on the Kata GPU boot study host.
+//! So the plan is split into a base and the container's limits whose sums are the plan's:
+//! - vCPUs: the base is 0 (the `default_vcpus` annotation; `overhead_vcpus` for runtime-rs)
+//!   and the container asks for all of them as a whole-CPU limit. The pod is Guaranteed
+//!   (requests = limits for CPU and memory), so the kubelet's static CPU manager gives it
+//!   exactly that many exclusive CPUs, and `enable_vcpus_pinning` pins vCPU *n* to the *n*th
+//!   of them — Kata pins only when the vCPU count equals the cpuset's size.
+//! - Memory: the base is half the plan, at least [`KATA_MIN_MEMORY_MIB`] (below it the Go
+//!   runtime replaces a configured `default_memory` with 2048 and refuses the annotation) and
+//!   at most Kata's default 2048 MiB; the container gets the rest, at least
+//!   [`MIN_CONTAINER_MEMORY_MIB`]. A plan too small for both gets a bigger VM, and the
+//!   output says by how much.
+//!
+//! The hugepages resource covers the whole guest RAM (Kata GPU boot study: without it, QEMU
+//! cannot use the node's pre-allocated 1 GiB pages and boot spends minutes in page pinning;
+//! the kubelet also caps the pod's hugetlb cgroup at it).
+//!
+//! What Kata cannot be told: which host CPUs. To put the vCPUs on the plan's CPUs exactly,
+//! run `vmtune apply PLAN.json --pid QEMU_PID` after the start. Kata always backs hugepage
+//! RAM with the hugetlbfs at `/dev/hugepages`, so for 1 GiB pages that mount (the kernel's
+//! `default_hugepagesz`) must be 1 GiB, as on the Kata GPU boot study host.
+//!
+//! The TOML is a drop-in (`config.d/` beside the runtime's configuration file, which both
+//! runtimes read after it): only the keys listed change. A drop-in replaces arrays whole, so
+//! `enable_annotations` repeats the distribution's list ([`DISTRIBUTION_ANNOTATIONS`]) and
+//! adds the plan's.
+
+use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use plan::Plan;
 
+use crate::features::vcpu_count;
 use crate::hugepage_quantity;
 
 /// Annotation prefix of Kata's per-pod hypervisor settings.
 pub const ANNOTATION_PREFIX: &str = "io.katacontainers.config.hypervisor.";
 
-/// Kata's own default base memory (`DEFMEMSZ`), MiB.
+/// The Go runtime's floor for `default_memory` (`vc.MinHypervisorMemory`), MiB: a configured
+/// value below it becomes 2048, an annotation below it is refused.
+pub const KATA_MIN_MEMORY_MIB: u64 = 256;
+/// runtime-rs's floor for the `default_memory` annotation (`MIN_QEMU_MEMORY_SIZE_MB`), MiB.
+pub const KATA_RS_MIN_MEMORY_MIB: u64 = 64;
+/// Kata's own default base memory (`DEFMEMSZ`), MiB: the most vmtune puts in the base.
 const KATA_BASE_MEMORY_MIB: u64 = 2048;
+/// vmtune's floor for the container's memory limit, MiB: a Guaranteed pod needs one, and a
+/// workload needs some memory besides the guest kernel and agent in the base.
+pub const MIN_CONTAINER_MEMORY_MIB: u64 = 64;
+/// Root ports the Go runtime creates at most (`maxPCIeRootPorts`); more are clamped.
+pub const KATA_MAX_ROOT_PORTS: usize = 16;
+
+/// `enable_annotations` of Kata's distribution configurations (`DEFENABLEANNOTATIONS` in
+/// `src/runtime/Makefile`): kept, since a drop-in's list replaces the file's.
+pub const DISTRIBUTION_ANNOTATIONS: &[&str] =
+    &["enable_iommu", "kernel_params", "kernel_verity_params"];
+/// The annotations the pod carries (base names), added to the distribution's list.
+pub const PLAN_ANNOTATIONS: &[&str] = &["default_vcpus", "default_memory", "enable_hugepages"];
 
 /// The plan split into Kata's base sandbox size and the container limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sizing {
+    /// `default_vcpus` annotation (Go) and `overhead_vcpus` (runtime-rs): always 0.
     pub default_vcpus: u32,
-    /// Whole CPUs for the container limit (0: no CPU limit beyond the base).
+    /// Whole CPUs of the container's limit: the plan's vCPUs.
     pub container_cpus: u32,
+    /// `default_memory` (Go) and `overhead_memory` (runtime-rs), MiB.
     pub default_memory_mib: u64,
     pub container_memory_mib: u64,
+    /// MiB the VM gets beyond the plan (a plan too small for Kata's floor and a container).
+    pub extra_memory_mib: u64,
     /// `hugepages-2Mi`/`hugepages-1Gi` and the quantity in bytes, when the plan has them.
     pub hugepages: Option<(String, u64)>,
 }
 
-fn total_vcpus(plan: &Plan) -> u32 {
-    if plan.vcpus.is_empty() {
-        plan.request.vcpus
-    } else {
-        u32::try_from(plan.vcpus.len()).unwrap_or(u32::MAX)
-    }
-}
-
-/// Split the plan: one base vCPU (Kata's agent and the sandbox) plus whole CPUs for the
-/// container; the base memory is Kata's default or half the plan, whichever is smaller.
+/// Split the plan (see the module docs).
 pub fn sizing(plan: &Plan) -> Sizing {
-    let n = total_vcpus(plan).max(1);
+    let n = u32::try_from(vcpu_count(plan)).unwrap_or(u32::MAX).max(1);
     let mem_mib = plan.request.memory_bytes.div_ceil(1 << 20).max(1);
-    let base_mem = KATA_BASE_MEMORY_MIB.min(mem_mib.div_ceil(2));
+    let (base, container) = if mem_mib >= KATA_MIN_MEMORY_MIB + MIN_CONTAINER_MEMORY_MIB {
+        let base = (mem_mib / 2)
+            .clamp(KATA_MIN_MEMORY_MIB, KATA_BASE_MEMORY_MIB)
+            .min(mem_mib - MIN_CONTAINER_MEMORY_MIB);
+        (base, mem_mib - base)
+    } else {
+        (KATA_MIN_MEMORY_MIB, MIN_CONTAINER_MEMORY_MIB)
+    };
+    let vm_mib = base + container;
     let hugepages = hugepage_quantity(plan.memory.hugepage_size_kb).map(|name| {
         let size = plan.memory.hugepage_size_kb * 1024;
         // whole pages covering the guest RAM (the plan's count, or computed if absent)
-        let pages = if plan.memory.pages > 0 {
+        let pages = if plan.memory.pages > 0 && vm_mib == mem_mib {
             plan.memory.pages
         } else {
-            plan.request.memory_bytes.div_ceil(size)
+            (vm_mib << 20).div_ceil(size)
         };
         (format!("hugepages-{name}"), pages.saturating_mul(size))
     });
     Sizing {
-        default_vcpus: 1,
-        container_cpus: n - 1,
-        default_memory_mib: base_mem,
-        container_memory_mib: mem_mib - base_mem,
+        default_vcpus: 0,
+        container_cpus: n,
+        default_memory_mib: base,
+        container_memory_mib: container,
+        extra_memory_mib: vm_mib.saturating_sub(mem_mib),
         hugepages,
     }
 }
@@ -85,8 +128,6 @@ struct Hypervisor {
 
 #[derive(Serialize)]
 struct Qemu {
-    default_vcpus: u32,
-    default_maxvcpus: u32,
     default_memory: u64,
     enable_hugepages: bool,
     enable_mem_prealloc: bool,
@@ -94,6 +135,8 @@ struct Qemu {
     cpu_features: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     cold_plug_vfio: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hot_plug_vfio: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pcie_root_port: Option<usize>,
     enable_annotations: Vec<&'static str>,
@@ -105,7 +148,8 @@ struct Runtime {
     enable_vcpus_pinning: bool,
 }
 
-/// Kata's `cpu_features` string: the upstream default `pmu=off` plus the plan's features.
+/// Kata's `cpu_features` string: the distribution's `pmu=off` (x86 `CPUFEATURES`) plus the
+/// plan's features.
 fn cpu_features(plan: &Plan) -> String {
     let mut v = vec!["pmu=off".to_string()];
     if plan.cpu_features.invtsc {
@@ -117,25 +161,34 @@ fn cpu_features(plan: &Plan) -> String {
     v.join(",")
 }
 
-/// `configuration.toml` `[hypervisor.qemu]` (and the two `[runtime]` keys it needs) for a
-/// runtime class dedicated to VMs of this plan's shape.
+/// The `enable_annotations` list the drop-in writes: the distribution's, then the plan's.
+pub fn enable_annotations() -> Vec<&'static str> {
+    DISTRIBUTION_ANNOTATIONS
+        .iter()
+        .chain(PLAN_ANNOTATIONS)
+        .copied()
+        .collect()
+}
+
+/// A `config.d/` drop-in for the runtime class that runs VMs of this plan's shape.
 pub fn config_toml(plan: &Plan) -> String {
     let s = sizing(plan);
     let hp = s.hugepages.is_some();
+    let devices = plan.devices.len();
     let cfg = Config {
         hypervisor: Hypervisor {
             qemu: Qemu {
-                default_vcpus: s.default_vcpus,
-                default_maxvcpus: total_vcpus(plan).max(1),
                 default_memory: s.default_memory_mib,
                 enable_hugepages: hp,
                 // hugepages imply preallocation in Kata; say so for 4K too: VFIO pins it all
-                enable_mem_prealloc: hp || !plan.devices.is_empty(),
+                enable_mem_prealloc: hp || devices > 0,
                 enable_iothreads: !plan.iothread_cpus.is_empty(),
                 cpu_features: cpu_features(plan),
-                cold_plug_vfio: (!plan.devices.is_empty()).then_some("root-port"),
-                pcie_root_port: (!plan.devices.is_empty()).then_some(plan.devices.len()),
-                enable_annotations: vec!["default_vcpus", "default_memory", "enable_hugepages"],
+                // cold-plug at boot; the Go runtime refuses hot- and cold-plug together
+                cold_plug_vfio: (devices > 0).then_some("root-port"),
+                hot_plug_vfio: (devices > 0).then_some("no-port"),
+                pcie_root_port: (devices > 0).then_some(devices.min(KATA_MAX_ROOT_PORTS)),
+                enable_annotations: enable_annotations(),
             },
         },
         runtime: Runtime {
@@ -144,23 +197,37 @@ pub fn config_toml(plan: &Plan) -> String {
         },
     };
     let body = toml::to_string(&cfg).unwrap_or_default();
-    let note = if plan.memory.hugepage_size_kb >= 1 << 20 {
-        "# Kata backs guest RAM with the hugetlbfs at /dev/hugepages: boot the host with\n\
-         # default_hugepagesz=1G so that mount serves 1 GiB pages (Kata GPU boot study's host).\n"
-    } else {
-        ""
-    };
-    format!(
+    let mut head = format!(
         "# vmtune: Kata settings for {} ({} vCPUs, {} MiB{}).\n\
-         # Merge into configuration-qemu*.toml; keys not listed keep their values.\n{note}{body}",
+         # A drop-in: save as config.d/50-vmtune.toml beside the runtime class's\n\
+         # configuration-qemu*.toml; keys not listed keep their values.\n",
         plan.request.name.as_deref().unwrap_or("this plan"),
-        total_vcpus(plan),
+        vcpu_count(plan),
         plan.request.memory_bytes / (1 << 20),
         s.hugepages
             .as_ref()
             .map(|(n, _)| format!(", {n}"))
             .unwrap_or_default()
-    )
+    );
+    if plan.memory.hugepage_size_kb >= 1 << 20 {
+        head.push_str(
+            "# Kata backs guest RAM with the hugetlbfs at /dev/hugepages: boot the host with\n\
+             # default_hugepagesz=1G so that mount serves 1 GiB pages (Kata GPU boot study's host).\n",
+        );
+    }
+    if devices > KATA_MAX_ROOT_PORTS {
+        let _ = writeln!(
+            head,
+            "# {devices} devices but Kata creates at most {KATA_MAX_ROOT_PORTS} root ports: use cold_plug_vfio = \"switch-port\" for the rest."
+        );
+    }
+    let _ = write!(
+        head,
+        "# runtime-rs sizes a static sandbox from overhead_* instead of default_*; for it add\n\
+         # overhead_vcpus = {}.0 and overhead_memory = {} under [hypervisor.qemu].\n",
+        s.default_vcpus, s.default_memory_mib
+    );
+    format!("{head}{body}")
 }
 
 /// Pod annotations (`io.katacontainers.config.hypervisor.*`) for the plan; they need the
@@ -230,9 +297,9 @@ pub(crate) fn gpu_count(plan: &Plan) -> usize {
         .count()
 }
 
-/// A Pod manifest with the annotations and the container's `resources` (limits = requests,
-/// so the pod is Guaranteed and the kubelet's CPU manager gives it exclusive CPUs), as seed
-/// 001 writes them.
+/// A Pod manifest with the annotations and the container's `resources`: limits = requests
+/// for every resource, whole CPUs, so the pod is Guaranteed and the kubelet's static CPU
+/// manager gives it one exclusive CPU per vCPU (as the Kata GPU boot study writes its pods).
 pub fn pod_spec_yaml(plan: &Plan) -> String {
     let s = sizing(plan);
     let gpus = gpu_count(plan);
@@ -246,36 +313,95 @@ pub fn pod_spec_yaml(plan: &Plan) -> String {
         // the device plugin's resource name; `nvidia.com/gpu` for the NVIDIA GPU operator
         res.push(("nvidia.com/gpu".into(), gpus.to_string()));
     }
-    if s.container_cpus > 0 {
-        res.push(("cpu".into(), q(&s.container_cpus.to_string())));
-    }
+    res.push(("cpu".into(), q(&s.container_cpus.to_string())));
     res.push(("memory".into(), quantity(s.container_memory_mib << 20)));
     if let Some((name, bytes)) = &s.hugepages {
         res.push((name.clone(), quantity(*bytes)));
     }
     let mut y = String::new();
     y.push_str("# vmtune: Kata sizes the VM as the annotations' base plus these limits:\n");
-    y.push_str(&format!(
-        "# {} + {} vCPUs, {} + {} MiB = the plan's {} vCPUs, {} MiB.\n",
+    let _ = writeln!(
+        y,
+        "# {} + {} vCPUs, {} + {} MiB = {} vCPUs, {} MiB{}.",
         s.default_vcpus,
         s.container_cpus,
         s.default_memory_mib,
         s.container_memory_mib,
-        total_vcpus(plan).max(1),
-        s.default_memory_mib + s.container_memory_mib
-    ));
+        s.default_vcpus + s.container_cpus,
+        s.default_memory_mib + s.container_memory_mib,
+        if s.extra_memory_mib > 0 {
+            format!(
+                ": {} MiB more than the plan's {} MiB, since Kata's base is at least {KATA_MIN_MEMORY_MIB} MiB and the container needs a memory limit ({MIN_CONTAINER_MEMORY_MIB} MiB at least) for a Guaranteed pod",
+                s.extra_memory_mib,
+                plan.request.memory_bytes.div_ceil(1 << 20)
+            )
+        } else {
+            ", the plan's".into()
+        }
+    );
+    y.push_str("# Guaranteed QoS (requests = limits): the static CPU manager gives the pod\n");
+    let _ = writeln!(
+        y,
+        "# {} exclusive CPU(s), and Kata pins one vCPU to each.",
+        s.container_cpus
+    );
     y.push_str("apiVersion: v1\nkind: Pod\nmetadata:\n");
-    y.push_str(&format!("  name: {}\n  annotations:\n", k8s_name(plan)));
+    let _ = writeln!(y, "  name: {}\n  annotations:", k8s_name(plan));
     for (k, v) in pod_annotations(plan) {
-        y.push_str(&format!("    {k}: {}\n", q(&v)));
+        let _ = writeln!(y, "    {k}: {}", q(&v));
     }
-    y.push_str(&format!("spec:\n  runtimeClassName: {runtime_class}\n"));
+    let _ = writeln!(y, "spec:\n  runtimeClassName: {runtime_class}");
     y.push_str("  containers:\n  - name: main\n    image: \"ubuntu:22.04\"\n    resources:\n");
     for section in ["limits", "requests"] {
-        y.push_str(&format!("      {section}:\n"));
+        let _ = writeln!(y, "      {section}:");
         for (k, v) in &res {
-            y.push_str(&format!("        {k}: {v}\n"));
+            let _ = writeln!(y, "        {k}: {v}");
         }
     }
     y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_of(vcpus: u32, mib: u64) -> Plan {
+        let host = topo::builtin::default_host();
+        let req = plan::Request {
+            name: Some("k".into()),
+            vcpus,
+            memory_bytes: mib << 20,
+            devices: vec![],
+            profile: plan::Profile::Compute,
+            os: plan::GuestOs::Linux,
+            hugepages: plan::HugepagePolicy::Size2M,
+            host_cpus: None,
+        };
+        plan::plan(&req, &host, &[]).unwrap()
+    }
+
+    #[test]
+    fn sums_are_the_plan_and_floors_hold() {
+        for (v, mib) in [
+            (1, 256),
+            (1, 320),
+            (2, 512),
+            (4, 4096),
+            (12, 16384),
+            (3, 300),
+        ] {
+            let p = plan_of(v, mib);
+            let s = sizing(&p);
+            assert_eq!(s.default_vcpus + s.container_cpus, v, "{v} {mib}");
+            assert!(s.default_memory_mib >= KATA_MIN_MEMORY_MIB, "{s:?}");
+            assert!(s.container_memory_mib >= MIN_CONTAINER_MEMORY_MIB, "{s:?}");
+            assert_eq!(
+                s.default_memory_mib + s.container_memory_mib,
+                mib + s.extra_memory_mib
+            );
+            if mib >= KATA_MIN_MEMORY_MIB + MIN_CONTAINER_MEMORY_MIB {
+                assert_eq!(s.extra_memory_mib, 0, "{s:?}");
+            }
+        }
+    }
 }

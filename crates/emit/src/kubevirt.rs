@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use plan::Plan;
 
-use crate::libvirt::{enlightenments, is_windows, plan_timers};
+use crate::features::{enlightenments, is_windows, plan_timers, vcpu_count};
 use crate::{guest_numa_exposed, hugepage_quantity};
 
 fn q(s: &str) -> String {
@@ -27,11 +27,7 @@ fn q(s: &str) -> String {
 /// `spec:`.
 pub fn vmi_fragment_yaml(plan: &Plan) -> String {
     let t = &plan.guest_topology;
-    let n = if plan.vcpus.is_empty() {
-        plan.request.vcpus as usize
-    } else {
-        plan.vcpus.len()
-    };
+    let n = vcpu_count(plan);
     let mem_mib = plan.request.memory_bytes.div_ceil(1 << 20);
     let hp = hugepage_quantity(plan.memory.hugepage_size_kb);
     let mut y = String::new();
@@ -73,61 +69,8 @@ pub fn vmi_fragment_yaml(plan: &Plan) -> String {
     y.push_str("  resources:\n    requests:\n");
     let _ = writeln!(y, "      memory: {mem_mib}Mi");
 
-    // features: Hyper-V enlightenments (KubeVirt names), KVM hidden
-    let (hv, _) = enlightenments(&plan.cpu_features.hyperv);
-    if !hv.is_empty() || plan.cpu_features.kvm_hidden {
-        y.push_str("  features:\n    acpi: {}\n    apic: {}\n");
-        if !hv.is_empty() {
-            y.push_str("    hyperv:\n");
-            for e in &hv {
-                match e.name {
-                    "spinlocks" => {
-                        let _ = writeln!(y, "      spinlocks:\n        spinlocks: {}", e.retries());
-                    }
-                    "vendor_id" => {
-                        let _ = writeln!(y, "      vendorid:\n        vendorid: {}", q(e.vendor()));
-                    }
-                    // KubeVirt calls the synthetic timers synictimer
-                    "stimer" => y.push_str("      synictimer: {}\n"),
-                    // no KubeVirt field (AMD AVIC enlightenment)
-                    "avic" => {}
-                    name => {
-                        let _ = writeln!(y, "      {name}: {{}}");
-                    }
-                }
-            }
-        }
-        if plan.cpu_features.kvm_hidden {
-            y.push_str("    kvm:\n      hidden: true\n");
-        }
-    }
-    let timers = plan_timers(plan);
-    if !timers.is_empty() {
-        y.push_str("  clock:\n");
-        if is_windows(plan) {
-            // KubeVirt has no "localtime": name the host's zone here instead of utc, or set
-            // RealTimeIsUniversal=1 in the Windows guest
-            y.push_str("    # Windows keeps the RTC in local time: replace utc with timezone: \"Zone/Name\"\n");
-        }
-        y.push_str("    utc: {}\n    timer:\n");
-        for t in &timers {
-            let key = match t.name.as_str() {
-                "rtc" => "rtc",
-                "pit" => "pit",
-                "hpet" => "hpet",
-                "hypervclock" => "hyperv",
-                "kvmclock" => "kvm",
-                _ => continue,
-            };
-            let _ = writeln!(y, "      {key}:");
-            if let Some(tp) = &t.tickpolicy {
-                if matches!(tp.as_str(), "delay" | "catchup" | "merge" | "discard") {
-                    let _ = writeln!(y, "        tickPolicy: {}", q(tp));
-                }
-            }
-            let _ = writeln!(y, "        present: {}", t.present);
-        }
-    }
+    features(plan, &mut y);
+    clock(plan, &mut y);
     if !plan.devices.is_empty() {
         y.push_str("  devices:\n");
         y.push_str(
@@ -173,6 +116,149 @@ pub fn vmi_fragment_yaml(plan: &Plan) -> String {
         }
     }
     y
+}
+
+/// Tick policies KubeVirt accepts per timer (kubevirt.io/v1 `RTCTickPolicy`,
+/// `PITTickPolicy`, `HPETTickPolicy`); the Hyper-V and KVM clocks take none.
+pub const TICK_POLICIES: &[(&str, &[&str])] = &[
+    ("rtc", &["delay", "catchup"]),
+    ("pit", &["delay", "catchup", "discard"]),
+    ("hpet", &["delay", "catchup", "merge", "discard"]),
+    ("hyperv", &[]),
+    ("kvm", &[]),
+];
+
+/// `features:` — Hyper-V enlightenments in KubeVirt's names (`hypervPassthrough` for a kept
+/// `<hyperv mode='passthrough'>`, which KubeVirt forbids combining with explicit ones), the
+/// hidden KVM signature.
+fn features(plan: &Plan, y: &mut String) {
+    let f = &plan.cpu_features;
+    let (on, _) = enlightenments(&f.hyperv);
+    let (off, _) = enlightenments(&f.hyperv_off);
+    if on.is_empty() && off.is_empty() && !f.hyperv_passthrough && !f.kvm_hidden {
+        return;
+    }
+    y.push_str("  features:\n    acpi: {}\n    apic: {}\n");
+    let mut missing: Vec<&str> = Vec::new();
+    if f.hyperv_passthrough {
+        y.push_str("    hypervPassthrough:\n      enabled: true\n");
+        if !on.is_empty() || !off.is_empty() {
+            let _ = writeln!(
+                y,
+                "    # KubeVirt refuses explicit Hyper-V settings beside hypervPassthrough: the domain's {} are not spelled",
+                on.iter().chain(&off).map(|e| e.name).collect::<Vec<_>>().join(", ")
+            );
+        }
+    } else if !on.is_empty() || !off.is_empty() {
+        y.push_str("    hyperv:\n");
+        let has = |name: &str| on.iter().any(|e| e.name == name);
+        let mut entries: Vec<(&str, bool, &crate::features::Enlightenment)> = on
+            .iter()
+            .map(|e| (e.name, true, e))
+            .chain(off.iter().map(|e| (e.name, false, e)))
+            .collect();
+        entries.retain(|(_, _, e)| e.sub().is_none());
+        for (name, enabled, e) in entries {
+            let state = if enabled {
+                String::new()
+            } else {
+                "        enabled: false\n".into()
+            };
+            let key = match name {
+                "stimer" => "synictimer",
+                "vendor_id" => "vendorid",
+                "relaxed" | "vapic" | "spinlocks" | "vpindex" | "runtime" | "synic" | "reset"
+                | "frequencies" | "reenlightenment" | "tlbflush" | "ipi" | "evmcs" => name,
+                other => {
+                    missing.push(other);
+                    continue;
+                }
+            };
+            let mut body = state;
+            match name {
+                "spinlocks" if enabled => {
+                    let _ = writeln!(body, "        spinlocks: {}", e.retries());
+                }
+                "vendor_id" if enabled => {
+                    let _ = writeln!(body, "        vendorid: {}", q(e.vendor()));
+                }
+                "stimer" if has("stimer_direct") => body.push_str("        direct: {}\n"),
+                "tlbflush" => {
+                    if has("tlbflush_direct") {
+                        body.push_str("        direct: {}\n");
+                    }
+                    if has("tlbflush_extended") {
+                        body.push_str("        extended: {}\n");
+                    }
+                }
+                _ => {}
+            }
+            if body.is_empty() {
+                let _ = writeln!(y, "      {key}: {{}}");
+            } else {
+                let _ = write!(y, "      {key}:\n{body}");
+            }
+        }
+    }
+    if !missing.is_empty() {
+        let _ = writeln!(
+            y,
+            "    # no KubeVirt field for Hyper-V {}: left to KubeVirt's defaults",
+            missing.join(", ")
+        );
+    }
+    if f.kvm_hidden {
+        y.push_str("    kvm:\n      hidden: true\n");
+    }
+}
+
+/// `clock:` — the plan's timers with the tick policies KubeVirt takes for each.
+fn clock(plan: &Plan, y: &mut String) {
+    let timers = plan_timers(plan);
+    if timers.is_empty() {
+        return;
+    }
+    y.push_str("  clock:\n");
+    if is_windows(plan) {
+        // KubeVirt has no "localtime": name the host's zone here instead of utc, or set
+        // RealTimeIsUniversal=1 in the Windows guest
+        y.push_str(
+            "    # Windows keeps the RTC in local time: replace utc with timezone: \"Zone/Name\"\n",
+        );
+    }
+    y.push_str("    utc: {}\n    timer:\n");
+    for t in &timers {
+        let key = match t.name.as_str() {
+            "rtc" => "rtc",
+            "pit" => "pit",
+            "hpet" => "hpet",
+            "hypervclock" => "hyperv",
+            "kvmclock" => "kvm",
+            _ => continue,
+        };
+        let _ = writeln!(y, "      {key}:");
+        if let Some(tp) = &t.tickpolicy {
+            let allowed = TICK_POLICIES
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, p)| *p)
+                .unwrap_or(&[]);
+            if allowed.contains(&tp.as_str()) {
+                let _ = writeln!(y, "        tickPolicy: {}", q(tp));
+            } else {
+                let _ = writeln!(
+                    y,
+                    "        # tick policy {tp:?} left out: KubeVirt's {key} timer takes {}",
+                    if allowed.is_empty() {
+                        "none".to_string()
+                    } else {
+                        allowed.join(", ")
+                    }
+                );
+            }
+        }
+        let _ = writeln!(y, "        present: {}", t.present);
+    }
 }
 
 /// Another function of a passed-through GPU (its HDMI audio, USB-C controller): the device

@@ -3,10 +3,12 @@
 //! VirtualMachineInstance fragment. Also reads libvirt domain XML back into a
 //! [`plan::Tenant`]. Emitters never decide placement: they spell the plan.
 
+mod features;
 pub mod kata;
 pub mod kubevirt;
 pub mod libvirt;
 pub mod qemu;
+mod values;
 mod xml;
 
 use plan::Plan;

@@ -6,6 +6,10 @@
 //! Memory placement is spelled: every guest RAM region is a memory backend bound to the
 //! plan's host nodes (`host-nodes=…,policy=bind`).
 //!
+//! No `-object iothread`: an iothread no device names does nothing. Give a disk one with
+//! `-object iothread,id=io0 -device virtio-blk-pci,iothread=io0,…`, and `vmtune apply` pins it
+//! to the plan's iothread CPUs.
+//!
 //! Choices: hugepages come from hugetlbfs (`/dev/hugepages` for 2 MiB, the systemd mount;
 //! `/dev/hugepages1G` for 1 GiB, which must be mounted with `-o pagesize=1G`), preallocated
 //! (VFIO pins all guest RAM at start anyway, so preallocating with threads is faster than
@@ -16,7 +20,7 @@ use std::fmt::Write as _;
 
 use plan::Plan;
 
-use crate::libvirt::{enlightenments, is_windows, plan_timers};
+use crate::features::{enlightenments, is_windows, plan_timers, vcpu_count};
 
 /// Mount point of the hugetlbfs for a page size.
 pub fn hugetlbfs_path(size_kb: u64) -> &'static str {
@@ -87,6 +91,10 @@ fn cpu_flags(plan: &Plan) -> String {
         // libvirt's hypervclock timer: the Hyper-V reference TSC page
         s.push_str(",hv-time=on");
     }
+    if f.hyperv_passthrough {
+        // every enlightenment the host supports; explicit ones below still apply
+        s.push_str(",hv-passthrough=on");
+    }
     let (hv, _unknown) = enlightenments(&f.hyperv);
     for e in &hv {
         match e.name {
@@ -103,11 +111,23 @@ fn cpu_flags(plan: &Plan) -> String {
                 let _ = write!(s, ",hv-vendor-id={v}");
             }
             n => {
-                let _ = write!(s, ",hv-{}=on", n.replace('_', "-"));
+                let _ = write!(s, ",{}=on", qemu_hv_name(n));
             }
         }
     }
+    let (off, _) = enlightenments(&f.hyperv_off);
+    for e in &off {
+        let _ = write!(s, ",{}=off", qemu_hv_name(e.name));
+    }
     s
+}
+
+/// QEMU's property for a libvirt enlightenment name (`tlbflush_extended` is `hv-tlbflush-ext`).
+fn qemu_hv_name(name: &str) -> String {
+    match name {
+        "tlbflush_extended" => "hv-tlbflush-ext".into(),
+        n => format!("hv-{}", n.replace('_', "-")),
+    }
 }
 
 /// QEMU arguments (`-smp`, `-object memory-backend-*`, `-numa`, `-cpu`, ...) for the plan,
@@ -142,11 +162,7 @@ pub fn args(plan: &Plan) -> Vec<String> {
     push("-machine", machine);
     push("-cpu", cpu_flags(plan));
 
-    let n = if plan.vcpus.is_empty() {
-        plan.request.vcpus as usize
-    } else {
-        plan.vcpus.len()
-    };
+    let n = vcpu_count(plan);
     let t = &plan.guest_topology;
     push(
         "-smp",
@@ -200,9 +216,6 @@ pub fn args(plan: &Plan) -> Vec<String> {
         );
     }
 
-    if !plan.iothread_cpus.is_empty() {
-        push("-object", "iothread,id=iothread0".to_string());
-    }
     let rtc_catchup = timer("rtc").and_then(|t| t.tickpolicy.as_deref()) == Some("catchup");
     if windows || rtc_catchup {
         let mut rtc = format!("base={}", if windows { "localtime" } else { "utc" });

@@ -475,7 +475,7 @@ pub(crate) fn merge(
 /// `None`: keep the child as it is; `Some(None)`: remove it; `Some(Some(t))`: its new text.
 fn clip_vcpus(src: &str, child: &roxmltree::Node, n: u32) -> Option<Option<String>> {
     let attr = child.attributes().find(|a| a.name() == "vcpus")?;
-    let set = crate::libvirt::parse_libvirt_cpuset(attr.value()).ok()?;
+    let set = crate::values::parse_libvirt_cpuset(attr.value()).ok()?;
     let keep = set.intersection(&topo::CpuSet::range(0, n));
     if keep == set {
         return None;

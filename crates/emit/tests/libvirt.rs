@@ -82,8 +82,10 @@ fn vcpusched_is_clipped_when_the_vcpu_count_shrinks() {
         out.contains("<vcpusched vcpus='0-3' scheduler='fifo' priority='1'/>"),
         "{out}"
     );
-    // hypervisor bit hidden: the user's Hyper-V enlightenments are gone, invisible anyway
-    assert!(!out.contains("<hyperv"), "{out}");
+    // hypervisor bit hidden: the user's Hyper-V settings stay as written (inactive), and the
+    // plan adds none
+    let base_hv = &base[base.find("<hyperv").unwrap()..base.find("</hyperv>").unwrap()];
+    assert!(out.contains(base_hv), "{out}");
     assert!(out.contains("<feature policy='disable' name='hypervisor'/>"));
 }
 
@@ -135,9 +137,14 @@ fn patched_domain_reads_back_as_the_plans_tenant() {
         for (name, p) in common::plans() {
             let out = patch_domain(&base, &p).expect("patch");
             let t = tenant_from_domain_xml(&out).expect("tenant");
-            let mut want = p.pinned_cpus();
-            if p.iothread_cpus.is_empty() && out.contains("<iothreadpin") {
-                want = want.union(&p.emulator_cpus);
+            // iothreads are pinned only where the domain has some (none is ever added)
+            let mut want = p.guest_cpus().union(&p.emulator_cpus);
+            if out.contains("<iothreadpin") {
+                want = want.union(if p.iothread_cpus.is_empty() {
+                    &p.emulator_cpus
+                } else {
+                    &p.iothread_cpus
+                });
             }
             assert_eq!(t.cpus, want, "{d} with {name}");
             let pages: u64 = t.hugepages.iter().map(|h| h.pages).sum();
@@ -211,8 +218,8 @@ fn tenant_from_a_hand_written_domain() {
         t.devices,
         vec!["0000:41:00.0", "0000:81:1f.7", "0000:05:10.1"]
     );
-    // cell 0: 4 GiB of 1 GiB pages on host node 1 (memnode); cell 1: 4 GiB of 2 MiB pages,
-    // host nodes 0-1 (no single node: None)
+    // cell 0: 4 GiB of 1 GiB pages on host node 1 (memnode); cell 1: 4 GiB of 2 MiB pages
+    // bound to host nodes 0-1: counted half on each, and the tenant's notes say so
     assert_eq!(
         t.hugepages,
         vec![
@@ -222,12 +229,19 @@ fn tenant_from_a_hand_written_domain() {
                 pages: 4
             },
             plan::TenantHugepages {
-                node: None,
+                node: Some(0),
                 size_kb: 2048,
-                pages: 2048
+                pages: 1024
+            },
+            plan::TenantHugepages {
+                node: Some(1),
+                size_kb: 2048,
+                pages: 1024
             },
         ]
     );
+    assert_eq!(t.notes.len(), 1, "{:?}", t.notes);
+    assert!(t.notes[0].contains("nodes 0,1") && t.notes[0].contains("evenly"));
 }
 
 #[test]
@@ -270,4 +284,29 @@ fn patch_rejects_what_is_not_a_domain() {
     empty.vcpus.clear();
     empty.request.vcpus = 0;
     assert!(patch_domain(&common::read("domain_minimal.xml"), &empty).is_err());
+}
+
+#[test]
+fn unknown_names_are_said_in_fragments_and_never_pile_up_in_patches() {
+    let mut p = common::plan("plan_seed000_win10_gaming.json");
+    p.cpu_features.hyperv.push("warp_drive".into());
+    p.cpu_features.timers.push(plan::Timer {
+        name: "sundial".into(),
+        present: true,
+        tickpolicy: None,
+    });
+    let frag = domain_fragment(&p);
+    assert!(
+        frag.contains("unknown Hyper-V enlightenment \"warp_drive\""),
+        "{frag}"
+    );
+    assert!(frag.contains("unknown timer \"sundial\""), "{frag}");
+    for d in common::DOMAINS {
+        let once = patch_domain(&common::read(d), &p).expect("patch");
+        assert!(
+            !once.contains("warp_drive") && !once.contains("sundial"),
+            "{once}"
+        );
+        assert_eq!(patch_domain(&once, &p).expect("again"), once, "{d}");
+    }
 }

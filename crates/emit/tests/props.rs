@@ -100,9 +100,14 @@ proptest! {
             let again = emit::libvirt::patch_domain(&out, &p).expect("patch again");
             prop_assert_eq!(&again, &out);
             let t = emit::libvirt::tenant_from_domain_xml(&out).expect("tenant");
-            let mut want = p.pinned_cpus();
-            if p.iothread_cpus.is_empty() && out.contains("<iothreadpin") {
-                want = want.union(&p.emulator_cpus);
+            // iothreads are pinned only where the domain has some (none is ever added)
+            let mut want = p.guest_cpus().union(&p.emulator_cpus);
+            if out.contains("<iothreadpin") {
+                want = want.union(if p.iothread_cpus.is_empty() {
+                    &p.emulator_cpus
+                } else {
+                    &p.iothread_cpus
+                });
             }
             prop_assert_eq!(t.cpus, want);
             let pages: u64 = t.hugepages.iter().map(|h| h.pages).sum();
@@ -119,5 +124,73 @@ proptest! {
         let _ = emit::kata::config_toml(&p);
         let _ = emit::kata::pod_spec_yaml(&p);
         let _ = emit::kubevirt::vmi_fragment_yaml(&p);
+    }
+}
+
+/// The fixtures, every one of the users' shapes, with lines removed or doubled: odd but often
+/// well-formed domains (two `<hyperv>`s, a child twice, a lone start tag …).
+fn arb_mangled_domain() -> impl Strategy<Value = String> {
+    let mut all: Vec<String> = common::DOMAINS.iter().map(|d| common::read(d)).collect();
+    for d in [
+        "vfio/gaming_nvidia_qemu_commandline.xml",
+        "vfio/ryzen_vcpus_current.xml",
+        "vfio/anticheat_hidden_hypervisor.xml",
+        "vfio/passthrough_one_space.xml",
+        "vfio/mixed_quotes_no_vendor.xml",
+    ] {
+        all.push(common::read(d));
+    }
+    (
+        0..all.len(),
+        proptest::collection::vec((any::<bool>(), any::<prop::sample::Index>()), 0..4),
+    )
+        .prop_map(move |(i, edits)| {
+            let mut lines: Vec<String> = all[i].split_inclusive('\n').map(str::to_string).collect();
+            for (double, at) in edits {
+                if lines.is_empty() {
+                    break;
+                }
+                let k = at.index(lines.len());
+                if double {
+                    let l = lines[k].clone();
+                    lines.insert(k, l);
+                } else {
+                    lines.remove(k);
+                }
+            }
+            lines.concat()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// What the libvirt_domain fuzz target asserts, on mangled real shapes: no panic; a
+    /// patched domain parses, keeps the user's Hyper-V settings and patches to itself; merging
+    /// a domain's choices twice changes nothing more.
+    #[test]
+    fn mangled_domains_never_break_the_patch(xml in arb_mangled_domain(), windows in any::<bool>()) {
+        let mut p = common::plan("plan_seed000_win10_gaming.json");
+        if !windows {
+            p.request.os = plan::GuestOs::Linux;
+            p.cpu_features.hyperv.clear();
+        }
+        let _ = emit::libvirt::tenant_from_domain_xml(&xml);
+        if let Ok(choices) = emit::libvirt::domain_choices(&xml) {
+            let mut once = p.clone();
+            plan::adopt_domain(&mut once, &choices);
+            let mut twice = once.clone();
+            plan::adopt_domain(&mut twice, &choices);
+            prop_assert_eq!(&once, &twice);
+        }
+        if let Ok(out) = emit::libvirt::patch(&xml, &p) {
+            let again = emit::libvirt::patch_domain(&out.xml, &p).expect("patched output parses");
+            prop_assert_eq!(&again, &out.xml);
+            let before = emit::libvirt::domain_choices(&xml).expect("choices");
+            let after = emit::libvirt::domain_choices(&out.xml).expect("choices after");
+            for e in &before.hyperv {
+                prop_assert!(after.hyperv.contains(e), "lost {:?}", e);
+            }
+        }
     }
 }

@@ -234,7 +234,10 @@ impl Context {
         }
         let mut rationale = Vec::new();
         let mut warnings = Vec::new();
-        let tenant_cpus = crate::tenant::taken_cpus(tenants);
+        let held = crate::tenant::account(tenants, host)?;
+        rationale.extend(held.rationale.iter().cloned());
+        warnings.extend(held.warnings.iter().cloned());
+        let tenant_cpus = held.cpus.clone();
         let numa_known = !host.numa_nodes.is_empty();
         if !numa_known {
             warnings.push(format!(
@@ -318,7 +321,7 @@ impl Context {
         }
 
         let devices = crate::devices::resolve(req, host, tenants, &mut rationale, &mut warnings)?;
-        let memory = MemoryModel::new(req, host, tenants, numa_known, &mut warnings);
+        let memory = MemoryModel::new(req, host, &held, numa_known, &mut warnings);
 
         let max_pu = cores
             .iter()

@@ -29,6 +29,9 @@ mod topology;
 use serde::{Deserialize, Serialize};
 use topo::CpuSet;
 
+pub use crate::features::{
+    adopt_domain, DomainChoices, DomainEnlightenment, DomainTimer, VENDOR_ID,
+};
 pub use crate::plan::plan;
 pub use crate::tenant::taken_cpus;
 
@@ -99,11 +102,17 @@ pub struct Tenant {
     pub devices: Vec<String>,
     /// Hugepages it holds.
     pub hugepages: Vec<TenantHugepages>,
+    /// What the reader had to assume (a nodeset of several nodes split evenly, …); the
+    /// planner repeats these in its rationale.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantHugepages {
-    /// Host node, or `None` when the tenant did not say (counted against every node it could be).
+    /// Host node, or `None` when the tenant did not say: the planner then counts the pages
+    /// once, on the nodes of the tenant's CPUs, else spread evenly over the host's nodes, and
+    /// says which it assumed.
     pub node: Option<u32>,
     pub size_kb: u64,
     pub pages: u64,
@@ -163,8 +172,17 @@ pub struct PlannedDevice {
 /// Guest CPU features and timers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuFeatures {
-    /// Hyper-V enlightenments to enable (libvirt `<hyperv>` element names).
+    /// Hyper-V enlightenments to enable (libvirt `<hyperv>` element names; `spinlocks=N`,
+    /// `vendor_id=VALUE` carry a value; `stimer_direct`, `tlbflush_direct`,
+    /// `tlbflush_extended` are libvirt's `<direct>`/`<extended>` sub-elements).
     pub hyperv: Vec<String>,
+    /// Enlightenments an existing domain turns off and the plan keeps off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hyperv_off: Vec<String>,
+    /// The domain's `<hyperv mode='passthrough'>` is kept: the guest gets every enlightenment
+    /// the host supports (QEMU `hv-passthrough`), a superset of `hyperv`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hyperv_passthrough: bool,
     /// Expose invariant TSC (host TSC is stable).
     pub invtsc: bool,
     /// Hide the hypervisor CPUID bit (Windows 7 timer note; Windows 7 only).

@@ -1,6 +1,7 @@
 //! Guest memory: which host nodes, which page size, how many pages on each node.
 //!
-//! Free hugepages come from the host model (`NumaNode.hugepages`) minus what tenants hold.
+//! Free hugepages come from the host model (`NumaNode.hugepages`) minus what tenants hold on
+//! that node ([`crate::tenant::account`] counts each tenant's pages once, on its own nodes).
 //! `auto` takes 1 GiB pages where enough are free on the chosen nodes, else 2 MiB, else 4 KiB
 //! with a warning quoting the Kata GPU boot study (VFIO pins every 4 KiB page at boot).
 
@@ -8,7 +9,8 @@ use std::collections::BTreeMap;
 
 use topo::Host;
 
-use crate::{HugepagePolicy, Request, Tenant};
+use crate::tenant::Holdings;
+use crate::{HugepagePolicy, Request};
 
 pub const KB_4K: u64 = 4;
 pub const KB_2M: u64 = 2048;
@@ -54,24 +56,6 @@ pub struct MemoryDecision {
     pub warnings: Vec<String>,
 }
 
-fn tenant_holding(tenants: &[Tenant], node: u32, size_kb: u64) -> u64 {
-    tenants
-        .iter()
-        .flat_map(|t| &t.hugepages)
-        .filter(|h| h.size_kb == size_kb && h.node.is_none_or(|n| n == node))
-        .map(|h| h.pages)
-        .sum()
-}
-
-fn tenant_bytes(tenants: &[Tenant], node: u32) -> u64 {
-    tenants
-        .iter()
-        .flat_map(|t| &t.hugepages)
-        .filter(|h| h.node.is_none_or(|n| n == node))
-        .map(|h| h.pages.saturating_mul(h.size_kb).saturating_mul(1024))
-        .sum()
-}
-
 pub fn human_bytes(b: u64) -> String {
     const G: u64 = 1 << 30;
     const M: u64 = 1 << 20;
@@ -100,7 +84,7 @@ impl MemoryModel {
     pub fn new(
         req: &Request,
         host: &Host,
-        tenants: &[Tenant],
+        held: &Holdings,
         numa_known: bool,
         warnings: &mut Vec<String>,
     ) -> MemoryModel {
@@ -110,13 +94,13 @@ impl MemoryModel {
                 let mut m = NodeMem {
                     capacity: n
                         .memory_bytes
-                        .map(|b| b.saturating_sub(tenant_bytes(tenants, n.os_index))),
+                        .map(|b| b.saturating_sub(held.bytes_on(n.os_index))),
                     pages: BTreeMap::new(),
                 };
                 for h in &n.hugepages {
                     let free = h
                         .free
-                        .map(|f| f.saturating_sub(tenant_holding(tenants, n.os_index, h.size_kb)));
+                        .map(|f| f.saturating_sub(held.pages_on(n.os_index, h.size_kb)));
                     m.pages.insert(h.size_kb, (free, h.total));
                 }
                 nodes.insert(n.os_index, m);

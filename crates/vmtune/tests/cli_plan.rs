@@ -341,10 +341,16 @@ fn domain_is_patched_and_becomes_a_tenant() {
         stdout(&o)
     );
     assert!(stderr(&o).contains("at most 0 vCPUs fit"), "{}", stderr(&o));
-    // --domain needs the libvirt format
+    // with another format, --domain lends its choices to the plan and is not printed
     let mut args = GAMING.to_vec();
     args.extend(["--domain", path.to_str().unwrap(), "--emit", "qemu"]);
-    assert_eq!(run(&args).status.code(), Some(2));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("qemu-system-x86_64"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
@@ -368,4 +374,166 @@ fn help_teaches() {
     ] {
         assert!(s.contains(flag), "{flag} missing from --help");
     }
+}
+
+/// A libvirt domain holding `gib` GiB of 2 MiB hugepages, pinned to `cpus`, bound to `nodeset`
+/// (no `<numatune>` when `None`).
+fn hugepage_tenant(name: &str, gib_x2: u64, cpus: &str, nodeset: Option<&str>) -> String {
+    let kib = gib_x2 * (1 << 19); // half-GiB steps, in KiB
+    let numatune = nodeset
+        .map(|n| {
+            format!("  <numatune>\n    <memory mode='strict' nodeset='{n}'/>\n  </numatune>\n")
+        })
+        .unwrap_or_default();
+    format!(
+        "<domain type='kvm'>\n  <name>{name}</name>\n  <memory unit='KiB'>{kib}</memory>\n  <memoryBacking>\n    <hugepages/>\n  </memoryBacking>\n  <vcpu placement='static' cpuset='{cpus}'>4</vcpu>\n{numatune}  <os>\n    <type arch='x86_64'>hvm</type>\n  </os>\n</domain>\n"
+    )
+}
+
+#[test]
+fn tenant_hugepages_count_on_the_tenants_node_only() {
+    let topo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/topologies/hwloc/32em64t-2n8c2t-pci-normalio.xml"
+    );
+    // 30.5 GiB of hugepages on node 0 of a 2 x 32 GiB host: named by <numatune>, or found
+    // where the tenant's CPUs are (0-3 are node 0's)
+    for (what, nodeset) in [("numatune", Some("0")), ("cpus", None)] {
+        let xml = hugepage_tenant("db", 61, "0-3", nodeset);
+        let (_d, path) = temp_file("db.xml", xml.as_bytes());
+        let o = run(&[
+            "plan",
+            "--topology",
+            topo,
+            "--vcpus",
+            "4",
+            "--memory",
+            "8G",
+            "--tenant",
+            path.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(list(&v["memory"]["host_nodes"]), vec![1], "{what}");
+        let why = v["rationale"].to_string();
+        assert!(why.contains("tenant \\\"db\\\" holds"), "{what}: {why}");
+    }
+}
+
+#[test]
+fn tenant_pinned_to_cpus_the_host_lacks_is_refused() {
+    let xml = hugepage_tenant("far", 2, "0-23", None);
+    let (_d, path) = temp_file("far.xml", xml.as_bytes());
+    let o = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "2",
+        "--memory",
+        "2G",
+        "--tenant",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("pins CPUs 16-23") && e.contains("\"far\""),
+        "{e}"
+    );
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+}
+
+#[test]
+fn kata_prints_the_dropin_and_a_guaranteed_pod() {
+    for vcpus in ["1", "4"] {
+        let o = run(&[
+            "plan",
+            "--topology",
+            "builtin",
+            "--vcpus",
+            vcpus,
+            "--memory",
+            "2G",
+            "--emit",
+            "kata",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let s = stdout(&o);
+        let (toml_part, pod) = s.split_once("# ---- pod.yaml ----\n").expect("two parts");
+        // Kata's Go loader replaces a default_memory under 256 MiB with 2048
+        let mem: u64 = toml_part
+            .lines()
+            .find_map(|l| l.strip_prefix("default_memory = "))
+            .and_then(|v| v.parse().ok())
+            .expect("default_memory");
+        assert!(mem >= 256, "{toml_part}");
+        assert!(toml_part.contains("\"enable_iommu\", \"kernel_params\", \"kernel_verity_params\""));
+        assert!(pod.contains("kind: Pod"), "{pod}");
+        // Guaranteed: cpu and memory in limits and requests alike, whole CPUs
+        let cpu_lines = pod.matches(&format!("cpu: \"{vcpus}\"")).count();
+        assert_eq!(cpu_lines, 2, "{pod}");
+        assert!(pod.contains("default_vcpus: \"0\""), "{pod}");
+        // --emit kata-pod: the Pod alone
+        let o = run(&[
+            "plan",
+            "--topology",
+            "builtin",
+            "--vcpus",
+            vcpus,
+            "--memory",
+            "2G",
+            "--emit",
+            "kata-pod",
+        ]);
+        assert!(
+            stdout(&o).starts_with("# vmtune: Kata sizes the VM"),
+            "{}",
+            stdout(&o)
+        );
+    }
+}
+
+#[test]
+fn qemu_has_no_unused_iothread() {
+    let mut args = GAMING.to_vec();
+    args.extend(["--emit", "qemu"]);
+    let s = stdout(&run(&args));
+    assert!(s.starts_with("qemu-system-x86_64"), "{s}");
+    assert!(!s.contains("iothread"), "{s}");
+    assert!(s.ends_with("01:00.1\n"), "{s:?}");
+}
+
+#[test]
+fn patched_domain_keeps_a_missing_final_newline_and_warns_on_stderr() {
+    let domain = "<domain type='kvm'>\n  <name>ac</name>\n  <memory unit='KiB'>1048576</memory>\n  <vcpu placement='static' current='2'>4</vcpu>\n  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n  </os>\n  <features>\n    <hyperv mode='custom'>\n      <vendor_id state='on' value='banana'/>\n    </hyperv>\n  </features>\n  <cpu mode='host-passthrough'>\n    <feature policy='disable' name='hypervisor'/>\n  </cpu>\n</domain>";
+    let (_d, path) = temp_file("ac.xml", domain.as_bytes());
+    let mut args = GAMING.to_vec();
+    args.extend(["--domain", path.to_str().unwrap()]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.ends_with("</domain>"), "{out:?}");
+    assert!(
+        out.contains("<vendor_id state='on' value='banana'/>"),
+        "{out}"
+    );
+    assert!(
+        out.contains("<feature policy='disable' name='hypervisor'/>"),
+        "{out}"
+    );
+    let e = stderr(&o);
+    assert!(e.contains("warning:") && e.contains("anti-cheat"), "{e}");
+    assert!(e.contains("starts 2 of its 4 vCPUs"), "{e}");
+    // the same choices in the plan JSON, with the rationale
+    let mut args = GAMING.to_vec();
+    args.extend(["--domain", path.to_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&run(&args).stdout).expect("plan JSON");
+    assert_eq!(v["cpu_features"]["hide_hypervisor"], true);
+    assert!(v["cpu_features"]["hyperv"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("vendor_id=banana")));
+    assert!(v["warnings"].to_string().contains("anti-cheat"));
 }

@@ -63,10 +63,13 @@ pub struct Args {
     #[arg(long)]
     pub name: Option<String>,
     /// Print the plan in a format: json (the plan), libvirt (domain XML fragment), qemu
-    /// (command-line arguments), kata (configuration.toml settings), kubevirt (VMI spec).
+    /// (command-line arguments), kata (configuration.toml drop-in and a Pod), kata-config or
+    /// kata-pod (one of the two), kubevirt (VMI spec.domain). Warnings go to stderr.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub emit: Option<EmitArg>,
-    /// Existing libvirt domain XML to patch with the plan (implies --emit libvirt).
+    /// Existing libvirt domain XML: the plan keeps its Hyper-V, KVM and hypervisor-bit
+    /// choices (and says where it must override them); with --emit libvirt (implied when no
+    /// other format is asked for) the whole domain is printed patched with the plan.
     #[arg(long, value_name = "DOMAIN.xml")]
     pub domain: Option<PathBuf>,
     /// Print the plan as JSON (vcpus, emulator_cpus, iothread_cpus, host_cpus,
@@ -106,6 +109,8 @@ pub enum EmitArg {
     Libvirt,
     Qemu,
     Kata,
+    KataConfig,
+    KataPod,
     Kubevirt,
 }
 
@@ -177,34 +182,51 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(|p| read_tenant(p))
         .collect::<Result<Vec<_>>>()?;
     let req = args.request()?;
-    let plan = plan::plan(&req, &host, &tenants)?;
-    let emit = match (args.emit, &args.domain) {
+    let mut plan = plan::plan(&req, &host, &tenants)?;
+    let domain = match &args.domain {
+        Some(path) => {
+            let xml = std::fs::read_to_string(path)
+                .with_context(|| format!("domain {}: cannot read", path.display()))?;
+            let mut choices = emit::libvirt::domain_choices(&xml)
+                .with_context(|| format!("domain {}", path.display()))?;
+            choices.source = format!("domain {}", path.display());
+            plan::adopt_domain(&mut plan, &choices);
+            Some((path, xml))
+        }
+        None => None,
+    };
+    let emit = match (args.emit, &domain) {
         (Some(e), _) => Some(e),
+        (None, _) if args.json => Some(EmitArg::Json),
         (None, Some(_)) => Some(EmitArg::Libvirt),
-        (None, None) if args.json => Some(EmitArg::Json),
         (None, None) => None,
     };
-    if args.domain.is_some() && emit != Some(EmitArg::Libvirt) {
-        anyhow::bail!("--domain patches a libvirt domain: use it with --emit libvirt");
+    if emit.is_some_and(|e| e != EmitArg::Json) {
+        // the output is a file to save: what a person must know goes to stderr
+        for w in &plan.warnings {
+            eprintln!("vmtune: warning: {w}");
+        }
     }
     match emit {
         None => print!("{}", render_report(&plan, &host)),
         Some(EmitArg::Json) => print_json(&plan)?,
-        Some(EmitArg::Libvirt) => match &args.domain {
-            Some(path) => {
-                let xml = std::fs::read_to_string(path)
-                    .with_context(|| format!("domain {}: cannot read", path.display()))?;
-                let out = emit::libvirt::patch_domain(&xml, &plan)
-                    .with_context(|| format!("domain {}", path.display()))?;
-                print!("{out}");
-                if !out.ends_with('\n') {
-                    println!();
-                }
-            }
+        Some(EmitArg::Libvirt) => match &domain {
+            // exactly the patched bytes: a file without a final newline stays without one
+            Some((path, xml)) => print!(
+                "{}",
+                emit::libvirt::patch_domain(xml, &plan)
+                    .with_context(|| format!("domain {}", path.display()))?
+            ),
             None => print!("{}", ensure_newline(emit::libvirt::domain_fragment(&plan))),
         },
-        Some(EmitArg::Qemu) => println!("{}", emit::qemu::command_line(&plan)),
-        Some(EmitArg::Kata) => print!("{}", ensure_newline(emit::kata::config_toml(&plan))),
+        Some(EmitArg::Qemu) => print!("{}", ensure_newline(emit::qemu::command_line(&plan))),
+        Some(EmitArg::Kata) => print!(
+            "# ---- config.d/50-vmtune.toml ----\n{}# ---- pod.yaml ----\n{}",
+            ensure_newline(emit::kata::config_toml(&plan)),
+            ensure_newline(emit::kata::pod_spec_yaml(&plan))
+        ),
+        Some(EmitArg::KataConfig) => print!("{}", ensure_newline(emit::kata::config_toml(&plan))),
+        Some(EmitArg::KataPod) => print!("{}", ensure_newline(emit::kata::pod_spec_yaml(&plan))),
         Some(EmitArg::Kubevirt) => {
             print!(
                 "{}",
@@ -422,7 +444,7 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "Check against `lstopo-no-graphics` (default: Core L#, L3 L#, PU P# = Linux CPU number); --json prints the plan, --emit libvirt|qemu|kata|kubevirt the configuration."
+        "Check against `lstopo-no-graphics` (default: Core L#, L3 L#, PU P# = Linux CPU number); --json prints the plan, --emit libvirt|qemu|kata|kata-config|kata-pod|kubevirt the configuration."
     );
     o
 }

@@ -1,0 +1,477 @@
+//! libvirt domain XML: the plan as domain elements, an existing domain patched in place, and
+//! an existing domain read back as a [`plan::Tenant`] or as the choices the plan keeps
+//! ([`domain_choices`]).
+//!
+//! Elements written (libvirt formatdomain): `<memory>`, `<currentMemory>`, `<memoryBacking>`,
+//! `<vcpu>`, `<cputune>`, `<numatune>`, `<features>`, `<cpu>` and, when the plan has timers,
+//! `<clock>`.
+//!
+//! Choices, and why:
+//! - `<cpu mode='host-passthrough' check='none' migratable='off'>`: pinned VFIO guests do not
+//!   migrate; `migratable='off'` lets libvirt pass non-migratable features such as `invtsc`.
+//!   No `<cache mode='passthrough'/>`: it copies the host's "logical CPUs sharing this cache"
+//!   counts into CPUID leaf 4, which disagree with a guest smaller than the host (12 vCPUs of
+//!   a 16-thread i9-9900K); QEMU's default cache info follows the guest topology instead.
+//! - No `<locked/>`: VFIO already pins all guest RAM (libvirt raises the memlock limit for
+//!   domains with hostdevs by itself), hugetlbfs pages are never swapped, and `<locked/>`
+//!   without a `<memtune><hard_limit>` makes libvirt lift the memlock limit entirely.
+//! - `<page>` carries no `nodeset`: that attribute names *guest* NUMA cells and the plan uses
+//!   one page size for all of them; host placement is `<numatune>`'s job.
+//! - No `<iothreads>` is added: an iothread no disk names does nothing. An existing domain
+//!   keeps its own iothread count/ids (its disks refer to them) and every one is pinned to the
+//!   plan's iothread CPUs (the emulator CPUs when it has none).
+//!
+//! Patching (`--domain FILE`) keeps every byte it does not own, and first merges the domain's
+//! own CPU choices into the plan ([`plan::adopt_domain`]: its Hyper-V settings, hidden KVM
+//! signature and hidden hypervisor bit are kept, with a warning wherever the plan overrides
+//! the domain). Inside elements it merges:
+//! - `<cputune>`: `<vcpupin>`/`<emulatorpin>`/`<iothreadpin>` are ours; `<shares>`,
+//!   `<vcpusched>`, `<cachetune>`… are kept (their `vcpus` clipped to the plan's vCPUs).
+//! - `<cpu>`: the start tag, `<topology>`, `<numa>` and the `invtsc`/`hypervisor` features are
+//!   ours; `<model>`/`<vendor>` are removed (meaningless with host-passthrough); the user's
+//!   other `<feature>`s (e.g. `topoext` on AMD), `<cache>`, `<maxphysaddr>` are kept.
+//! - `<features>`: inside `<hyperv>` (whose start tag, so `mode='passthrough'`, is kept) the
+//!   plan only adds enlightenments the domain does not mention; every child the domain has
+//!   (`vendor_id`, `spinlocks` retries, `stimer` with `direct`, `evmcs`, `avic`, states
+//!   `off`) stays byte-identical. `<kvm><hidden>` is added when the plan hides KVM and the
+//!   domain says nothing. `<acpi>`, `<apic>`, `<vmport>`… are kept (`<acpi/>`/`<apic/>` are
+//!   added if missing).
+//! - `<memoryBacking>`: `<hugepages>` is ours (removed for 4K plans); `<source>`, `<access>`,
+//!   `<locked>`, `<nosharepages>`… are kept.
+//! - `<clock>` (when the plan has timers): the plan's `<timer>`s are ours; the start tag
+//!   (`offset`) and other timers are kept.
+//! - `<vcpu>`, `<memory>`, `<currentMemory>`, `<numatune>` are replaced whole (so `current`
+//!   goes: every vCPU starts); `<vcpus>` is rewritten to the plan's count, all enabled, each
+//!   vCPU's `hotpluggable` as the domain had it — and left alone when it already says that.
+
+mod read;
+
+use plan::{Plan, Timer};
+use topo::CpuSet;
+
+use crate::features::{
+    enlightenments, is_windows, plan_timers, vcpu_count, HYPERV, TICKPOLICIES, TIMERS,
+};
+use crate::xml::{merge, El, Style};
+use crate::EmitError;
+
+pub use crate::values::parse_libvirt_cpuset;
+pub use read::{domain_choices, tenant_from_domain_xml};
+use read::{parse_doc, DomainInfo};
+
+/// Order in which `virsh dumpxml` writes the children of `<domain>` (libvirt's
+/// `virDomainDefFormatInternal`); used to place elements the input lacks.
+const DOMAIN_ORDER: &[&str] = &[
+    "name",
+    "uuid",
+    "genid",
+    "title",
+    "description",
+    "metadata",
+    "maxMemory",
+    "memory",
+    "currentMemory",
+    "blkiotune",
+    "memtune",
+    "memoryBacking",
+    "vcpu",
+    "vcpus",
+    "iothreads",
+    "iothreadids",
+    "defaultiothread",
+    "cputune",
+    "numatune",
+    "resource",
+    "sysinfo",
+    "bootloader",
+    "bootloader_args",
+    "os",
+    "idmap",
+    "features",
+    "cpu",
+    "clock",
+    "on_poweroff",
+    "on_reboot",
+    "on_crash",
+    "on_lockfailure",
+    "pm",
+    "perf",
+    "devices",
+    "seclabel",
+    "keywrap",
+    "launchSecurity",
+];
+
+const FEATURES_ORDER: &[&str] = &[
+    "acpi",
+    "apic",
+    "pae",
+    "hap",
+    "viridian",
+    "privnet",
+    "hyperv",
+    "kvm",
+    "xen",
+    "pvspinlock",
+    "pmu",
+    "vmport",
+    "gic",
+    "smm",
+    "ioapic",
+];
+
+fn kib(bytes: u64) -> u64 {
+    bytes.div_ceil(1024)
+}
+
+fn nodes_list(nodes: &[u32]) -> String {
+    nodes.iter().copied().collect::<CpuSet>().to_list_string()
+}
+
+/// The iothreads the plan pins: the domain's own (none in a fragment: nothing would use one).
+fn iothread_ids(info: Option<&DomainInfo>) -> Vec<u32> {
+    info.map(|i| i.iothread_ids.clone()).unwrap_or_default()
+}
+
+/// `<vcpus>` rewritten for `n` vCPUs, all enabled; `None` when the domain's block already
+/// says exactly that (or there is none).
+fn vcpus_block(n: usize, info: Option<&DomainInfo>) -> Option<El> {
+    let block = info?.vcpus.as_ref()?;
+    let fine = block.len() == n
+        && block
+            .iter()
+            .enumerate()
+            .all(|(i, (id, enabled, _))| *enabled && *id as usize == i);
+    if fine {
+        return None;
+    }
+    let mut el = El::new("vcpus");
+    for i in 0..n {
+        let id = u32::try_from(i).unwrap_or(u32::MAX);
+        let hot = block
+            .iter()
+            .find(|(v, _, _)| *v == id)
+            .and_then(|(_, _, h)| h.clone())
+            .filter(|_| id != 0)
+            .unwrap_or_else(|| "no".into());
+        el.push(
+            El::new("vcpu")
+                .attr("id", id)
+                .attr("enabled", "yes")
+                .attr("hotpluggable", hot),
+        );
+    }
+    Some(el)
+}
+
+/// The `<hyperv>` element of the plan: merged into the domain's, adding only what the domain
+/// does not mention.
+fn hyperv_element(plan: &Plan) -> Option<(El, Vec<String>)> {
+    let f = &plan.cpu_features;
+    let (on, unknown) = enlightenments(&f.hyperv);
+    let (off, _) = enlightenments(&f.hyperv_off);
+    if on.is_empty() && off.is_empty() && !f.hyperv_passthrough {
+        return None;
+    }
+    let mode = if f.hyperv_passthrough {
+        "passthrough"
+    } else {
+        "custom"
+    };
+    let mut h = El::new("hyperv").attr("mode", mode).merged().keep_start();
+    h.order = HYPERV;
+    for e in on.iter().filter(|e| e.sub().is_none()) {
+        let mut x = El::new(e.name).attr("state", "on");
+        match e.name {
+            "spinlocks" => x = x.attr("retries", e.retries()),
+            "vendor_id" => {
+                // libvirt: 1–12 characters; a comma would end QEMU's property
+                let v: String = e.vendor().chars().filter(|c| *c != ',').take(12).collect();
+                x = x.attr("value", v);
+            }
+            _ => {}
+        }
+        for s in &on {
+            if let Some((parent, kid)) = s.sub() {
+                if parent == e.name {
+                    x.push(El::new(kid).attr("state", "on"));
+                }
+            }
+        }
+        h.push(x.soft());
+    }
+    for e in off.iter().filter(|e| e.sub().is_none()) {
+        h.push(El::new(e.name).attr("state", "off").soft());
+    }
+    Some((h, unknown))
+}
+
+fn timer_element(t: &Timer) -> El {
+    let mut x = El::new("timer").attr("name", &t.name);
+    if let Some(tp) = &t.tickpolicy {
+        if TICKPOLICIES.contains(&tp.as_str()) && t.name != "kvmclock" && t.name != "hypervclock" {
+            x = x.attr("tickpolicy", tp);
+        }
+    }
+    if !t.present {
+        x = x.attr("present", "no");
+    } else if t.tickpolicy.is_none() {
+        x = x.attr("present", "yes");
+    }
+    x
+}
+
+/// The plan's domain elements. `info` is the domain being patched (None for a fragment).
+fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
+    let mut out = Vec::new();
+    let mem_kib = kib(plan.request.memory_bytes);
+    out.push(El::new("memory").attr("unit", "KiB").text(mem_kib));
+    out.push(El::new("currentMemory").attr("unit", "KiB").text(mem_kib));
+
+    // <memoryBacking>
+    let mut mb = El::new("memoryBacking").merged().drops(&["hugepages"]);
+    if plan.memory.hugepage_size_kb > 4 {
+        mb.push(
+            El::new("hugepages").kid(
+                El::new("page")
+                    .attr("size", plan.memory.hugepage_size_kb)
+                    .attr("unit", "KiB"),
+            ),
+        );
+    }
+    out.push(mb);
+
+    // <vcpu>, <vcpus>
+    let n = vcpu_count(plan);
+    out.push(El::new("vcpu").attr("placement", "static").text(n));
+    if let Some(v) = vcpus_block(n, info) {
+        out.push(v);
+    }
+
+    // <cputune>
+    let ids = iothread_ids(info);
+    let mut ct = El::new("cputune")
+        .merged()
+        .drops(&["vcpupin", "emulatorpin", "iothreadpin"]);
+    ct.clip_vcpus = Some(u32::try_from(n).unwrap_or(u32::MAX));
+    let mut pins = plan.vcpus.clone();
+    pins.sort_by_key(|p| p.vcpu);
+    for p in &pins {
+        ct.push(
+            El::new("vcpupin")
+                .attr("vcpu", p.vcpu)
+                .attr("cpuset", p.cpu),
+        );
+    }
+    if !plan.emulator_cpus.is_empty() {
+        ct.push(El::new("emulatorpin").attr("cpuset", plan.emulator_cpus.to_list_string()));
+    }
+    let io_set = if plan.iothread_cpus.is_empty() {
+        &plan.emulator_cpus
+    } else {
+        &plan.iothread_cpus
+    };
+    if !io_set.is_empty() {
+        for id in &ids {
+            ct.push(
+                El::new("iothreadpin")
+                    .attr("iothread", id)
+                    .attr("cpuset", io_set.to_list_string()),
+            );
+        }
+    }
+    out.push(ct);
+
+    // <numatune>
+    let exposed = crate::guest_numa_exposed(plan);
+    if !plan.memory.host_nodes.is_empty() {
+        let mut nt = El::new("numatune").kid(
+            El::new("memory")
+                .attr("mode", "strict")
+                .attr("nodeset", nodes_list(&plan.memory.host_nodes)),
+        );
+        if exposed {
+            for c in &plan.guest_numa {
+                if !c.host_nodes.is_empty() {
+                    nt.push(
+                        El::new("memnode")
+                            .attr("cellid", c.cell)
+                            .attr("mode", "strict")
+                            .attr("nodeset", nodes_list(&c.host_nodes)),
+                    );
+                }
+            }
+        }
+        out.push(nt);
+    }
+
+    // <features>
+    let mut f = El::new("features").merged();
+    f.order = FEATURES_ORDER;
+    f.push(El::new("acpi").soft());
+    f.push(El::new("apic").soft());
+    if let Some((h, unknown)) = hyperv_element(plan) {
+        f.push(h);
+        // said in a fragment; a patch adds no comment (it would pile up on every patch)
+        if info.is_none() {
+            for u in &unknown {
+                f.comment(format!(
+                    "vmtune: unknown Hyper-V enlightenment {u:?} left out"
+                ));
+            }
+        }
+    }
+    if plan.cpu_features.kvm_hidden {
+        f.push(
+            El::new("kvm")
+                .merged()
+                .kid(El::new("hidden").attr("state", "on").soft()),
+        );
+    }
+    out.push(f);
+
+    // <cpu>
+    let t = &plan.guest_topology;
+    let mut cpu = El::new("cpu")
+        .attr("mode", "host-passthrough")
+        .attr("check", "none")
+        .attr("migratable", "off")
+        .merged()
+        .drops(&["model", "vendor", "topology", "numa"]);
+    cpu.push(
+        El::new("topology")
+            .attr("sockets", t.sockets.max(1))
+            .attr("dies", t.dies.max(1))
+            .attr("cores", t.cores.max(1))
+            .attr("threads", t.threads.max(1)),
+    );
+    if plan.cpu_features.invtsc {
+        cpu.push(
+            El::new("feature")
+                .attr("policy", "require")
+                .attr("name", "invtsc"),
+        );
+    }
+    if plan.cpu_features.hide_hypervisor {
+        cpu.push(
+            El::new("feature")
+                .attr("policy", "disable")
+                .attr("name", "hypervisor"),
+        );
+    }
+    if exposed {
+        let mut numa = El::new("numa");
+        for c in &plan.guest_numa {
+            numa.push(
+                El::new("cell")
+                    .attr("id", c.cell)
+                    .attr("cpus", c.vcpus.to_list_string())
+                    .attr("memory", kib(c.memory_bytes))
+                    .attr("unit", "KiB"),
+            );
+        }
+        cpu.push(numa);
+    }
+    out.push(cpu);
+
+    // <clock>: the plan's timers (Windows: RTC catch-up, PIT delay, no HPET — emulated in
+    // QEMU userspace, the Windows 7 timer note — and the Hyper-V reference clock). A plan without timers
+    // leaves the domain's clock alone.
+    let timers = plan_timers(plan);
+    if !timers.is_empty() {
+        let offset = if is_windows(plan) { "localtime" } else { "utc" };
+        let mut c = El::new("clock")
+            .attr("offset", offset)
+            .merged()
+            .keep_start();
+        for t in &timers {
+            if !TIMERS.contains(&t.name.as_str()) {
+                if info.is_none() {
+                    c.comment(format!("vmtune: unknown timer {:?} left out", t.name));
+                }
+                continue;
+            }
+            c.push(timer_element(t));
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The `<vcpu>`, `<cputune>`, `<numatune>`, `<memoryBacking>`, `<cpu>` and `<features>`
+/// elements for the plan (plus `<memory>` and `<clock>`), as an XML fragment to paste into a
+/// `<domain>`.
+pub fn domain_fragment(plan: &Plan) -> String {
+    let st = Style::default();
+    let name = plan.request.name.as_deref().unwrap_or("the VM");
+    let mut s = format!(
+        "<!-- vmtune plan for {}: {} vCPUs, {} MiB; paste into <domain> -->\n",
+        crate::xml::escape(name).replace("--", "- -"),
+        vcpu_count(plan),
+        plan.request.memory_bytes / (1024 * 1024)
+    );
+    for e in elements(plan, None) {
+        if e.merge && e.kids.is_empty() && e.text.is_none() {
+            continue;
+        }
+        s.push_str(&e.render(&st, 0));
+        s.push('\n');
+    }
+    s
+}
+
+fn check_plan(plan: &Plan) -> Result<(), EmitError> {
+    if vcpu_count(plan) == 0 {
+        return Err(EmitError::Invalid("plan has no vCPUs".into()));
+    }
+    if plan.request.memory_bytes == 0 {
+        return Err(EmitError::Invalid("plan has no memory".into()));
+    }
+    Ok(())
+}
+
+/// An existing domain patched with a plan.
+#[derive(Debug, Clone)]
+pub struct Patched {
+    /// The whole domain, every byte the plan does not own unchanged.
+    pub xml: String,
+    /// The plan with the domain's CPU choices merged in ([`plan::adopt_domain`]): its
+    /// `cpu_features` are what the patched domain says, its rationale and warnings say what
+    /// was kept and what the plan overrode.
+    pub plan: Plan,
+}
+
+/// Patch an existing domain XML: merge the domain's CPU choices into the plan
+/// ([`plan::adopt_domain`]), replace the plan's elements (merging inside `<cputune>`, `<cpu>`,
+/// `<features>`, `<memoryBacking>`, `<clock>` as the module docs say), insert the missing ones
+/// where `virsh dumpxml` puts them, and leave every other byte identical — including whether
+/// the file ends with a newline.
+pub fn patch(xml: &str, plan: &Plan) -> Result<Patched, EmitError> {
+    check_plan(plan)?;
+    let choices = domain_choices(xml)?;
+    let mut plan = plan.clone();
+    plan::adopt_domain(&mut plan, &choices);
+    let doc = parse_doc(xml)?;
+    let root = doc.root_element();
+    let info = DomainInfo::read(root);
+
+    let mut dom = El::new("domain").merged().keep_start();
+    dom.order = DOMAIN_ORDER;
+    dom.drops.push("numatune".into());
+    for e in elements(&plan, Some(&info)) {
+        dom.push(e);
+    }
+    let st = Style::detect(xml, &root);
+    let patched = merge(xml, &root, &dom, &st, 0);
+    let r = root.range();
+    let mut out = String::with_capacity(xml.len() + patched.len());
+    out.push_str(xml.get(..r.start).unwrap_or(""));
+    out.push_str(&patched);
+    out.push_str(xml.get(r.end..).unwrap_or(""));
+    Ok(Patched { xml: out, plan })
+}
+
+/// [`patch`], the XML only.
+pub fn patch_domain(xml: &str, plan: &Plan) -> Result<String, EmitError> {
+    patch(xml, plan).map(|p| p.xml)
+}
