@@ -19,10 +19,7 @@ fuzz_target!(|data: &[u8]| {
         2 => Some("38f55c4a".to_string()),
         _ => Some(String::new()),
     };
-    let opts = Options {
-        sandbox,
-        ..Options::default()
-    };
+    let opts = Options { sandbox };
     let want = ingest_bytes("fuzz", rest, opts.clone());
     let mut ing = Ingester::new(opts.clone());
     ing.read_slice_with(

@@ -122,7 +122,6 @@ mod tests {
             &buf,
             crate::ingest::Options {
                 sandbox: Some(TEMPLATE_SANDBOX.into()),
-                ..Default::default()
             },
         );
         let r = crate::timeline::build(&ing, None).unwrap();

@@ -13,6 +13,9 @@ use memchr::memmem;
 
 /// `" sandbox="`: how a containerd (logrus) line names its sandbox.
 const SANDBOX_KEY: &[u8] = b" sandbox=";
+/// `sandbox \"`: how a CRI error names its sandbox inside a quoted value
+/// (`failed to start sandbox \"ID\"`, `CreateContainer within sandbox \"ID\"`).
+const SANDBOX_TEXT: &[u8] = b"sandbox \\\"";
 
 /// What the prefilter decided about one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +50,7 @@ pub(crate) struct Kept {
 #[derive(Debug, Clone)]
 pub(crate) struct Prefilter {
     any_sandbox: memmem::Finder<'static>,
+    text_sandbox: memmem::Finder<'static>,
     want: Option<Vec<u8>>,
 }
 
@@ -54,17 +58,18 @@ impl Prefilter {
     pub fn new(want: Option<&str>) -> Self {
         Prefilter {
             any_sandbox: memmem::Finder::new(SANDBOX_KEY),
+            text_sandbox: memmem::Finder::new(SANDBOX_TEXT),
             want: want.map(|w| w.as_bytes().to_vec()),
         }
     }
 
-    /// Is the sandbox named at `key` (the position of a ` sandbox=` in `line`) the wanted
-    /// one? Without `--sandbox`, every sandbox is.
-    fn wanted_at(&self, line: &[u8], key: usize) -> bool {
+    /// Is the sandbox named at `key` (the position of a key of `len` bytes in `line`) the
+    /// wanted one? Without `--sandbox`, every sandbox is.
+    fn wanted_at(&self, line: &[u8], key: usize, len: usize) -> bool {
         match &self.want {
             None => true,
             Some(w) => line
-                .get(key + SANDBOX_KEY.len()..)
+                .get(key + len..)
                 .is_some_and(|rest| rest.starts_with(w)),
         }
     }
@@ -74,8 +79,15 @@ impl Prefilter {
     #[cfg(test)]
     pub fn classify_line(&self, line: &[u8]) -> Class {
         let mut keys = self.any_sandbox.find_iter(line).peekable();
+        let mut texts = self.text_sandbox.find_iter(line).peekable();
         if keys.peek().is_some() {
-            if keys.any(|k| self.wanted_at(line, k)) {
+            if keys.any(|k| self.wanted_at(line, k, SANDBOX_KEY.len())) {
+                Class::Keep
+            } else {
+                Class::OtherSandbox
+            }
+        } else if texts.peek().is_some() {
+            if texts.any(|k| self.wanted_at(line, k, SANDBOX_TEXT.len())) {
                 Class::Keep
             } else {
                 Class::OtherSandbox
@@ -98,17 +110,29 @@ impl Prefilter {
         // over the block finds exactly the per-line matches.
         let mut keys = self.any_sandbox.find_iter(block);
         let mut next_key = keys.next().unwrap_or(usize::MAX);
+        // `sandbox \"` holds no line end either
+        let mut texts = self.text_sandbox.find_iter(block);
+        let mut next_text = texts.next().unwrap_or(usize::MAX);
         let mut start = 0usize;
         let mut line = |start: usize, end: usize, c: &mut Counts| {
             let index = c.lines;
             c.lines += 1;
             let text = block.get(start..end).unwrap_or(&[]);
-            let class = if next_key < end {
-                let mut hit = false;
-                while next_key < end {
-                    hit = hit || self.wanted_at(text, next_key - start);
-                    next_key = keys.next().unwrap_or(usize::MAX);
-                }
+            let named =
+                |next: &mut usize, it: &mut memmem::FindIter<'_, '_>, len: usize| -> Option<bool> {
+                    if *next >= end {
+                        return None;
+                    }
+                    let mut hit = false;
+                    while *next < end {
+                        hit = hit || self.wanted_at(text, *next - start, len);
+                        *next = it.next().unwrap_or(usize::MAX);
+                    }
+                    Some(hit)
+                };
+            let by_key = named(&mut next_key, &mut keys, SANDBOX_KEY.len());
+            let by_text = named(&mut next_text, &mut texts, SANDBOX_TEXT.len());
+            let class = if let Some(hit) = by_key.or(by_text) {
                 if hit {
                     Class::Keep
                 } else {
@@ -139,6 +163,18 @@ impl Prefilter {
 /// Does the line start with a journald short / short-iso prefix (`Nov 20 16:25:32 ` or
 /// `2025-11-20T16:25:32`)? Byte-level and cheap: used to skip other units' lines.
 pub(crate) fn journald_prefix(b: &[u8]) -> bool {
+    // `1月 19 21:11:37 `, `11월 20 …` (CJK locales): one or two digits, 月 or 월, a space
+    let cjk = |rest: &[u8]| {
+        matches!(rest, [0xE6, 0x9C, 0x88, b' ', d0, d1, b' ', ..] | [0xEC, 0x9B, 0x94, b' ', d0, d1, b' ', ..]
+            if (d0.is_ascii_digit() || *d0 == b' ') && d1.is_ascii_digit())
+    };
+    match b {
+        [m0, rest @ ..] if m0.is_ascii_digit() && cjk(rest) => return true,
+        [m0, m1, rest @ ..] if m0.is_ascii_digit() && m1.is_ascii_digit() && cjk(rest) => {
+            return true
+        }
+        _ => {}
+    }
     match b {
         [m0, m1, m2, b' ', d0, d1, b' ', h0, h1, b':', ..] => {
             m0.is_ascii_uppercase()
@@ -201,6 +237,13 @@ mod tests {
         assert!(!journald_prefix(
             b"Start Time:   Mon, 24 Nov 2025 21:21:09 +0000"
         ));
+        assert!(journald_prefix(
+            "1月 19 21:11:37 node kata[1]: x".as_bytes()
+        ));
+        assert!(journald_prefix(
+            "11月 09 21:11:37 node kata[1]: x".as_bytes()
+        ));
+        assert!(!journald_prefix("1月19日 x".as_bytes()));
     }
 
     #[test]
@@ -222,16 +265,18 @@ Nov 20 16:25:32 h containerd[1]: time=x sandbox=zzz msg=y\n\
 Nov 20 16:25:32 h kubelet[1]: noise\n\
 [    1.0] kernel line\n\
 x sandbox=zzz sandbox=abc\r\n\
+Nov 20 16:25:32 h containerd[1]: time=x level=error msg=\"RunPodSandbox failed\" error=\"failed to start sandbox \\\"abc9\\\": x\"\n\
+Nov 20 16:25:32 h containerd[1]: time=x level=error msg=\"CreateContainer within sandbox \\\"zz\\\" failed\"\n\
 tail without end sandbox=ab";
         let mut kept = Vec::new();
         let c = p.scan(block, |k| kept.push(k));
-        assert_eq!(c.lines, 6);
+        assert_eq!(c.lines, 8);
         assert_eq!(c.bytes, block.len() as u64);
-        assert_eq!(c.other_sandbox, 2);
+        assert_eq!(c.other_sandbox, 3);
         assert_eq!(c.unrecognized, 1);
         assert_eq!(
             kept.iter().map(|k| k.index).collect::<Vec<_>>(),
-            vec![0, 3, 4]
+            vec![0, 3, 4, 5]
         );
         for k in &kept {
             let line = &block[k.start..k.end];

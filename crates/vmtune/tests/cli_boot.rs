@@ -64,7 +64,7 @@ fn analyze_text_table() {
         .unwrap();
     assert!(out.status.success());
     let s = String::from_utf8(out.stdout).unwrap();
-    assert!(s.contains("GPUs found: 7"), "{s}");
+    assert!(s.contains("GPUs: 7"), "{s}");
     assert!(s.contains("Critical path:") && s.contains("cdi_wait"));
     assert!(s.contains("Findings:"));
 }

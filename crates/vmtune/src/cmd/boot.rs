@@ -61,12 +61,18 @@ struct AnalyzeArgs {
     /// Input files (any mix of formats); `-` reads stdin.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Sandbox id (or unique prefix) to report; default: the sandbox with most lines.
+    /// Sandbox id (or a unique prefix) to report, `ID@N` for its N-th boot (default: its
+    /// latest); default: the boot with most guest console records.
     #[arg(long, value_name = "ID")]
     sandbox: Option<String>,
-    /// Year for journald short-format prefixes when no `time=` field is present.
+    /// Year of journald prefixes on lines without `time=` (default: from the inputs'
+    /// complete timestamps).
     #[arg(long)]
     year: Option<i64>,
+    /// Zone of journald prefixes on lines without `time=`, as a UTC offset (`+08:00`,
+    /// `-04:00`, `UTC`); default: inferred from lines that carry both.
+    #[arg(long, value_name = "OFFSET", value_parser = parse_tz)]
+    tz: Option<i64>,
     /// Machine-readable report.
     #[arg(long)]
     json: bool,
@@ -226,16 +232,34 @@ fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
     Ok(ing.finish())
 }
 
+fn parse_tz(s: &str) -> Result<i64, String> {
+    bootprof::time::parse_utc_offset(s).ok_or_else(|| {
+        format!("invalid --tz {s:?}: give a UTC offset such as +08:00, -04:00 or UTC")
+    })
+}
+
 fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
+    if let Some(y) = a.year {
+        if !bootprof::time::YEARS.contains(&y) {
+            bail!("--year {y} is outside 1970..=2200");
+        }
+    }
     let ing = read_inputs(
         &a.files,
         Options {
             sandbox: a.sandbox.clone(),
-            year: a.year,
-            utc_offset_s: 0,
         },
     )?;
-    let r = timeline::build(&ing, a.sandbox.as_deref())?;
+    let r = timeline::build_with(
+        &ing,
+        &timeline::AnalyzeOptions {
+            sandbox: a.sandbox.clone(),
+            clocks: bootprof::clocks::ClockOptions {
+                year: a.year,
+                tz: a.tz,
+            },
+        },
+    )?;
     if let Some(h) = &a.html {
         std::fs::write(h, report::html(&r)).with_context(|| format!("writing {}", h.display()))?;
     }
@@ -530,7 +554,6 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
             std::slice::from_ref(&a.file),
             Options {
                 sandbox: Some(a.sandbox.clone()),
-                ..Default::default()
             },
         )?;
         let r = timeline::build(&ing, Some(&a.sandbox))?;
