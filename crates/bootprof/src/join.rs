@@ -27,8 +27,9 @@ use crate::time::{Nanos, NS_PER_S};
 /// before the guest prints anything), and after the last.
 const WINDOW_BEFORE_NS: Nanos = 120 * NS_PER_S;
 const WINDOW_AFTER_NS: Nanos = 60 * NS_PER_S;
-/// A pin may start this much before its GPU's enable line (console delay, clock skew).
-const ENABLE_SLACK_NS: Nanos = NS_PER_S / 2;
+/// A pin may start this much before its GPU's enable line (console delay, clock skew; a
+/// BAR pin follows its enable by 20–300 ms, and a 16 GiB BAR pins in ~0.4 s).
+const ENABLE_SLACK_NS: Nanos = NS_PER_S / 10;
 /// The last GPU's window when nothing closes it earlier.
 const LAST_GPU_HORIZON_NS: Nanos = 120 * NS_PER_S;
 /// RAM pins closer than this are one hotplug.
@@ -125,22 +126,47 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
         (Some(_), None) => true,
         (None, _) => true,
     };
-    let score = |pins: &[&RawPin]| -> (usize, usize) {
-        let aligned = pins
+    // a QEMU's pins start as the guest enables its GPUs: score each process by how many
+    // enables it pins a BAR-sized region right after (any heavy pin when no BAR is known)
+    let all_bars: Vec<u64> = f
+        .gpus
+        .iter()
+        .flat_map(|g| g.bars.iter().map(|b| b.1))
+        .collect();
+    let near = |p: &RawPin, e: &Mark| {
+        p.start.is_some_and(|s| {
+            s >= e.t.saturating_sub(ENABLE_SLACK_NS) && s <= e.t.saturating_add(NS_PER_S / 2)
+        })
+    };
+    let barish = |p: &RawPin| match p.size {
+        Some(sz) if !all_bars.is_empty() => matches_bar(sz, &all_bars),
+        _ => p.dur_s >= 0.1,
+    };
+    // (enables it pinned a BAR right after, its pins right after enables, pins in window):
+    // QEMU maps all of a GPU's BARs as the guest enables it
+    let score = |pins: &[&RawPin]| -> (usize, usize, usize) {
+        let covered = enables
             .iter()
-            .filter(|p| p.dur_s >= 0.5 && in_window(p))
-            .filter(|p| p.start.is_some_and(|s| gpu_window(s).is_some()))
+            .filter(|(_, e)| pins.iter().any(|p| near(p, e) && barish(p)))
             .count();
-        (aligned, pins.iter().filter(|p| in_window(p)).count())
+        let at_enables = pins
+            .iter()
+            .filter(|p| enables.iter().any(|(_, e)| near(p, e)))
+            .count();
+        (
+            covered,
+            at_enables,
+            pins.iter().filter(|p| in_window(p)).count(),
+        )
     };
     // a call whose process is unknown (a return without its call line) cannot be another
     // VM's: it stays when it falls inside the window
-    let scored: Vec<(Option<u32>, (usize, usize))> = by_pid
+    let scored: Vec<(Option<u32>, (usize, usize, usize))> = by_pid
         .iter()
         .filter(|(pid, _)| pid.is_some())
         .map(|(pid, v)| (*pid, score(v)))
         .collect();
-    let best = scored.iter().map(|(_, s)| *s).max().unwrap_or((0, 0));
+    let best = scored.iter().map(|(_, s)| *s).max().unwrap_or((0, 0, 0));
     let mut keep: Vec<Option<u32>> = if window.is_none() {
         if scored.len() > 1 {
             out.notes.push(format!(
@@ -150,18 +176,31 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
         }
         by_pid.keys().copied().collect()
     } else {
-        let tied: Vec<Option<u32>> = scored
+        let inside: Vec<Option<u32>> = scored
             .iter()
-            .filter(|(_, s)| *s == best && s.1 > 0)
+            .filter(|(_, s)| s.2 > 0)
             .map(|(p, _)| *p)
             .collect();
-        if tied.len() > 1 {
+        let tied: Vec<Option<u32>> = scored
+            .iter()
+            .filter(|(_, s)| *s == best && s.2 > 0)
+            .map(|(p, _)| *p)
+            .collect();
+        if inside.len() > 1 && best.0 == 0 {
             out.notes.push(format!(
-                "pin calls of {} processes fall inside this boot and none lines up better with its GPUs: all are counted",
+                "pin calls of {} processes fall inside this boot and none pins a BAR as its GPUs are enabled: which is this VM is not known, so none of them is counted",
+                inside.len()
+            ));
+            Vec::new()
+        } else if tied.len() > 1 {
+            out.notes.push(format!(
+                "pin calls of {} processes fall inside this boot and line up equally with its GPUs: all are counted",
                 tied.len()
             ));
+            tied
+        } else {
+            tied
         }
-        tied
     };
     keep.push(None);
     let mut foreign_pids: Vec<u32> = Vec::new();
@@ -199,11 +238,6 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
     out.foreign_pids = foreign_pids;
 
     // ---- classify and assign ----------------------------------------------------------
-    let all_bars: Vec<u64> = f
-        .gpus
-        .iter()
-        .flat_map(|g| g.bars.iter().map(|b| b.1))
-        .collect();
     let bars_of = |bdf: &str| -> Vec<u64> {
         let own: Vec<u64> = f
             .gpus
@@ -245,14 +279,19 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
                     (None, "unknown")
                 }
             }
-            (None, Some(size)) => {
-                if size >= 64 << 20 && matches_bar(size, &all_bars) {
-                    let g = p.vaddr.and_then(|v| by_vaddr.get(&v).cloned());
-                    (g, "bar")
-                } else {
-                    (None, "ram")
+            // outside every GPU's window: a BAR pinned again (its address was a BAR's), a
+            // BAR-sized region after the guest booted, or guest RAM
+            (None, Some(size)) => match p.vaddr.and_then(|v| by_vaddr.get(&v).cloned()) {
+                Some(g) => (Some(g), "bar"),
+                None => {
+                    let after_boot = guest_boot.zip(start).is_some_and(|(b, s)| s >= b);
+                    if after_boot && size >= 64 << 20 && matches_bar(size, &all_bars) {
+                        (None, "bar")
+                    } else {
+                        (None, "ram")
+                    }
                 }
-            }
+            },
         };
         if let (Some(v), Some(g), "bar") = (p.vaddr, &gpu, kind) {
             by_vaddr.entry(v).or_insert_with(|| g.clone());
@@ -375,7 +414,9 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
         let (Some(s), Some(e)) = (p.start, p.end) else {
             continue;
         };
-        if p.kind != "ram" || p.pin.dur_s < PIN_PHASE_MIN_S || after.is_some_and(|a| s < a) {
+        // RAM chunks, however fast (hugetlbfs pins 4 GiB in ~12 ms), not stray small maps
+        let chunk = p.pin.size.is_some_and(|z| z >= 64 << 20) || p.pin.dur_s >= PIN_PHASE_MIN_S;
+        if p.kind != "ram" || !chunk || after.is_some_and(|a| s < a) {
             continue;
         }
         match (clusters.last_mut(), last_end) {

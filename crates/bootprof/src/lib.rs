@@ -37,6 +37,7 @@ pub mod report;
 mod scan;
 pub mod select;
 pub mod state;
+pub mod synth;
 pub mod time;
 pub mod timeline;
 pub mod trace;

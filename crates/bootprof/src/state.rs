@@ -107,7 +107,9 @@ pub fn assess(
             format!("{summary}: {}", tail(e.error.as_deref().unwrap_or(&e.msg)))
         };
         failure = Some(Failure {
-            step: if unresolved && step != "cold_plug" {
+            // a sandbox error while the agent waits for CDI is the CDI wait failing; a
+            // timeout names its own step (the summary says CDI never resolved)
+            step: if unresolved && step == "sandbox_start" {
                 "cdi_wait"
             } else {
                 step
