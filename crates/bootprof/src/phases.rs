@@ -123,7 +123,15 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
     let found: Vec<Mark> = f.gpus.iter().filter_map(|g| g.found).collect();
     if let (Some(a), Some(last)) = (found.iter().min_by_key(|m| m.t), f.pci_last) {
         b.add(
-            open("pci_enumeration", format!("{} GPUs", found.len()), *a),
+            open(
+                "pci_enumeration",
+                format!(
+                    "{} GPU{}",
+                    found.len(),
+                    if found.len() == 1 { "" } else { "s" }
+                ),
+                *a,
+            ),
             last.t,
             Some(last.src),
             false,
