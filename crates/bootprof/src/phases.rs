@@ -102,8 +102,9 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
             );
         }
     }
-    // ---- kernel_boot ----------------------------------------------------------------------
-    if let Some(gb) = guest_boot {
+    // ---- kernel_boot: only when the log shows the kernel starting ---------------------------
+    let saw_start = f.kernel_min_t.is_some_and(|t| t <= 1.0);
+    if let (Some(gb), true) = (guest_boot, saw_start) {
         if let Some(e) = f.run_init.or(f.first_agent).filter(|e| e.t >= gb.t) {
             b.add(
                 open("kernel_boot", "guest kernel", gb),
@@ -136,8 +137,13 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
             Some(last.src),
             false,
             format!(
-                "first GPU found until the last GPU BAR assigned ({} GPUs)",
-                found.len()
+                "first GPU found until the last GPU BAR assigned ({} GPUs{})",
+                found.len(),
+                if saw_start {
+                    ""
+                } else {
+                    "; the log starts late, earlier GPUs may be missing"
+                }
             ),
         );
     }

@@ -52,6 +52,16 @@ fn check(spec: &Spec, rec: &Records, r: &Report) -> Result<(), String> {
             ctx()
         ));
     }
+    let text = bootprof::report::text(r);
+    if text.contains("-0.0 s") || text.contains("-0.000 s") {
+        return Err(format!("a negative zero is printed{}", ctx()));
+    }
+    if t.started_late && r.phase("kernel_boot").is_some() {
+        return Err(format!(
+            "a kernel_boot phase from a log that starts late{}",
+            ctx()
+        ));
+    }
     if r.boot.as_ref().and_then(|b| b.shim_pid) != Some(t.shim_pid) {
         return Err(format!("wrong boot {:?}{}", r.boot, ctx()));
     }
