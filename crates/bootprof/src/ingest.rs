@@ -992,7 +992,7 @@ mod tests {
         /// final line end, read through random buffer sizes, block sizes and thread counts.
         #[test]
         fn block_and_parallel_paths_match_per_line(
-            picks in proptest::collection::vec((any::<usize>(), 0u8..6, any::<u16>()), 0..120),
+            picks in proptest::collection::vec((any::<usize>(), 0u8..8, any::<u16>()), 0..120),
             last_newline in any::<bool>(),
             sandbox in any::<u8>(),
             cap in 1usize..300,
@@ -1014,7 +1014,10 @@ mod tests {
                         data.extend_from_slice(l.get(cut..).unwrap_or(&[]));
                     }
                     4 => {} // an empty line
-                    _ => data.extend_from_slice(b" sandbox=38f55c4a sandbox=c9f7bf13"),
+                    5 => data.extend_from_slice(b" sandbox=38f55c4a sandbox=c9f7bf13"),
+                    // a CRI error naming its sandbox in its text, after a journald prefix
+                    6 => data.extend_from_slice(b"Nov 20 16:25:32 h containerd[1]: time=\"2025-11-20T16:25:32Z\" level=error msg=\"RunPodSandbox failed\" error=\"failed to start sandbox \\\"c9f7bf13\\\": x\""),
+                    _ => data.extend_from_slice(b"Nov 20 16:25:32 h containerd[1]: level=error msg=\"CreateContainer within sandbox \\\"38f55c4a\\\" failed\" sandbox\\\" sandbox"),
                 }
                 data.push(b'\n');
             }

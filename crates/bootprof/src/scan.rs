@@ -11,11 +11,27 @@
 
 use memchr::memmem;
 
+/// Both ways a line names its sandbox contain this word: one search finds them all.
+const SANDBOX: &[u8] = b"sandbox";
 /// `" sandbox="`: how a containerd (logrus) line names its sandbox.
+#[cfg(test)]
 const SANDBOX_KEY: &[u8] = b" sandbox=";
 /// `sandbox \"`: how a CRI error names its sandbox inside a quoted value
 /// (`failed to start sandbox \"ID\"`, `CreateContainer within sandbox \"ID\"`).
 const SANDBOX_TEXT: &[u8] = b"sandbox \\\"";
+
+/// How a `sandbox` found at `at` in `b` names a sandbox, if it does: `Some((true, value))`
+/// for the ` sandbox=` key, `Some((false, value))` for the `sandbox \"` text.
+fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
+    let after = at + SANDBOX.len();
+    if at >= 1 && b.get(at - 1) == Some(&b' ') && b.get(after) == Some(&b'=') {
+        Some((true, after + 1))
+    } else if b.get(after..after + 3) == Some(&SANDBOX_TEXT[SANDBOX.len()..]) {
+        Some((false, after + 3))
+    } else {
+        None
+    }
+}
 
 /// What the prefilter decided about one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,28 +65,24 @@ pub(crate) struct Kept {
 /// The line classifier for one `--sandbox` choice.
 #[derive(Debug, Clone)]
 pub(crate) struct Prefilter {
-    any_sandbox: memmem::Finder<'static>,
-    text_sandbox: memmem::Finder<'static>,
+    word: memmem::Finder<'static>,
     want: Option<Vec<u8>>,
 }
 
 impl Prefilter {
     pub fn new(want: Option<&str>) -> Self {
         Prefilter {
-            any_sandbox: memmem::Finder::new(SANDBOX_KEY),
-            text_sandbox: memmem::Finder::new(SANDBOX_TEXT),
+            word: memmem::Finder::new(SANDBOX),
             want: want.map(|w| w.as_bytes().to_vec()),
         }
     }
 
-    /// Is the sandbox named at `key` (the position of a key of `len` bytes in `line`) the
-    /// wanted one? Without `--sandbox`, every sandbox is.
-    fn wanted_at(&self, line: &[u8], key: usize, len: usize) -> bool {
+    /// Is the sandbox whose id starts at `value` in `b` the wanted one? Without
+    /// `--sandbox`, every sandbox is.
+    fn wanted_at(&self, b: &[u8], value: usize) -> bool {
         match &self.want {
             None => true,
-            Some(w) => line
-                .get(key + len..)
-                .is_some_and(|rest| rest.starts_with(w)),
+            Some(w) => b.get(value..).is_some_and(|rest| rest.starts_with(w)),
         }
     }
 
@@ -78,16 +90,15 @@ impl Prefilter {
     /// is tested against.
     #[cfg(test)]
     pub fn classify_line(&self, line: &[u8]) -> Class {
-        let mut keys = self.any_sandbox.find_iter(line).peekable();
-        let mut texts = self.text_sandbox.find_iter(line).peekable();
-        if keys.peek().is_some() {
-            if keys.any(|k| self.wanted_at(line, k, SANDBOX_KEY.len())) {
-                Class::Keep
-            } else {
-                Class::OtherSandbox
-            }
-        } else if texts.peek().is_some() {
-            if texts.any(|k| self.wanted_at(line, k, SANDBOX_TEXT.len())) {
+        let keys: Vec<usize> = memmem::find_iter(line, SANDBOX_KEY)
+            .map(|k| k + SANDBOX_KEY.len())
+            .collect();
+        let texts: Vec<usize> = memmem::find_iter(line, SANDBOX_TEXT)
+            .map(|k| k + SANDBOX_TEXT.len())
+            .collect();
+        let named = if keys.is_empty() { texts } else { keys };
+        if !named.is_empty() {
+            if named.iter().any(|v| self.wanted_at(line, *v)) {
                 Class::Keep
             } else {
                 Class::OtherSandbox
@@ -106,33 +117,36 @@ impl Prefilter {
             bytes: block.len() as u64,
             ..Counts::default()
         };
-        // ` sandbox=` holds no line end, so every match lies inside one line, and a search
-        // over the block finds exactly the per-line matches.
-        let mut keys = self.any_sandbox.find_iter(block);
-        let mut next_key = keys.next().unwrap_or(usize::MAX);
-        // `sandbox \"` holds no line end either
-        let mut texts = self.text_sandbox.find_iter(block);
-        let mut next_text = texts.next().unwrap_or(usize::MAX);
+        // `sandbox` holds no line end, so every match lies inside one line, and one search
+        // over the block finds exactly the per-line matches of both ways of naming one
+        let mut words = self.word.find_iter(block);
+        let mut next_word = words.next().unwrap_or(usize::MAX);
         let mut start = 0usize;
         let mut line = |start: usize, end: usize, c: &mut Counts| {
             let index = c.lines;
             c.lines += 1;
             let text = block.get(start..end).unwrap_or(&[]);
-            let named =
-                |next: &mut usize, it: &mut memmem::FindIter<'_, '_>, len: usize| -> Option<bool> {
-                    if *next >= end {
-                        return None;
+            // (named by a key, by a key that is wanted, by text, by text that is wanted)
+            let mut seen = (false, false, false, false);
+            while next_word < end {
+                if let Some((key, value)) = naming(block, next_word) {
+                    let hit = self.wanted_at(block, value);
+                    if key {
+                        seen.0 = true;
+                        seen.1 |= hit;
+                    } else {
+                        seen.2 = true;
+                        seen.3 |= hit;
                     }
-                    let mut hit = false;
-                    while *next < end {
-                        hit = hit || self.wanted_at(text, *next - start, len);
-                        *next = it.next().unwrap_or(usize::MAX);
-                    }
-                    Some(hit)
-                };
-            let by_key = named(&mut next_key, &mut keys, SANDBOX_KEY.len());
-            let by_text = named(&mut next_text, &mut texts, SANDBOX_TEXT.len());
-            let class = if let Some(hit) = by_key.or(by_text) {
+                }
+                next_word = words.next().unwrap_or(usize::MAX);
+            }
+            let named = match seen {
+                (true, hit, ..) => Some(hit),
+                (false, _, true, hit) => Some(hit),
+                _ => None,
+            };
+            let class = if let Some(hit) = named {
                 if hit {
                     Class::Keep
                 } else {
