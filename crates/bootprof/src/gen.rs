@@ -302,5 +302,23 @@ mod tests {
         assert!((r2.total_s - r.total_s).abs() < 1e-6);
         let t0 = |r: &crate::Report| crate::time::parse_rfc3339(&r.t0).unwrap();
         assert_eq!(t0(&r2) - t0(&r), BOOT_SPACING_S * NS_PER_S);
+        // the census picks the same boot without parsing the others, and names them
+        let mut census = crate::ingest::Census::default();
+        census.add(&buf);
+        assert_eq!(census.busiest(), Some(TEMPLATE_SANDBOX));
+        let only = crate::ingest::ingest_bytes(
+            "gen",
+            &buf,
+            crate::ingest::Options {
+                sandbox: census.busiest().map(str::to_string),
+            },
+        );
+        let mut r3 = crate::timeline::build(&only, None).unwrap();
+        crate::timeline::other_sandboxes_from(&mut r3, &census);
+        assert_eq!(r3.other_sandboxes, r.other_sandboxes);
+        assert_eq!(
+            serde_json::to_value(&r3.phases).unwrap(),
+            serde_json::to_value(&r.phases).unwrap()
+        );
     }
 }

@@ -870,6 +870,56 @@ fn parse_str(s: &str, want: Option<&str>) -> Parsed {
     Parsed::Unrecognized
 }
 
+/// Guest console lines per sandbox id over some inputs, counted at the byte level without
+/// parsing: what picks the sandbox to report when none is named, so that only its lines
+/// need parsing (a 1 GB journal of 885 boots: ~0.2 s instead of parsing every boot).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Census {
+    /// (sandbox id, console lines), in order of first appearance.
+    pub sandboxes: Vec<(String, u64)>,
+}
+
+impl Census {
+    /// Count the lines of `data`.
+    pub fn add(&mut self, data: &[u8]) {
+        let mut raw: Vec<(Vec<u8>, u64)> = self
+            .sandboxes
+            .iter()
+            .map(|(s, n)| (s.as_bytes().to_vec(), *n))
+            .collect();
+        crate::scan::console_census(data, &mut raw);
+        self.sandboxes = raw
+            .into_iter()
+            .map(|(s, n)| (String::from_utf8_lossy(&s).into_owned(), n))
+            .collect();
+    }
+
+    /// Count the lines of a file (memory-mapped when it is a large regular file).
+    pub fn add_path(&mut self, path: &Path) -> std::io::Result<()> {
+        let f = File::open(path)?;
+        let meta = f.metadata()?;
+        if meta.is_file() && meta.len() >= MMAP_MIN_BYTES {
+            // SAFETY: as in `Ingester::read_path`: the map is only read, as bytes.
+            if let Ok(map) = unsafe { memmap2::Mmap::map(&f) } {
+                self.add(&map);
+                return Ok(());
+            }
+        }
+        self.add(&std::fs::read(path)?);
+        Ok(())
+    }
+
+    /// The sandbox with the most guest console lines (the first of equals), if any has one.
+    pub fn busiest(&self) -> Option<&str> {
+        self.sandboxes
+            .iter()
+            .rev()
+            .filter(|(_, n)| *n > 0)
+            .max_by_key(|(_, n)| *n)
+            .map(|(s, _)| s.as_str())
+    }
+}
+
 /// Read in-memory text (tests, fuzzing): one pseudo-file.
 pub fn ingest_str(name: &str, text: &str, opts: Options) -> Ingest {
     ingest_bytes(name, text.as_bytes(), opts)

@@ -174,6 +174,53 @@ impl Prefilter {
     }
 }
 
+/// Guest console lines per sandbox id, counted at the byte level: for each line that
+/// names its sandbox with the ` sandbox=` key, the id, and whether the line carries a
+/// `vmconsole=` payload. Ids in order of first appearance.
+pub(crate) fn console_census(data: &[u8], out: &mut Vec<(Vec<u8>, u64)>) {
+    let word = memmem::Finder::new(SANDBOX);
+    let console = memmem::Finder::new(b" vmconsole=");
+    let mut index: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+    for (i, (id, _)) in out.iter().enumerate() {
+        index.insert(id.clone(), i);
+    }
+    let mut skip_to = 0usize;
+    for at in word.find_iter(data) {
+        if at < skip_to {
+            continue;
+        }
+        let Some((true, value)) = naming(data, at) else {
+            continue;
+        };
+        let rest = data.get(value..).unwrap_or(&[]);
+        let end_id = rest
+            .iter()
+            .position(|c| matches!(c, b' ' | b'\n' | b'\r' | b'"'))
+            .unwrap_or(rest.len());
+        let id = rest.get(..end_id).unwrap_or(&[]);
+        if id.is_empty() {
+            continue;
+        }
+        let line_end = memchr::memchr(b'\n', rest).map_or(data.len(), |n| value + n);
+        let line_start = memchr::memrchr(b'\n', data.get(..at).unwrap_or(&[])).map_or(0, |n| n + 1);
+        let line = data.get(line_start..line_end).unwrap_or(&[]);
+        let is_console = u64::from(console.find(line).is_some());
+        match index.get(id) {
+            Some(&i) => {
+                if let Some(e) = out.get_mut(i) {
+                    e.1 += is_console;
+                }
+            }
+            None => {
+                index.insert(id.to_vec(), out.len());
+                out.push((id.to_vec(), is_console));
+            }
+        }
+        // one count per line
+        skip_to = line_end;
+    }
+}
+
 /// Does the line start with a journald short / short-iso prefix (`Nov 20 16:25:32 ` or
 /// `2025-11-20T16:25:32`)? Byte-level and cheap: used to skip other units' lines.
 pub(crate) fn journald_prefix(b: &[u8]) -> bool {
@@ -258,6 +305,18 @@ mod tests {
             "11月 09 21:11:37 node kata[1]: x".as_bytes()
         ));
         assert!(!journald_prefix("1月19日 x".as_bytes()));
+    }
+
+    #[test]
+    fn census_counts_console_lines_per_sandbox() {
+        let data = b"Nov 20 16:25:32 h containerd[1]: time=x sandbox=abc subsystem=sandbox vmconsole=\"[ 1.0] k\"\n\
+Nov 20 16:25:32 h containerd[1]: time=x sandbox=abc msg=y\n\
+Nov 20 16:25:32 h containerd[1]: time=x sandbox=zz vmconsole=\"x\"\n\
+Nov 20 16:25:32 h containerd[1]: time=x sandbox=abc vmconsole=\"y\"\n\
+noise sandbox \\\"abc\\\"";
+        let mut out = Vec::new();
+        console_census(data, &mut out);
+        assert_eq!(out, vec![(b"abc".to_vec(), 2), (b"zz".to_vec(), 1)]);
     }
 
     #[test]

@@ -60,6 +60,18 @@ pub fn build_with(ing: &Ingest, opts: &AnalyzeOptions) -> Result<Report, Timelin
     Ok(analyze(&sel, &opts.clocks))
 }
 
+/// Name in `r` the other sandboxes a [`crate::ingest::Census`] counted, when only the
+/// busiest sandbox's lines were parsed.
+pub fn other_sandboxes_from(r: &mut Report, census: &crate::ingest::Census) {
+    r.other_sandboxes = census
+        .sandboxes
+        .iter()
+        .map(|(s, _)| s)
+        .filter(|s| Some(*s) != r.sandbox.as_ref())
+        .cloned()
+        .collect();
+}
+
 /// What guest RAM pinning at `s_per_gib` says about its pages: the study's hotplug pinned
 /// 4 KiB pages at 0.125 s/GiB (kernel commit 4d83de6da265: 0.27 s/GiB cold, 0.0175 s/GiB
 /// pre-faulted); hugetlbfs pins at 0.0033 s/GiB.

@@ -246,19 +246,35 @@ fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
             bail!("--year {y} is outside 1970..=2200");
         }
     }
-    let ing = read_inputs(
-        &a.files,
-        Options {
-            sandbox: a.sandbox.clone(),
-        },
-    )?;
-    let r = timeline::build_with(
+    // Without --sandbox, a byte-level census of the files picks the sandbox with the most
+    // guest console lines, so that only its lines are parsed (stdin cannot be read twice).
+    let census = if a.sandbox.is_none() && a.files.iter().all(|f| f.as_os_str() != "-") {
+        let mut c = bootprof::ingest::Census::default();
+        for f in &a.files {
+            c.add_path(f)
+                .with_context(|| format!("reading {}", f.display()))?;
+        }
+        c.busiest().is_some().then_some(c)
+    } else {
+        None
+    };
+    let filter = a.sandbox.clone().or_else(|| {
+        census
+            .as_ref()
+            .and_then(|c| c.busiest())
+            .map(str::to_string)
+    });
+    let ing = read_inputs(&a.files, Options { sandbox: filter })?;
+    let mut r = timeline::build_with(
         &ing,
         &timeline::AnalyzeOptions {
             sandbox: a.sandbox.clone(),
             clocks: bootprof::clocks::ClockOptions { year: a.year, tz },
         },
     )?;
+    if let Some(c) = &census {
+        timeline::other_sandboxes_from(&mut r, c);
+    }
     if let Some(h) = &a.html {
         std::fs::write(h, report::html(&r)).with_context(|| format!("writing {}", h.display()))?;
     }
