@@ -55,6 +55,44 @@ pub struct ErrorLine {
     pub error: Option<String>,
 }
 
+/// The failing step a message names, and a plain summary.
+pub fn classify_error(text: &str) -> (&'static str, &'static str) {
+    let t = text.to_ascii_lowercase();
+    if t.contains("cold plug") {
+        (
+            "cold_plug",
+            "the host could not cold-plug the devices into the VM",
+        )
+    } else if t.contains("failed to inject devices after cdi timeout") {
+        (
+            "cdi_wait",
+            "the kata-agent gave up waiting for the CDI specs",
+        )
+    } else if (t.contains("createcontainer")
+        || t.contains("create_container")
+        || t.contains("container create"))
+        && (t.contains("timed out") || t.contains("deadline") || t.contains("timeout"))
+    {
+        ("create_container", "create_container timed out")
+    } else if t.contains("runpodsandbox") || t.contains("failed to start sandbox") {
+        ("sandbox_start", "the sandbox failed to start")
+    } else {
+        ("shim", "the shim reported an error")
+    }
+}
+
+impl ErrorLine {
+    /// The boot step this error names, if it names one (not a teardown or generic error).
+    pub fn step(&self) -> Option<&'static str> {
+        let (step, _) = classify_error(&format!(
+            "{} {}",
+            self.msg,
+            self.error.as_deref().unwrap_or("")
+        ));
+        (step != "shim").then_some(step)
+    }
+}
+
 /// A host pin call paired with its return.
 #[derive(Debug, Clone, Copy)]
 pub struct RawPin {

@@ -38,6 +38,17 @@ pub struct SrcRef {
     pub offset: u64,
 }
 
+impl SrcRef {
+    /// `file:line`, with the file's name from `files`.
+    pub fn at(&self, files: &[String]) -> String {
+        format!(
+            "{}:{}",
+            files.get(self.file as usize).map_or("?", String::as_str),
+            self.line
+        )
+    }
+}
+
 /// A parsed line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Body {

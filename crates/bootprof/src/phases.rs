@@ -9,15 +9,6 @@ use crate::join::Join;
 use crate::model::{gib, CdiSummary, Phase, DEFAULT_CDI_MAX_TRIES, PIN_PHASE_MIN_S};
 use crate::time::Nanos;
 
-/// `file:line`.
-pub fn src_str(files: &[String], s: &SrcRef) -> String {
-    format!(
-        "{}:{}",
-        files.get(s.file as usize).map_or("?", String::as_str),
-        s.line
-    )
-}
-
 struct Builder<'a> {
     files: &'a [String],
     phases: Vec<Phase>,
@@ -50,8 +41,8 @@ impl Builder<'_> {
             duration_s: secs(end, o.at.t),
             start_ns: o.at.t,
             end_ns: end,
-            start_line: Some(src_str(self.files, &o.at.src)),
-            end_line: end_src.map(|s| src_str(self.files, &s)),
+            start_line: Some(o.at.src.at(self.files)),
+            end_line: end_src.map(|s| s.at(self.files)),
             start_src: Some(o.at.src),
             end_src,
             estimated,
@@ -244,7 +235,7 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
         let stopped = f
             .errors
             .iter()
-            .filter(|e| crate::state::step_of(&e.msg, e.error.as_deref()).is_some())
+            .filter(|e| e.step().is_some())
             .map(|e| e.m)
             .filter(|m| m.t >= last.t)
             .min_by_key(|m| m.t);

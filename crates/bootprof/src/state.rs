@@ -2,41 +2,8 @@
 //! as logged), unfinished (the log ends while it is still going), or unknown — and whether
 //! the log starts after the boot began.
 
-use crate::facts::Facts;
+use crate::facts::{classify_error, Facts};
 use crate::model::{BootState, CdiSummary, Failure, Phase};
-use crate::phases::src_str;
-
-/// The failing step a message names, and a plain summary.
-fn classify(text: &str) -> (&'static str, &'static str) {
-    let t = text.to_ascii_lowercase();
-    if t.contains("cold plug") {
-        (
-            "cold_plug",
-            "the host could not cold-plug the devices into the VM",
-        )
-    } else if t.contains("failed to inject devices after cdi timeout") {
-        (
-            "cdi_wait",
-            "the kata-agent gave up waiting for the CDI specs",
-        )
-    } else if (t.contains("createcontainer")
-        || t.contains("create_container")
-        || t.contains("container create"))
-        && (t.contains("timed out") || t.contains("deadline") || t.contains("timeout"))
-    {
-        ("create_container", "create_container timed out")
-    } else if t.contains("runpodsandbox") || t.contains("failed to start sandbox") {
-        ("sandbox_start", "the sandbox failed to start")
-    } else {
-        ("shim", "the shim reported an error")
-    }
-}
-
-/// The boot step an error line names, if it names one (not a teardown or generic error).
-pub(crate) fn step_of(msg: &str, error: Option<&str>) -> Option<&'static str> {
-    let (step, _) = classify(&format!("{msg} {}", error.unwrap_or("")));
-    (step != "shim").then_some(step)
-}
 
 /// Shorten a Go error chain for one line: its last three links.
 fn tail(msg: &str) -> String {
@@ -71,7 +38,7 @@ pub fn assess(
             ),
             message: msg.clone(),
             at_s: Some(at_s(m.t)),
-            line: Some(src_str(files, &m.src)),
+            line: Some(m.src.at(files)),
         });
     }
     // the most specific shim/CRI error that names a boot step; other errors (a console
@@ -83,7 +50,7 @@ pub fn assess(
             continue;
         }
         let text = format!("{} {}", e.msg, e.error.as_deref().unwrap_or(""));
-        let (step, summary) = classify(&text);
+        let (step, summary) = classify_error(&text);
         let rank = match step {
             "cold_plug" | "cdi_wait" | "create_container" => 3,
             "sandbox_start" => 2,
@@ -117,7 +84,7 @@ pub fn assess(
             summary,
             message,
             at_s: Some(at_s(e.m.t)),
-            line: Some(src_str(files, &e.m.src)),
+            line: Some(e.m.src.at(files)),
         });
     }
 
@@ -173,6 +140,7 @@ mod tests {
 
     #[test]
     fn steps_from_public_error_shapes() {
+        use crate::facts::classify_error as classify;
         assert_eq!(
             classify("RunPodSandbox for &PodSandboxMetadata{Name:x} failed, error rpc error: code = Unknown desc = failed to start sandbox \"id\": failed to create containerd task: failed to create shim task: device cold plug failed: cold plug: CDI device injection failed: unresolvable CDI devices nvidia.com/pgpu=vfio1").0,
             "cold_plug"

@@ -208,7 +208,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
             gpu: p.gpu.clone(),
             kind: p.kind,
             source: p.pin.source,
-            line: phases::src_str(files, &p.pin.src),
+            line: p.pin.src.at(files),
         })
         .collect();
     let ram: Vec<&join::JoinedPin> = j
