@@ -116,7 +116,7 @@ pub fn align(
     let reference = match opts.year {
         // mid-year: the year of the nearest candidate is the one asked for
         Some(y) => Some((days_from_civil(y, 7, 2) * 86_400 + 12 * 3600) * NS_PER_S),
-        None => samples.last_full,
+        None => samples.last_journal.or(samples.last_full),
     };
     if local_only > 0 || zone_from != "assumed UTC" {
         clocks.journal_zone = Some(format_offset(zone_s));
@@ -132,7 +132,7 @@ pub fn align(
                 "{local_only} journal lines have only a prefix time (no year, no zone) and no input has a complete timestamp: they are left off the time axis; pass --year"
             )),
             Some(r) if opts.year.is_none() => clocks.notes.push(format!(
-                "{local_only} journal lines have only a prefix time: year from the inputs' complete timestamps (latest {}), zone {} ({zone_from})",
+                "{local_only} journal lines have only a prefix time: year from the inputs' complete timestamps (near {}), zone {} ({zone_from})",
                 format_rfc3339(r),
                 format_offset(zone_s)
             )),

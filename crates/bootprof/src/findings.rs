@@ -171,11 +171,12 @@ pub fn findings(r: &Report) -> Vec<Finding> {
         let g = gib(ram_bytes);
         let with_huge = c.ram_pin_s(g, PageSize::G1, true);
         out.push(Finding {
-            phase: "memory_hotplug",
+            phase: "dma_pinning",
             measured_s: Some(ram_s),
             text: format!(
-                "Guest RAM pinning took {ram_s:.1} s over {} calls ({g:.0} GiB at {:.3} s/GiB: the pace of small pages faulted in by the pin; hugetlbfs pins at ~0.003 s/GiB).",
+                "Guest RAM pinning took {ram_s:.1} s over {} call{} ({g:.0} GiB at {:.3} s/GiB: the pace of small pages faulted in by the pin; hugetlbfs pins at ~0.003 s/GiB).",
                 ram.len(),
+                if ram.len() == 1 { "" } else { "s" },
                 ps.ram_s_per_gib.unwrap_or(0.0)
             ),
             fix: format!(

@@ -99,6 +99,8 @@ pub struct ClockSamples {
     /// bpftrace stamps, kubectl times).
     pub first_full: Option<Nanos>,
     pub last_full: Option<Nanos>,
+    /// The latest journal `time=`: the year of prefix-only lines is read near it first.
+    pub last_journal: Option<Nanos>,
 }
 
 impl ClockSamples {
@@ -603,6 +605,8 @@ impl Ingester {
         }
         *m = (*m).max(t);
         self.out.clocks.full(t);
+        let c = &mut self.out.clocks;
+        c.last_journal = Some(c.last_journal.map_or(t, |l| l.max(t)));
         Ok(())
     }
 

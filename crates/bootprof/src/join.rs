@@ -251,41 +251,51 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
             own
         }
     };
+    // pins inside a GPU's window first: the BAR sizes and addresses they show let the pins
+    // outside every window (a GPU whose enable the log missed, a BAR pinned again) be told
     let mut by_vaddr: BTreeMap<u64, String> = BTreeMap::new();
-    for p in mine {
-        let start = p.start;
-        let end = p.end();
-        let in_gpu = start.and_then(gpu_window);
-        let (gpu, kind) = match (in_gpu, p.size) {
-            (_, None) => (
-                in_gpu.and_then(|i| enables.get(i)).map(|e| e.0.clone()),
-                "unknown",
-            ),
-            (Some(i), Some(size)) => {
-                let bdf = enables.get(i).map(|e| e.0.clone());
-                let bars = bdf.as_deref().map(&bars_of).unwrap_or_default();
-                let largest = bars.iter().copied().max();
-                let bar = match largest {
-                    Some(max) => {
-                        matches_bar(size, &bars)
-                            || (size as f64 <= max as f64 * 1.01 && size >= max / 64)
-                    }
-                    // no BAR lines at all: a heavy pin while a GPU enables is its BAR
-                    None => p.dur_s >= 0.5 || size >= 1 << 30,
-                };
-                if bar {
-                    (bdf, "bar")
-                } else {
-                    (None, "unknown")
-                }
+    let mut seen_bars: Vec<u64> = all_bars.clone();
+    let mut placed: Vec<Option<(Option<String>, &'static str)>> = vec![None; mine.len()];
+    for (k, p) in mine.iter().enumerate() {
+        let Some(i) = p.start.and_then(gpu_window) else {
+            continue;
+        };
+        let bdf = enables.get(i).map(|e| e.0.clone());
+        let Some(size) = p.size else {
+            placed[k] = Some((bdf, "unknown"));
+            continue;
+        };
+        let bars = bdf.as_deref().map(&bars_of).unwrap_or_default();
+        let bar = match bars.iter().copied().max() {
+            Some(max) => {
+                matches_bar(size, &bars) || (size as f64 <= max as f64 * 1.01 && size >= max / 64)
             }
-            // outside every GPU's window: a BAR pinned again (its address was a BAR's), a
-            // BAR-sized region after the guest booted, or guest RAM
-            (None, Some(size)) => match p.vaddr.and_then(|v| by_vaddr.get(&v).cloned()) {
-                Some(g) => (Some(g), "bar"),
-                None => {
-                    let after_boot = guest_boot.zip(start).is_some_and(|(b, s)| s >= b);
-                    if after_boot && size >= 64 << 20 && matches_bar(size, &all_bars) {
+            // no BAR lines at all: a heavy pin while a GPU enables is its BAR
+            None => p.dur_s >= 0.5 || size >= 1 << 30,
+        };
+        if bar {
+            if let (Some(v), Some(g)) = (p.vaddr, &bdf) {
+                by_vaddr.entry(v).or_insert_with(|| g.clone());
+            }
+            if size >= 1 << 20 && !seen_bars.contains(&size) {
+                seen_bars.push(size);
+            }
+            placed[k] = Some((bdf, "bar"));
+        } else {
+            placed[k] = Some((None, "unknown"));
+        }
+    }
+    for (k, p) in mine.into_iter().enumerate() {
+        let (gpu, kind) = match placed.get_mut(k).and_then(Option::take) {
+            Some(x) => x,
+            None => match (p.size, p.vaddr.and_then(|v| by_vaddr.get(&v).cloned())) {
+                (None, _) => (None, "unknown"),
+                // outside every GPU's window: a BAR pinned again (its address was a BAR's),
+                // a BAR-sized region after the guest booted, or guest RAM
+                (Some(_), Some(g)) => (Some(g), "bar"),
+                (Some(size), None) => {
+                    let after_boot = guest_boot.zip(p.start).is_some_and(|(b, s)| s >= b);
+                    if after_boot && size >= 1 << 20 && matches_bar(size, &seen_bars) {
                         (None, "bar")
                     } else {
                         (None, "ram")
@@ -293,13 +303,10 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
                 }
             },
         };
-        if let (Some(v), Some(g), "bar") = (p.vaddr, &gpu, kind) {
-            by_vaddr.entry(v).or_insert_with(|| g.clone());
-        }
         out.pins.push(JoinedPin {
+            start: p.start,
+            end: p.end(),
             pin: p,
-            start,
-            end,
             gpu,
             kind,
         });
