@@ -2,6 +2,7 @@
 // Differential: the block-scanning readers (parallel `read_slice_with`, small-buffer `read`)
 // must give exactly the `Ingest` of the one-buffer stream (`ingest_bytes`) on any bytes. The
 // first four bytes pick the block size, the thread count, the buffer size and `--sandbox`.
+// Also the byte-level console census that picks the sandbox to parse without `--sandbox`.
 // Run with `-- -detect_leaks=0`: LeakSanitizer reports glibc's thread-exit bookkeeping of
 // the scanning threads (32 bytes from __cxa_thread_atexit_impl) as a leak.
 use std::io::BufReader;
@@ -19,10 +20,7 @@ fuzz_target!(|data: &[u8]| {
         2 => Some("38f55c4a".to_string()),
         _ => Some(String::new()),
     };
-    let opts = Options {
-        sandbox,
-        ..Options::default()
-    };
+    let opts = Options { sandbox };
     let want = ingest_bytes("fuzz", rest, opts.clone());
     let mut ing = Ingester::new(opts.clone());
     ing.read_slice_with(
@@ -41,4 +39,8 @@ fuzz_target!(|data: &[u8]| {
     )
     .expect("reading a slice cannot fail");
     assert_eq!(ing.finish(), want, "small-buffer stream");
+    // the console census (which sandbox to parse when none is named) on the same bytes
+    let mut census = bootprof::ingest::Census::default();
+    census.add(rest);
+    let _ = census.busiest();
 });

@@ -27,7 +27,6 @@ fn have(bin: &str) -> bool {
 fn ingester() -> Ingester {
     Ingester::new(Options {
         sandbox: Some(TEMPLATE_SANDBOX.into()),
-        ..Default::default()
     })
 }
 

@@ -9,14 +9,20 @@ use crate::time::{parse_rfc3339, Nanos};
 pub enum AgentKind {
     /// `rpc call from shim to agent: "create_sandbox"`.
     Rpc(String),
-    /// `waiting for CDI spec(s) to be generated (N of M max tries) "unresolvable CDI devices …"`.
+    /// One try of the agent's CDI wait. Kata ≥ 3.14: `waiting for CDI spec(s) to be
+    /// generated (N of M max tries) "unresolvable CDI devices …"`, numbered from 0; older
+    /// agents: `error injecting devices: "unresolvable CDI devices …"`, unnumbered.
     CdiWait {
-        attempt: u32,
-        max: u32,
+        attempt: Option<u32>,
+        max: Option<u32>,
+        /// GPUs the request names (`nvidia.com/gpu=N`, `nvidia.com/pgpu=…`).
         devices: u32,
     },
     /// `all devices injected successfully…`.
     CdiDone,
+    /// The agent gave up on CDI: `failed to inject devices after CDI timeout of N seconds`,
+    /// or the spec exists but lacks the devices.
+    CdiFailed(String),
     /// `got uevent message` with the kernel uevent it carries.
     Uevent {
         action: String,
@@ -78,6 +84,28 @@ pub fn parse_line(line: &str) -> Result<AgentRecord, AgentError> {
     })
 }
 
+/// GPUs named by an `unresolvable CDI devices a=1, b=2` list: entries of a `…gpu` kind
+/// (`nvidia.com/gpu`, `nvidia.com/pgpu`), or every entry when none is.
+fn cdi_devices(text: &str) -> u32 {
+    let Some(at) = text.find("unresolvable CDI devices ") else {
+        return 0;
+    };
+    let list = text
+        .get(at + "unresolvable CDI devices ".len()..)
+        .unwrap_or("")
+        .trim_end_matches(['"', '\\', ' ']);
+    let entries: Vec<&str> = list
+        .split([',', ' '])
+        .map(|e| e.trim_matches(['"', '\\']))
+        .filter(|e| e.contains('='))
+        .collect();
+    let gpus = entries
+        .iter()
+        .filter(|e| e.split('=').next().is_some_and(|k| k.ends_with("gpu")))
+        .count();
+    (if gpus > 0 { gpus } else { entries.len() }) as u32
+}
+
 fn classify(msg: &str, event: Option<&str>) -> AgentKind {
     if let Some(rest) = msg.strip_prefix("rpc call from shim to agent: ") {
         return AgentKind::Rpc(rest.trim_matches('"').to_string());
@@ -88,19 +116,29 @@ fn classify(msg: &str, event: Option<&str>) -> AgentKind {
         let of = it.next();
         let max = it.next().and_then(|s| s.parse().ok());
         if let (Some(attempt), Some("of"), Some(max)) = (attempt, of, max) {
-            let devices = rest
-                .matches("nvidia.com/")
-                .count()
-                .max(rest.matches('=').count()) as u32;
             return AgentKind::CdiWait {
-                attempt,
-                max,
-                devices,
+                attempt: Some(attempt),
+                max: Some(max),
+                devices: cdi_devices(rest),
+            };
+        }
+    }
+    if let Some(rest) = msg.strip_prefix("error injecting devices: ") {
+        if rest.contains("unresolvable CDI devices") {
+            return AgentKind::CdiWait {
+                attempt: None,
+                max: None,
+                devices: cdi_devices(rest),
             };
         }
     }
     if msg.starts_with("all devices injected successfully") {
         return AgentKind::CdiDone;
+    }
+    if msg.starts_with("failed to inject devices after CDI timeout")
+        || (msg.starts_with("CDI device(s)") && msg.contains("do not exist"))
+    {
+        return AgentKind::CdiFailed(msg.to_string());
     }
     if msg == "got uevent message" {
         if let Some(ev) = event {
@@ -141,8 +179,8 @@ mod tests {
         assert_eq!(
             r.kind,
             AgentKind::CdiWait {
-                attempt: 39,
-                max: 100,
+                attempt: Some(39),
+                max: Some(100),
                 devices: 7
             }
         );
@@ -169,5 +207,31 @@ mod tests {
         .is_err());
         assert!(parse_line(r#"{"msg":"x","ts":"yesterday"}"#).is_err());
         assert!(parse_line("[]").is_err());
+    }
+
+    /// Shapes of public Kata issue threads, written here: the pre-3.14 wording (no try
+    /// numbers), a pgpu device, the agent giving up.
+    #[test]
+    fn cdi_wordings() {
+        let r = parse_line(r#"{"msg":"error injecting devices: \"unresolvable CDI devices nvidia.com/gpu=0\"","level":"INFO","ts":"2025-02-17T05:44:29.654738876Z","subsystem":"rpc","name":"kata-agent","pid":"100","version":"0.1.0","source":"agent"}"#).unwrap();
+        assert_eq!(
+            r.kind,
+            AgentKind::CdiWait {
+                attempt: None,
+                max: None,
+                devices: 1
+            }
+        );
+        let r = parse_line(r#"{"msg":"waiting for CDI spec(s) to be generated (0 of 100 max tries) \"unresolvable CDI devices nvidia.com/pgpu=vfio1, nvidia.com/pgpu=vfio2, nvidia.com/nvswitch=0\"","level":"INFO","ts":"2025-08-12T01:53:16.067309467Z","subsystem":"rpc","pid":"1","name":"kata-agent","source":"agent"}"#).unwrap();
+        assert_eq!(
+            r.kind,
+            AgentKind::CdiWait {
+                attempt: Some(0),
+                max: Some(100),
+                devices: 2
+            }
+        );
+        let r = parse_line(r#"{"msg":"failed to inject devices after CDI timeout of 100 seconds","level":"ERRO","ts":"2025-08-12T01:56:44.1Z","subsystem":"rpc","name":"kata-agent","source":"agent"}"#).unwrap();
+        assert!(matches!(r.kind, AgentKind::CdiFailed(_)));
     }
 }

@@ -187,27 +187,16 @@ fn classify(body: &str) -> KernelKind {
         }
         return KernelKind::Other;
     }
-    if let Some(r) = rest.strip_prefix("BAR ") {
-        // BAR 2 [mem 0x00000000-0x1fffffffff 64bit pref]: assigned
-        let mut p = r.splitn(2, ' ');
-        let idx = p.next().and_then(|i| i.parse::<u8>().ok());
-        let range = p
-            .next()
-            .and_then(|x| x.strip_prefix("[mem "))
-            .and_then(|x| x.split([' ', ']']).next())
-            .and_then(|x| x.split_once('-'));
-        if let (Some(index), Some((a, b))) = (idx, range) {
-            if let (Some(a), Some(b)) = (hex_u64(a), hex_u64(b)) {
-                if b >= a {
-                    return KernelKind::Bar {
-                        bdf,
-                        index,
-                        size: (b - a).saturating_add(1),
-                        assigned: rest.ends_with("assigned"),
-                    };
-                }
-            }
-        }
+    if let Some(bar) = bar_line(rest) {
+        let (index, size, assigned) = bar;
+        return KernelKind::Bar {
+            bdf,
+            index,
+            size,
+            assigned,
+        };
+    }
+    if rest.starts_with("BAR ") || rest.starts_with("reg 0x") {
         return KernelKind::Other;
     }
     // initcall_debug fixup: `pci BDF: quirk+0x0/0x20 took 803659 usecs`
@@ -226,6 +215,36 @@ fn classify(body: &str) -> KernelKind {
     KernelKind::Other
 }
 
+/// A memory BAR line in any kernel's wording: `BAR 2 [mem 0x0-0x1fffffffff 64bit pref]`
+/// (sizing, 6.x), `BAR 2 [mem …]: assigned` (6.x), `BAR 2: assigned [mem …]` (older),
+/// `reg 0x18: [mem …]` (older sizing; register 0x10 + 4 × index). The expansion ROM
+/// (`reg 0x30`), I/O BARs and failed assignments are not BARs of the device's memory.
+fn bar_line(rest: &str) -> Option<(u8, u64, bool)> {
+    let index = if let Some(r) = rest.strip_prefix("BAR ") {
+        let n: String = r.chars().take_while(char::is_ascii_digit).collect();
+        n.parse::<u8>().ok()?
+    } else if let Some(r) = rest.strip_prefix("reg 0x") {
+        let reg = u8::from_str_radix(r.split(':').next()?, 16).ok()?;
+        if !(0x10..=0x24).contains(&reg) || reg % 4 != 0 {
+            return None;
+        }
+        (reg - 0x10) / 4
+    } else {
+        return None;
+    };
+    if index > 5 || rest.contains("no space") || rest.contains("failed to assign") {
+        return None;
+    }
+    let at = rest.find("[mem ")? + "[mem ".len();
+    let range = rest.get(at..)?.split([' ', ']']).next()?;
+    let (a, b) = range.split_once('-')?;
+    let (a, b) = (hex_u64(a)?, hex_u64(b)?);
+    if b < a {
+        return None;
+    }
+    Some((index, (b - a).saturating_add(1), rest.contains("assigned")))
+}
+
 fn strip_offset(f: &str) -> String {
     f.split('+').next().unwrap_or(f).to_string()
 }
@@ -234,6 +253,18 @@ fn strip_offset(f: &str) -> String {
 pub fn is_gpu_class(class: u32) -> bool {
     class >> 16 == 0x03
 }
+
+/// Vendors of display devices that a hypervisor emulates (QEMU/Bochs `1234:1111` std VGA,
+/// Red Hat QXL and virtio-gpu, VMware SVGA, Cirrus, Hyper-V): not passed-through GPUs.
+pub const EMULATED_DISPLAY_VENDORS: [u16; 6] = [0x1234, 0x1b36, 0x1af4, 0x15ad, 0x1013, 0x1414];
+
+/// A passed-through GPU: a display/3D controller that no hypervisor emulates.
+pub fn is_passthrough_gpu(vendor: u16, class: u32) -> bool {
+    is_gpu_class(class) && !EMULATED_DISPLAY_VENDORS.contains(&vendor)
+}
+
+/// Guest drivers whose `enabling device` line marks a GPU.
+pub const GPU_DRIVERS: [&str; 6] = ["nvidia", "nouveau", "amdgpu", "radeon", "i915", "xe"];
 
 #[cfg(test)]
 mod tests {
@@ -324,5 +355,41 @@ mod tests {
         assert!(parse_line("[ .5] x").is_none());
         assert!(!is_bdf("0000:02:00.g"));
         assert!(is_bdf("0000:0a:1f.7"));
+    }
+
+    /// BAR lines of older kernels (the shape of the WSL2 boot log in microsoft/WSL#5289 and
+    /// 5.x dmesg), written here for an H100.
+    #[test]
+    fn old_bar_formats() {
+        let l = parse_line(
+            "[    3.202551] pci 0000:02:00.0: reg 0x18: [mem 0x00000000-0x1fffffffff 64bit pref]",
+        )
+        .unwrap();
+        assert_eq!(
+            l.kind,
+            KernelKind::Bar {
+                bdf: "0000:02:00.0".into(),
+                index: 2,
+                size: 128 << 30,
+                assigned: false
+            }
+        );
+        let l = parse_line(
+            "[    5.681204] pci 0000:02:00.0: BAR 2: assigned [mem 0x3a4000000000-0x3a5fffffffff 64bit pref]",
+        )
+        .unwrap();
+        assert!(
+            matches!(l.kind, KernelKind::Bar { index: 2, assigned: true, size, .. } if size == 128 << 30)
+        );
+        for other in [
+            "[    3.2] pci 0000:02:00.0: reg 0x30: [mem 0xfff80000-0xffffffff pref]",
+            "[    3.2] pci 0000:02:00.0: reg 0x10: [io  0x1000-0x10ff]",
+            "[    3.2] pci 0000:02:00.0: BAR 2: no space for [mem size 0x2000000000 64bit pref]",
+            "[    3.2] pci 0000:02:00.0: BAR 2: failed to assign [mem size 0x2000000000 64bit pref]",
+        ] {
+            assert_eq!(parse_line(other).unwrap().kind, KernelKind::Other, "{other}");
+        }
+        assert!(!is_passthrough_gpu(0x1234, 0x030000));
+        assert!(is_passthrough_gpu(0x10de, 0x030200));
     }
 }

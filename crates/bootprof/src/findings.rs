@@ -1,59 +1,138 @@
-//! Findings: plain-word conclusions from a timeline, each tied to the measured phase it is
-//! about and the fix it points to (hugepages, IOMMUFD, a newer kernel, 64 KiB pages).
+//! Step 8 of the analysis: plain-word conclusions, each tied to the measured phase it is
+//! about and the fix it points to. How the boot went comes first (failed, unfinished,
+//! started late, inputs missing); advice on a phase is given only from what was measured,
+//! and never from data that is absent.
 
-use crate::estimate::Constants;
-use crate::timeline::{Finding, Report};
+use crate::estimate::{Constants, PageSize};
+use crate::model::{gib, secs_fmt, Finding, Report, DMA_ENTRY_LIMIT};
 
-fn gib(b: u64) -> f64 {
-    b as f64 / (1u64 << 30) as f64
+fn fix_for_failure(step: &str, r: &Report) -> String {
+    let limit = r
+        .cdi
+        .as_ref()
+        .and_then(|c| c.limit_s)
+        .map_or(String::new(), |l| {
+            format!(" (at this pace the agent gives up after ~{l:.0} s)")
+        });
+    match step {
+        "cold_plug" => "The pod asks for CDI devices the host cannot resolve: check the host's CDI specs (/var/run/cdi, the device plugin or `nvidia-ctk cdi generate`) name the devices requested (`nvidia.com/gpu=…`, `nvidia.com/pgpu=…`), and that the GPUs are bound to vfio-pci.".into(),
+        "cdi_wait" => format!("The guest never produced the CDI specs{limit}: look in the guest console for the NVIDIA driver failing to load or bind a GPU and for NVRC / nvidia-ctk errors; a boot that is only slow needs a larger CDI timeout or a shorter gpu_driver_init."),
+        "create_container" => "Raise the runtime's create_container_timeout, or shorten the boot (see the phases); if the agent was still waiting for CDI specs, fix that first.".into(),
+        _ => "See the error as logged: the VM or its shim did not start.".into(),
+    }
 }
 
 /// Derive findings from a built report.
 pub fn findings(r: &Report) -> Vec<Finding> {
     let c = Constants::default();
     let mut out = Vec::new();
-    let sum = |name: &str| -> f64 {
-        r.phases
-            .iter()
-            .filter(|p| p.name == name)
-            .map(|p| p.duration_s)
-            .sum()
-    };
-    let largest = r
-        .phases
-        .iter()
-        .filter(|p| p.name != "vm_create")
-        .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s));
+    let st = &r.state;
 
-    // CDI wait
-    if let (Some(cdi), Some(phase)) = (&r.cdi, r.phases.iter().find(|p| p.name == "cdi_wait")) {
-        let driver = sum("gpu_driver_init");
-        let is_largest = largest.is_some_and(|l| l.name == "cdi_wait");
-        let pace = cdi.limit_s.map_or(String::new(), |l| {
-            format!(
-                " At one try every {:.2} s the agent gives up after ~{l:.0} s; this boot used {:.0}% of that.",
-                cdi.interval_s.unwrap_or(0.0),
-                100.0 * phase.duration_s / l
-            )
-        });
+    // ---- how the boot went ----------------------------------------------------------
+    if let Some(f) = &st.failure {
         out.push(Finding {
-            phase: "cdi_wait",
-            measured_s: phase.duration_s,
+            phase: f.step,
+            measured_s: None,
             text: format!(
-                "The kata-agent waited {:.1} s for the CDI specs of {} GPUs ({} of {} tries){}. {:.1} s of that is the guest driver enabling the GPUs one at a time; the rest is NVRC/nvidia-ctk generating the specs after the last GPU.{pace}",
-                phase.duration_s,
-                cdi.devices,
-                cdi.tries,
-                cdi.max_tries,
-                if is_largest { " — the largest phase of the boot" } else { "" },
-                driver
+                "The boot failed at {}: {}. Logged{}: {}",
+                f.step,
+                f.summary,
+                f.line
+                    .as_deref()
+                    .map_or(String::new(), |l| format!(" at {l}")),
+                f.message
             ),
-            fix: "Shorten gpu_driver_init (hugepages, IOMMUFD or a newer host kernel shorten each GPU's DMA mapping); keep the GPU driver loaded (vGPU / persistent driver) to avoid cold GPU starts.".into(),
+            fix: fix_for_failure(f.step, r),
+            saving_s: None,
+        });
+    }
+    if st.status == "unfinished" {
+        out.push(Finding {
+            phase: "state",
+            measured_s: None,
+            text: format!(
+                "The log ends before the boot did, during {}. Phases that had not ended are drawn to the last line seen; nothing after it is known.",
+                st.ends_during.as_deref().unwrap_or("an unknown phase")
+            ),
+            fix: "Collect the logs again after the pod is Running (or has failed), e.g. `journalctl -u containerd -S '40 min ago'`.".into(),
+            saving_s: None,
+        });
+    }
+    if !st.started_late.is_empty() {
+        out.push(Finding {
+            phase: "state",
+            measured_s: None,
+            text: format!(
+                "The log starts after the boot began: {}. Phases before its first line are missing; the GPU count is taken from {}.",
+                st.started_late.join("; "),
+                r.gpu_count_from
+            ),
+            fix: "Collect the logs from before the pod was created (a wider `journalctl -S`).".into(),
             saving_s: None,
         });
     }
 
-    // BAR pinning per GPU
+    // ---- CDI wait ---------------------------------------------------------------------
+    let cdi_failed = st.failure.as_ref().is_some_and(|f| f.step == "cdi_wait");
+    if let (Some(cdi), Some(phase)) = (&r.cdi, r.phase("cdi_wait")) {
+        if cdi.resolved && !cdi_failed {
+            let driver = r.phase_s("gpu_driver_init");
+            let largest = r
+                .phases
+                .iter()
+                .filter(|p| p.name != "vm_create")
+                .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s))
+                .is_some_and(|l| l.name == "cdi_wait");
+            let pace = match (cdi.interval_s, cdi.limit_s) {
+                (Some(i), Some(l)) => format!(
+                    " At one try every {i:.2} s the agent gives up after ~{l:.0} s; this boot used {:.0}% of that.",
+                    100.0 * phase.duration_s / l
+                ),
+                _ => String::new(),
+            };
+            out.push(Finding {
+                phase: "cdi_wait",
+                measured_s: Some(phase.duration_s),
+                text: format!(
+                    "The kata-agent waited {:.1} s for the CDI specs of {} GPUs ({} tries){}. {:.1} s of that is the guest driver enabling the GPUs one at a time; the rest is NVRC/nvidia-ctk generating the specs after the last GPU.{pace}",
+                    phase.duration_s,
+                    cdi.devices,
+                    cdi.tries,
+                    if largest { " — the largest phase of the boot" } else { "" },
+                    driver
+                ),
+                fix: "Shorten gpu_driver_init (hugepages, IOMMUFD or a newer host kernel shorten each GPU's DMA mapping); keep the GPU driver loaded (vGPU / persistent driver) to avoid cold GPU starts.".into(),
+                saving_s: None,
+            });
+        }
+    }
+
+    // ---- host pinning: measured, or said to be missing ------------------------------------
+    let ps = &r.pin_summary;
+    if !ps.traced && r.gpu_count > 0 {
+        let why = if ps.iommufd_maps > 0 {
+            format!(
+                "this VM mapped its memory through IOMMUFD ({} IOMMU_IOAS_MAP calls), which has no vfio_pin_pages_remote to time",
+                ps.iommufd_maps
+            )
+        } else if ps.foreign_calls > 0 {
+            format!(
+                "the pin trace holds {} calls, none of them this boot's",
+                ps.foreign_calls
+            )
+        } else {
+            "IOMMUFD, or no bpftrace was run while the pod started".to_string()
+        };
+        out.push(Finding {
+            phase: "input",
+            measured_s: None,
+            text: format!(
+                "No host pin trace for this boot ({why}): how long the host spent pinning GPU BARs and guest RAM is not known — not zero. Per-GPU pin times are left empty and no pinning fix is suggested."
+            ),
+            fix: "Run `vmtune boot trace --script pin-pages --run 600 > pins.txt` (type1) or `--script map-ioctls` (IOMMUFD) on the host while the pod starts, and add pins.txt.".into(),
+            saving_s: None,
+        });
+    }
     let bar_pins: Vec<_> = r
         .pins
         .iter()
@@ -67,35 +146,38 @@ pub fn findings(r: &Report) -> Vec<Finding> {
             .map(|p| p.duration_s)
             .fold(f64::INFINITY, f64::min);
         let max = bar_pins.iter().map(|p| p.duration_s).fold(0.0, f64::max);
-        let size = bar_pins.first().and_then(|p| p.bytes).unwrap_or(0);
-        let page = bar_pins.first().and_then(|p| p.page_size).unwrap_or(0);
+        let size = bar_pins.iter().filter_map(|p| p.bytes).max().unwrap_or(0);
+        let gpus = {
+            let mut g: Vec<&str> = bar_pins.iter().filter_map(|p| p.gpu.as_deref()).collect();
+            g.sort_unstable();
+            g.dedup();
+            g.len()
+        };
         out.push(Finding {
             phase: "dma_pinning",
-            measured_s: total,
+            measured_s: Some(total),
             text: format!(
-                "{n} pin calls of a {:.0} GiB GPU BAR took {min:.2}-{max:.2} s each ({total:.1} s), walked in {page}-byte pages, one per GPU while its driver was enabling: they run one after another inside gpu_driver_init.",
+                "{n} pin calls of GPU BARs (up to {:.0} GiB) took {min:.2}-{max:.2} s each ({total:.1} s), for {gpus} GPUs, each while its driver was enabling: they run one after another inside gpu_driver_init.",
                 gib(size)
             ),
             fix: "A newer host kernel (BAR mappings by huge pfnmap, commits 356e88ebe447, 0fd06844de5d, f9e54c3a2f5b) with QEMU >= 9.2 maps a BAR in under 1 ms; the IOMMUFD backend skips these peer-to-peer BAR mappings (Kata GPU boot study: 2:25 to 1:54).".into(),
-            saving_s: Some(total - n as f64 * c.bar_new_s),
+            saving_s: Some((total - n as f64 * c.bar_new_s).max(0.0)),
         });
     }
-
-    // RAM pinning at small pages
     let ram: Vec<_> = r.pins.iter().filter(|p| p.kind == "ram").collect();
     let ram_s: f64 = ram.iter().map(|p| p.duration_s).sum();
     let ram_bytes: u64 = ram.iter().filter_map(|p| p.bytes).sum();
-    let small = ram.iter().any(|p| p.page_size.is_some_and(|s| s < 1 << 21));
-    if ram_s >= 1.0 && small {
+    if ram_s >= 1.0 && ps.ram_backing == Some("small pages") {
         let g = gib(ram_bytes);
-        let with_huge = c.ram_pin_s(g, crate::estimate::PageSize::G1, true);
+        let with_huge = c.ram_pin_s(g, PageSize::G1, true);
         out.push(Finding {
-            phase: "memory_hotplug",
-            measured_s: ram_s,
+            phase: "dma_pinning",
+            measured_s: Some(ram_s),
             text: format!(
-                "Guest RAM pinning took {ram_s:.1} s over {} calls ({g:.0} GiB at 4 KiB pages, {:.3} s/GiB).",
+                "Guest RAM pinning took {ram_s:.1} s over {} call{} ({g:.0} GiB at {:.3} s/GiB: the pace of small pages faulted in by the pin; hugetlbfs pins at ~0.003 s/GiB).",
                 ram.len(),
-                if g > 0.0 { ram_s / g } else { 0.0 }
+                if ram.len() == 1 { "" } else { "s" },
+                ps.ram_s_per_gib.unwrap_or(0.0)
             ),
             fix: format!(
                 "Back guest RAM with hugepages (Kata enable_hugepages; the Kata GPU boot study: 3:03 to 2:26): pinning {g:.0} GiB of hugetlbfs takes ~{with_huge:.1} s; a kernel with 64 KiB pages walks 16x fewer pages."
@@ -103,18 +185,18 @@ pub fn findings(r: &Report) -> Vec<Finding> {
             saving_s: Some((ram_s - with_huge).max(0.0)),
         });
     }
-    if let Some(mh) = r.phases.iter().find(|p| p.name == "memory_hotplug") {
+    if let Some(mh) = r.phase("memory_hotplug") {
         if ram_s < 1.0 && mh.duration_s >= 5.0 {
             out.push(Finding {
                 phase: "memory_hotplug",
-                measured_s: mh.duration_s,
+                measured_s: Some(mh.duration_s),
                 text: format!("Memory hotplug took {:.1} s ({}).", mh.duration_s, mh.detail),
                 fix: "Boot with more memory (Kata default_memory) or back it with hugepages so the hotplugged blocks are cheaper to pin.".into(),
                 saving_s: None,
             });
         }
     }
-    // serial GPU driver init
+    // ---- serial GPU driver init ---------------------------------------------------------
     let inits: Vec<f64> = r
         .phases
         .iter()
@@ -125,23 +207,28 @@ pub fn findings(r: &Report) -> Vec<Finding> {
         let total: f64 = inits.iter().sum();
         out.push(Finding {
             phase: "gpu_driver_init",
-            measured_s: total,
+            measured_s: Some(total),
             text: format!(
                 "The guest driver enabled {} GPUs one after another, {:.2} s each on average ({total:.1} s).",
                 inits.len(),
                 total / inits.len() as f64
             ),
-            fix: "Each enable waits for the host to DMA-map that GPU: a newer host kernel or IOMMUFD takes the BAR mapping out; 64 KiB pages cut the per-page work 16x.".into(),
+            fix: if ps.traced {
+                "Each enable waits for the host to DMA-map that GPU: a newer host kernel or IOMMUFD takes the BAR mapping out; 64 KiB pages cut the per-page work 16x."
+            } else {
+                "Each enable may wait for the host to DMA-map that GPU: trace the host (see the input finding) to see how much of it that is."
+            }
+            .into(),
             saving_s: None,
         });
     }
-    // DMA entry limit
-    let maps = r.pin_summary.calls.max(r.pin_summary.map_ioctls);
-    if maps as f64 >= 0.5 * crate::timeline::DMA_ENTRY_LIMIT as f64 {
+    // ---- DMA entry limit --------------------------------------------------------------------
+    let maps = ps.calls.max(ps.map_ioctls);
+    if maps as f64 >= 0.5 * DMA_ENTRY_LIMIT as f64 {
         out.push(Finding {
             phase: "dma_pinning",
-            measured_s: r.pin_summary.total_s,
-            text: format!("{maps} DMA map/pin calls: near VFIO type1's dma_entry_limit of {}.", crate::timeline::DMA_ENTRY_LIMIT),
+            measured_s: Some(ps.total_s),
+            text: format!("{maps} DMA map/pin calls: near VFIO type1's dma_entry_limit of {DMA_ENTRY_LIMIT}."),
             fix: "Hotplug memory in larger blocks, raise vfio_iommu_type1 dma_entry_limit, or use IOMMUFD.".into(),
             saving_s: None,
         });
@@ -149,7 +236,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
     if r.stats.bad.total() > 0 {
         out.push(Finding {
             phase: "input",
-            measured_s: 0.0,
+            measured_s: None,
             text: format!(
                 "{} bad lines were skipped (see stats.bad).",
                 r.stats.bad.total()
@@ -159,4 +246,15 @@ pub fn findings(r: &Report) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// "Together the fixes …" when the findings name savings.
+pub fn fixes_line(r: &Report) -> Option<String> {
+    let save = r.fixes_save_s?;
+    Some(format!(
+        "Together the fixes above save up to ~{} s of the {} s boot (to ~{} s): all of it where the phases they shorten lie on the critical path.",
+        secs_fmt(save, 1),
+        secs_fmt(r.total_s, 1),
+        secs_fmt((r.total_s - save).max(0.0), 1)
+    ))
 }

@@ -24,10 +24,10 @@ use crate::agent::{self, AgentRecord};
 use crate::bpftrace::{self, BpfLine};
 use crate::dmesg::{self, KernelLine};
 use crate::ftrace::{self, FtraceLine};
-use crate::journal;
+use crate::journal::{self, PrefixTime};
 use crate::kubectl::{self, KubectlLine};
 use crate::scan::{line_blocks, Counts, Kept, Prefilter};
-use crate::time::{civil_from_nanos, Nanos, NS_PER_S};
+use crate::time::{LocalStamp, Nanos, NS_PER_S};
 
 /// Where an event came from: file index, 1-based line number, byte offset of the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,6 +38,17 @@ pub struct SrcRef {
     pub offset: u64,
 }
 
+impl SrcRef {
+    /// `file:line`, with the file's name from `files`.
+    pub fn at(&self, files: &[String]) -> String {
+        format!(
+            "{}:{}",
+            files.get(self.file as usize).map_or("?", String::as_str),
+            self.line
+        )
+    }
+}
+
 /// A parsed line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Body {
@@ -46,10 +57,18 @@ pub enum Body {
     Bpf(BpfLine),
     Ftrace(FtraceLine),
     Kube(KubectlLine),
-    /// A containerd line for a sandbox without a console payload (shim activity).
-    Host {
-        msg: String,
-    },
+    /// A containerd line for a sandbox without a console payload (shim activity, errors).
+    Host(HostLine),
+}
+
+/// A containerd / shim line of a sandbox that carries no guest console payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostLine {
+    pub msg: String,
+    /// `level=error` (or fatal / panic).
+    pub is_error: bool,
+    /// `error=`: why an operation failed.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,9 +76,38 @@ pub struct Event {
     pub src: SrcRef,
     /// Index into [`Ingest::sandboxes`] for journal lines that name a sandbox.
     pub sandbox: Option<u32>,
-    /// Host clock of the line (journal `time=`/prefix), if it has one.
+    /// The shim process that wrote a journal line (`pid=`): boots of one sandbox id are
+    /// told apart by it.
+    pub pid: Option<u32>,
+    /// Host clock of the line (journal `time=` or a complete prefix), if it has one.
     pub host: Option<Nanos>,
+    /// A journald prefix without year or zone, for lines that have no `time=`: placed on
+    /// the host clock by the analysis, which infers the year and zone from all the inputs.
+    pub local: Option<LocalStamp>,
     pub body: Body,
+}
+
+/// What the inputs say about their clocks, for the analysis to infer year and zone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ClockSamples {
+    /// Zone of the journald prefix (seconds east of UTC) → lines where the prefix and the
+    /// line's own `time=` agree on it.
+    pub prefix_zones: std::collections::BTreeMap<i64, u64>,
+    /// Zones `time=` values were written in → lines.
+    pub time_zones: std::collections::BTreeMap<i64, u64>,
+    /// Earliest and latest complete timestamp in any input (journal `time=`, agent `ts`,
+    /// bpftrace stamps, kubectl times).
+    pub first_full: Option<Nanos>,
+    pub last_full: Option<Nanos>,
+    /// The latest journal `time=`: the year of prefix-only lines is read near it first.
+    pub last_journal: Option<Nanos>,
+}
+
+impl ClockSamples {
+    fn full(&mut self, t: Nanos) {
+        self.first_full = Some(self.first_full.map_or(t, |f| f.min(t)));
+        self.last_full = Some(self.last_full.map_or(t, |l| l.max(t)));
+    }
 }
 
 /// Counts of lines that were skipped, by reason.
@@ -114,19 +162,24 @@ pub struct Ingest {
     pub sandboxes: Vec<String>,
     pub events: Vec<Event>,
     pub stats: Stats,
+    pub clocks: ClockSamples,
 }
 
 /// Options for reading.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Keep only journal lines of this sandbox (full id or a unique prefix of ≥ 6 chars is
-    /// matched by `sandbox=PREFIX`).
+    /// Keep only journal lines of sandboxes whose id starts with this (a full id or a
+    /// prefix; `ID@N` picks a boot and is cut at the `@` here).
     pub sandbox: Option<String>,
-    /// Year for journald short-format prefixes (`Nov 20 16:25:32`) when no `time=` field
-    /// gives one; default: the year of the latest full timestamp seen.
-    pub year: Option<i64>,
-    /// Zone of journald short-format prefixes, seconds east of UTC (default 0).
-    pub utc_offset_s: i64,
+}
+
+impl Options {
+    /// The id prefix the line filter matches.
+    fn want(&self) -> Option<&str> {
+        self.sandbox
+            .as_deref()
+            .map(|s| s.split_once('@').map_or(s, |(id, _)| id))
+    }
 }
 
 /// How [`Ingester::read_slice_with`] splits its work.
@@ -234,13 +287,15 @@ pub struct Ingester {
     opts: Options,
     out: Ingest,
     sandbox_ids: HashMap<String, u32>,
-    last_year: Option<i64>,
-    /// latest host time per file; latest guest time and agent ts per (file, sandbox)
-    max_host: HashMap<(u32, Option<u32>), Nanos>,
-    max_guest: HashMap<(u32, Option<u32>), f64>,
-    max_agent: HashMap<(u32, Option<u32>), Nanos>,
+    /// latest host time, guest time and agent ts per (file, sandbox, shim pid)
+    max_host: HashMap<Stream, Nanos>,
+    max_guest: HashMap<Stream, f64>,
+    max_agent: HashMap<Stream, Nanos>,
     last_pin_call: HashMap<u32, Nanos>,
 }
+
+/// One stream of lines whose clocks must move forward: (file, sandbox, shim pid).
+type Stream = (u32, Option<u32>, Option<u32>);
 
 enum Bad {
     Encoding,
@@ -256,7 +311,6 @@ impl Ingester {
             opts,
             out: Ingest::default(),
             sandbox_ids: HashMap::new(),
-            last_year: None,
             max_host: HashMap::new(),
             max_guest: HashMap::new(),
             max_agent: HashMap::new(),
@@ -276,7 +330,7 @@ impl Ingester {
     /// the longest line (plus the events): this is the path for stdin and pipes.
     pub fn read<R: BufRead>(&mut self, name: &str, mut r: R) -> std::io::Result<()> {
         let file = self.add_file(name);
-        let pre = Prefilter::new(self.opts.sandbox.as_deref());
+        let pre = Prefilter::new(self.opts.want());
         let mut at = Position::default();
         let mut carry: Vec<u8> = Vec::new();
         loop {
@@ -324,7 +378,7 @@ impl Ingester {
     /// identical to [`Ingester::read`] over the same bytes.
     pub fn read_slice_with(&mut self, name: &str, data: &[u8], par: Parallel) {
         let file = self.add_file(name);
-        let pre = Prefilter::new(self.opts.sandbox.as_deref());
+        let pre = Prefilter::new(self.opts.want());
         let bounds = line_blocks(data, par.block_bytes);
         let blocks: Vec<&[u8]> = bounds
             .windows(2)
@@ -338,7 +392,7 @@ impl Ingester {
             }
             return;
         }
-        let want = self.opts.sandbox.clone();
+        let want = self.opts.want().map(str::to_string);
         let want = want.as_deref();
         let next = AtomicUsize::new(0);
         // Blocks applied so far. A thread may claim a block at most `ahead` blocks past it,
@@ -442,7 +496,7 @@ impl Ingester {
 
     /// Feed one line (without or with its trailing newline).
     pub fn feed_bytes(&mut self, src: SrcRef, bytes: &[u8]) {
-        let p = parse_bytes(bytes, self.opts.sandbox.as_deref());
+        let p = parse_bytes(bytes, self.opts.want());
         self.apply(src, p);
     }
 
@@ -455,14 +509,20 @@ impl Ingester {
                 Ok(())
             }
             Parsed::Journal(j, console) => self.journal(src, *j, console),
-            Parsed::Console(c) => self.console(src, None, None, c).map(|_| ()),
+            Parsed::Console(c) => self.console(src, None, None, None, c).map(|_| ()),
             Parsed::Bpf(b) => self.bpf(src, b),
             Parsed::Ftrace(f) => {
-                self.push(src, None, None, Body::Ftrace(f));
+                self.push(src, None, None, (None, None), Body::Ftrace(f));
                 Ok(())
             }
             Parsed::Kube(k) => {
-                self.push(src, None, None, Body::Kube(k));
+                match k {
+                    KubectlLine::StartTime(t)
+                    | KubectlLine::Started(t)
+                    | KubectlLine::Finished(t) => self.out.clocks.full(t),
+                    KubectlLine::Name(_) => {}
+                }
+                self.push(src, None, None, (None, None), Body::Kube(k));
                 Ok(())
             }
             Parsed::Bad(b) => Err(b),
@@ -516,17 +576,26 @@ impl Ingester {
         i
     }
 
-    fn push(&mut self, src: SrcRef, sandbox: Option<u32>, host: Option<Nanos>, body: Body) {
+    fn push(
+        &mut self,
+        src: SrcRef,
+        sandbox: Option<u32>,
+        pid: Option<u32>,
+        host: (Option<Nanos>, Option<LocalStamp>),
+        body: Body,
+    ) {
         self.out.stats.events += 1;
         self.out.events.push(Event {
             src,
             sandbox,
-            host,
+            pid,
+            host: host.0,
+            local: host.1,
             body,
         });
     }
 
-    fn check_host(&mut self, key: (u32, Option<u32>), t: Nanos) -> Result<(), Bad> {
+    fn check_host(&mut self, key: Stream, t: Nanos) -> Result<(), Bad> {
         let m = self.max_host.entry(key).or_insert(t);
         if t.saturating_add(OOO_TOLERANCE_NS) < *m {
             return Err(Bad::OutOfOrder(format!(
@@ -535,7 +604,9 @@ impl Ingester {
             )));
         }
         *m = (*m).max(t);
-        self.last_year = Some(civil_from_nanos(t).0);
+        self.out.clocks.full(t);
+        let c = &mut self.out.clocks;
+        c.last_journal = Some(c.last_journal.map_or(t, |l| l.max(t)));
         Ok(())
     }
 
@@ -545,13 +616,18 @@ impl Ingester {
         &mut self,
         src: SrcRef,
         sandbox: Option<u32>,
-        host: Option<Nanos>,
+        pid: Option<u32>,
+        host: Option<(Option<Nanos>, Option<LocalStamp>)>,
         c: Console,
     ) -> Result<bool, Bad> {
+        let host = host.unwrap_or((None, None));
         match c {
             Console::BadAgent(e) => Err(Bad::Json(e)),
             Console::Agent(rec) => {
-                let m = self.max_agent.entry((src.file, sandbox)).or_insert(rec.ts);
+                let m = self
+                    .max_agent
+                    .entry((src.file, sandbox, pid))
+                    .or_insert(rec.ts);
                 if rec.ts.saturating_add(OOO_TOLERANCE_NS) < *m {
                     return Err(Bad::OutOfOrder(format!(
                         "agent ts {:.3} s before the latest",
@@ -559,11 +635,15 @@ impl Ingester {
                     )));
                 }
                 *m = (*m).max(rec.ts);
-                self.push(src, sandbox, host, Body::Agent(rec));
+                self.out.clocks.full(rec.ts);
+                self.push(src, sandbox, pid, host, Body::Agent(rec));
                 Ok(true)
             }
             Console::Kernel(k) => {
-                let m = self.max_guest.entry((src.file, sandbox)).or_insert(k.t);
+                let m = self
+                    .max_guest
+                    .entry((src.file, sandbox, pid))
+                    .or_insert(k.t);
                 if k.t + 1.0 < *m {
                     return Err(Bad::OutOfOrder(format!(
                         "guest time {:.6} s after {:.6} s",
@@ -571,7 +651,7 @@ impl Ingester {
                     )));
                 }
                 *m = m.max(k.t);
-                self.push(src, sandbox, host, Body::Kernel(k));
+                self.push(src, sandbox, pid, host, Body::Kernel(k));
                 Ok(true)
             }
             Console::Other => Ok(false),
@@ -586,41 +666,68 @@ impl Ingester {
         j: journal::JournalLine,
         console: Option<Console>,
     ) -> Result<(), Bad> {
-        if let (Some(want), Some(have)) = (&self.opts.sandbox, &j.sandbox) {
-            if !have.starts_with(want.as_str()) {
+        if let (Some(want), Some(have)) = (self.opts.want(), &j.sandbox) {
+            if !have.starts_with(want) {
                 self.out.stats.other_sandbox += 1;
                 return Ok(());
             }
         }
-        let year = self.opts.year.or(self.last_year);
-        let host = j.time.or_else(|| {
-            j.prefix
-                .as_ref()
-                .and_then(|p| p.resolve(year.unwrap_or(1970), self.opts.utc_offset_s))
-        });
+        let (abs, local) = match j.prefix {
+            Some(PrefixTime::Absolute(n)) => (Some(n), None),
+            Some(PrefixTime::Local(l)) => (None, Some(l)),
+            None => (None, None),
+        };
+        if let (Some(l), Some(t)) = (local, j.time) {
+            if let Some(z) = l.zone_against(t) {
+                *self.out.clocks.prefix_zones.entry(z).or_default() += 1;
+            }
+        }
+        if let Some(z) = j.time_zone {
+            *self.out.clocks.time_zones.entry(z).or_default() += 1;
+        }
+        let host = j.time.or(abs);
         let Some(sb) = j.sandbox.as_deref() else {
             // containerd line with no sandbox: noise for us
             self.out.stats.unrecognized += 1;
             return Ok(());
         };
         let sandbox = Some(self.intern(sb));
+        let pid = j.pid;
         if let Some(t) = host {
-            self.check_host((src.file, sandbox), t)?;
+            self.check_host((src.file, sandbox, pid), t)?;
         }
+        // a line with a complete time needs no prefix; one without keeps it for the analysis
+        let stamp = (host, if host.is_none() { local } else { None });
         if let Some(vc) = j.vmconsole {
             let c = console.unwrap_or_else(|| parse_console(vc.trim()));
-            if !self.console(src, sandbox, host, c)? {
+            if !self.console(src, sandbox, pid, Some(stamp), c)? {
                 // console text that is neither kernel nor agent (e.g. NVRC output)
-                self.push(src, sandbox, host, Body::Host { msg: vc });
+                let line = HostLine {
+                    msg: vc,
+                    is_error: false,
+                    error: None,
+                };
+                self.push(src, sandbox, pid, stamp, Body::Host(line));
             }
             return Ok(());
         }
-        let msg = j.msg.unwrap_or_default();
-        self.push(src, sandbox, host, Body::Host { msg });
+        let is_error = matches!(j.level.as_deref(), Some("error" | "fatal" | "panic"));
+        let line = HostLine {
+            msg: j.msg.unwrap_or_default(),
+            is_error,
+            error: j.error,
+        };
+        self.push(src, sandbox, pid, stamp, Body::Host(line));
         Ok(())
     }
 
     fn bpf(&mut self, src: SrcRef, b: BpfLine) -> Result<(), Bad> {
+        if let BpfLine::PinCall { ts: Some(t), .. }
+        | BpfLine::PinTook { ts: Some(t), .. }
+        | BpfLine::MapIoctl { ts: Some(t), .. } = &b
+        {
+            self.out.clocks.full(*t);
+        }
         let b = match b {
             BpfLine::PinCall { ts: Some(t), .. } => {
                 self.last_pin_call.insert(src.file, t);
@@ -644,7 +751,7 @@ impl Ingester {
             },
             b => b,
         };
-        self.push(src, None, None, Body::Bpf(b));
+        self.push(src, None, None, (None, None), Body::Bpf(b));
         Ok(())
     }
 
@@ -724,12 +831,12 @@ fn parse_str(s: &str, want: Option<&str>) -> Parsed {
                 // thread that allocated it (frees across threads contend in malloc).
                 let mut j = j;
                 j.unit = None;
-                j.level = None;
-                if j.time.is_some() {
-                    j.prefix = None;
+                if !matches!(j.level.as_deref(), Some("error" | "fatal" | "panic")) {
+                    j.level = None;
                 }
                 if j.vmconsole.is_some() {
                     j.msg = None;
+                    j.error = None;
                 }
                 if matches!(console, Some(ref c) if !matches!(c, Console::Other)) {
                     // parsed: the text itself is no longer needed
@@ -778,6 +885,56 @@ fn parse_str(s: &str, want: Option<&str>) -> Parsed {
     Parsed::Unrecognized
 }
 
+/// Guest console lines per sandbox id over some inputs, counted at the byte level without
+/// parsing: what picks the sandbox to report when none is named, so that only its lines
+/// need parsing (a 1 GB journal of 885 boots: ~0.2 s instead of parsing every boot).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Census {
+    /// (sandbox id, console lines), in order of first appearance.
+    pub sandboxes: Vec<(String, u64)>,
+}
+
+impl Census {
+    /// Count the lines of `data`.
+    pub fn add(&mut self, data: &[u8]) {
+        let mut raw: Vec<(Vec<u8>, u64)> = self
+            .sandboxes
+            .iter()
+            .map(|(s, n)| (s.as_bytes().to_vec(), *n))
+            .collect();
+        crate::scan::console_census(data, &mut raw);
+        self.sandboxes = raw
+            .into_iter()
+            .map(|(s, n)| (String::from_utf8_lossy(&s).into_owned(), n))
+            .collect();
+    }
+
+    /// Count the lines of a file (memory-mapped when it is a large regular file).
+    pub fn add_path(&mut self, path: &Path) -> std::io::Result<()> {
+        let f = File::open(path)?;
+        let meta = f.metadata()?;
+        if meta.is_file() && meta.len() >= MMAP_MIN_BYTES {
+            // SAFETY: as in `Ingester::read_path`: the map is only read, as bytes.
+            if let Ok(map) = unsafe { memmap2::Mmap::map(&f) } {
+                self.add(&map);
+                return Ok(());
+            }
+        }
+        self.add(&std::fs::read(path)?);
+        Ok(())
+    }
+
+    /// The sandbox with the most guest console lines (the first of equals), if any has one.
+    pub fn busiest(&self) -> Option<&str> {
+        self.sandboxes
+            .iter()
+            .rev()
+            .filter(|(_, n)| *n > 0)
+            .max_by_key(|(_, n)| *n)
+            .map(|(s, _)| s.as_str())
+    }
+}
+
 /// Read in-memory text (tests, fuzzing): one pseudo-file.
 pub fn ingest_str(name: &str, text: &str, opts: Options) -> Ingest {
     ingest_bytes(name, text.as_bytes(), opts)
@@ -800,7 +957,7 @@ mod tests {
     /// The reader as first written, one line at a time with the per-line rules: the
     /// definition the block and parallel paths must match exactly.
     fn per_line(name: &str, data: &[u8], opts: Options) -> Ingest {
-        let pre = Prefilter::new(opts.sandbox.as_deref());
+        let pre = Prefilter::new(opts.want());
         let mut ing = Ingester::new(opts);
         let file = ing.add_file(name);
         let mut offset = 0u64;
@@ -877,7 +1034,6 @@ mod tests {
             for k in 0..4 {
                 let opts = Options {
                     sandbox: sandbox_choice(k),
-                    ..Options::default()
                 };
                 for (cap, block, threads) in [
                     (1, 1, 4),
@@ -901,7 +1057,7 @@ mod tests {
         /// final line end, read through random buffer sizes, block sizes and thread counts.
         #[test]
         fn block_and_parallel_paths_match_per_line(
-            picks in proptest::collection::vec((any::<usize>(), 0u8..6, any::<u16>()), 0..120),
+            picks in proptest::collection::vec((any::<usize>(), 0u8..8, any::<u16>()), 0..120),
             last_newline in any::<bool>(),
             sandbox in any::<u8>(),
             cap in 1usize..300,
@@ -923,14 +1079,17 @@ mod tests {
                         data.extend_from_slice(l.get(cut..).unwrap_or(&[]));
                     }
                     4 => {} // an empty line
-                    _ => data.extend_from_slice(b" sandbox=38f55c4a sandbox=c9f7bf13"),
+                    5 => data.extend_from_slice(b" sandbox=38f55c4a sandbox=c9f7bf13"),
+                    // a CRI error naming its sandbox in its text, after a journald prefix
+                    6 => data.extend_from_slice(b"Nov 20 16:25:32 h containerd[1]: time=\"2025-11-20T16:25:32Z\" level=error msg=\"RunPodSandbox failed\" error=\"failed to start sandbox \\\"c9f7bf13\\\": x\""),
+                    _ => data.extend_from_slice(b"Nov 20 16:25:32 h containerd[1]: level=error msg=\"CreateContainer within sandbox \\\"38f55c4a\\\" failed\" sandbox\\\" sandbox"),
                 }
                 data.push(b'\n');
             }
             if !last_newline {
                 data.pop();
             }
-            let opts = Options { sandbox: sandbox_choice(sandbox), ..Options::default() };
+            let opts = Options { sandbox: sandbox_choice(sandbox) };
             check_paths(&data, &opts, cap, block, threads);
         }
     }

@@ -1,49 +1,42 @@
-//! containerd journal lines: journald short format (`Nov 20 16:25:32 host containerd[pid]: `)
-//! or short-iso / short-precise, followed by logrus logfmt fields (`time="…" level=debug
-//! msg="…" sandbox=… vmconsole="…"`). The `vmconsole` value is one line of the guest console:
-//! a guest kernel line or a kata-agent JSON record, Go-quoted inside the field.
+//! containerd journal lines: journald short format in any locale (`Nov 20 16:25:32 host
+//! containerd[pid]: `, `1月 19 21:11:37 host kata[pid]: `), short-precise, short-iso or
+//! short-full, followed by logrus logfmt fields (`time="…" level=debug msg="…" pid=…
+//! sandbox=… vmconsole="…"`). The `vmconsole` value is one line of the guest console: a
+//! guest kernel line or a kata-agent JSON record, Go-quoted inside the field. CRI errors
+//! that name their sandbox only in the text (`RunPodSandbox … failed to start sandbox "ID"`,
+//! `CreateContainer within sandbox "ID" …`) are attributed to that sandbox.
 
-use crate::time::{parse_rfc3339, parse_syslog_stamp, Nanos};
+use crate::time::{parse_rfc3339, parse_rfc3339_zoned, parse_utc_offset, LocalStamp, Nanos};
 
 /// The fields of one containerd journal line that the boot timeline uses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JournalLine {
     /// journald prefix time (short format has no year or zone; see [`PrefixTime`]).
     pub prefix: Option<PrefixTime>,
-    /// Syslog identifier (`containerd`), when the journald prefix is present.
+    /// Syslog identifier (`containerd`, `kata`), when the journald prefix is present.
     pub unit: Option<String>,
     /// logrus `time=` (UTC, nanoseconds) — the host clock of record.
     pub time: Option<Nanos>,
+    /// The zone `time=` was written in (seconds east of UTC), if it names one.
+    pub time_zone: Option<i64>,
     pub level: Option<String>,
     pub msg: Option<String>,
     pub sandbox: Option<String>,
+    /// `pid=`: the shim process that wrote the line (one per boot of a sandbox).
+    pub pid: Option<u32>,
+    /// `error=`: why an operation failed.
+    pub error: Option<String>,
     /// Unquoted `vmconsole=` value: one guest console line.
     pub vmconsole: Option<String>,
 }
 
-/// journald prefix time as written; completed with a year and zone by the caller.
-#[derive(Debug, Clone, PartialEq)]
+/// journald prefix time as written.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PrefixTime {
-    /// short-iso: complete instant.
+    /// short-iso / short-full: a complete instant.
     Absolute(Nanos),
-    /// short / short-precise: month abbreviation, day, `HH:MM:SS[.frac]`.
-    Syslog {
-        month: String,
-        day: String,
-        hms: String,
-    },
-}
-
-impl PrefixTime {
-    /// Complete to an instant with `year` and a zone offset (seconds east of UTC).
-    pub fn resolve(&self, year: i64, utc_offset_s: i64) -> Option<Nanos> {
-        match self {
-            PrefixTime::Absolute(n) => Some(*n),
-            PrefixTime::Syslog { month, day, hms } => {
-                parse_syslog_stamp(month, day, hms, year, utc_offset_s)
-            }
-        }
-    }
+    /// short / short-precise: local wall clock without year or zone.
+    Local(LocalStamp),
 }
 
 /// Why a line that looked like a journal line could not be used.
@@ -69,59 +62,120 @@ pub fn parse_line(line: &str) -> Result<Option<JournalLine>, JournalError> {
         prefix,
         unit,
         time: None,
+        time_zone: None,
         level: None,
         msg: None,
         sandbox: None,
+        pid: None,
+        error: None,
         vmconsole: None,
     };
     for kv in LogfmtIter::new(body) {
         let (k, v) = kv?;
         match k {
-            "time" => out.time = Some(parse_rfc3339(&v).ok_or(JournalError::BadTime)?),
+            "time" => {
+                let (t, z) = parse_rfc3339_zoned(&v).ok_or(JournalError::BadTime)?;
+                out.time = Some(t);
+                out.time_zone = z;
+            }
             "level" => out.level = Some(v),
             "msg" => out.msg = Some(v),
             "sandbox" => out.sandbox = Some(v),
+            "pid" => out.pid = v.parse().ok(),
+            "error" => out.error = Some(v),
             "vmconsole" => out.vmconsole = Some(v),
             _ => {}
         }
     }
+    if out.sandbox.is_none() {
+        out.sandbox = [&out.msg, &out.error]
+            .into_iter()
+            .flatten()
+            .find_map(|t| sandbox_in_text(t));
+    }
     Ok(Some(out))
 }
 
-/// Split `Nov 20 16:25:32 host containerd[2771108]: rest` (or short-iso) into prefix time,
-/// identifier and the message. Lines without a recognisable prefix return the whole line.
+/// The sandbox a CRI message names in its text: `… sandbox "ID" …`.
+pub fn sandbox_in_text(t: &str) -> Option<String> {
+    let at = t.find("sandbox \"")? + "sandbox \"".len();
+    let rest = t.get(at..)?;
+    let id = rest.get(..rest.find('"')?)?;
+    (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_string())
+}
+
+fn is_hms(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 8
+        && b.get(2) == Some(&b':')
+        && b.get(5) == Some(&b':')
+        && b.iter()
+            .take(8)
+            .enumerate()
+            .all(|(i, c)| i == 2 || i == 5 || c.is_ascii_digit())
+}
+
+/// Split a journald-prefixed line into prefix time, identifier and message. Prefixes:
+/// short / short-precise in any locale (`Nov 20 16:25:32`, `Nov  2 …`, `1月 19 21:11:37`),
+/// short-iso (`2025-11-20T16:25:32+0000`) and short-full (`Thu 2025-11-20 16:25:32 UTC`),
+/// then `host ident[pid]: message`. Lines without a recognisable prefix return the whole
+/// line.
 fn split_prefix(line: &str) -> (Option<PrefixTime>, Option<String>, &str) {
-    let mut parts = line.splitn(2, ' ');
-    let first = parts.next().unwrap_or("");
-    let after_first = parts.next().unwrap_or("");
-    let (prefix, rest) = if let Some(ns) = parse_rfc3339(first) {
-        (PrefixTime::Absolute(ns), after_first)
-    } else if crate::time::month_from_abbr(first).is_some() && first.len() == 3 {
-        let mut p = after_first.trim_start().splitn(3, ' ');
-        let (Some(day), Some(hms), Some(rest)) = (p.next(), p.next(), p.next()) else {
-            return (None, None, line);
-        };
-        if day.parse::<u32>().is_err() || !hms.contains(':') {
-            return (None, None, line);
+    let none = (None, None, line);
+    let mut words = line.split(' ').filter(|w| !w.is_empty());
+    let Some(first) = words.next() else {
+        return none;
+    };
+    // the text after the n-th word
+    let after = |n: usize| -> Option<&str> {
+        let mut rest = line;
+        for _ in 0..n {
+            rest = rest.trim_start_matches(' ');
+            rest = rest.get(rest.find(' ')?..)?;
         }
-        (
-            PrefixTime::Syslog {
-                month: first.to_string(),
-                day: day.to_string(),
-                hms: hms.to_string(),
-            },
-            rest,
-        )
+        Some(rest.trim_start_matches(' '))
+    };
+    let (prefix, used) = if let Some(ns) = parse_rfc3339(first) {
+        (PrefixTime::Absolute(ns), 1)
     } else {
-        return (None, None, line);
+        let (Some(second), Some(third)) = (words.next(), words.next()) else {
+            return none;
+        };
+        if second.len() == 10 && second.as_bytes().get(4) == Some(&b'-') && is_hms(third) {
+            // short-full: weekday, date, time, zone
+            let Some(zone) = words.next().and_then(parse_utc_offset) else {
+                return none;
+            };
+            match crate::time::parse_rfc3339(&format!("{second}T{third}Z")) {
+                Some(ns) => (PrefixTime::Absolute(ns - zone * crate::time::NS_PER_S), 4),
+                None => return none,
+            }
+        } else if first.len() <= 12
+            && !first.contains(['=', ':', '[', '{', '"'])
+            && second.len() <= 2
+            && is_hms(third)
+        {
+            match LocalStamp::parse(first, second, third) {
+                Some(l) => (PrefixTime::Local(l), 3),
+                None => return none,
+            }
+        } else {
+            return none;
+        }
+    };
+    let Some(rest) = after(used) else {
+        return none;
     };
     // host then `ident[pid]: message`
     let Some((_host, ident_msg)) = rest.split_once(' ') else {
-        return (None, None, line);
+        return none;
     };
     let Some((ident, msg)) = ident_msg.split_once(": ") else {
-        return (None, None, line);
+        return none;
     };
+    if ident.contains(' ') {
+        return none;
+    }
     let unit = ident.split('[').next().unwrap_or(ident).to_string();
     (Some(prefix), Some(unit), msg)
 }
@@ -180,6 +234,8 @@ impl Iterator for LogfmtIter<'_> {
                 "msg" => "msg",
                 "sandbox" => "sandbox",
                 "vmconsole" => "vmconsole",
+                "pid" => "pid",
+                "error" => "error",
                 _ => "",
             };
             if k.is_empty() {
@@ -256,7 +312,8 @@ mod tests {
         assert!(v.starts_with("{\"msg\":\"policy check"));
         assert!(v.ends_with("\"pid\":\"1\"}"));
         assert_eq!(j.time.unwrap() % 1_000_000_000, 996_810_781);
-        assert!(matches!(j.prefix, Some(PrefixTime::Syslog { .. })));
+        assert!(matches!(j.prefix, Some(PrefixTime::Local(_))));
+        assert_eq!(j.pid, Some(3_426_175));
     }
 
     #[test]
@@ -274,5 +331,44 @@ mod tests {
         assert_eq!(j.msg.as_deref(), Some("bare"));
         assert_eq!(j.vmconsole.as_deref(), Some("[    3.201931] a\tb"));
         assert!(j.prefix.is_none());
+    }
+
+    /// Prefix shapes of public Kata issue threads, written here: a zh_CN journal, an
+    /// `Aug 11 … -04:00` one with sandbox `arch`, a CRI error naming its sandbox only in
+    /// the text.
+    #[test]
+    fn prefixes_in_other_locales_and_cri_errors() {
+        let zh = r#"1月 19 21:11:37 node-7.example kata[46036]: time="2022-01-19T21:11:37.961651988+08:00" level=debug msg="reading guest console" name=containerd-shim-v2 pid=46036 sandbox=b7d3 source=virtcontainers subsystem=sandbox vmconsole="[    0.100000] x""#;
+        let j = parse_line(zh).unwrap().unwrap();
+        assert_eq!(j.unit.as_deref(), Some("kata"));
+        assert_eq!(j.time_zone, Some(8 * 3600));
+        assert_eq!(j.pid, Some(46036));
+        let Some(PrefixTime::Local(l)) = j.prefix else {
+            panic!("{:?}", j.prefix)
+        };
+        assert_eq!((l.month, l.day), (Some(1), 19));
+        let ny = r#"Aug 11 21:53:16 gpu-box containerd[2334]: time="2025-08-11T21:53:16.078452645-04:00" level=debug msg="reading guest console" name=containerd-shim-v2 pid=9491 sandbox=arch source=virtcontainers vmconsole="x""#;
+        let j = parse_line(ny).unwrap().unwrap();
+        assert_eq!(j.sandbox.as_deref(), Some("arch"));
+        assert_eq!(j.time_zone, Some(-4 * 3600));
+        let cri = r#"Feb 19 13:45:49 node1 containerd[14192]: time="2026-02-19T13:45:49.346103748+01:00" level=error msg="RunPodSandbox for &PodSandboxMetadata{Name:cuda-job,Uid:01cb,Namespace:default,Attempt:0,} failed, error" error="rpc error: code = Unknown desc = failed to start sandbox \"5e1f\": failed to create containerd task: failed to create shim task: device cold plug failed: cold plug: CDI device injection failed: unresolvable CDI devices nvidia.com/pgpu=vfio1""#;
+        let j = parse_line(cri).unwrap().unwrap();
+        assert_eq!(j.sandbox.as_deref(), Some("5e1f"));
+        assert_eq!(j.level.as_deref(), Some("error"));
+        assert!(j.error.unwrap().ends_with("nvidia.com/pgpu=vfio1"));
+        let iso = r#"2025-11-20T16:25:32+0000 h containerd[1]: time="2025-11-20T16:25:32Z" msg=x sandbox=s"#;
+        assert!(matches!(
+            parse_line(iso).unwrap().unwrap().prefix,
+            Some(PrefixTime::Absolute(_))
+        ));
+        let full = r#"Thu 2025-11-20 17:25:32 +01:00 h containerd[1]: msg=x sandbox=s"#;
+        let j = parse_line(full).unwrap().unwrap();
+        assert_eq!(
+            j.prefix,
+            Some(PrefixTime::Absolute(
+                parse_rfc3339("2025-11-20T16:25:32Z").unwrap()
+            ))
+        );
+        assert_eq!(j.time, None);
     }
 }

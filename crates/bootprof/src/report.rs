@@ -4,7 +4,45 @@
 use std::fmt::Write as _;
 
 use crate::estimate::Estimate;
-use crate::timeline::{Phase, Report};
+use crate::findings::fixes_line;
+use crate::model::{secs_fmt, Phase, Report};
+
+/// How many ids a list in the terminal report shows before "and N more".
+const LIST_MAX: usize = 5;
+
+fn bounded(ids: &[String]) -> String {
+    let mut v: Vec<String> = ids.iter().take(LIST_MAX).cloned().collect();
+    if ids.len() > LIST_MAX {
+        v.push(format!("and {} more", ids.len() - LIST_MAX));
+    }
+    v.join(", ")
+}
+
+/// One line on how the boot went.
+pub fn state_line(r: &Report) -> String {
+    let st = &r.state;
+    let mut s = match (st.status, &st.failure) {
+        (_, Some(f)) => format!(
+            "FAILED at {}: {}{}",
+            f.step,
+            f.summary,
+            f.at_s.map_or(String::new(), |t| format!(
+                " ({} s into the boot)",
+                secs_fmt(t, 1)
+            ))
+        ),
+        ("unfinished", _) => format!(
+            "UNFINISHED: the log ends during {}",
+            st.ends_during.as_deref().unwrap_or("the boot")
+        ),
+        ("complete", _) => "complete (the container started)".to_string(),
+        _ => "unknown (the inputs do not show how the boot ended)".to_string(),
+    };
+    if !st.started_late.is_empty() {
+        s.push_str(&format!("; STARTED LATE: {}", st.started_late.join("; ")));
+    }
+    s
+}
 
 /// `dir/file:12` → `file:12` for the terminal.
 fn base(s: &str) -> &str {
@@ -57,13 +95,27 @@ fn table_rows(r: &Report) -> Vec<Phase> {
 /// The terminal report.
 pub fn text(r: &Report) -> String {
     let mut o = String::new();
+    let boot = r.boot.as_ref().map_or(String::new(), |b| {
+        let mut parts = Vec::new();
+        if b.boots_of_sandbox > 1 {
+            parts.push(format!("boot {} of {}", b.boot, b.boots_of_sandbox));
+        }
+        if let Some(p) = b.shim_pid {
+            parts.push(format!("shim pid {p}"));
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        }
+    });
     let _ = writeln!(
         o,
-        "Boot timeline{}: total {:.1} s ({}), t0 {}",
+        "Boot timeline{}{boot}: total {} s ({}), t0 {}",
         r.sandbox
             .as_ref()
             .map_or(String::new(), |s| format!(" of sandbox {}", short(s, 16))),
-        r.total_s,
+        secs_fmt(r.total_s, 1),
         if r.total_from == "kubectl" {
             "kubectl Start Time → Started"
         } else {
@@ -71,12 +123,27 @@ pub fn text(r: &Report) -> String {
         },
         r.t0
     );
-    if !r.gpus.is_empty() {
+    let _ = writeln!(o, "State: {}", state_line(r));
+    if r.gpu_count > 0 {
         let ids: Vec<String> = r.gpus.iter().map(|g| g.bdf.clone()).collect();
-        let first = r.gpus.first().map_or(String::new(), |g| {
-            format!(" [{}:{}]", g.vendor_id, g.device_id)
-        });
-        let _ = writeln!(o, "GPUs found: {}{first}: {}", r.gpus.len(), ids.join(" "));
+        let first = r
+            .gpus
+            .iter()
+            .find_map(|g| {
+                Some(format!(
+                    " [{}:{}]",
+                    g.vendor_id.as_ref()?,
+                    g.device_id.as_ref()?
+                ))
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "GPUs: {}{first}: {} (from {})",
+            r.gpu_count,
+            ids.join(" "),
+            r.gpu_count_from
+        );
     }
     let c = &r.clocks;
     let _ = writeln!(
@@ -84,11 +151,24 @@ pub fn text(r: &Report) -> String {
         "Clocks: guest boot {} (from {}); agent offset {}; max console delay {}",
         c.guest_boot.as_deref().unwrap_or("unknown"),
         c.guest_boot_from,
-        c.agent_offset_s
-            .map_or("n/a".into(), |v| format!("{v:+.3} s")),
+        c.agent_offset_s.map_or("n/a".into(), |v| {
+            let t = secs_fmt(v, 3);
+            if t.starts_with('-') {
+                format!("{t} s")
+            } else {
+                format!("+{t} s")
+            }
+        }),
         c.max_console_delay_s
-            .map_or("n/a".into(), |v| format!("{v:.3} s"))
+            .map_or("n/a".into(), |v| format!("{} s", secs_fmt(v, 3)))
     );
+    if let (Some(z), true) = (&c.journal_zone, c.journal_zone_from != "not needed") {
+        let _ = writeln!(
+            o,
+            "  journal prefix times read in zone {z} ({})",
+            c.journal_zone_from
+        );
+    }
     for n in &c.notes {
         let _ = writeln!(o, "  note: {n}");
     }
@@ -113,15 +193,35 @@ pub fn text(r: &Report) -> String {
         );
     }
     let s = &r.pin_summary;
+    if !s.traced && r.gpu_count > 0 {
+        let _ =
+            writeln!(
+            o,
+            "\nHost DMA pinning: not traced for this boot (IOMMUFD or no bpftrace): not measured{}",
+            if s.foreign_calls > 0 {
+                format!("; {} calls of other processes or boots left out", s.foreign_calls)
+            } else {
+                String::new()
+            }
+        );
+    }
     if s.calls > 0 || s.ftrace_calls > 0 {
         let _ = writeln!(
             o,
-            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {:.1} s, {:.0} GiB; {} took ≥ 1 s",
+            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {:.1} s, {:.0} GiB; {} took ≥ 1 s{}",
             s.calls,
             s.total_s,
             s.bytes as f64 / (1u64 << 30) as f64,
-            s.heavy_calls
+            s.heavy_calls,
+            if s.foreign_calls > 0 {
+                format!("; {} calls of other processes or boots left out", s.foreign_calls)
+            } else {
+                String::new()
+            }
         );
+        if let (Some(rate), Some(b)) = (s.ram_s_per_gib, s.ram_backing) {
+            let _ = writeln!(o, "  guest RAM pinned at {rate:.3} s/GiB: {b}");
+        }
         if s.ftrace_calls > 0 {
             let h: Vec<String> = s.ftrace_heavy.iter().map(|v| format!("{v:.2}")).collect();
             let _ = writeln!(
@@ -146,11 +246,16 @@ pub fn text(r: &Report) -> String {
         for st in &r.critical_path {
             let _ = writeln!(
                 o,
-                "  {:>8.1} s  {:<16} {:<14} {:>7.1} s{}{}",
-                st.start_s,
+                "  {:>8} s  {:<16} {:<14} {:>7} s{}{}{}",
+                secs_fmt(st.start_s, 1),
                 st.phase,
                 short(&st.label, 14),
-                st.duration_s,
+                secs_fmt(st.duration_s, 1),
+                if st.on_path_s + 0.05 < st.duration_s {
+                    format!(" ({} s beyond the step before)", secs_fmt(st.on_path_s, 1))
+                } else {
+                    String::new()
+                },
                 if st.gap_before_s >= 0.5 {
                     format!("  (after {:.1} s gap)", st.gap_before_s)
                 } else {
@@ -169,10 +274,11 @@ pub fn text(r: &Report) -> String {
         for (i, f) in r.findings.iter().enumerate() {
             let _ = writeln!(
                 o,
-                "  {}. [{} {:.1} s] {}",
+                "  {}. [{}{}] {}",
                 i + 1,
                 f.phase,
-                f.measured_s,
+                f.measured_s
+                    .map_or(String::new(), |m| format!(" {} s", secs_fmt(m, 1))),
                 f.text
             );
             let _ = writeln!(
@@ -180,7 +286,7 @@ pub fn text(r: &Report) -> String {
                 "     fix: {}{}",
                 f.fix,
                 f.saving_s
-                    .map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
+                    .map_or(String::new(), |s| format!(" (saves ~{} s)", secs_fmt(s, 1)))
             );
         }
         if let Some(line) = fixes_line(r) {
@@ -196,11 +302,32 @@ pub fn text(r: &Report) -> String {
     for e in &st.bad_examples {
         let _ = writeln!(o, "  {e}");
     }
+    if !r.other_boots.is_empty() {
+        let b: Vec<String> = r
+            .other_boots
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}@{} (shim pid {}, {} → {})",
+                    b.sandbox.as_deref().unwrap_or("?"),
+                    b.boot,
+                    b.shim_pid.map_or("?".into(), |p| p.to_string()),
+                    b.first.as_deref().unwrap_or("?"),
+                    b.last.as_deref().unwrap_or("?")
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "Other boots of this sandbox (use --sandbox ID@N): {}",
+            bounded(&b)
+        );
+    }
     if !r.other_sandboxes.is_empty() {
         let _ = writeln!(
             o,
             "Other sandboxes in the input (use --sandbox): {}",
-            r.other_sandboxes.join(", ")
+            bounded(&r.other_sandboxes)
         );
     }
     o
@@ -270,16 +397,6 @@ fn color(name: &str) -> &'static str {
         "container_start" => "#edc948",
         _ => "#bab0ac",
     }
-}
-
-/// "Together the fixes …" when the findings name savings.
-fn fixes_line(r: &Report) -> Option<String> {
-    let save = r.fixes_save_s?;
-    Some(format!(
-        "Together the fixes above save up to ~{save:.1} s of the {:.1} s boot (to ~{:.1} s): all of it where the phases they shorten lie on the critical path.",
-        r.total_s,
-        (r.total_s - save).max(0.0)
-    ))
 }
 
 /// A self-contained HTML page: summary, Gantt chart of the phases, table, findings.
@@ -369,26 +486,28 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 .fix{{color:#2a6}} code{{font-size:12px}}
 </style></head><body>
 <h1>Boot timeline{}</h1>
-<p>Total <b>{:.1} s</b> ({}); origin {}; {} GPUs found.</p>
+<p>Total <b>{} s</b> ({}); origin {}; {} GPUs.</p>
+<p>State: {}</p>
 "#,
         r.sandbox.as_ref().map_or(String::new(), |s| format!(
             " — sandbox <code>{}</code>",
             esc(s)
         )),
-        r.total_s,
+        secs_fmt(r.total_s, 1),
         esc(r.total_from),
         esc(&r.t0),
-        r.gpus.len()
+        r.gpu_count,
+        esc(&state_line(r))
     );
     o.push_str(&svg);
     o.push_str("\n<h2>Critical path</h2><ol>");
     for st in &r.critical_path {
         let _ = write!(
             o,
-            "<li>{} {} — {:.1} s{}</li>",
+            "<li>{} {} — {} s{}</li>",
             esc(st.phase),
             esc(&st.label),
-            st.duration_s,
+            secs_fmt(st.duration_s, 1),
             if st.contains.is_empty() {
                 String::new()
             } else {
@@ -400,13 +519,14 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
     for f in &r.findings {
         let _ = write!(
             o,
-            "<li><b>{}</b> ({:.1} s): {}<br><span class=\"fix\">Fix: {}{}</span></li>",
+            "<li><b>{}</b>{}: {}<br><span class=\"fix\">Fix: {}{}</span></li>",
             esc(f.phase),
-            f.measured_s,
+            f.measured_s
+                .map_or(String::new(), |m| format!(" ({} s)", secs_fmt(m, 1))),
             esc(&f.text),
             esc(&f.fix),
             f.saving_s
-                .map_or(String::new(), |s| format!(" (saves ~{s:.1} s)"))
+                .map_or(String::new(), |s| format!(" (saves ~{} s)", secs_fmt(s, 1)))
         );
     }
     o.push_str("</ol>\n");

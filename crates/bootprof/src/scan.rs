@@ -11,8 +11,27 @@
 
 use memchr::memmem;
 
+/// Both ways a line names its sandbox contain this word: one search finds them all.
+const SANDBOX: &[u8] = b"sandbox";
 /// `" sandbox="`: how a containerd (logrus) line names its sandbox.
+#[cfg(test)]
 const SANDBOX_KEY: &[u8] = b" sandbox=";
+/// `sandbox \"`: how a CRI error names its sandbox inside a quoted value
+/// (`failed to start sandbox \"ID\"`, `CreateContainer within sandbox \"ID\"`).
+const SANDBOX_TEXT: &[u8] = b"sandbox \\\"";
+
+/// How a `sandbox` found at `at` in `b` names a sandbox, if it does: `Some((true, value))`
+/// for the ` sandbox=` key, `Some((false, value))` for the `sandbox \"` text.
+fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
+    let after = at + SANDBOX.len();
+    if at >= 1 && b.get(at - 1) == Some(&b' ') && b.get(after) == Some(&b'=') {
+        Some((true, after + 1))
+    } else if b.get(after..after + 3) == Some(&SANDBOX_TEXT[SANDBOX.len()..]) {
+        Some((false, after + 3))
+    } else {
+        None
+    }
+}
 
 /// What the prefilter decided about one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,26 +65,24 @@ pub(crate) struct Kept {
 /// The line classifier for one `--sandbox` choice.
 #[derive(Debug, Clone)]
 pub(crate) struct Prefilter {
-    any_sandbox: memmem::Finder<'static>,
+    word: memmem::Finder<'static>,
     want: Option<Vec<u8>>,
 }
 
 impl Prefilter {
     pub fn new(want: Option<&str>) -> Self {
         Prefilter {
-            any_sandbox: memmem::Finder::new(SANDBOX_KEY),
+            word: memmem::Finder::new(SANDBOX),
             want: want.map(|w| w.as_bytes().to_vec()),
         }
     }
 
-    /// Is the sandbox named at `key` (the position of a ` sandbox=` in `line`) the wanted
-    /// one? Without `--sandbox`, every sandbox is.
-    fn wanted_at(&self, line: &[u8], key: usize) -> bool {
+    /// Is the sandbox whose id starts at `value` in `b` the wanted one? Without
+    /// `--sandbox`, every sandbox is.
+    fn wanted_at(&self, b: &[u8], value: usize) -> bool {
         match &self.want {
             None => true,
-            Some(w) => line
-                .get(key + SANDBOX_KEY.len()..)
-                .is_some_and(|rest| rest.starts_with(w)),
+            Some(w) => b.get(value..).is_some_and(|rest| rest.starts_with(w)),
         }
     }
 
@@ -73,9 +90,15 @@ impl Prefilter {
     /// is tested against.
     #[cfg(test)]
     pub fn classify_line(&self, line: &[u8]) -> Class {
-        let mut keys = self.any_sandbox.find_iter(line).peekable();
-        if keys.peek().is_some() {
-            if keys.any(|k| self.wanted_at(line, k)) {
+        let keys: Vec<usize> = memmem::find_iter(line, SANDBOX_KEY)
+            .map(|k| k + SANDBOX_KEY.len())
+            .collect();
+        let texts: Vec<usize> = memmem::find_iter(line, SANDBOX_TEXT)
+            .map(|k| k + SANDBOX_TEXT.len())
+            .collect();
+        let named = if keys.is_empty() { texts } else { keys };
+        if !named.is_empty() {
+            if named.iter().any(|v| self.wanted_at(line, *v)) {
                 Class::Keep
             } else {
                 Class::OtherSandbox
@@ -94,21 +117,36 @@ impl Prefilter {
             bytes: block.len() as u64,
             ..Counts::default()
         };
-        // ` sandbox=` holds no line end, so every match lies inside one line, and a search
-        // over the block finds exactly the per-line matches.
-        let mut keys = self.any_sandbox.find_iter(block);
-        let mut next_key = keys.next().unwrap_or(usize::MAX);
+        // `sandbox` holds no line end, so every match lies inside one line, and one search
+        // over the block finds exactly the per-line matches of both ways of naming one
+        let mut words = self.word.find_iter(block);
+        let mut next_word = words.next().unwrap_or(usize::MAX);
         let mut start = 0usize;
         let mut line = |start: usize, end: usize, c: &mut Counts| {
             let index = c.lines;
             c.lines += 1;
             let text = block.get(start..end).unwrap_or(&[]);
-            let class = if next_key < end {
-                let mut hit = false;
-                while next_key < end {
-                    hit = hit || self.wanted_at(text, next_key - start);
-                    next_key = keys.next().unwrap_or(usize::MAX);
+            // (named by a key, by a key that is wanted, by text, by text that is wanted)
+            let mut seen = (false, false, false, false);
+            while next_word < end {
+                if let Some((key, value)) = naming(block, next_word) {
+                    let hit = self.wanted_at(block, value);
+                    if key {
+                        seen.0 = true;
+                        seen.1 |= hit;
+                    } else {
+                        seen.2 = true;
+                        seen.3 |= hit;
+                    }
                 }
+                next_word = words.next().unwrap_or(usize::MAX);
+            }
+            let named = match seen {
+                (true, hit, ..) => Some(hit),
+                (false, _, true, hit) => Some(hit),
+                _ => None,
+            };
+            let class = if let Some(hit) = named {
                 if hit {
                     Class::Keep
                 } else {
@@ -136,9 +174,68 @@ impl Prefilter {
     }
 }
 
+/// Guest console lines per sandbox id, counted at the byte level: for each line that
+/// names its sandbox with the ` sandbox=` key, the id, and whether the line carries a
+/// `vmconsole=` payload. Ids in order of first appearance.
+pub(crate) fn console_census(data: &[u8], out: &mut Vec<(Vec<u8>, u64)>) {
+    let word = memmem::Finder::new(SANDBOX);
+    let console = memmem::Finder::new(b" vmconsole=");
+    let mut index: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+    for (i, (id, _)) in out.iter().enumerate() {
+        index.insert(id.clone(), i);
+    }
+    let mut skip_to = 0usize;
+    for at in word.find_iter(data) {
+        if at < skip_to {
+            continue;
+        }
+        let Some((true, value)) = naming(data, at) else {
+            continue;
+        };
+        let rest = data.get(value..).unwrap_or(&[]);
+        let end_id = rest
+            .iter()
+            .position(|c| matches!(c, b' ' | b'\n' | b'\r' | b'"'))
+            .unwrap_or(rest.len());
+        let id = rest.get(..end_id).unwrap_or(&[]);
+        if id.is_empty() {
+            continue;
+        }
+        let line_end = memchr::memchr(b'\n', rest).map_or(data.len(), |n| value + n);
+        let line_start = memchr::memrchr(b'\n', data.get(..at).unwrap_or(&[])).map_or(0, |n| n + 1);
+        let line = data.get(line_start..line_end).unwrap_or(&[]);
+        let is_console = u64::from(console.find(line).is_some());
+        match index.get(id) {
+            Some(&i) => {
+                if let Some(e) = out.get_mut(i) {
+                    e.1 += is_console;
+                }
+            }
+            None => {
+                index.insert(id.to_vec(), out.len());
+                out.push((id.to_vec(), is_console));
+            }
+        }
+        // one count per line
+        skip_to = line_end;
+    }
+}
+
 /// Does the line start with a journald short / short-iso prefix (`Nov 20 16:25:32 ` or
 /// `2025-11-20T16:25:32`)? Byte-level and cheap: used to skip other units' lines.
 pub(crate) fn journald_prefix(b: &[u8]) -> bool {
+    // `1月 19 21:11:37 `, `11월 20 …` (CJK locales): one or two digits, 月 or 월, a space
+    let cjk = |rest: &[u8]| {
+        matches!(rest, [0xE6, 0x9C, 0x88, b' ', d0, d1, b' ', ..] | [0xEC, 0x9B, 0x94, b' ', d0, d1, b' ', ..]
+            if (d0.is_ascii_digit() || *d0 == b' ') && d1.is_ascii_digit())
+    };
+    match b {
+        [m0, rest @ ..] if m0.is_ascii_digit() && cjk(rest) => return true,
+        [m0, m1, rest @ ..] if m0.is_ascii_digit() && m1.is_ascii_digit() && cjk(rest) => {
+            return true
+        }
+        _ => {}
+    }
     match b {
         [m0, m1, m2, b' ', d0, d1, b' ', h0, h1, b':', ..] => {
             m0.is_ascii_uppercase()
@@ -201,6 +298,25 @@ mod tests {
         assert!(!journald_prefix(
             b"Start Time:   Mon, 24 Nov 2025 21:21:09 +0000"
         ));
+        assert!(journald_prefix(
+            "1月 19 21:11:37 node kata[1]: x".as_bytes()
+        ));
+        assert!(journald_prefix(
+            "11月 09 21:11:37 node kata[1]: x".as_bytes()
+        ));
+        assert!(!journald_prefix("1月19日 x".as_bytes()));
+    }
+
+    #[test]
+    fn census_counts_console_lines_per_sandbox() {
+        let data = b"Nov 20 16:25:32 h containerd[1]: time=x sandbox=abc subsystem=sandbox vmconsole=\"[ 1.0] k\"\n\
+Nov 20 16:25:32 h containerd[1]: time=x sandbox=abc msg=y\n\
+Nov 20 16:25:32 h containerd[1]: time=x sandbox=zz vmconsole=\"x\"\n\
+Nov 20 16:25:32 h containerd[1]: time=x sandbox=abc vmconsole=\"y\"\n\
+noise sandbox \\\"abc\\\"";
+        let mut out = Vec::new();
+        console_census(data, &mut out);
+        assert_eq!(out, vec![(b"abc".to_vec(), 2), (b"zz".to_vec(), 1)]);
     }
 
     #[test]
@@ -222,16 +338,18 @@ Nov 20 16:25:32 h containerd[1]: time=x sandbox=zzz msg=y\n\
 Nov 20 16:25:32 h kubelet[1]: noise\n\
 [    1.0] kernel line\n\
 x sandbox=zzz sandbox=abc\r\n\
+Nov 20 16:25:32 h containerd[1]: time=x level=error msg=\"RunPodSandbox failed\" error=\"failed to start sandbox \\\"abc9\\\": x\"\n\
+Nov 20 16:25:32 h containerd[1]: time=x level=error msg=\"CreateContainer within sandbox \\\"zz\\\" failed\"\n\
 tail without end sandbox=ab";
         let mut kept = Vec::new();
         let c = p.scan(block, |k| kept.push(k));
-        assert_eq!(c.lines, 6);
+        assert_eq!(c.lines, 8);
         assert_eq!(c.bytes, block.len() as u64);
-        assert_eq!(c.other_sandbox, 2);
+        assert_eq!(c.other_sandbox, 3);
         assert_eq!(c.unrecognized, 1);
         assert_eq!(
             kept.iter().map(|k| k.index).collect::<Vec<_>>(),
-            vec![0, 3, 4]
+            vec![0, 3, 4, 5]
         );
         for k in &kept {
             let line = &block[k.start..k.end];

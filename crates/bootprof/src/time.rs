@@ -210,19 +210,155 @@ pub fn parse_rfc1123(s: &str) -> Option<Nanos> {
     instant(y, mo, d, hms, off)
 }
 
-/// journald short-format prefix time `Nov 20 16:25:32` (no year, local time): returns
-/// seconds-of-year parts for the caller to complete with a year and zone.
-pub fn parse_syslog_stamp(
-    month: &str,
-    day: &str,
-    hms: &str,
-    year: i64,
-    utc_offset_s: i64,
-) -> Option<Nanos> {
-    let mo = month_from_abbr(month)?;
-    let d: u32 = day.parse().ok()?;
-    let hms = parse_hms(hms)?;
-    instant(year, mo, d, hms, utc_offset_s)
+/// Parse RFC 3339 like [`parse_rfc3339`], also returning the zone it was written in
+/// (seconds east of UTC; `None` when the text names no zone).
+pub fn parse_rfc3339_zoned(s: &str) -> Option<(Nanos, Option<i64>)> {
+    let b = s.trim().as_bytes();
+    let ns = parse_rfc3339(s)?;
+    let (_, rest) = fraction(b.get(19..)?);
+    let zone = if rest.is_empty() {
+        None
+    } else {
+        Some(parse_zone(rest)?)
+    };
+    Some((ns, zone))
+}
+
+/// A UTC offset as a user writes it for `--tz`: `UTC`, `Z`, `+08:00`, `-0400`, `+8`,
+/// `UTC+8`, `GMT-04:00`. Returns seconds east of UTC; `None` if it is not one.
+pub fn parse_utc_offset(s: &str) -> Option<i64> {
+    let t = s.trim();
+    if t.is_empty() {
+        return None;
+    }
+    let upper = t.replace('\u{2212}', "-").to_ascii_uppercase();
+    let rest = upper
+        .strip_prefix("UTC")
+        .or_else(|| upper.strip_prefix("GMT"))
+        .unwrap_or(&upper);
+    if rest.is_empty() || rest == "Z" {
+        return Some(0);
+    }
+    let (sign, digits_part) = match rest.as_bytes().first()? {
+        b'+' => (1, rest.get(1..)?),
+        b'-' => (-1, rest.get(1..)?),
+        _ => return None,
+    };
+    let (h, m) = match digits_part.split_once(':') {
+        Some((h, m)) => (h, m),
+        None if digits_part.len() == 4 => (digits_part.get(..2)?, digits_part.get(2..)?),
+        None => (digits_part, "0"),
+    };
+    let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+    if !(0..=14).contains(&h) || !(0..60).contains(&m) || h.to_string().len() > 2 {
+        return None;
+    }
+    Some(sign * (h * 3600 + m * 60))
+}
+
+/// `+08:00`, `-04:00`, `+00:00` for an offset in seconds east of UTC.
+pub fn format_offset(off_s: i64) -> String {
+    let sign = if off_s < 0 { '-' } else { '+' };
+    let a = off_s.unsigned_abs();
+    format!("{sign}{:02}:{:02}", a / 3600, a % 3600 / 60)
+}
+
+/// A month as journald's short format prints it in any locale we can read: English
+/// names and abbreviations (`Nov`, `November`), CJK numerals with 月 or 월 (`1月`, `11월`),
+/// or digits. Anything else is `None` (the caller then places the stamp by day alone).
+pub fn month_from_token(s: &str) -> Option<u32> {
+    let t = s.trim().trim_end_matches('.');
+    if let Some(m) = month_from_abbr(t) {
+        return Some(m);
+    }
+    let digits = t
+        .strip_suffix('月')
+        .or_else(|| t.strip_suffix('월'))
+        .unwrap_or(t);
+    let m: u32 = digits.trim().parse().ok()?;
+    (1..=12).contains(&m).then_some(m)
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// A journald short / short-precise prefix time (`Nov 20 16:25:32`, `1月 19 21:11:37`):
+/// the host's local wall clock with no year, no zone, and in some locales a month we
+/// cannot read. [`LocalStamp::resolve_near`] completes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalStamp {
+    /// 1..=12, or `None` when the month token is in a locale we cannot read.
+    pub month: Option<u8>,
+    pub day: u8,
+    /// Nanoseconds since local midnight.
+    pub sod_ns: i64,
+}
+
+impl LocalStamp {
+    /// From the prefix's month token, day and `HH:MM:SS[.frac]`.
+    pub fn parse(month: &str, day: &str, hms: &str) -> Option<Self> {
+        let d: u32 = day.parse().ok()?;
+        if !(1..=31).contains(&d) {
+            return None;
+        }
+        let (h, m, s, ns) = parse_hms(hms)?;
+        Some(LocalStamp {
+            month: month_from_token(month).map(|m| m as u8),
+            day: d as u8,
+            sod_ns: (i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s)) * NS_PER_S
+                + i64::from(ns),
+        })
+    }
+
+    /// The instant this stamp names at `utc_offset_s`, in the year (and, if the month is
+    /// unreadable, the month) that puts it nearest to `reference`: a journal that crosses
+    /// New Year, or one whose full timestamps are all from another line, resolves right.
+    pub fn resolve_near(&self, reference: Nanos, utc_offset_s: i64) -> Option<Nanos> {
+        let local_ref = reference.checked_add(utc_offset_s.checked_mul(NS_PER_S)?)?;
+        let (ry, rm, ..) = civil_from_nanos(local_ref);
+        let mut candidates: Vec<(i64, u32)> = Vec::with_capacity(3);
+        match self.month {
+            Some(m) => {
+                for y in [ry - 1, ry, ry + 1] {
+                    candidates.push((y, u32::from(m)));
+                }
+            }
+            None => {
+                for k in [-1i64, 0, 1] {
+                    let idx = ry * 12 + i64::from(rm) - 1 + k;
+                    candidates.push((idx.div_euclid(12), (idx.rem_euclid(12) + 1) as u32));
+                }
+            }
+        }
+        candidates
+            .into_iter()
+            .filter(|(y, m)| u32::from(self.day) <= days_in_month(*y, *m) && YEARS.contains(y))
+            .map(|(y, m)| {
+                days_from_civil(y, m, u32::from(self.day)) * 86_400 * NS_PER_S + self.sod_ns
+                    - utc_offset_s * NS_PER_S
+            })
+            .min_by_key(|t| (i128::from(*t) - i128::from(reference)).abs())
+    }
+
+    /// The zone this stamp was printed in, if `utc` is the same moment (the line's own
+    /// `time=`): local − UTC time of day, seconds east of UTC in (−12 h, +14 h], rounded
+    /// to a quarter hour; `None` when the two are more than 2 minutes off any quarter.
+    pub fn zone_against(&self, utc: Nanos) -> Option<i64> {
+        let utc_sod = utc.rem_euclid(86_400 * NS_PER_S);
+        let mut d = (self.sod_ns - utc_sod).div_euclid(NS_PER_S);
+        d = d.rem_euclid(86_400);
+        if d > 14 * 3600 {
+            d -= 86_400;
+        }
+        let q = (d as f64 / 900.0).round() as i64 * 900;
+        ((d - q).abs() <= 120).then_some(q)
+    }
 }
 
 #[cfg(test)]
@@ -260,5 +396,63 @@ mod tests {
         assert_eq!(days_from_civil(2000, 3, 1), 11_017);
         let ns = parse_rfc3339("2024-02-29T00:00:00Z").unwrap();
         assert_eq!(civil_from_nanos(ns).2, 29);
+    }
+
+    #[test]
+    fn zones_and_offsets() {
+        let (ns, z) = parse_rfc3339_zoned("2025-02-17T13:44:29.659236575+08:00").unwrap();
+        assert_eq!(z, Some(8 * 3600));
+        assert_eq!(format_rfc3339(ns), "2025-02-17T05:44:29.659236Z");
+        assert_eq!(
+            parse_rfc3339_zoned("2025-02-17T05:44:29Z").unwrap().1,
+            Some(0)
+        );
+        assert_eq!(parse_rfc3339_zoned("2025-02-17T05:44:29").unwrap().1, None);
+        for (s, v) in [
+            ("UTC", 0),
+            ("Z", 0),
+            ("+08:00", 8 * 3600),
+            ("-0400", -4 * 3600),
+            ("+1", 3600),
+            ("UTC+5:30", 5 * 3600 + 1800),
+            ("gmt-04:00", -4 * 3600),
+            ("\u{2212}04:00", -4 * 3600),
+        ] {
+            assert_eq!(parse_utc_offset(s), Some(v), "{s}");
+        }
+        for s in ["Asia/Shanghai", "+25", "+08:61", "", "8"] {
+            assert_eq!(parse_utc_offset(s), None, "{s}");
+        }
+        assert_eq!(format_offset(-4 * 3600), "-04:00");
+        assert_eq!(format_offset(5 * 3600 + 1800), "+05:30");
+    }
+
+    #[test]
+    fn local_stamps_in_any_locale() {
+        assert_eq!(month_from_token("1月"), Some(1));
+        assert_eq!(month_from_token("11월"), Some(11));
+        assert_eq!(month_from_token("Nov"), Some(11));
+        assert_eq!(month_from_token("ноя"), None);
+        let reference = parse_rfc3339("2022-01-19T13:11:37.9Z").unwrap();
+        let zh = LocalStamp::parse("1月", "19", "21:11:37").unwrap();
+        let t = zh.resolve_near(reference, 8 * 3600).unwrap();
+        assert_eq!(format_rfc3339(t), "2022-01-19T13:11:37.000000Z");
+        // an unreadable month is placed by the day nearest the reference
+        let ru = LocalStamp::parse("янв", "19", "21:11:37").unwrap();
+        assert_eq!(ru.resolve_near(reference, 8 * 3600), Some(t));
+        // across New Year: a Dec 31 line next to a Jan 1 timestamp is last year's
+        let dec = LocalStamp::parse("Dec", "31", "23:59:59").unwrap();
+        let jan = parse_rfc3339("2026-01-01T00:00:05Z").unwrap();
+        assert_eq!(
+            format_rfc3339(dec.resolve_near(jan, 0).unwrap()),
+            "2025-12-31T23:59:59.000000Z"
+        );
+        assert_eq!(zh.zone_against(reference), Some(8 * 3600));
+        let west = LocalStamp::parse("Aug", "11", "21:53:16").unwrap();
+        let utc = parse_rfc3339("2025-08-12T01:53:16.078Z").unwrap();
+        assert_eq!(west.zone_against(utc), Some(-4 * 3600));
+        let odd = LocalStamp::parse("Aug", "11", "21:30:00").unwrap();
+        assert_eq!(odd.zone_against(utc), None);
+        assert!(LocalStamp::parse("Nov", "32", "10:00:00").is_none());
     }
 }

@@ -11,7 +11,6 @@ use proptest::prelude::*;
 fn opts(sandbox: Option<&str>) -> Options {
     Options {
         sandbox: sandbox.map(str::to_string),
-        ..Options::default()
     }
 }
 

@@ -22,6 +22,30 @@ fn fixture_lines() -> Vec<String> {
             .take(120)
             .map(str::to_string),
     );
+    // generated shapes: zh_CN prefixes, prefix-only lines, CRI errors, old BAR lines
+    use bootprof::synth::{render, Outcome, Spec};
+    for (i, outcome) in [
+        Outcome::Complete,
+        Outcome::ColdPlugFailed,
+        Outcome::CreateTimeout,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut spec = Spec::study(i as u64);
+        spec.gpus = 2;
+        spec.hot_ram_gib = 1;
+        spec.zh_prefix = i == 0;
+        spec.zone_min = 480;
+        spec.prefix_only_pct = 60;
+        spec.old_bar_lines = true;
+        spec.outcome = outcome;
+        let r = render(&spec);
+        v.extend(r.journal.lines().take(200).map(str::to_string));
+        if let Some(b) = r.bpftrace {
+            v.extend(b.lines().take(20).map(str::to_string));
+        }
+    }
     v
 }
 

@@ -4,7 +4,16 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod common;
-use common::{ok_json, vmtune};
+use common::{ok_json, run, vmtune};
+
+/// `vmtune ARGS` must fail with exit 2 and one line on stderr that contains `want`.
+fn fails_with(args: &[&str], want: &str) {
+    let o = run(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
+}
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -64,7 +73,7 @@ fn analyze_text_table() {
         .unwrap();
     assert!(out.status.success());
     let s = String::from_utf8(out.stdout).unwrap();
-    assert!(s.contains("GPUs found: 7"), "{s}");
+    assert!(s.contains("GPUs: 7"), "{s}");
     assert!(s.contains("Critical path:") && s.contains("cdi_wait"));
     assert!(s.contains("Findings:"));
 }
@@ -142,6 +151,28 @@ fn estimate_seed_configurations() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// Inputs the model cannot mean are refused, in one line, with exit 2.
+#[test]
+fn estimate_inputs_are_range_checked() {
+    for (flag, value, want) in [
+        ("--memory", "0", "--memory"),
+        ("--prealloc-threads", "0", "--prealloc-threads"),
+        ("--memory-block", "0", "--memory-block"),
+        ("--bar-size", "0", "--bar-size"),
+        ("--gpus", "65", "--gpus"),
+        ("--kernel", "0.9", "--kernel"),
+    ] {
+        let mut args = vec!["boot", "estimate", "--memory", "110G", "--gpus", "7"];
+        if flag == "--memory" || flag == "--gpus" {
+            let i = args.iter().position(|a| *a == flag).unwrap();
+            args[i + 1] = value;
+        } else {
+            args.extend([flag, value]);
+        }
+        fails_with(&args, want);
+    }
+}
+
 #[test]
 fn validate_and_sandbox_setup() {
     let v = ok_json(&["boot", "validate", "--json"]);
@@ -155,6 +186,16 @@ fn validate_and_sandbox_setup() {
         assert!(k["error_pct"].as_f64().unwrap().abs() <= 15.0, "{k}");
     }
     assert!(v["max_held_out_error_pct"].as_f64().unwrap() >= v["max_error_pct"].as_f64().unwrap());
+    // published points vary GPU count, BAR size and RAM size; each names its source
+    let published = v["published"].as_array().unwrap();
+    for varies in ["gpu count", "bar size", "ram size"] {
+        assert!(published
+            .iter()
+            .any(|p| p["varies"] == varies && p["in_sample"] == false));
+    }
+    assert!(published
+        .iter()
+        .all(|p| !p["source"].as_str().unwrap().is_empty()));
     // --sandbox-setup moves vm_create (and the total) by exactly the difference
     let base = seed_estimate(&[]);
     let zero = seed_estimate(&["--sandbox-setup", "0"]);
@@ -204,6 +245,58 @@ fn trace_prints_scripts() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("function_graph"));
+}
+
+/// The README's example: `gen-journal`, then `analyze` without `--sandbox`, gives the whole
+/// timeline of one boot; the other boots are named in a bounded line; an ambiguous or
+/// unknown `--sandbox` says so.
+#[test]
+fn readme_example_gen_journal_then_analyze() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("j.log");
+    let j = j.to_str().unwrap();
+    ok_json(&["boot", "gen-journal", "--size", "8M", j, "--json"]);
+    let r = ok_json(&["boot", "analyze", j, "--json"]);
+    assert_eq!(r["gpu_count"], 7);
+    assert_eq!(r["state"]["status"], "complete");
+    let phases: Vec<&str> = r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "vm_create",
+        "kernel_boot",
+        "pci_enumeration",
+        "gpu_driver_init",
+        "cdi_wait",
+        "memory_hotplug",
+        "container_start",
+    ] {
+        assert!(phases.contains(&name), "no {name}: {phases:?}");
+    }
+    let out = vmtune().args(["boot", "analyze", j]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().all(|l| l.len() < 2000), "a line runs on");
+    assert!(text.contains("Other sandboxes in the input") && text.contains("more"));
+    assert!(!text.contains("-0.0"), "{text}");
+    // `9` starts none of the ids or several; `zzz` none
+    let ids: Vec<String> = r["other_sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    let shared = (b'0'..=b'9')
+        .chain(b'a'..=b'f')
+        .map(|c| (c as char).to_string())
+        .find(|p| ids.iter().filter(|s| s.starts_with(p.as_str())).count() >= 2)
+        .unwrap();
+    fails_with(&["boot", "analyze", j, "--sandbox", &shared], "ambiguous");
+    fails_with(&["boot", "analyze", j, "--sandbox", "zzz"], "not found");
+    fails_with(&["boot", "analyze", j, "--tz", "Mars/Olympus"], "--tz");
 }
 
 #[test]

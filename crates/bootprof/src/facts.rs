@@ -1,0 +1,491 @@
+//! Step 3 of the analysis: from parsed lines to dated facts about one boot — GPUs found and
+//! their BARs, driver enables and binds, CDI tries, RPCs, memory uevents, errors, and the
+//! host's pin calls (each call paired with its return). Guest, agent and journal times are
+//! on the host axis; pin calls are still on the trace's own clock (step 4 checks it).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::agent::{devpath_bdf, AgentKind};
+use crate::bpftrace::BpfLine;
+use crate::clocks::{secs, secs_ns, Axis};
+use crate::dmesg::{is_passthrough_gpu, KernelKind, GPU_DRIVERS};
+use crate::ftrace::FtraceLine;
+use crate::ingest::{Body, Event, SrcRef};
+use crate::kubectl::KubectlLine;
+use crate::time::{format_rfc3339, Nanos, NS_PER_S};
+
+/// A point on the host axis with where it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    pub t: Nanos,
+    pub src: SrcRef,
+}
+
+/// A GPU the guest enumerated (or that a GPU driver enabled).
+#[derive(Debug, Clone, Default)]
+pub struct GpuSeen {
+    pub bdf: String,
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+    pub found: Option<Mark>,
+    /// Memory BARs: (index, bytes).
+    pub bars: Vec<(u8, u64)>,
+}
+
+impl GpuSeen {
+    pub fn largest_bar(&self) -> Option<u64> {
+        self.bars.iter().map(|b| b.1).max()
+    }
+}
+
+/// One try of the agent's CDI wait.
+#[derive(Debug, Clone, Copy)]
+pub struct CdiTry {
+    pub attempt: Option<u32>,
+    pub max: Option<u32>,
+    pub devices: u32,
+    pub m: Mark,
+}
+
+/// A line that reports a failure.
+#[derive(Debug, Clone)]
+pub struct ErrorLine {
+    pub m: Mark,
+    pub msg: String,
+    pub error: Option<String>,
+}
+
+/// The failing step a message names, and a plain summary.
+pub fn classify_error(text: &str) -> (&'static str, &'static str) {
+    let t = text.to_ascii_lowercase();
+    if t.contains("cold plug") {
+        (
+            "cold_plug",
+            "the host could not cold-plug the devices into the VM",
+        )
+    } else if t.contains("failed to inject devices after cdi timeout") {
+        (
+            "cdi_wait",
+            "the kata-agent gave up waiting for the CDI specs",
+        )
+    } else if (t.contains("createcontainer")
+        || t.contains("create_container")
+        || t.contains("container create"))
+        && (t.contains("timed out") || t.contains("deadline") || t.contains("timeout"))
+    {
+        ("create_container", "create_container timed out")
+    } else if t.contains("runpodsandbox") || t.contains("failed to start sandbox") {
+        ("sandbox_start", "the sandbox failed to start")
+    } else {
+        ("shim", "the shim reported an error")
+    }
+}
+
+impl ErrorLine {
+    /// The boot step this error names, if it names one (not a teardown or generic error).
+    pub fn step(&self) -> Option<&'static str> {
+        let (step, _) = classify_error(&format!(
+            "{} {}",
+            self.msg,
+            self.error.as_deref().unwrap_or("")
+        ));
+        (step != "shim").then_some(step)
+    }
+}
+
+/// A host pin call paired with its return.
+#[derive(Debug, Clone, Copy)]
+pub struct RawPin {
+    /// Start on the trace's clock.
+    pub start: Option<Nanos>,
+    pub dur_s: f64,
+    pub npage: Option<u64>,
+    pub size: Option<u64>,
+    pub vaddr: Option<u64>,
+    pub pid: Option<u32>,
+    pub src: SrcRef,
+    pub end_src: SrcRef,
+    pub source: &'static str,
+}
+
+impl RawPin {
+    pub fn end(&self) -> Option<Nanos> {
+        self.start.map(|s| s.saturating_add(secs_ns(self.dur_s)))
+    }
+}
+
+/// A pin call line waiting for its return.
+#[derive(Debug, Clone, Copy)]
+struct OpenCall {
+    ts: Option<Nanos>,
+    vaddr: u64,
+    npage: u64,
+    size: u64,
+    pid: Option<u32>,
+    src: SrcRef,
+}
+
+/// Everything step 4 on needs.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub first_host: Option<Mark>,
+    pub first_kernel: Option<Mark>,
+    pub run_init: Option<Mark>,
+    pub first_agent: Option<Mark>,
+    /// Smallest guest kernel stamp (seconds since guest boot).
+    pub kernel_min_t: Option<f64>,
+    pub kernel_lines: u64,
+    pub agent_lines: u64,
+    pub journal_lines: u64,
+    /// Earliest and latest journal / guest / agent instants: the boot's time window.
+    pub first_any: Option<Mark>,
+    pub last_any: Option<Mark>,
+    pub gpus: Vec<GpuSeen>,
+    /// Emulated display controllers (`1234:1111` …): not counted as GPUs.
+    pub emulated_displays: Vec<String>,
+    pub pci_last: Option<Mark>,
+    /// `enabling device` of GPUs, in time order.
+    pub enables: Vec<(String, Mark)>,
+    /// pci `bind` uevents, in time order.
+    pub binds: Vec<(String, Mark)>,
+    pub cdi_tries: Vec<CdiTry>,
+    pub cdi_done: Option<Mark>,
+    pub cdi_failed: Option<(Mark, String)>,
+    pub mem_uevents: Vec<Mark>,
+    pub rpcs: Vec<(String, Mark)>,
+    pub nvrm_fbhub: Vec<Mark>,
+    pub kube_start: Option<Mark>,
+    pub kube_started: Option<Mark>,
+    pub errors: Vec<ErrorLine>,
+    pub pins: Vec<RawPin>,
+    /// Pin calls whose return was never seen (trace stopped mid-call).
+    pub unreturned: u64,
+    /// Returns whose printed duration disagrees with their stamps by over 1 s.
+    pub pin_disagreements: u64,
+    pub hist: BTreeMap<(u64, u64), u64>,
+    pub ftrace_calls: u64,
+    pub ftrace_heavy: Vec<f64>,
+    pub map_ioctls: u64,
+    pub iommufd_maps: u64,
+    pub notes: Vec<String>,
+}
+
+impl Facts {
+    pub fn rpc(&self, name: &str) -> Option<Mark> {
+        self.rpcs.iter().find(|(n, _)| n == name).map(|(_, m)| *m)
+    }
+
+    /// The boot's window on the host axis, if the journal or the guest dates it.
+    pub fn window(&self) -> Option<(Nanos, Nanos)> {
+        Some((self.first_any?.t, self.last_any?.t))
+    }
+
+    fn gpu_mut(&mut self, bdf: &str) -> &mut GpuSeen {
+        let i = match self.gpus.iter().position(|g| g.bdf == bdf) {
+            Some(i) => i,
+            None => {
+                self.gpus.push(GpuSeen {
+                    bdf: bdf.to_string(),
+                    ..GpuSeen::default()
+                });
+                self.gpus.len() - 1
+            }
+        };
+        &mut self.gpus[i]
+    }
+}
+
+fn note(m: Mark, slot: &mut Option<Mark>) {
+    if slot.is_none_or(|s| m.t < s.t) {
+        *slot = Some(m);
+    }
+}
+
+/// Collect the facts of one boot's records.
+pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
+    let mut f = Facts::default();
+    // BARs of every device, kept until we know which are GPUs
+    let mut bars: HashMap<String, Vec<(u8, u64)>> = HashMap::new();
+    let mut pin_open: Vec<OpenCall> = Vec::new();
+    let mut ftrace_stack: HashMap<u32, Vec<String>> = HashMap::new();
+    for e in events {
+        let at: Option<Nanos> = match &e.body {
+            Body::Kernel(k) => axis.kernel(k.t).or_else(|| axis.host(e)),
+            Body::Agent(a) => Some(axis.agent(a.ts)),
+            Body::Host(_) => axis.host(e),
+            Body::Kube(KubectlLine::StartTime(t) | KubectlLine::Started(t)) => Some(*t),
+            _ => None,
+        };
+        let mark = at.map(|t| Mark { t, src: e.src });
+        if let Some(m) = mark {
+            if !matches!(e.body, Body::Kube(_)) {
+                if f.last_any.is_none_or(|l| m.t > l.t) {
+                    f.last_any = Some(m);
+                }
+                note(m, &mut f.first_any);
+            }
+        }
+        match &e.body {
+            Body::Host(h) => {
+                f.journal_lines += 1;
+                let Some(m) = mark else { continue };
+                note(m, &mut f.first_host);
+                if h.is_error {
+                    f.errors.push(ErrorLine {
+                        m,
+                        msg: h.msg.clone(),
+                        error: h.error.clone(),
+                    });
+                }
+            }
+            Body::Kernel(k) => {
+                f.kernel_lines += 1;
+                f.kernel_min_t = Some(f.kernel_min_t.map_or(k.t, |t: f64| t.min(k.t)));
+                let Some(m) = mark else { continue };
+                note(m, &mut f.first_kernel);
+                match &k.kind {
+                    KernelKind::RunInit => note(m, &mut f.run_init),
+                    KernelKind::PciFound {
+                        bdf,
+                        vendor,
+                        device,
+                        class,
+                    } if crate::dmesg::is_gpu_class(*class) => {
+                        if is_passthrough_gpu(*vendor, *class) {
+                            let g = f.gpu_mut(bdf);
+                            if g.found.is_none() {
+                                g.found = Some(m);
+                                g.vendor = Some(*vendor);
+                                g.device = Some(*device);
+                            }
+                            f.pci_last = Some(m);
+                        } else if !f.emulated_displays.contains(bdf) {
+                            f.emulated_displays
+                                .push(format!("{bdf} [{vendor:04x}:{device:04x}]"));
+                        }
+                    }
+                    KernelKind::Bar {
+                        bdf,
+                        index,
+                        size,
+                        assigned,
+                    } => {
+                        let v = bars.entry(bdf.clone()).or_default();
+                        if !v.contains(&(*index, *size)) {
+                            v.push((*index, *size));
+                        }
+                        let is_gpu = f.gpus.iter().any(|g| &g.bdf == bdf);
+                        if *assigned && is_gpu && f.pci_last.is_none_or(|p| m.t >= p.t) {
+                            f.pci_last = Some(m);
+                        }
+                    }
+                    KernelKind::DriverEnable { driver, bdf } => {
+                        let known = f.gpus.iter().any(|g| &g.bdf == bdf);
+                        if known || GPU_DRIVERS.contains(&driver.as_str()) {
+                            f.gpu_mut(bdf);
+                            f.enables.push((bdf.clone(), m));
+                        }
+                    }
+                    KernelKind::Nvrm(msg) if msg.contains("FBHUB") => f.nvrm_fbhub.push(m),
+                    _ => {}
+                }
+            }
+            Body::Agent(a) => {
+                f.agent_lines += 1;
+                let Some(m) = mark else { continue };
+                note(m, &mut f.first_agent);
+                match &a.kind {
+                    AgentKind::Rpc(name) => f.rpcs.push((name.clone(), m)),
+                    AgentKind::CdiWait {
+                        attempt,
+                        max,
+                        devices,
+                    } => f.cdi_tries.push(CdiTry {
+                        attempt: *attempt,
+                        max: *max,
+                        devices: *devices,
+                        m,
+                    }),
+                    AgentKind::CdiDone => note(m, &mut f.cdi_done),
+                    AgentKind::CdiFailed(msg) => {
+                        if f.cdi_failed.is_none() {
+                            f.cdi_failed = Some((m, msg.clone()));
+                        }
+                    }
+                    AgentKind::Uevent {
+                        action,
+                        devpath,
+                        subsystem,
+                    } => {
+                        if subsystem == "memory" || devpath.starts_with("/devices/system/memory/") {
+                            f.mem_uevents.push(m);
+                        } else if action == "bind" {
+                            if let Some(b) = devpath_bdf(devpath) {
+                                f.binds.push((b.to_string(), m));
+                            }
+                        }
+                    }
+                    AgentKind::Other => {}
+                }
+            }
+            Body::Bpf(b) => match b {
+                BpfLine::PinCall {
+                    ts,
+                    vaddr,
+                    npage,
+                    size,
+                    pid,
+                } => pin_open.push(OpenCall {
+                    ts: *ts,
+                    vaddr: *vaddr,
+                    npage: *npage,
+                    size: *size,
+                    pid: *pid,
+                    src: e.src,
+                }),
+                BpfLine::PinTook { ts, ms } => {
+                    // bpftrace prints no thread id: pair the return with the open call
+                    // whose start is closest to (return time − duration); FIFO without times
+                    let idx = match ts {
+                        Some(t) => {
+                            let want = t.saturating_sub(secs_ns(*ms / 1e3));
+                            pin_open
+                                .iter()
+                                .enumerate()
+                                .min_by_key(|(_, c)| {
+                                    c.ts.map_or(i128::MAX, |s| {
+                                        (i128::from(s) - i128::from(want)).abs()
+                                    })
+                                })
+                                .map(|(i, _)| i)
+                        }
+                        None => (!pin_open.is_empty()).then_some(0),
+                    };
+                    let back = ts.map(|t| t.saturating_sub(secs_ns(*ms / 1e3)));
+                    let pin = match idx.map(|i| pin_open.remove(i)) {
+                        Some(c) => RawPin {
+                            start: c.ts.or(back),
+                            dur_s: *ms / 1e3,
+                            npage: Some(c.npage),
+                            size: Some(c.size),
+                            vaddr: (c.vaddr != 0).then_some(c.vaddr),
+                            pid: c.pid,
+                            src: c.src,
+                            end_src: e.src,
+                            source: "bpftrace",
+                        },
+                        None => RawPin {
+                            start: back,
+                            dur_s: *ms / 1e3,
+                            npage: None,
+                            size: None,
+                            vaddr: None,
+                            pid: None,
+                            src: e.src,
+                            end_src: e.src,
+                            source: "bpftrace",
+                        },
+                    };
+                    if let (Some(st), Some(end)) = (pin.start, *ts) {
+                        if (secs(end, st) * 1e3 - ms).abs() > 1000.0 {
+                            f.pin_disagreements += 1;
+                        }
+                    }
+                    f.pins.push(pin);
+                }
+                BpfLine::MapIoctl { ioctl, .. } => {
+                    f.map_ioctls += 1;
+                    if ioctl == "IOMMU_IOAS_MAP" {
+                        f.iommufd_maps += 1;
+                    }
+                }
+                BpfLine::HistBucket { lo, hi, count } => {
+                    *f.hist.entry((*lo, *hi)).or_default() += count
+                }
+                BpfLine::HistHeader(_) | BpfLine::Banner => {}
+            },
+            Body::Ftrace(ft) => match ft {
+                FtraceLine::Leaf(c) => {
+                    if c.func.as_deref() == Some("vfio_pin_pages_remote") {
+                        f.ftrace_calls += 1;
+                        if c.duration_us >= 1e6 {
+                            f.ftrace_heavy.push(c.duration_us / 1e6);
+                        }
+                    }
+                }
+                FtraceLine::Enter { cpu, func, .. } => {
+                    ftrace_stack.entry(*cpu).or_default().push(func.clone())
+                }
+                FtraceLine::Exit(c) => {
+                    let name = ftrace_stack
+                        .get_mut(&c.cpu)
+                        .and_then(Vec::pop)
+                        .or(c.func.clone());
+                    if name.as_deref() == Some("vfio_pin_pages_remote") {
+                        f.ftrace_calls += 1;
+                        if c.duration_us >= 1e6 {
+                            f.ftrace_heavy.push(c.duration_us / 1e6);
+                        }
+                    }
+                }
+                FtraceLine::Meta => {}
+            },
+            Body::Kube(k) => match k {
+                KubectlLine::StartTime(_) => {
+                    if let Some(m) = mark {
+                        note(m, &mut f.kube_start);
+                    }
+                }
+                KubectlLine::Started(_) => {
+                    if let Some(m) = mark {
+                        if f.kube_started.is_none_or(|s| m.t > s.t) {
+                            f.kube_started = Some(m);
+                        }
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    f.unreturned = pin_open.len() as u64;
+    for g in &mut f.gpus {
+        if let Some(b) = bars.get(&g.bdf) {
+            g.bars = b.clone();
+        }
+    }
+    f.enables.sort_by_key(|(_, m)| m.t);
+    f.binds.sort_by_key(|(_, m)| m.t);
+    kubectl_of_this_boot(&mut f, files);
+    f
+}
+
+/// A `kubectl describe pod` of another boot (a different pod or day) must not stretch this
+/// one: its Start Time → Started must overlap the logs' span, give or take the time a pod
+/// can spend before its VM starts (image pull) or after its last logged line.
+fn kubectl_of_this_boot(f: &mut Facts, files: &[String]) {
+    let (Some(first), Some(last)) = (f.first_any, f.last_any) else {
+        return;
+    };
+    const SLACK_NS: Nanos = 15 * 60 * NS_PER_S;
+    let s = f.kube_start.map_or(first.t, |m| m.t);
+    let e = f.kube_started.map_or(last.t, |m| m.t);
+    if (f.kube_start.is_some() || f.kube_started.is_some())
+        && (s > last.t.saturating_add(SLACK_NS) || e < first.t.saturating_sub(SLACK_NS))
+    {
+        let which = f.kube_start.or(f.kube_started).map(|m| m.src);
+        f.notes.push(format!(
+            "kubectl times ({} → {}) are not this boot's (logs span {} → {}); ignored{}",
+            f.kube_start.map_or("?".into(), |m| format_rfc3339(m.t)),
+            f.kube_started.map_or("?".into(), |m| format_rfc3339(m.t)),
+            format_rfc3339(first.t),
+            format_rfc3339(last.t),
+            which.map_or(String::new(), |src| format!(
+                " ({}:{})",
+                files.get(src.file as usize).map_or("?", String::as_str),
+                src.line
+            ))
+        ));
+        f.kube_start = None;
+        f.kube_started = None;
+    }
+}

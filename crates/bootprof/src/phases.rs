@@ -1,0 +1,376 @@
+//! Step 5 of the analysis: the named phases of the boot, each with the lines that open and
+//! close it.
+
+use crate::cdi::CdiModel;
+use crate::clocks::{secs, secs_ns, Axis};
+use crate::facts::{Facts, Mark};
+use crate::ingest::SrcRef;
+use crate::join::Join;
+use crate::model::{gib, CdiSummary, Phase, DEFAULT_CDI_MAX_TRIES, PIN_PHASE_MIN_S};
+use crate::time::Nanos;
+
+struct Builder<'a> {
+    files: &'a [String],
+    phases: Vec<Phase>,
+}
+
+/// What opens a phase.
+struct Open {
+    name: &'static str,
+    label: String,
+    gpu: Option<String>,
+    at: Mark,
+}
+
+impl Builder<'_> {
+    fn add(
+        &mut self,
+        o: Open,
+        end: Nanos,
+        end_src: Option<SrcRef>,
+        estimated: bool,
+        detail: String,
+    ) {
+        let end = end.max(o.at.t);
+        self.phases.push(Phase {
+            name: o.name,
+            label: o.label,
+            gpu: o.gpu,
+            start_s: 0.0,
+            end_s: 0.0,
+            duration_s: secs(end, o.at.t),
+            start_ns: o.at.t,
+            end_ns: end,
+            start_line: Some(o.at.src.at(self.files)),
+            end_line: end_src.map(|s| s.at(self.files)),
+            start_src: Some(o.at.src),
+            end_src,
+            estimated,
+            detail,
+        });
+    }
+}
+
+/// The phases, and the CDI wait's summary.
+pub struct Built {
+    pub phases: Vec<Phase>,
+    pub cdi: Option<CdiSummary>,
+}
+
+fn open(name: &'static str, label: impl Into<String>, at: Mark) -> Open {
+    Open {
+        name,
+        label: label.into(),
+        gpu: None,
+        at,
+    }
+}
+
+/// Build every phase the facts support.
+pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
+    let mut b = Builder {
+        files,
+        phases: Vec::new(),
+    };
+
+    // ---- vm_create: pod accepted / first shim line → guest boot --------------------------
+    let guest_boot = axis
+        .boot
+        .zip(f.first_kernel)
+        .map(|(t, k)| Mark { t, src: k.src });
+    let vm_start = [f.kube_start, f.first_host]
+        .into_iter()
+        .flatten()
+        .min_by_key(|m| m.t);
+    if let (Some(a), Some(gb)) = (vm_start, guest_boot) {
+        if gb.t > a.t {
+            b.add(
+                open("vm_create", "sandbox → guest boot", a),
+                gb.t,
+                Some(gb.src),
+                false,
+                "pod accepted / shim start until the guest kernel's clock starts (QEMU start, RAM allocation and pinning, device attach)".into(),
+            );
+        }
+    }
+    // ---- kernel_boot: only when the log shows the kernel starting ---------------------------
+    let saw_start = f.kernel_min_t.is_some_and(|t| t <= 1.0);
+    if let (Some(gb), true) = (guest_boot, saw_start) {
+        if let Some(e) = f.run_init.or(f.first_agent).filter(|e| e.t >= gb.t) {
+            b.add(
+                open("kernel_boot", "guest kernel", gb),
+                e.t,
+                Some(e.src),
+                false,
+                if f.run_init.is_some() {
+                    "guest boot until init runs"
+                } else {
+                    "guest boot until the first kata-agent record"
+                }
+                .into(),
+            );
+        }
+    }
+    // ---- pci_enumeration --------------------------------------------------------------------
+    let found: Vec<Mark> = f.gpus.iter().filter_map(|g| g.found).collect();
+    if let (Some(a), Some(last)) = (found.iter().min_by_key(|m| m.t), f.pci_last) {
+        b.add(
+            open(
+                "pci_enumeration",
+                format!(
+                    "{} GPU{}",
+                    found.len(),
+                    if found.len() == 1 { "" } else { "s" }
+                ),
+                *a,
+            ),
+            last.t,
+            Some(last.src),
+            false,
+            format!(
+                "first GPU found until the last GPU BAR assigned ({} GPUs{})",
+                found.len(),
+                if saw_start {
+                    ""
+                } else {
+                    "; the log starts late, earlier GPUs may be missing"
+                }
+            ),
+        );
+    }
+    // ---- gpu_driver_init per GPU ----------------------------------------------------------
+    for init in &j.inits {
+        let Some(end) = init.end else { continue };
+        b.add(
+            Open {
+                name: "gpu_driver_init",
+                label: init.bdf.clone(),
+                gpu: Some(init.bdf.clone()),
+                at: init.enable,
+            },
+            end,
+            init.end_src,
+            init.estimated,
+            format!("guest driver enabling the device, {}", init.how),
+        );
+    }
+    // ---- dma_pinning: this VM's pin calls -----------------------------------------------
+    for p in &j.pins {
+        let (Some(st), Some(en)) = (p.start, p.end) else {
+            continue;
+        };
+        if p.pin.dur_s < PIN_PHASE_MIN_S {
+            continue;
+        }
+        let label = p
+            .pin
+            .size
+            .map_or("pin".to_string(), |s| format!("{:.0} GiB", gib(s)));
+        b.add(
+            Open {
+                name: "dma_pinning",
+                label,
+                gpu: p.gpu.clone(),
+                at: Mark {
+                    t: st,
+                    src: p.pin.src,
+                },
+            },
+            en,
+            Some(p.pin.end_src),
+            false,
+            format!(
+                "vfio_pin_pages_remote, {} pages ({})",
+                p.pin.npage.unwrap_or(0),
+                p.kind
+            ),
+        );
+    }
+    // ---- cdi_wait ---------------------------------------------------------------------------
+    let mut cdi = None;
+    if let Some(first) = f.cdi_tries.first() {
+        let numbered: Vec<_> = f.cdi_tries.iter().filter(|c| c.attempt.is_some()).collect();
+        let max = f.cdi_tries.iter().find_map(|c| c.max);
+        let first_try = numbered.first().and_then(|c| c.attempt);
+        // tries are numbered from 0: (39 of 100) is the 40th
+        let tries = match (first_try, numbered.iter().filter_map(|c| c.attempt).max()) {
+            (Some(a), Some(z)) if z >= a => z - a + 1,
+            _ => f.cdi_tries.len() as u32,
+        };
+        let intervals: Vec<f64> = if numbered.len() >= 2 {
+            numbered
+                .windows(2)
+                .filter_map(|w| match w {
+                    [a, b] => {
+                        let (x, y) = (a.attempt?, b.attempt?);
+                        (y > x).then(|| secs(b.m.t, a.m.t) / f64::from(y - x))
+                    }
+                    _ => None,
+                })
+                .collect()
+        } else {
+            f.cdi_tries
+                .windows(2)
+                .filter_map(|w| match w {
+                    [a, b] => Some(secs(b.m.t, a.m.t)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut iv = intervals.clone();
+        iv.sort_by(f64::total_cmp);
+        let interval = iv.get(iv.len() / 2).copied().filter(|v| *v > 0.0);
+        let model = CdiModel {
+            max_tries: max.unwrap_or(DEFAULT_CDI_MAX_TRIES),
+            interval_s: interval.unwrap_or(crate::cdi::STUDY_INTERVAL_S),
+        };
+        let last = f.cdi_tries.last().map_or(first.m, |c| c.m);
+        let done = f.cdi_done.filter(|d| d.t >= first.m.t);
+        let failed = f
+            .cdi_failed
+            .as_ref()
+            .filter(|(m, _)| m.t >= first.m.t)
+            .map(|(m, _)| *m);
+        // a failure of the container while the agent was still waiting ends the wait too
+        let stopped = f
+            .errors
+            .iter()
+            .filter(|e| e.step().is_some())
+            .map(|e| e.m)
+            .filter(|m| m.t >= last.t)
+            .min_by_key(|m| m.t);
+        let (end_t, end_src, est, how) = match (done, failed.or(stopped)) {
+            (Some(d), _) => (d.t, Some(d.src), false, "until all devices were injected"),
+            (None, Some(x)) => (x.t, Some(x.src), false, "until the wait failed"),
+            (None, None) => (
+                last.t.saturating_add(secs_ns(model.interval_s)),
+                None,
+                true,
+                "the log ends while the agent is still waiting: at least this long",
+            ),
+        };
+        let devices = f.cdi_tries.iter().map(|c| c.devices).max().unwrap_or(0);
+        b.add(
+            open("cdi_wait", format!("{tries} tries"), first.m),
+            end_t,
+            end_src,
+            est,
+            format!(
+                "kata-agent waiting for CDI specs of {devices} devices ({tries} tries{}{}), {how}",
+                max.map_or(String::new(), |m| format!(", max {m}")),
+                interval.map_or(String::new(), |i| format!(", one every {i:.2} s"))
+            ),
+        );
+        cdi = Some(CdiSummary {
+            tries,
+            max_tries: max,
+            first_try,
+            interval_s: interval,
+            limit_s: Some(model.limit_s()),
+            limit_from: if interval.is_some() {
+                "measured"
+            } else {
+                "model"
+            },
+            devices,
+            resolved: done.is_some(),
+        });
+    }
+    // ---- memory_hotplug: the RAM pins before the guest onlines the blocks ------------------
+    let mut start: Option<Mark> = None;
+    let mut end: Option<(Nanos, SrcRef)> = None;
+    let mut bytes = 0u64;
+    let mut pin_s = 0.0;
+    for &i in &j.hotplug {
+        let Some(p) = j.pins.get(i) else { continue };
+        let (Some(s), Some(e)) = (p.start, p.end) else {
+            continue;
+        };
+        if start.is_none_or(|m| s < m.t) {
+            start = Some(Mark {
+                t: s,
+                src: p.pin.src,
+            });
+        }
+        if end.is_none_or(|m| e > m.0) {
+            end = Some((e, p.pin.end_src));
+        }
+        bytes += p.pin.size.unwrap_or(0);
+        pin_s += p.pin.dur_s;
+    }
+    let online = f.rpc("online_cpu_mem");
+    for m in f.mem_uevents.iter().chain(online.iter()) {
+        if start.is_none_or(|s| m.t < s.t) {
+            start = Some(*m);
+        }
+        if end.is_none_or(|e| m.t > e.0) {
+            end = Some((m.t, m.src));
+        }
+    }
+    if let (Some(a), Some((e, esrc))) = (start, end) {
+        let host = if j.hotplug.is_empty() {
+            "the host side is not traced".to_string()
+        } else {
+            format!(
+                "{:.0} GiB pinned on the host in {:.1} s over {} calls",
+                gib(bytes),
+                pin_s,
+                j.hotplug.len()
+            )
+        };
+        b.add(
+            open(
+                "memory_hotplug",
+                format!("{} blocks", f.mem_uevents.len()),
+                a,
+            ),
+            e,
+            Some(esrc),
+            false,
+            format!(
+                "{} memory blocks onlined in the guest; {host}",
+                f.mem_uevents.len()
+            ),
+        );
+    }
+    // ---- container_start: after the devices and memory, until the container runs --------
+    let before = b
+        .phases
+        .iter()
+        .filter(|p| matches!(p.name, "cdi_wait" | "memory_hotplug"))
+        .max_by_key(|p| p.end_ns)
+        .map(|p| Mark {
+            t: p.end_ns,
+            src: p.end_src.or(p.start_src).unwrap_or(SrcRef {
+                file: 0,
+                line: 0,
+                offset: 0,
+            }),
+        });
+    let create = f.rpc("create_container");
+    let cs_start = before.or(create);
+    let cs_end = [f.kube_started, f.rpc("start_container")]
+        .into_iter()
+        .flatten()
+        .max_by_key(|m| m.t);
+    if let (Some(a), Some(e)) = (cs_start, cs_end) {
+        if e.t > a.t {
+            b.add(
+                open("container_start", "container", a),
+                e.t,
+                Some(e.src),
+                false,
+                if before.is_some() {
+                    "after the devices and memory are in, until the container started"
+                } else {
+                    "create_container until the container started"
+                }
+                .into(),
+            );
+        }
+    }
+    Built {
+        phases: b.phases,
+        cdi,
+    }
+}

@@ -1,0 +1,443 @@
+//! Step 1 of the analysis: which boots the inputs hold, and the records of the one to
+//! analyze. A boot is a sandbox id's lines written by one shim process (`pid=`); lines
+//! that name no shim pid (CRI errors) join the sandbox's current boot unless a long
+//! silence separates them from it. Lines that name no sandbox (dmesg, agent JSON, host
+//! traces, `kubectl describe`) go with whichever boot is analyzed; later steps keep the
+//! ones that fit its time window.
+
+use std::collections::HashMap;
+
+use crate::ingest::{Body, Event, Ingest};
+use crate::model::BootSummary;
+use crate::time::{format_rfc3339, Nanos, NS_PER_S};
+
+/// A silence this long between two lines of one sandbox that name no shim pid starts a
+/// new boot (a boot's agent prints every ~2 s while it waits; a retried pod comes back
+/// later).
+pub const BOOT_GAP_NS: Nanos = 10 * 60 * NS_PER_S;
+
+/// How many other sandboxes an error message lists.
+const LIST_MAX: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    #[error("no boot events found ({lines} lines read, {bad} bad)")]
+    NoEvents { lines: u64, bad: u64 },
+    #[error("sandbox {want:?} not found in the input{hint}")]
+    NotFound { want: String, hint: String },
+    #[error("sandbox {want:?} is ambiguous: it is the start of {n} sandbox ids ({list}); give more of the id")]
+    Ambiguous {
+        want: String,
+        n: usize,
+        list: String,
+    },
+    #[error(
+        "sandbox {id} has {n} boot(s) in the input: --sandbox {id}@{k} is out of range (1..={n})"
+    )]
+    NoSuchBoot { id: String, n: usize, k: usize },
+    #[error("--sandbox {0:?}: the part after @ must be a boot number (1, 2, …)")]
+    BadBootNumber(String),
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    sandbox: u32,
+    pid: Option<u32>,
+    first: Option<Nanos>,
+    last: Option<Nanos>,
+    lines: u64,
+    console: u64,
+    first_event: usize,
+}
+
+/// The boots of the sandboxes in an [`Ingest`].
+#[derive(Debug, Clone)]
+pub struct Boots {
+    /// Boot of each event (`u32::MAX`: a line that names no sandbox).
+    of_event: Vec<u32>,
+    list: Vec<Entry>,
+}
+
+/// The records of one boot: what [`crate::analyze`] reads.
+#[derive(Debug, Clone)]
+pub struct Selection<'a> {
+    pub ing: &'a Ingest,
+    pub boot: Option<BootSummary>,
+    pub other_boots: Vec<BootSummary>,
+    pub other_sandboxes: Vec<String>,
+    /// The boot's own lines and every line that names no sandbox, in input order.
+    pub events: Vec<&'a Event>,
+}
+
+/// Split every sandbox's lines into boots.
+pub fn boots(ing: &Ingest) -> Boots {
+    let mut of_event = vec![u32::MAX; ing.events.len()];
+    let mut list: Vec<Entry> = Vec::new();
+    // per sandbox: its boots, and the one lines without a pid join
+    let mut by_sandbox: HashMap<u32, (Vec<usize>, usize)> = HashMap::new();
+    for (i, e) in ing.events.iter().enumerate() {
+        let Some(s) = e.sandbox else { continue };
+        let new_entry = |list: &mut Vec<Entry>, pid| {
+            list.push(Entry {
+                sandbox: s,
+                pid,
+                first: None,
+                last: None,
+                lines: 0,
+                console: 0,
+                first_event: i,
+            });
+            list.len() - 1
+        };
+        let k = match by_sandbox.get_mut(&s) {
+            None => {
+                let k = new_entry(&mut list, e.pid);
+                by_sandbox.insert(s, (vec![k], k));
+                k
+            }
+            Some((mine, current)) => {
+                let cur = *current;
+                let gap = match (e.host, list.get(cur).and_then(|b| b.last)) {
+                    (Some(t), Some(l)) => t.saturating_sub(l) > BOOT_GAP_NS,
+                    _ => false,
+                };
+                let k = match e.pid {
+                    Some(p) => {
+                        if let Some(&k) = mine
+                            .iter()
+                            .find(|&&k| list.get(k).is_some_and(|b| b.pid == Some(p)))
+                        {
+                            k
+                        } else if list.get(cur).is_some_and(|b| b.pid.is_none()) && !gap {
+                            if let Some(b) = list.get_mut(cur) {
+                                b.pid = Some(p);
+                            }
+                            cur
+                        } else {
+                            let k = new_entry(&mut list, Some(p));
+                            mine.push(k);
+                            k
+                        }
+                    }
+                    None if gap => {
+                        let k = new_entry(&mut list, None);
+                        mine.push(k);
+                        k
+                    }
+                    None => cur,
+                };
+                *current = k;
+                k
+            }
+        };
+        if let Some(b) = list.get_mut(k) {
+            b.lines += 1;
+            if matches!(e.body, Body::Kernel(_) | Body::Agent(_)) {
+                b.console += 1;
+            }
+            if let Some(t) = e.host {
+                b.first = Some(b.first.map_or(t, |f| f.min(t)));
+                b.last = Some(b.last.map_or(t, |l| l.max(t)));
+            }
+        }
+        if let Some(slot) = of_event.get_mut(i) {
+            *slot = k as u32;
+        }
+    }
+    Boots { of_event, list }
+}
+
+impl Boots {
+    /// Number of boots (0 when no line names a sandbox).
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The boots of sandbox `s`, in time order.
+    fn of_sandbox(&self, s: u32) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..self.list.len())
+            .filter(|&k| self.list.get(k).is_some_and(|b| b.sandbox == s))
+            .collect();
+        v.sort_by_key(|&k| {
+            self.list
+                .get(k)
+                .map(|b| (b.first.unwrap_or(Nanos::MAX), b.first_event))
+        });
+        v
+    }
+
+    /// What a report says about boot `k`.
+    pub fn summary(&self, ing: &Ingest, k: usize) -> Option<BootSummary> {
+        let b = self.list.get(k)?;
+        let mine = self.of_sandbox(b.sandbox);
+        Some(BootSummary {
+            sandbox: ing.sandboxes.get(b.sandbox as usize).cloned(),
+            shim_pid: b.pid,
+            boot: mine.iter().position(|&x| x == k).map_or(1, |p| p + 1),
+            boots_of_sandbox: mine.len(),
+            first: b.first.map(format_rfc3339),
+            last: b.last.map(format_rfc3339),
+            lines: b.lines,
+            console: b.console,
+            first_ns: b.first,
+        })
+    }
+
+    /// Every boot, as reports name them.
+    pub fn summaries(&self, ing: &Ingest) -> Vec<BootSummary> {
+        (0..self.list.len())
+            .filter_map(|k| self.summary(ing, k))
+            .collect()
+    }
+
+    /// The records of boot `k` (or, with `None`, of an input that names no sandbox).
+    pub fn records<'a>(&self, ing: &'a Ingest, k: Option<usize>) -> Selection<'a> {
+        let want = k.map(|k| k as u32);
+        let events = ing
+            .events
+            .iter()
+            .zip(&self.of_event)
+            .filter(|(_, &b)| b == u32::MAX || Some(b) == want)
+            .map(|(e, _)| e)
+            .collect();
+        let me = k.and_then(|k| self.list.get(k));
+        let other_boots = me
+            .map(|b| {
+                self.of_sandbox(b.sandbox)
+                    .into_iter()
+                    .filter(|&x| Some(x) != k)
+                    .filter_map(|x| self.summary(ing, x))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let other_sandboxes = ing
+            .sandboxes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| me.is_none_or(|b| b.sandbox as usize != *i))
+            .map(|(_, s)| s.clone())
+            .collect();
+        Selection {
+            ing,
+            boot: k.and_then(|k| self.summary(ing, k)),
+            other_boots,
+            other_sandboxes,
+            events,
+        }
+    }
+
+    /// The boot with the most guest console records (then lines): what `analyze` reports
+    /// without `--sandbox`.
+    pub fn busiest(&self) -> Option<usize> {
+        (0..self.list.len())
+            .rev()
+            .max_by_key(|&k| self.list.get(k).map_or((0, 0), |b| (b.console, b.lines)))
+    }
+}
+
+fn listing(ids: &[&String]) -> String {
+    let mut s: Vec<String> = ids.iter().take(LIST_MAX).map(|s| s.to_string()).collect();
+    if ids.len() > LIST_MAX {
+        s.push(format!("and {} more", ids.len() - LIST_MAX));
+    }
+    s.join(", ")
+}
+
+/// The records to analyze: the boot `want` names (`ID`, a unique prefix of one, or
+/// `ID@N` for its N-th boot; the latest by default), else the busiest boot.
+pub fn select<'a>(ing: &'a Ingest, want: Option<&str>) -> Result<Selection<'a>, SelectError> {
+    let boots = boots(ing);
+    let Some(w) = want else {
+        if ing.events.is_empty() {
+            return Err(SelectError::NoEvents {
+                lines: ing.stats.lines,
+                bad: ing.stats.bad.total(),
+            });
+        }
+        return Ok(boots.records(ing, boots.busiest()));
+    };
+    let (id, nth) = match w.split_once('@') {
+        Some((id, n)) => (
+            id,
+            Some(
+                n.parse::<usize>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| SelectError::BadBootNumber(w.to_string()))?,
+            ),
+        ),
+        None => (w, None),
+    };
+    let exact: Vec<usize> = (0..ing.sandboxes.len())
+        .filter(|&i| ing.sandboxes.get(i).is_some_and(|s| s == id))
+        .collect();
+    let hits = if exact.is_empty() {
+        (0..ing.sandboxes.len())
+            .filter(|&i| ing.sandboxes.get(i).is_some_and(|s| s.starts_with(id)))
+            .collect()
+    } else {
+        exact
+    };
+    let s = match hits.as_slice() {
+        [s] => *s as u32,
+        [] => {
+            let seen: Vec<&String> = ing.sandboxes.iter().collect();
+            let hint = if !seen.is_empty() {
+                format!("; sandboxes in the input: {}", listing(&seen))
+            } else if ing.stats.other_sandbox > 0 {
+                format!(
+                    "; {} lines of other sandboxes were skipped (run without --sandbox to see their ids)",
+                    ing.stats.other_sandbox
+                )
+            } else {
+                "; no line of the input names a sandbox".to_string()
+            };
+            return Err(SelectError::NotFound {
+                want: id.to_string(),
+                hint,
+            });
+        }
+        many => {
+            let ids: Vec<&String> = many.iter().filter_map(|&i| ing.sandboxes.get(i)).collect();
+            return Err(SelectError::Ambiguous {
+                want: id.to_string(),
+                n: ids.len(),
+                list: listing(&ids),
+            });
+        }
+    };
+    let mine = boots.of_sandbox(s);
+    let k = match nth {
+        None => mine.last().copied(),
+        Some(n) => Some(*mine.get(n - 1).ok_or_else(|| SelectError::NoSuchBoot {
+            id: ing.sandboxes.get(s as usize).cloned().unwrap_or_default(),
+            n: mine.len(),
+            k: n,
+        })?),
+    };
+    Ok(boots.records(ing, k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{ingest_str, Options};
+
+    fn line(t: &str, pid: u32, sandbox: &str, console: &str) -> String {
+        format!(
+            "Aug 11 21:53:16 gpu-box containerd[2334]: time=\"{t}\" level=debug msg=\"reading guest console\" name=containerd-shim-v2 pid={pid} sandbox={sandbox} source=virtcontainers vmconsole=\"{console}\"\n"
+        )
+    }
+
+    /// `ctr run … arch`: the same sandbox name booted twice, two days apart, by two shims.
+    #[test]
+    fn one_sandbox_id_two_boots() {
+        let mut text = String::new();
+        text += &line(
+            "2025-08-09T21:53:16.0-04:00",
+            9100,
+            "arch",
+            "[    0.100000] a",
+        );
+        text += &line(
+            "2025-08-09T21:53:17.0-04:00",
+            9100,
+            "arch",
+            "[    1.100000] b",
+        );
+        text += &line(
+            "2025-08-11T21:53:16.0-04:00",
+            9491,
+            "arch",
+            "[    0.100000] a",
+        );
+        text += &line(
+            "2025-08-11T21:53:17.0-04:00",
+            9491,
+            "arch",
+            "[    1.100000] b",
+        );
+        text += &line(
+            "2025-08-11T21:53:18.0-04:00",
+            9491,
+            "arch",
+            "[    2.100000] c",
+        );
+        text += &line(
+            "2025-08-11T21:53:18.5-04:00",
+            77,
+            "test",
+            "[    0.100000] x",
+        );
+        let ing = ingest_str("j", &text, Options::default());
+        assert_eq!(ing.stats.bad.total(), 0, "{:?}", ing.stats.bad_examples);
+        let b = boots(&ing);
+        assert_eq!(b.len(), 3);
+        let s = select(&ing, Some("arch")).unwrap();
+        let me = s.boot.unwrap();
+        assert_eq!(
+            (me.shim_pid, me.boot, me.boots_of_sandbox),
+            (Some(9491), 2, 2)
+        );
+        assert_eq!(s.other_boots.len(), 1);
+        assert_eq!(s.events.len(), 3);
+        let s = select(&ing, Some("arch@1")).unwrap();
+        assert_eq!(s.boot.unwrap().shim_pid, Some(9100));
+        assert!(matches!(
+            select(&ing, Some("arch@3")),
+            Err(SelectError::NoSuchBoot { n: 2, .. })
+        ));
+        assert!(matches!(
+            select(&ing, Some("arch@x")),
+            Err(SelectError::BadBootNumber(_))
+        ));
+        // the busiest boot without --sandbox
+        assert_eq!(
+            select(&ing, None).unwrap().boot.unwrap().shim_pid,
+            Some(9491)
+        );
+        // `test` is a whole id and the start of none other; `te` too; `a` is not found
+        assert!(select(&ing, Some("test")).is_ok());
+        let e = select(&ing, Some("zz")).unwrap_err().to_string();
+        assert!(e.contains("not found") && e.contains("arch, test"), "{e}");
+    }
+
+    #[test]
+    fn ambiguous_prefix_says_so() {
+        let mut text = String::new();
+        for (i, id) in ["ab12", "ab34", "ab56", "ab78", "ab90", "abcd", "zz"]
+            .iter()
+            .enumerate()
+        {
+            text += &line(
+                &format!("2025-08-11T21:53:{:02}.0Z", 10 + i),
+                100 + i as u32,
+                id,
+                "[    0.1] x",
+            );
+        }
+        let ing = ingest_str("j", &text, Options::default());
+        let e = select(&ing, Some("ab")).unwrap_err().to_string();
+        assert!(
+            e.contains("ambiguous") && e.contains("6 sandbox ids") && e.contains("and 1 more"),
+            "{e}"
+        );
+        // with the line filter, the other ids are not read: the error says how to see them
+        let ing = ingest_str(
+            "j",
+            &text,
+            Options {
+                sandbox: Some("nope".into()),
+            },
+        );
+        let e = select(&ing, Some("nope")).unwrap_err().to_string();
+        assert!(
+            e.contains("not found") && e.contains("7 lines of other sandboxes"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! Step 6 of the analysis: how the boot went — complete, failed (which step, and the error
+//! as logged), unfinished (the log ends while it is still going), or unknown — and whether
+//! the log starts after the boot began.
+
+use crate::facts::{classify_error, Facts};
+use crate::model::{BootState, CdiSummary, Failure, Phase};
+
+/// Shorten a Go error chain for one line: its last three links.
+fn tail(msg: &str) -> String {
+    let parts: Vec<&str> = msg.split(": ").collect();
+    let n = parts.len();
+    if n <= 3 {
+        msg.to_string()
+    } else {
+        format!("…: {}", parts[n - 3..].join(": "))
+    }
+}
+
+/// Judge the boot.
+pub fn assess(
+    f: &Facts,
+    phases: &[Phase],
+    cdi: Option<&CdiSummary>,
+    gpu_count: usize,
+    t0: i64,
+    files: &[String],
+) -> BootState {
+    let at_s = |t: i64| (t - t0) as f64 / 1e9;
+    // ---- failure ----------------------------------------------------------------------
+    let mut failure: Option<Failure> = None;
+    let unresolved = cdi.is_some_and(|c| !c.resolved);
+    if let Some((m, msg)) = &f.cdi_failed {
+        failure = Some(Failure {
+            step: "cdi_wait",
+            summary: format!(
+                "CDI never resolved: the kata-agent gave up after {} tries",
+                cdi.map_or(0, |c| c.tries)
+            ),
+            message: msg.clone(),
+            at_s: Some(at_s(m.t)),
+            line: Some(m.src.at(files)),
+        });
+    }
+    // the most specific shim/CRI error that names a boot step; other errors (a console
+    // read failing at teardown) do not make a boot fail, nor do errors after it started
+    let started = f.rpc("start_container").or(f.kube_started);
+    let mut best: Option<(usize, &crate::facts::ErrorLine, &'static str, &'static str)> = None;
+    for e in &f.errors {
+        if started.is_some_and(|s| e.m.t > s.t) {
+            continue;
+        }
+        let text = format!("{} {}", e.msg, e.error.as_deref().unwrap_or(""));
+        let (step, summary) = classify_error(&text);
+        let rank = match step {
+            "cold_plug" | "cdi_wait" | "create_container" => 3,
+            "sandbox_start" => 2,
+            _ => continue,
+        };
+        if best.is_none_or(|b| rank > b.0) {
+            best = Some((rank, e, step, summary));
+        }
+    }
+    if let (None, Some((_, e, step, summary))) = (&failure, best) {
+        let message = match &e.error {
+            Some(err) if !err.is_empty() => format!("{}: {}", e.msg, err),
+            _ => e.msg.clone(),
+        };
+        let summary = if unresolved {
+            format!(
+                "{summary} while the kata-agent was still waiting for the CDI specs: CDI never resolved ({} tries)",
+                cdi.map_or(0, |c| c.tries)
+            )
+        } else {
+            format!("{summary}: {}", tail(e.error.as_deref().unwrap_or(&e.msg)))
+        };
+        failure = Some(Failure {
+            // a sandbox error while the agent waits for CDI is the CDI wait failing; a
+            // timeout names its own step (the summary says CDI never resolved)
+            step: if unresolved && step == "sandbox_start" {
+                "cdi_wait"
+            } else {
+                step
+            },
+            summary,
+            message,
+            at_s: Some(at_s(e.m.t)),
+            line: Some(e.m.src.at(files)),
+        });
+    }
+
+    // ---- started late ---------------------------------------------------------------------
+    let mut late = Vec::new();
+    if let Some(t) = f.kernel_min_t.filter(|t| *t > 1.0) {
+        late.push(format!(
+            "the first guest kernel line is {t:.1} s into the boot (no earlier ones)"
+        ));
+    }
+    if let Some(a) = cdi.and_then(|c| c.first_try).filter(|a| *a > 0) {
+        late.push(format!("the first CDI try in the log is number {a}, not 0"));
+    }
+    let enumerated = f.gpus.iter().filter(|g| g.found.is_some()).count();
+    if f.kernel_lines > 0 && gpu_count > enumerated {
+        late.push(format!(
+            "{gpu_count} GPUs are named (driver enables, the CDI request) but {enumerated} were seen being enumerated"
+        ));
+    }
+
+    // ---- status ----------------------------------------------------------------------------
+    let active = f.agent_lines + f.journal_lines > 0;
+    let (status, ends_during) = if failure.is_some() {
+        ("failed", None)
+    } else if started.is_some() {
+        ("complete", None)
+    } else if active {
+        let open = if let Some(c) = cdi.filter(|c| !c.resolved) {
+            format!(
+                "cdi_wait: the agent was still waiting for the CDI specs ({} tries so far)",
+                c.tries
+            )
+        } else if let Some(p) = phases.iter().max_by_key(|p| p.end_ns) {
+            format!("{} ({}), the last phase seen", p.name, p.label)
+        } else {
+            "before any phase could be told".to_string()
+        };
+        ("unfinished", Some(open))
+    } else {
+        ("unknown", None)
+    };
+    BootState {
+        status,
+        started_late: late,
+        failure,
+        ends_during,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_from_public_error_shapes() {
+        use crate::facts::classify_error as classify;
+        assert_eq!(
+            classify("RunPodSandbox for &PodSandboxMetadata{Name:x} failed, error rpc error: code = Unknown desc = failed to start sandbox \"id\": failed to create containerd task: failed to create shim task: device cold plug failed: cold plug: CDI device injection failed: unresolvable CDI devices nvidia.com/pgpu=vfio1").0,
+            "cold_plug"
+        );
+        assert_eq!(
+            classify("createContainer failed rpc error: code = DeadlineExceeded desc = CreateContainerRequest timed out").0,
+            "create_container"
+        );
+        assert_eq!(
+            classify("failed to inject devices after CDI timeout of 100 seconds").0,
+            "cdi_wait"
+        );
+        assert_eq!(classify("something else").0, "shim");
+        assert_eq!(tail("a: b: c: d: e"), "…: c: d: e");
+    }
+}
