@@ -85,7 +85,7 @@ pub fn lock_path() -> PathBuf {
     }
 }
 
-/// Take the host lock, waiting as long as it takes. A wait of more than a second is reported
+/// Take the host lock, waiting as long as it takes. A wait of more than a minute (another run holding it) is reported
 /// on stderr, so a slow test run says what it waited for.
 pub fn host_lock() -> HostLock {
     let path = lock_path();
@@ -103,7 +103,7 @@ pub fn host_lock() -> HostLock {
                     Err(e) => panic!("testkit: flock {}: {e}", path.display()),
                 }
             }
-            if t.elapsed() > Duration::from_secs(1) {
+            if t.elapsed() > Duration::from_secs(60) {
                 loud(&format!(
                     "testkit: {} waited {:.1} s for the host lock {}",
                     current_test(),
