@@ -180,19 +180,26 @@ fn blast_helper() {
 
 #[test]
 fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
-    let Some((irq, cpu, original)) = virtio_net_rx_irq() else {
-        eprintln!("skipped: no virtio-net receive IRQ on this machine");
-        return;
+    let test = "guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm";
+    let Some((irq, _, _)) = virtio_net_rx_irq() else {
+        return testkit::skip(
+            test,
+            "no virtio-net receive IRQ here (the guest mode is for KVM guests with virtio-net)",
+        );
     };
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     if ncpu < 2 {
-        eprintln!("skipped: one CPU, nowhere to move an IRQ");
-        return;
+        return testkit::skip(test, "one CPU: nowhere to move an IRQ");
     }
-    if let Err(e) = std::fs::write(format!("/proc/irq/{irq}/smp_affinity_list"), &original) {
-        eprintln!("skipped: cannot write /proc/irq/{irq}/smp_affinity_list ({e}); run as root");
-        return;
+    if let Err(e) = testkit::can_write(format!("/proc/irq/{irq}/smp_affinity_list")) {
+        return testkit::skip(test, format!("{e} (needs root)"));
     }
+    // it moves a real IRQ: one host-changing test at a time, across all test binaries
+    let _host = testkit::host_lock();
+    // read again under the lock: another test may have had it moved until now
+    let (irq, cpu, original) = virtio_net_rx_irq()
+        .filter(|(i, ..)| *i == irq)
+        .unwrap_or_else(|| panic!("IRQ {irq} went away"));
     let _restore = Restore(irq, original.clone());
     // softirq load on the IRQ's CPU: a loopback UDP blaster pinned there
     let mut blaster = Command::new("taskset")
@@ -333,8 +340,10 @@ fn host_mode_follows_the_vcpu_threads_of_a_qemu_process() {
         .stderr(Stdio::null())
         .spawn()
     else {
-        eprintln!("skipped: qemu-system-x86_64 not installed");
-        return;
+        return testkit::skip(
+            "host_mode_follows_the_vcpu_threads_of_a_qemu_process",
+            "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)",
+        );
     };
     let pid = qemu.id().to_string();
     // wait for the vCPU threads to exist
