@@ -574,6 +574,47 @@ mod tests {
         }
     }
 
+    /// Run by `skips_are_logged_and_can_be_made_fatal` in a child process with its own
+    /// environment; does nothing otherwise.
+    #[test]
+    #[ignore]
+    fn skip_helper() {
+        if std::env::var_os("TESTKIT_SKIP_HELPER").is_some() {
+            skip("the_named_test", "a reason: with a colon\nand a newline");
+        }
+    }
+
+    #[test]
+    fn skips_are_logged_and_can_be_made_fatal() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("skips.log");
+        let child = |no_skip: &str| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["tests::skip_helper", "--exact", "--ignored", "--nocapture"])
+                .env("TESTKIT_SKIP_HELPER", "1")
+                .env(SKIP_LOG_ENV, &log)
+                .env(NO_SKIP_ENV, no_skip)
+                .output()
+                .unwrap()
+        };
+        let out = child("0");
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("*** SKIPPED testkit::the_named_test: a reason"),
+            "{err}"
+        );
+        let recs = read_skip_log(&log);
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        assert_eq!(recs[0].binary, "testkit");
+        assert_eq!(recs[0].test, "the_named_test");
+        assert_eq!(recs[0].reason, "a reason: with a colon and a newline");
+        // VMTUNE_TEST_NO_SKIP=1: the skip fails the test, and is not logged as a skip
+        let out = child("1");
+        assert!(!out.status.success());
+        assert_eq!(read_skip_log(&log).len(), 1);
+    }
+
     #[test]
     fn which_finds_sh() {
         assert!(which("sh").is_some());
