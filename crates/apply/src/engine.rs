@@ -389,15 +389,34 @@ fn mask_step(
     {
         return None;
     }
-    let words = cur.split(',').count();
+    let new = mask_like(cpus, &cur);
     Some(PlannedStep {
         target: Target::MaskFile {
             path,
             what: what.into(),
         },
         previous: cur,
-        new: cpus.to_mask_string(words),
+        new,
     })
+}
+
+/// `cpus` as a hex mask spelled the way the kernel spelled `cur` (`%*pb`: as many 32-bit
+/// words, the first one only as wide as nr_cpu_ids needs), so that one value has one format
+/// in reports and journals: `3 -> 1`, `ff,ffffffff -> 00,0000000f`.
+fn mask_like(cpus: &CpuSet, cur: &str) -> String {
+    let words: Vec<&str> = cur.trim().split(',').collect();
+    let mut parts: Vec<String> = cpus
+        .to_mask_string(words.len())
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    if parts.len() == words.len() {
+        let kernel_width = words[0].trim().trim_start_matches("0x").len();
+        let digits = parts[0].trim_start_matches('0');
+        let width = kernel_width.max(digits.len()).max(1);
+        parts[0] = format!("{digits:0>width$}");
+    }
+    parts.join(",")
 }
 
 /// Everything `apply` would do, in order, with nothing changed. Also the validation.
@@ -650,7 +669,7 @@ pub fn restore(journal_path: &Path, lock_wait: Duration) -> Result<RestoreReport
 pub fn restore_dry_run(journal_path: &Path) -> Result<RestoreReport> {
     let mut rep = RestoreReport::new(journal_path);
     if !journal_path.exists() {
-        rep.notes.push("no journal: nothing to restore".into());
+        rep.notes.push(missing_journal_note(journal_path));
         return Ok(rep);
     }
     let (_, steps) = journal::read(journal_path)?;
@@ -666,6 +685,30 @@ pub fn restore_dry_run(journal_path: &Path) -> Result<RestoreReport> {
         rep.steps.push(r);
     }
     Ok(rep)
+}
+
+/// `JOURNAL.restored`: where a fully restored journal is kept.
+pub fn archived_path(journal_path: &Path) -> PathBuf {
+    let mut archived = journal_path.as_os_str().to_owned();
+    archived.push(".restored");
+    PathBuf::from(archived)
+}
+
+/// Why there is nothing to restore: the journal was restored already, or never written.
+fn missing_journal_note(journal_path: &Path) -> String {
+    let archived = archived_path(journal_path);
+    if archived.exists() {
+        format!(
+            "{} was restored already (kept as {}): nothing to restore",
+            journal_path.display(),
+            archived.display()
+        )
+    } else {
+        format!(
+            "no journal at {}: nothing to restore",
+            journal_path.display()
+        )
+    }
 }
 
 /// The report line of undoing one journal step (its previous and new values swapped), with
@@ -686,7 +729,7 @@ fn undo_report(s: &journal::JournalStep) -> StepReport {
 fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
     let mut rep = RestoreReport::new(journal_path);
     if !journal_path.exists() {
-        rep.notes.push("no journal: nothing to restore".into());
+        rep.notes.push(missing_journal_note(journal_path));
         return Ok(rep);
     }
     let (_, steps) = journal::read(journal_path)?;
@@ -719,9 +762,7 @@ fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
         rep.steps.push(r);
     }
     if rep.failed == 0 {
-        let mut archived = journal_path.as_os_str().to_owned();
-        archived.push(".restored");
-        let archived = PathBuf::from(archived);
+        let archived = archived_path(journal_path);
         std::fs::rename(journal_path, &archived).map_err(|e| ApplyError::io(journal_path, e))?;
         if let Some(d) = journal_path.parent().filter(|p| !p.as_os_str().is_empty()) {
             if let Ok(f) = std::fs::File::open(d) {
@@ -921,6 +962,123 @@ mod tests {
             ..t
         };
         assert!(thread_steps(&p, &t1, cur, Path::new("/proc")).is_err());
+    }
+
+    /// A scratch sysfs/procfs with two online CPUs and node 0's 2 MiB pool at (total, free).
+    fn fake_host(total: u64, free: u64) -> (tempfile::TempDir, ApplyOptions) {
+        let d = tempfile::tempdir().unwrap();
+        let sys = d.path().join("sys");
+        let pool = sys.join("devices/system/node/node0/hugepages/hugepages-2048kB");
+        std::fs::create_dir_all(&pool).unwrap();
+        std::fs::create_dir_all(sys.join("devices/system/cpu")).unwrap();
+        std::fs::write(sys.join("devices/system/cpu/online"), "0-1\n").unwrap();
+        std::fs::write(pool.join("nr_hugepages"), format!("{total}\n")).unwrap();
+        std::fs::write(pool.join("free_hugepages"), format!("{free}\n")).unwrap();
+        let mut o = ApplyOptions::new(d.path().join("run/journal"));
+        o.paths = HostPaths {
+            proc_root: d.path().join("proc"),
+            sys_root: sys,
+        };
+        o.phases = Phases {
+            hugepages: true,
+            ..Phases::NONE
+        };
+        (d, o)
+    }
+
+    fn plan_with_pages(pages: u64) -> Plan {
+        let mut p = small_plan();
+        p.memory.pages = pages;
+        p.memory.pages_per_node = vec![pages];
+        p
+    }
+
+    /// The dry run's hugepage decision, whatever the pool holds: a step for exactly the
+    /// missing pages when fewer than needed are free, else none and a note with the count
+    /// it read. (0, 600 and 8192 free are the pools of a bare host, a VFIO desktop and a
+    /// GPU server.)
+    #[test]
+    fn hugepage_decision_follows_the_pool_it_reads() {
+        for (total, free) in [
+            (0, 0),
+            (600, 600),
+            (8192, 8192),
+            (10, 3),
+            (600, 2),
+            (8192, 0),
+        ] {
+            for want in [1u64, 4, 600, 9000] {
+                let (_d, mut o) = fake_host(total, free);
+                o.dry_run = true;
+                let rep = apply(&plan_with_pages(want), None, &o).unwrap();
+                let steps: Vec<&StepReport> = rep
+                    .steps
+                    .iter()
+                    .filter(|s| s.actuator == "hugepages")
+                    .collect();
+                if free >= want {
+                    assert!(steps.is_empty(), "{total}/{free} for {want}: {steps:?}");
+                    let note = format!("node 0: {free} free 2048 kB pages already, {want} needed");
+                    assert!(rep.notes.contains(&note), "{:?}", rep.notes);
+                } else {
+                    assert_eq!(steps.len(), 1, "{total}/{free} for {want}");
+                    assert_eq!(steps[0].previous, total.to_string());
+                    assert_eq!(steps[0].new, (total + want - free).to_string());
+                    assert_eq!(steps[0].result, "planned");
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        // each case fsyncs a journal: a few dozen cases keep this under a few seconds
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(40))]
+        /// Apply then restore on a scratch pool: the pool grows by exactly the missing pages
+        /// and comes back to exactly what it was.
+        #[test]
+        fn hugepage_apply_then_restore_is_exact(total in 0u64..20_000, used in 0u64..20_000, want in 1u64..20_000) {
+            let free = total.saturating_sub(used);
+            let (_d, o) = fake_host(total, free);
+            let nr = o.paths.sys_root.join("devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages");
+            let rep = apply(&plan_with_pages(want), None, &o).unwrap();
+            let want_nr = if free >= want { total } else { total + want - free };
+            proptest::prop_assert_eq!(read_trim(&nr).unwrap(), want_nr.to_string());
+            proptest::prop_assert_eq!(rep.steps.len(), usize::from(free < want));
+            let r = restore(&o.journal, Duration::from_secs(1)).unwrap();
+            proptest::prop_assert_eq!(r.failed, 0);
+            proptest::prop_assert_eq!(read_trim(&nr).unwrap(), total.to_string());
+        }
+    }
+
+    #[test]
+    fn a_missing_journal_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let j = d.path().join("j");
+        let r = restore(&j, Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            r.notes,
+            vec![format!("no journal at {}: nothing to restore", j.display())]
+        );
+        std::fs::write(archived_path(&j), "").unwrap();
+        let r = restore_dry_run(&j).unwrap();
+        assert!(r.notes[0].contains("restored already"), "{:?}", r.notes);
+        assert!(r.notes[0].contains(&archived_path(&j).display().to_string()));
+    }
+
+    #[test]
+    fn masks_keep_the_kernels_spelling() {
+        let c = |l: &str| CpuSet::parse_list(l).unwrap();
+        assert_eq!(mask_like(&c("0"), "3"), "1");
+        assert_eq!(mask_like(&c("0-3"), "ff,ffffffff"), "00,0000000f");
+        assert_eq!(mask_like(&c("0,39"), "ff,ffffffff"), "80,00000001");
+        assert_eq!(mask_like(&c("0-1"), "00000003"), "00000003");
+        assert_eq!(mask_like(&c("0"), "ffffffff,ffffffff"), "00000000,00000001");
+        // every spelling reads back as the same CPUs
+        for (cpus, cur) in [("0", "3"), ("0-3", "ff,ffffffff"), ("5", "fff")] {
+            let m = mask_like(&c(cpus), cur);
+            assert_eq!(CpuSet::parse_mask(&m).unwrap(), c(cpus), "{m}");
+            assert_eq!(m.split(',').count(), cur.split(',').count(), "{m}");
+        }
     }
 
     #[test]

@@ -181,18 +181,16 @@ pub fn text_latency(l: &LatencyResult) -> String {
     out
 }
 
-/// Compact histogram: counts in power-of-two µs ranges.
+/// Compact histogram: counts in power-of-two µs ranges `[lo,hi)`, the last one cut at the
+/// histogram's end, then `≥max` for the overflow; the ranges are disjoint and cover
+/// `[0, h.len())` (`[512,1000) ≥1000µs`, not `[512,1024) ≥1000µs`).
 pub fn text_hist(h: &[u64], overflow: u64, max_us: u32) -> String {
     let mut parts = Vec::new();
-    let mut lo = 0usize;
-    let mut hi = 1usize;
-    while lo < h.len() {
-        let n: u64 = h.get(lo..hi.min(h.len())).map_or(0, |s| s.iter().sum());
+    for (lo, hi) in hist_ranges(h.len()) {
+        let n: u64 = h.get(lo..hi).map_or(0, |s| s.iter().sum());
         if n > 0 {
             parts.push(format!("[{lo},{hi})µs:{n}"));
         }
-        lo = hi;
-        hi *= 2;
     }
     if overflow > 0 {
         parts.push(format!("≥{max_us}µs:{overflow}"));
@@ -297,6 +295,19 @@ fn frame_log_detail(l: &FrameLogResult) -> String {
     }
     if !facts.is_empty() {
         let _ = writeln!(out, "  {}", facts.join("; "));
+    }
+    out
+}
+
+/// The power-of-two ranges of [`text_hist`] over `len` 1 µs buckets: `[0,1) [1,2) [2,4) …`,
+/// the last one ending at `len`.
+pub fn hist_ranges(len: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let (mut lo, mut hi) = (0usize, 1usize);
+    while lo < len {
+        out.push((lo, hi.min(len)));
+        lo = hi;
+        hi = hi.saturating_mul(2);
     }
     out
 }
@@ -836,7 +847,49 @@ mod tests {
     fn hist_text() {
         assert_eq!(
             text_hist(&[0, 3, 1, 0, 2], 4, 5),
-            "[1,2)µs:3 [2,4)µs:1 [4,8)µs:2 ≥5µs:4"
+            "[1,2)µs:3 [2,4)µs:1 [4,5)µs:2 ≥5µs:4"
         );
+        // the default 1000 µs histogram: the last range stops where the overflow starts
+        let mut h = vec![0u64; 1000];
+        h[700] = 1;
+        h[999] = 2;
+        assert_eq!(text_hist(&h, 3, 1000), "[512,1000)µs:3 ≥1000µs:3");
+    }
+
+    proptest::proptest! {
+        /// The printed ranges are disjoint, in order, cover every bucket once, and their
+        /// counts add up to the histogram's.
+        #[test]
+        fn hist_ranges_partition_the_buckets(
+            h in proptest::collection::vec(0u64..5, 0..3000),
+            overflow in 0u64..5,
+        ) {
+            let ranges = hist_ranges(h.len());
+            let mut next = 0;
+            for &(lo, hi) in &ranges {
+                proptest::prop_assert_eq!(lo, next);
+                proptest::prop_assert!(hi > lo && hi <= h.len());
+                next = hi;
+            }
+            proptest::prop_assert_eq!(next, h.len());
+            let text = text_hist(&h, overflow, h.len() as u32);
+            let mut total = 0u64;
+            let mut last_hi = 0usize;
+            for part in text.split(' ').filter(|p| !p.is_empty()) {
+                let (range, n) = part.rsplit_once(':').unwrap();
+                let n: u64 = n.parse().unwrap();
+                if let Some(r) = range.strip_prefix('[') {
+                    let (lo, hi) = r.trim_end_matches(")µs").split_once(',').unwrap();
+                    let (lo, hi): (usize, usize) = (lo.parse().unwrap(), hi.parse().unwrap());
+                    proptest::prop_assert!(lo >= last_hi && hi <= h.len());
+                    last_hi = hi;
+                } else {
+                    proptest::prop_assert_eq!(range, format!("≥{}µs", h.len()));
+                    proptest::prop_assert_eq!(n, overflow);
+                }
+                total += n;
+            }
+            proptest::prop_assert_eq!(total, h.iter().sum::<u64>() + overflow);
+        }
     }
 }

@@ -39,8 +39,10 @@ fn irq_affinities() -> Vec<(u32, Option<BTreeSet<u32>>)> {
 
 #[test]
 fn live_host_loads_and_matches_sysfs() {
-    // Other tests may move IRQs while this one runs: compare affinities only where the
+    // Tests that move IRQs hold the host lock; so does this one while it compares. Other
+    // software (irqbalance) may still move IRQs: compare affinities only where the
     // independent reads before and after loading agree.
+    let _host = testkit::host_lock();
     let before = irq_affinities();
     let h = topo::load(None).expect("live host");
     let after = irq_affinities();

@@ -15,6 +15,8 @@ mod cmd;
 /// of a VFIO gaming setup) and the plan vmtune makes for a 12-vCPU Windows VM on it.
 /// Every command takes --json for machine output; host input is --topology PATH (hwloc XML,
 /// sysfs snapshot directory or tarball, or `builtin`), the live host without it.
+/// Sizes need a unit: 512M, 64G, 1T (K, M, G, T are 1024-based; B is bytes); a bare number
+/// is refused.
 #[derive(Parser)]
 #[command(
     name = "vmtune",

@@ -2,16 +2,12 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod common;
 use common::{ok_json, run, vmtune};
 
 const CS_DIR: &str = "/sys/devices/system/clocksource/clocksource0";
-
-/// Tests that switch the clocksource run one at a time.
-static CLOCKSOURCE: Mutex<()> = Mutex::new(());
 
 fn current_cs() -> String {
     std::fs::read_to_string(format!("{CS_DIR}/current_clocksource"))
@@ -39,7 +35,8 @@ fn can_switch() -> bool {
 
 #[test]
 fn timer_measures_every_clocksource_and_restores() {
-    let _g = CLOCKSOURCE.lock().unwrap_or_else(|e| e.into_inner());
+    // switching the clocksource changes the host: one such test at a time, in all binaries
+    let _host = testkit::host_lock();
     let before = current_cs();
     let v = ok_json(&[
         "bench",
@@ -95,11 +92,16 @@ fn timer_measures_every_clocksource_and_restores() {
 
 #[test]
 fn timer_restores_clocksource_on_sigint() {
-    let _g = CLOCKSOURCE.lock().unwrap_or_else(|e| e.into_inner());
     if !can_switch() {
-        println!("skipped: cannot switch clocksources here (needs root and two clocksources)");
-        return;
+        return testkit::skip(
+            "timer_restores_clocksource_on_sigint",
+            format!(
+                "cannot switch clocksources here (needs root and two clocksources; available: {:?})",
+                available_cs()
+            ),
+        );
     }
+    let _host = testkit::host_lock();
     let before = current_cs();
     // long repeats so the run is still inside a switched clocksource when the signal comes
     let child = vmtune()
@@ -399,26 +401,27 @@ fn help_teaches() {
     }
 }
 
-/// `suite --guest` boots a real QEMU guest (TCG) and brings its result back. Needs a guest
-/// kernel: `VMTUNE_GUEST_KERNEL` or a `/boot/vmlinuz-*` (Debian's linux-image-*-cloud-amd64
-/// works); machines without one skip this test.
+/// `suite --guest` boots a real QEMU guest (TCG) and brings its result back. Needs QEMU,
+/// busybox (the guest's userland) and a guest kernel: `VMTUNE_GUEST_KERNEL` (which `.ci/run`
+/// sets to Debian's cloud kernel it unpacks) or a `/boot/vmlinuz-*`.
 #[test]
 fn suite_in_a_qemu_guest() {
-    let kernel = std::env::var("VMTUNE_GUEST_KERNEL").ok().or_else(|| {
-        let mut k: Vec<String> = std::fs::read_dir("/boot")
-            .ok()?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path().display().to_string())
-            .filter(|p| p.contains("/vmlinuz-"))
-            .collect();
-        k.sort();
-        k.pop()
-    });
-    let Some(kernel) = kernel else {
-        println!(
-            "skipped: no guest kernel (set VMTUNE_GUEST_KERNEL or install linux-image-cloud-amd64)"
+    let test = "suite_in_a_qemu_guest";
+    if testkit::which("qemu-system-x86_64").is_none() {
+        return testkit::skip(
+            test,
+            "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)",
         );
-        return;
+    }
+    if !["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
+        return testkit::skip(test, "busybox is not installed (Debian: busybox-static)");
+    }
+    let kernel = match testkit::guest_kernel() {
+        Ok(k) => k.display().to_string(),
+        Err(why) => return testkit::skip(test, why),
     };
     let d = tempfile::tempdir().unwrap();
     let v = ok_json(&[

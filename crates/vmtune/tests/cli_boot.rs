@@ -1,7 +1,6 @@
 //! `vmtune boot …` end to end on the Kata GPU boot study's fixtures.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 mod common;
 use common::{ok_json, run, vmtune};
@@ -324,19 +323,29 @@ fn gen_journal_then_analyze() {
     assert!(r["stats"]["other_sandbox"].as_u64().unwrap() > 0);
 }
 
-/// Starts QEMU (TCG) three ways with a small preallocated guest; reserves 2 MiB hugepages and
-/// checks that nr_hugepages is restored.
+/// Starts QEMU (TCG) three ways with a small preallocated guest; reserves 2 MiB hugepages
+/// (as root) and gives them back. The pool is shared with every other process, so the test
+/// checks vmtune's own read-back right after restoring it, not a before/after comparison.
 #[test]
 fn calibrate_restores_hugepages() {
-    let have_qemu = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !have_qemu {
-        eprintln!("skipped: qemu-system-x86_64 is not installed");
-        return;
+    let test = "calibrate_restores_hugepages";
+    if testkit::which("qemu-system-x86_64").is_none() {
+        return testkit::skip(
+            test,
+            "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)",
+        );
     }
-    let before = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap_or_default();
+    // it may reserve hugepages and mount hugetlbfs: one host-changing test at a time
+    let _host = testkit::host_lock();
+    let mounts = || {
+        std::fs::read_to_string("/proc/mounts")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("hugetlbfs"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let mounts_before = mounts();
     let v = ok_json(&[
         "boot",
         "calibrate",
@@ -346,8 +355,28 @@ fn calibrate_restores_hugepages() {
         "1",
         "--json",
     ]);
-    let after = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap_or_default();
-    assert_eq!(before, after, "nr_hugepages restored");
+    assert_eq!(mounts(), mounts_before, "hugetlbfs mounts restored");
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    let restored = notes.iter().find_map(|n| {
+        let (a, b) = n
+            .strip_prefix("nr_hugepages restored to ")?
+            .split_once(": read back ")?;
+        Some((a.to_string(), b.to_string()))
+    });
+    match restored {
+        Some((to, back)) => assert_eq!(to, back, "nr_hugepages read back after restoring"),
+        None => assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("nr_hugepages not changed")),
+            "{notes:?}"
+        ),
+    }
     let runs = v["runs"].as_array().unwrap();
     let shm = runs.iter().find(|r| r["backend"] == "shm-4k").unwrap();
     assert!(shm["vm_pte_kb"].as_u64().unwrap() > 0);
@@ -355,6 +384,12 @@ fn calibrate_restores_hugepages() {
         assert!(huge["hugetlb_kb"].as_u64().unwrap() >= 128 * 1024);
         assert!(shm["vm_pte_kb"].as_u64().unwrap() > huge["vm_pte_kb"].as_u64().unwrap());
     } else {
-        eprintln!("hugepages unavailable here: {:?}", v["notes"]);
+        // without root, or when the pool could not be had (fragmented memory, or another
+        // process shrinking it under the run), the 2 MiB half is reported, not measured
+        let why = notes
+            .iter()
+            .find(|n| n.starts_with("2 MiB"))
+            .unwrap_or_else(|| panic!("the 2 MiB run neither ran nor said why: {notes:?}"));
+        testkit::skip(test, format!("its 2 MiB half did not run: {why}"));
     }
 }

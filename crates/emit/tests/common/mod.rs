@@ -77,9 +77,16 @@ pub fn without_owned(xml: &str) -> String {
     out
 }
 
-/// `virt-xml-validate FILE domain`; a missing tool fails the test (CI installs
-/// libvirt-clients and libxml2-utils).
+/// `virt-xml-validate FILE domain`. Without the tool (Debian: libvirt-clients and
+/// libxml2-utils, which CI installs) the validation is reported as a named skip of the
+/// calling test, whose other checks still run.
 pub fn validate(xml: &str, what: &str) {
+    if testkit::which("virt-xml-validate").is_none() {
+        return testkit::skip(
+            &testkit::current_test(),
+            format!("{what} not validated: virt-xml-validate is not installed (Debian: libvirt-clients libxml2-utils)"),
+        );
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("domain.xml");
     std::fs::write(&path, xml).expect("write");

@@ -346,18 +346,13 @@ pub fn topology_dir() -> PathBuf {
         .unwrap_or_else(|| root.join("../shared/topologies/hwloc"))
 }
 
-/// Every shared hwloc topology that loads; prints why a file is skipped.
+/// Every shared hwloc topology. The repository ships them, so an unreadable directory or a
+/// file that does not load fails the test (it must not pass over zero hosts).
 pub fn shared_hosts() -> Vec<(String, Host)> {
     let dir = topology_dir();
     let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(e) => {
-            eprintln!(
-                "skipping shared topologies: cannot read {}: {e}",
-                dir.display()
-            );
-            return vec![];
-        }
+        Err(e) => panic!("shared topologies: cannot read {}: {e}", dir.display()),
     };
     files.sort();
     let mut out = Vec::new();
@@ -371,8 +366,9 @@ pub fn shared_hosts() -> Vec<(String, Host)> {
             .unwrap_or_default();
         match topo::load_path(Path::new(&f)) {
             Ok(h) => out.push((name, h)),
-            Err(e) => eprintln!("skipping {name}: does not load: {e}"),
+            Err(e) => panic!("shared topology {name} does not load: {e}"),
         }
     }
+    assert!(!out.is_empty(), "no hwloc XML in {}", dir.display());
     out
 }

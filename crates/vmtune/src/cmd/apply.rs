@@ -60,9 +60,11 @@ pub struct ApplyArgs {
 /// again is harmless; the restored journal is kept as JOURNAL.restored.
 #[derive(clap::Args, Debug)]
 pub struct RestoreArgs {
-    /// Journal file.
-    #[arg(long, value_name = "FILE", default_value = apply::DEFAULT_JOURNAL)]
-    pub journal: PathBuf,
+    /// Journal file (default /run/vmtune/journal). A journal named here that does not exist
+    /// (and was not restored before, as FILE.restored) is an error; a missing default journal
+    /// means nothing was applied.
+    #[arg(long, value_name = "FILE")]
+    pub journal: Option<PathBuf>,
     /// Print what would be restored, change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -206,10 +208,24 @@ pub fn run_apply(a: ApplyArgs) -> Result<ExitCode> {
 }
 
 pub fn run_restore(a: RestoreArgs) -> Result<ExitCode> {
+    let journal = match &a.journal {
+        Some(j) => {
+            let archived = apply::engine::archived_path(j);
+            if !j.exists() && !archived.exists() {
+                bail!(
+                    "journal {} does not exist (nor {}): nothing was applied with it; check the path",
+                    j.display(),
+                    archived.display()
+                );
+            }
+            j.clone()
+        }
+        None => PathBuf::from(apply::DEFAULT_JOURNAL),
+    };
     let rep = if a.dry_run {
-        apply::restore_dry_run(&a.journal)?
+        apply::restore_dry_run(&journal)?
     } else {
-        apply::restore(&a.journal, Duration::from_secs(10))?
+        apply::restore(&journal, Duration::from_secs(10))?
     };
     if a.json {
         print_json(&rep)?;

@@ -31,22 +31,29 @@ fn is_builtin(p: &std::path::Path) -> bool {
     s == "builtin" || s == format!("builtin:{}", topo::builtin::DEFAULT_NAME)
 }
 
-/// Parse a size: `512M`, `64G`, `1T`, `4096K`, `1.5G`, or plain bytes. Binary units
-/// (K = 1024). A trailing `B`/`iB` is accepted (`64GiB`, `512MB`).
+/// Parse a size: `512M`, `64G`, `1T`, `4096K`, `1.5G`, `4096B` (bytes). Binary units
+/// (K = 1024); `KiB`/`KB` spellings are accepted (`64GiB`, `512MB`). A number without a unit
+/// is refused (except 0): QEMU users mean MiB, the kernel means bytes, so vmtune asks.
 pub fn parse_size(s: &str) -> Result<u64, String> {
+    const UNITS: &[(&str, u64)] = &[
+        ("kib", 1 << 10),
+        ("mib", 1 << 20),
+        ("gib", 1 << 30),
+        ("tib", 1 << 40),
+        ("kb", 1 << 10),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("tb", 1 << 40),
+        ("k", 1 << 10),
+        ("m", 1 << 20),
+        ("g", 1 << 30),
+        ("t", 1 << 40),
+        ("b", 1),
+    ];
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
-    let lower = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
-    let (num, mult) = match lower.chars().last() {
-        Some('k') => (&lower[..lower.len() - 1], 1u64 << 10),
-        Some('m') => (&lower[..lower.len() - 1], 1 << 20),
-        Some('g') => (&lower[..lower.len() - 1], 1 << 30),
-        Some('t') => (&lower[..lower.len() - 1], 1 << 40),
-        _ => (lower, 1),
-    };
+    let unit = UNITS.iter().find(|(u, _)| lower.ends_with(u));
+    let num = unit.map_or(lower.as_str(), |(u, _)| &lower[..lower.len() - u.len()]);
     let v: f64 = num
         .trim()
         .parse()
@@ -54,6 +61,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if !v.is_finite() || v < 0.0 {
         return Err(format!("invalid size {t:?}: must be a non-negative number"));
     }
+    let Some(&(_, mult)) = unit else {
+        if v == 0.0 {
+            return Ok(0);
+        }
+        return Err(format!(
+            "size {t:?} has no unit: add a unit (e.g. {}M); K, M, G, T are 1024-based, B is bytes",
+            num.trim()
+        ));
+    };
     let bytes = v * mult as f64;
     if bytes > u64::MAX as f64 / 2.0 {
         return Err(format!("size {t:?} is too large"));
@@ -78,7 +94,17 @@ mod tests {
         assert_eq!(parse_size("1T").unwrap(), 1 << 40);
         assert_eq!(parse_size("64GiB").unwrap(), 64 << 30);
         assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
-        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("4096B").unwrap(), 4096);
+        assert_eq!(parse_size("512MB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("4k").unwrap(), 4096);
+        assert_eq!(parse_size("0").unwrap(), 0);
+        for bare in ["4096", "1.5", " 16 "] {
+            let e = parse_size(bare).unwrap_err();
+            assert!(e.contains("add a unit (e.g. "), "{e}");
+            assert!(e.contains(&format!("{}M)", bare.trim())), "{e}");
+        }
+        assert!(parse_size("inf").is_err());
+        assert!(parse_size("G").is_err());
         assert!(parse_size("lots").is_err());
         assert!(parse_size("-1G").is_err());
         assert!(parse_size("").is_err());

@@ -32,7 +32,8 @@ pub struct Args {
     /// Number of vCPUs. With SMT they are pinned in sibling pairs (vCPU 2k, 2k+1 on one core).
     #[arg(long, value_name = "N")]
     pub vcpus: u32,
-    /// Guest memory: 512M, 16G, 1T.
+    /// Guest memory with a unit: 512M, 16G, 1T (1024-based; a bare number is refused: add a
+    /// unit, e.g. 4096M).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory: u64,
     /// PCI device to pass through (BDF: 01:00.0 or 0000:01:00.0); repeat for several. The
