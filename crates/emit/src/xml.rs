@@ -35,6 +35,8 @@ pub(crate) struct El {
     /// With `keep_attrs`, when we have no children: keep the existing element's content
     /// (a `<timer>`'s `<catchup>`, a `<cell>`'s `<distances>`) instead of dropping it.
     pub keep_content: bool,
+    /// With `keep_attrs`: attributes set only where the existing element has them.
+    pub overrides: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +60,7 @@ impl El {
             clip_vcpus: None,
             keep_attrs: false,
             keep_content: false,
+            overrides: Vec::new(),
         }
     }
 
@@ -99,10 +102,15 @@ impl El {
         self
     }
 
-    #[allow(dead_code)]
     pub fn keep_attrs(mut self, keep_content: bool) -> Self {
         self.keep_attrs = true;
         self.keep_content = keep_content;
+        self
+    }
+
+    /// With `keep_attrs`: set `k` to `v` only where the existing element has `k`.
+    pub fn override_attr(mut self, k: &str, v: impl ToString) -> Self {
+        self.overrides.push((k.to_string(), v.to_string()));
         self
     }
 
@@ -255,7 +263,13 @@ fn splice_attrs(src: &str, n: &roxmltree::Node, e: &El, st: &Style, depth: usize
         if a.namespace().is_some() {
             continue;
         }
-        if let Some(ours) = e.attr_value(a.name()) {
+        let ours = e.attr_value(a.name()).or_else(|| {
+            e.overrides
+                .iter()
+                .find(|(k, _)| k == a.name())
+                .map(|(_, v)| v.as_str())
+        });
+        if let Some(ours) = ours {
             let q = v
                 .start
                 .checked_sub(1)

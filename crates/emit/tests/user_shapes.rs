@@ -108,3 +108,33 @@ fn spliced_elements_follow_the_files_own_quotes_and_indentation() {
     common::validate(&out, "the patched fixture");
     virsh_define(&out, "the patched fixture");
 }
+
+#[test]
+fn timers_keep_what_the_plan_does_not_set() {
+    // rtc with `track='guest'` and a `<catchup>` policy, pit turned off, tsc in native mode
+    let base = common::read("vfio/ryzen_memfd_virtiofs_timers.xml");
+    common::validate(&base, "the fixture");
+    virsh_define(&base, "the fixture");
+    let r = patch(&base, &windows_plan(12)).expect("patch");
+    let dumped = virsh_define(&r.xml, "the patched fixture");
+    for kept in [
+        "<timer name='rtc' tickpolicy='catchup' track='guest'>",
+        "<catchup threshold='123' slew='120' limit='10000'/>",
+        "<timer name='tsc' present='yes' mode='native'/>",
+        "<timer name='hpet' present='no'/>",
+    ] {
+        assert!(r.xml.contains(kept), "{kept}\n{}", r.xml);
+        assert!(dumped.contains(kept), "libvirt lost {kept}\n{dumped}");
+    }
+    // the plan's pit, with the user's `present='no'` turned on and said in a warning
+    let after = domain_choices(&dumped).expect("dumped");
+    let pit = after.timers.iter().find(|t| t.name == "pit").expect("pit");
+    assert_eq!(pit.present, Some(true), "{dumped}");
+    assert_eq!(pit.tickpolicy.as_deref(), Some("delay"), "{dumped}");
+    assert!(
+        r.plan.warnings.iter().any(|w| w.starts_with("timer pit:")),
+        "{:?}",
+        r.plan.warnings
+    );
+    common::validate(&r.xml, "the patched fixture");
+}

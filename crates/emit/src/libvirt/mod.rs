@@ -39,7 +39,9 @@
 //! - `<memoryBacking>`: `<hugepages>` is ours (removed for 4K plans); `<source>`, `<access>`,
 //!   `<locked>`, `<nosharepages>`… are kept.
 //! - `<clock>` (when the plan has timers): the plan's `<timer>`s are ours; the start tag
-//!   (`offset`) and other timers are kept.
+//!   (`offset`) and other timers are kept. A timer the plan keeps on keeps the domain's
+//!   other attributes (`track`, `mode`, `frequency`) and its `<catchup>`; one it turns off is
+//!   written whole.
 //! - `<vcpu>`, `<memory>`, `<currentMemory>`, `<numatune>` are replaced whole (so `current`
 //!   goes: every vCPU starts); `<vcpus>` is rewritten to the plan's count, all enabled, each
 //!   vCPU's `hotpluggable` as the domain had it — and left alone when it already says that.
@@ -214,11 +216,15 @@ fn timer_element(t: &Timer) -> El {
         }
     }
     if !t.present {
-        x = x.attr("present", "no");
-    } else if t.tickpolicy.is_none() {
+        // a timer turned off needs nothing else: the whole element is ours
+        return x.attr("present", "no");
+    }
+    if t.tickpolicy.is_none() {
         x = x.attr("present", "yes");
     }
-    x
+    // the domain's `track`, `frequency`, `mode` and `<catchup>` stay; a `present='no'` turns
+    // to yes
+    x.override_attr("present", "yes").keep_attrs(true)
 }
 
 /// The plan's domain elements. `info` is the domain being patched (None for a fragment).
