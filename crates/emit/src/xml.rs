@@ -506,8 +506,12 @@ pub(crate) fn merge(
         }) || ours.drops.iter().any(|d| d == k || d == key_name(k))
     };
     let order_of = |k: &Option<String>| {
-        k.as_deref()
-            .and_then(|k| ours.order.iter().position(|o| *o == k))
+        k.as_deref().and_then(|k| {
+            ours.order
+                .iter()
+                .position(|o| *o == k)
+                .or_else(|| ours.order.iter().position(|o| *o == key_name(k)))
+        })
     };
 
     // Our i-th child of a key is written over the i-th existing child of that key: merged,

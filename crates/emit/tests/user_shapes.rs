@@ -138,3 +138,175 @@ fn timers_keep_what_the_plan_does_not_set() {
     );
     common::validate(&r.xml, "the patched fixture");
 }
+
+/// Whether every byte of guest RAM is shared memory (what virtiofs and vhost-user need):
+/// `<memoryBacking><access mode='shared'/>`, or every NUMA cell `memAccess='shared'`.
+fn shared_memory(xml: &str) -> bool {
+    let doc = roxmltree::Document::parse(xml).expect("parse");
+    let root = doc.root_element();
+    fn el<'a, 'i>(n: roxmltree::Node<'a, 'i>, name: &str) -> Option<roxmltree::Node<'a, 'i>> {
+        n.children()
+            .find(|c| c.is_element() && c.tag_name().name() == name)
+    }
+    let backing = el(root, "memoryBacking")
+        .and_then(|m| el(m, "access"))
+        .and_then(|a| a.attribute("mode"))
+        == Some("shared");
+    let cells: Vec<_> = el(root, "cpu")
+        .and_then(|c| el(c, "numa"))
+        .map(|n| {
+            n.children()
+                .filter(|c| c.tag_name().name() == "cell")
+                .collect()
+        })
+        .unwrap_or_default();
+    backing
+        || (!cells.is_empty()
+            && cells
+                .iter()
+                .all(|c| c.attribute("memAccess") == Some("shared")))
+}
+
+#[test]
+fn virtiofs_keeps_its_shared_memory_on_the_numa_cells() {
+    // libvirt's virtiofs recipe with hugepages: memAccess='shared' on the one NUMA cell
+    let base = common::read("vfio/virtiofs_hugepages_cell.xml");
+    assert!(base.contains("type=\"virtiofs\"") && shared_memory(&base));
+    common::validate(&base, "the fixture");
+    virsh_define(&base, "the fixture");
+    let mut plans = vec![
+        ("12 vCPUs, one cell".to_string(), windows_plan(12)),
+        ("4 vCPUs, one cell".to_string(), windows_plan(4)),
+    ];
+    // and a plan that shows the guest two cells
+    plans.push(("two cells".into(), common::plan("plan_membw_2node_1g.json")));
+    for (what, p) in plans {
+        let out = patch(&base, &p).expect("patch").xml;
+        // libvirt's QEMU driver refuses to define virtiofs without it ("'virtiofs' requires
+        // shared memory")
+        assert!(shared_memory(&out), "{what}: shared memory lost\n{out}");
+        let cells = out.matches("<cell ").count();
+        assert_eq!(cells, p.guest_numa.len().max(1), "{what}\n{out}");
+        common::validate(&out, &what);
+        let dumped = virsh_define(&out, &what);
+        assert!(
+            shared_memory(&dumped),
+            "{what}: libvirt dropped it\n{dumped}"
+        );
+        assert_eq!(
+            patch(&out, &p).expect("again").xml,
+            out,
+            "{what}: not idempotent"
+        );
+    }
+    // the rationale says why migratable='on' turned off
+    let r = patch(&base, &windows_plan(12)).expect("patch");
+    assert!(
+        r.plan
+            .rationale
+            .iter()
+            .any(|l| l.starts_with("CPU migratable='on'")),
+        "{:?}",
+        r.plan.rationale
+    );
+}
+
+#[test]
+fn two_shared_cells_become_the_plans_cells_and_keep_their_distances_only_when_the_same() {
+    let base = "<domain type='kvm'>\n  <name>big</name>\n  <memory unit='GiB'>64</memory>\n  <vcpu placement='static'>16</vcpu>\n  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n  </os>\n  <cpu mode='host-passthrough'>\n    <numa>\n      <cell id='0' cpus='0-7' memory='32' unit='GiB' memAccess='shared' discard='yes'>\n        <distances>\n          <sibling id='0' value='10'/>\n          <sibling id='1' value='21'/>\n        </distances>\n      </cell>\n      <cell id='1' cpus='8-15' memory='32' unit='GiB' memAccess='shared' discard='yes'>\n        <distances>\n          <sibling id='0' value='21'/>\n          <sibling id='1' value='10'/>\n        </distances>\n      </cell>\n    </numa>\n  </cpu>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n  </devices>\n</domain>\n";
+    virsh_define(base, "the two-cell domain");
+    // the same two cells: attributes and distances stay
+    let two = common::plan("plan_membw_2node_1g.json");
+    let out = patch(base, &two).expect("patch").xml;
+    assert!(out.contains("<cell id='1' cpus='8-15' memory='33554432' unit='KiB' memAccess='shared' discard='yes'>\n        <distances>"), "{out}");
+    assert_eq!(out.matches("<sibling ").count(), 4, "{out}");
+    virsh_define(&out, "two cells");
+    // one cell: its attributes stay, distances to a cell that is gone do not
+    let out = patch(base, &plan_for(4, GuestOs::Linux, HugepagePolicy::Auto))
+        .expect("patch")
+        .xml;
+    assert!(out.contains("<cell id='0' cpus='0-3' memory='16777216' unit='KiB' memAccess='shared' discard='yes'/>"), "{out}");
+    assert!(
+        !out.contains("<sibling") && !out.contains("id='1'"),
+        "{out}"
+    );
+    virsh_define(&out, "one cell");
+}
+
+#[test]
+fn memory_hotplug_keeps_a_numa_cell_and_counts_its_dimms() {
+    // <maxMemory slots='16'> and a 4 GiB DIMM on cell 0, 8 of 16 vCPUs online
+    let base = common::read("vfio/memory_hotplug_dimm.xml");
+    common::validate(&base, "the fixture");
+    virsh_define(&base, "the fixture");
+    let p = plan_for(8, GuestOs::Linux, HugepagePolicy::Auto);
+    let r = patch(&base, &p).expect("patch");
+    // libvirt's test driver refused the cell-less patch: "can't add memory backend as guest
+    // has no NUMA nodes configured"
+    let dumped = virsh_define(&r.xml, "the patched fixture");
+    assert!(dumped.contains("<cell id='0' cpus='0-7'"), "{dumped}");
+    assert!(dumped.contains("<memory model='dimm'>"), "{dumped}");
+    // libvirt's QEMU driver adds the DIMM to <memory> (16 GiB of cells + 4 GiB); the
+    // warning says so
+    assert!(
+        r.plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("4 GiB of <memory> devices") && w.contains("20 GiB")),
+        "{:?}",
+        r.plan.warnings
+    );
+    common::validate(&r.xml, "the patched fixture");
+    // a plan that does not fit under <maxMemory> with the DIMM is refused, not written
+    let small = base.replace(
+        "<maxMemory slots='16' unit='KiB'>67108864</maxMemory>",
+        "<maxMemory slots='16' unit='KiB'>18874368</maxMemory>",
+    );
+    let e = patch(&small, &p).unwrap_err().to_string();
+    assert!(e.contains("<maxMemory>") && e.contains("raise"), "{e}");
+}
+
+#[test]
+fn anonymous_memory_gets_no_hugepages_and_own_cpu_flags_are_said() {
+    // an Intel TDX guide's domain with an H100: anonymous private memory, its own -cpu
+    let base = common::read("vfio/tdx_anonymous_gpu.xml");
+    common::validate(&base, "the fixture");
+    virsh_define(&base, "the fixture");
+    let e = patch(&base, &plan_for(8, GuestOs::Linux, HugepagePolicy::Auto))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("<source type='anonymous'/>") && e.contains("--hugepages none"),
+        "{e}"
+    );
+    let r = patch(&base, &plan_for(8, GuestOs::Linux, HugepagePolicy::None)).expect("4K");
+    assert!(!r.xml.contains("<hugepages"), "{}", r.xml);
+    assert!(r
+        .xml
+        .contains("<source type='anonymous'/>\n    <access mode='private'/>"));
+    common::validate(&r.xml, "the patched fixture");
+    virsh_define(&r.xml, "the patched fixture");
+    assert!(
+        r.plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("`-cpu host,-kvm-steal-time,pmu=off`")
+                && w.contains("replaces the <cpu>")),
+        "{:?}",
+        r.plan.warnings
+    );
+    // the column-0 fixture's old-guide `-cpu host,hv_time,kvm=off,...` too
+    let r = patch(
+        &common::read("vfio/col0_comment_mostly_single.xml"),
+        &windows_plan(12),
+    )
+    .expect("patch");
+    assert!(
+        r.plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("`-cpu host,hv_time,kvm=off,hv_vendor_id=null,-hypervisor`")),
+        "{:?}",
+        r.plan.warnings
+    );
+}
