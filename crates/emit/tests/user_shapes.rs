@@ -137,6 +137,21 @@ fn timers_keep_what_the_plan_does_not_set() {
         r.plan.warnings
     );
     common::validate(&r.xml, "the patched fixture");
+    // 16 G is the plan's 16 GiB: the user's unit stays
+    assert!(
+        r.xml
+            .contains("<memory unit='G'>16</memory>\n  <currentMemory unit='G'>16</currentMemory>"),
+        "{}",
+        r.xml
+    );
+    let mut p = windows_plan(12);
+    p.request.memory_bytes = 8 << 30;
+    let r = patch(&base, &p).expect("patch");
+    assert!(
+        r.xml.contains("<memory unit='KiB'>8388608</memory>"),
+        "{}",
+        r.xml
+    );
 }
 
 /// Whether every byte of guest RAM is shared memory (what virtiofs and vhost-user need):

@@ -299,9 +299,23 @@ fn numa_element(plan: &Plan, info: Option<&DomainInfo>) -> Option<El> {
 /// The plan's domain elements. `info` is the domain being patched (None for a fragment).
 fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
     let mut out = Vec::new();
-    let mem_kib = kib(plan.request.memory_bytes);
-    out.push(El::new("memory").attr("unit", "KiB").text(mem_kib));
-    out.push(El::new("currentMemory").attr("unit", "KiB").text(mem_kib));
+    // in KiB, or in the domain's own unit when it already says the plan's size
+    let bytes = plan.request.memory_bytes;
+    let memory = |name: &str, had: Option<&(u64, Option<String>, String)>| match had {
+        Some((b, unit, text)) if *b == bytes => {
+            let mut e = El::new(name);
+            if let Some(u) = unit {
+                e = e.attr("unit", u);
+            }
+            e.text(text)
+        }
+        _ => El::new(name).attr("unit", "KiB").text(kib(bytes)),
+    };
+    out.push(memory("memory", info.and_then(|i| i.memory.as_ref())));
+    out.push(memory(
+        "currentMemory",
+        info.and_then(|i| i.current_memory.as_ref()),
+    ));
 
     // <memoryBacking>
     let mut mb = El::new("memoryBacking").merged().drops(&["hugepages"]);

@@ -85,6 +85,9 @@ pub(crate) struct DomainInfo {
     pub max_memory: bool,
     /// `<memoryBacking><source type=…>`.
     pub memory_source: Option<String>,
+    /// `<memory>` and `<currentMemory>` as written: (bytes, unit attribute, text).
+    pub memory: Option<(u64, Option<String>, String)>,
+    pub current_memory: Option<(u64, Option<String>, String)>,
 }
 
 /// A guest NUMA cell of the domain: its id, and the attributes of it the plan does not set
@@ -133,6 +136,14 @@ impl DomainInfo {
                 })
                 .collect()
         });
+        let written = |name: &str| {
+            let m = child(root, name)?;
+            let text = m.text().unwrap_or("").trim().to_string();
+            let bytes = scaled(&text, m.attribute("unit"), 1024, name).ok()?;
+            Some((bytes, m.attribute("unit").map(str::to_string), text))
+        };
+        info.memory = written("memory");
+        info.current_memory = written("currentMemory");
         info.max_memory = child(root, "maxMemory").is_some();
         info.memory_source = memory_source(root);
         info.vcpus = child(root, "vcpus").map(|v| {
