@@ -521,13 +521,15 @@ pub fn html(runs: &[RunFile], title: &str) -> String {
                                 .unwrap_or_default()
                         )
                     }),
-                e.kernel.clone().unwrap_or_default(),
-                e.cpu_model.clone().unwrap_or_default(),
-                e.clocksource.clone().unwrap_or_default(),
+                e.kernel.clone().unwrap_or_else(|| "not recorded".into()),
+                e.cpu_model.clone().unwrap_or_else(|| "not recorded".into()),
+                e.clocksource
+                    .clone()
+                    .unwrap_or_else(|| "not recorded".into()),
                 match e.in_guest {
                     Some(true) => "guest",
                     Some(false) => "bare metal",
-                    None => "?",
+                    None => "not recorded",
                 }
                 .into(),
                 if r.plan.is_some() { "yes" } else { "no" }.into(),

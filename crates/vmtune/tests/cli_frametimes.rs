@@ -437,3 +437,51 @@ fn compare_labels_runs_by_file_name_without_config() {
     let c = ok_json(&["bench", "compare", &a, &c2, "--json"]);
     assert_eq!(c["configs"], serde_json::json!(["unpinned", "numa0"]));
 }
+
+/// A capture read on another machine than the one it was taken on (PresentMon 2.4 with
+/// `--ms_time`, from a Windows guest): the result does not record this machine's kernel, CPU,
+/// clocksource or host model as the capture's, also with `--plan`; the report says "not
+/// recorded".
+#[test]
+fn a_capture_is_not_given_this_machines_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("Application,ProcessID,SwapChainAddress,PresentRuntime,SyncInterval,PresentFlags,AllowsTearing,PresentMode,TimeInMs,MsBetweenSimulationStart,MsBetweenPresents,MsBetweenDisplayChange,MsInPresentAPI,MsRenderPresentLatency,MsUntilDisplayed,CPUStartTimeInMs,MsBetweenAppStart,MsCPUBusy,MsCPUWait\n");
+    let mut t = 0.0;
+    for i in 0..200 {
+        let ft = if i % 50 == 49 { 33.3 } else { 8.3 };
+        t += ft;
+        csv.push_str(&format!(
+            "eldenring.exe,7312,0x1C2D3E4F5A0,DXGI,1,0,0,Hardware: Independent Flip,{t:.4},NA,{ft:.4},{ft:.4},0.1,1.2,5.1,{t:.4},{ft:.4},6.0,2.3\n"
+        ));
+    }
+    let cap = write(dir.path(), "elden.csv", &csv);
+    let plan = write(dir.path(), "plan.json", "{\"vcpus\": []}");
+    let html = dir.path().join("r.html").display().to_string();
+    let v = ok_json(&[
+        "bench",
+        "frametimes",
+        &cap,
+        "--plan",
+        &plan,
+        "--html",
+        &html,
+        "--json",
+    ]);
+    let e = &v["environment"];
+    for k in [
+        "hostname",
+        "kernel",
+        "cpu_model",
+        "clocksource",
+        "in_guest",
+        "cpus",
+    ] {
+        assert!(e[k].is_null(), "{k}: {e}");
+    }
+    assert!(v["host"].is_null(), "{}", v["host"]);
+    assert_eq!(v["plan"]["vcpus"], serde_json::json!([]));
+    assert_eq!(v["frametimes"][0]["stats"]["frames"], 200);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<td>not recorded</td>"), "{page}");
+    assert!(!page.contains(">guest<") && !page.contains(">bare metal<"));
+}

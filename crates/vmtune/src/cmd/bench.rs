@@ -330,13 +330,15 @@ fn new_run(config: Option<&str>, default: &str, plan: Option<&Path>) -> Result<R
         Err(e) => r.host_error = Some(e.to_string()),
     }
     if let Some(p) = plan {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("reading plan {}", p.display()))?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", p.display()))?;
-        r.plan = Some(v);
+        r.plan = Some(read_plan(p)?);
     }
     Ok(r)
+}
+
+fn read_plan(p: &Path) -> Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("reading plan {}", p.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not JSON", p.display()))
 }
 
 /// Print (text or JSON) and save.
@@ -505,8 +507,14 @@ fn run_latency(a: LatencyArgs) -> Result<ExitCode> {
 fn run_frametimes(a: FrametimesArgs) -> Result<ExitCode> {
     let mut r = RunFile::new(a.common.config.as_deref().unwrap_or("frametimes"));
     r.config_given = a.common.config.is_some();
+    // The captures were taken where the game ran (a Windows guest's PresentMon, a Steam
+    // Deck's MangoHud), not necessarily here: this machine's hostname, kernel, CPU,
+    // clocksource and host model would be recorded as theirs. They are left unknown.
+    let e = &mut r.environment;
+    (e.hostname, e.kernel, e.cpu_model, e.clocksource) = (None, None, None, None);
+    (e.cpus, e.allowed_cpus, e.in_guest) = (None, None, None);
     if let Some(p) = &a.common.plan {
-        r = new_run(a.common.config.as_deref(), "frametimes", Some(p))?;
+        r.plan = Some(read_plan(p)?);
     }
     for l in &a.lows {
         if !(*l > 0.0 && *l < 100.0) {
