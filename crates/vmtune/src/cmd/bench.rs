@@ -530,7 +530,27 @@ fn run_frametimes(a: FrametimesArgs) -> Result<ExitCode> {
         (None, true) => frametimes::Pick::All,
         (None, false) => frametimes::Pick::Busiest,
     };
+    // A glob over a MangoHud/FrameView/OCAT folder also names the summaries written beside
+    // each log: among captures they are passed over, said on stderr; alone they are an error.
+    let summaries: Vec<(&PathBuf, &'static str)> = a
+        .files
+        .iter()
+        .filter_map(|f| {
+            let bytes = std::fs::read(f).ok()?;
+            frametimes::summary_of(f, &frametimes::decode(&bytes)).map(|w| (f, w))
+        })
+        .collect();
+    let all_summaries = summaries.len() == a.files.len();
     for f in &a.files {
+        if !all_summaries {
+            if let Some((_, what)) = summaries.iter().find(|(p, _)| *p == f) {
+                eprintln!(
+                    "vmtune: note: {}: {what}, not a capture: passed over",
+                    f.display()
+                );
+                continue;
+            }
+        }
         let capture = frametimes::load(f, &opts)?;
         let sel = frametimes::select(capture, pick)?;
         for log in sel.logs {
