@@ -273,7 +273,12 @@ fn differences(runs: &[RunFile]) -> Vec<String> {
                     .collect();
                 apps.sort();
                 apps.dedup();
-                serde_json::json!({"rows": kinds.join("+"), "applications": apps.join(",")})
+                let apps = if apps.is_empty() {
+                    "(none named in the log)".to_string()
+                } else {
+                    apps.join(",")
+                };
+                serde_json::json!({"rows": kinds.join("+"), "applications": apps})
             };
             s0.insert("frametimes".into(), f(&base.frametimes));
             s1.insert("frametimes".into(), f(&r.frametimes));

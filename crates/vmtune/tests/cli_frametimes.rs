@@ -383,6 +383,9 @@ fn compare_and_report_read_back_every_saved_result() {
             .contains("frametimes.rows: \"frames\" → \"samples\"")),
         "{c}"
     );
+    // a log that names no application says so, not ""
+    let diffs = c["differences"].to_string();
+    assert!(!diffs.contains("→ \\\"\\\""), "{diffs}");
 }
 
 /// Without `--config`, `compare` labels runs by their file names, not by the benchmark.
