@@ -325,3 +325,47 @@ fn anonymous_memory_gets_no_hugepages_and_own_cpu_flags_are_said() {
         r.plan.warnings
     );
 }
+
+#[test]
+fn a_live_dumpxml_with_its_own_page_size_and_cpu_model() {
+    // `virsh dumpxml` of a running VM: id, aliases, seclabel; placement='auto' vCPUs and
+    // memory, a custom Skylake model, 1 GiB pages, FIFO vCPU scheduling
+    let base = common::read("vfio/live_dumpxml_custom_cpu_1g.xml");
+    common::validate(&base, "the fixture");
+    virsh_define(&base, "the fixture");
+    let r = patch(&base, &windows_plan(8)).expect("patch");
+    let w = r.plan.warnings.join("\n");
+    assert!(w.contains("CPU mode 'custom'"), "{w}");
+    // the builtin host has no free 1 GiB pages: the plan's 2 MiB, said
+    assert!(
+        w.contains("backs its memory with 1 GiB pages (<hugepages>); the plan uses 2 MiB")
+            && w.contains("--hugepages 1G"),
+        "{w}"
+    );
+    for kept in [
+        "<description>Gaming VM &amp; streaming (Sunshine)</description>",
+        "<nosharepages/>\n    <locked/>",
+        "<vcpusched vcpus='0-7' scheduler='fifo' priority='1'/>",
+        "<emulatorsched scheduler='fifo' priority='2'/>",
+        "<vendor_id state='on' value='KVM Hv'/>",
+        "<stimer state='on'>\n        <direct state='on'/>\n      </stimer>",
+        "<seclabel type='dynamic' model='dac' relabel='yes'>",
+    ] {
+        assert!(r.xml.contains(kept), "{kept}\n{}", r.xml);
+    }
+    assert!(!r.xml.contains("placement='auto'"), "{}", r.xml);
+    common::validate(&r.xml, "the patched fixture");
+    virsh_define(&r.xml, "the patched fixture");
+    // no warning when the page sizes agree
+    let p = plan_for(8, GuestOs::Windows, HugepagePolicy::Size2M);
+    let two_m = base.replace("size='1048576' unit='KiB'", "size='2' unit='M'");
+    let r = patch(&two_m, &p).expect("patch");
+    assert!(
+        !r.plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("backs its memory")),
+        "{:?}",
+        r.plan.warnings
+    );
+}

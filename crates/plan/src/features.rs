@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use topo::{CpuSet, Host};
 
 use crate::cost::Context;
-use crate::memory::human_bytes;
+use crate::memory::{human_bytes, page_name};
 use crate::{CpuFeatures, GuestOs, Plan, Timer};
 
 /// Hyper-V enlightenments for Windows 8+/10/11 guests (libvirt `<hyperv>` element names), in
@@ -171,6 +171,11 @@ pub struct DomainChoices {
     /// `<memoryBacking><source type=…>`: `file`, `anonymous` or `memfd`.
     #[serde(default)]
     pub memory_source: Option<String>,
+    /// The page size (KiB) of `<memoryBacking><hugepages>` (its `<page>` without a `nodeset`,
+    /// else its first; the host's default, 2 MiB on x86, when it names none); `None` without
+    /// `<hugepages>`.
+    #[serde(default)]
+    pub hugepage_size_kb: Option<u64>,
     /// `<maxMemory>` in bytes: memory hotplug is on.
     #[serde(default)]
     pub max_memory_bytes: Option<u64>,
@@ -535,6 +540,23 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
         rationale.push(format!(
             "CPU migratable='on' of {src} becomes 'off': the guest gets invtsc, which blocks migration, and a VM with pinned vCPUs and passed-through devices does not migrate"
         ));
+    }
+
+    // The domain's page size, where the plan chose another.
+    if let Some(theirs) = dom.hugepage_size_kb {
+        let ours = plan.memory.hugepage_size_kb;
+        if theirs != ours {
+            let ask = match theirs {
+                crate::memory::KB_1G => " (--hugepages 1G asks for theirs)",
+                crate::memory::KB_2M => " (--hugepages 2M asks for theirs)",
+                _ => "",
+            };
+            warnings.push(format!(
+                "{src} backs its memory with {} pages (<hugepages>); the plan uses {}, as the rationale says{ask}",
+                page_name(theirs),
+                page_name(ours)
+            ));
+        }
     }
 
     // Memory hotplug: the domain's <memory> devices come on top of the plan's memory.

@@ -280,6 +280,24 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
         }
     }
     c.memory_source = memory_source(root);
+    if let Some(hp) = child(root, "memoryBacking").and_then(|m| child(m, "hugepages")) {
+        let pages: Vec<roxmltree::Node> = children(hp, "page").collect();
+        let page = pages
+            .iter()
+            .find(|p| p.attribute("nodeset").is_none())
+            .or(pages.first());
+        c.hugepage_size_kb = Some(match page {
+            Some(p) => {
+                scaled(
+                    p.attribute("size").unwrap_or(""),
+                    p.attribute("unit"),
+                    1024,
+                    "<page size>",
+                )? / 1024
+            }
+            None => 2048,
+        });
+    }
     if let Some(m) = child(root, "maxMemory") {
         c.max_memory_bytes = Some(scaled(
             m.text().unwrap_or(""),
