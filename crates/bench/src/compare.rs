@@ -34,6 +34,9 @@ pub struct Row {
     pub runs: Vec<Option<Summary>>,
     /// One per run; the baseline's is `None`.
     pub changes: Vec<Option<Change>>,
+    /// One per run: its figures are estimates from samples (shown with `~`).
+    #[serde(default)]
+    pub approximate: Vec<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,12 +84,17 @@ pub fn compare(runs: &[RunFile]) -> Comparison {
                     })
                 })
                 .collect();
+            let approximate = runs
+                .iter()
+                .map(|r| r.metrics.iter().any(|m| m.name == metric && m.approximate))
+                .collect();
             Row {
                 metric,
                 unit,
                 higher_is_better: hib,
                 runs: sums,
                 changes,
+                approximate,
             }
         })
         .collect();

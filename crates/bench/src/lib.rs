@@ -42,6 +42,10 @@ pub struct Metric {
     pub unit: String,
     pub higher_is_better: bool,
     pub samples: Vec<f64>,
+    /// Figures estimated from samples (frame times polled every interval, not every frame):
+    /// shown with `~`, as `bench frametimes` shows them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approximate: bool,
 }
 
 impl Metric {
@@ -56,6 +60,7 @@ impl Metric {
             unit: unit.to_string(),
             higher_is_better,
             samples,
+            approximate: false,
         }
     }
 }
@@ -399,6 +404,10 @@ fn frame_metrics_named(logs: &[FrameLogResult], prefix: &str) -> Vec<Metric> {
             true,
             col(&|s| find(s).map(|l| l.avg_slowest_fps)),
         ));
+    }
+    let approximate = logs.iter().any(|l| l.lows_approximate);
+    for x in &mut m {
+        x.approximate = approximate;
     }
     m
 }

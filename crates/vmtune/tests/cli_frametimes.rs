@@ -386,6 +386,20 @@ fn compare_and_report_read_back_every_saved_result() {
     // a log that names no application says so, not ""
     let diffs = c["differences"].to_string();
     assert!(!diffs.contains("→ \\\"\\\""), "{diffs}");
+    // the sampled run's figures are marked approximate, as `bench frametimes` marks them
+    let rows = c["rows"].as_array().unwrap();
+    assert!(
+        rows.iter()
+            .all(|r| r["approximate"] == serde_json::json!([false, true])),
+        "{c}"
+    );
+    let t = text_of(&["bench", "compare", &saved[0], &saved[saved.len() - 3]]);
+    let avg = t
+        .lines()
+        .find(|l| l.starts_with("frametimes.avg_fps"))
+        .unwrap();
+    assert_eq!(avg.matches('~').count(), 3, "{avg}");
+    assert!(t.contains("~ = approximate"), "{t}");
 }
 
 /// Without `--config`, `compare` labels runs by their file names, not by the benchmark.
