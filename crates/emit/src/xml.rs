@@ -476,6 +476,23 @@ pub(crate) fn merge(
         } else {
             t.to_string()
         }
+    } else if node.attributes().len() == ours.attrs.len()
+        && ours
+            .attrs
+            .iter()
+            .all(|(k, v)| node.attribute(k.as_str()) == Some(v.as_str()))
+    {
+        // the start tag already says what ours would: its bytes stay (a later patch of a
+        // file whose quote style the first one tipped over writes nothing new)
+        let t = src.get(range.start..start_end).unwrap_or("");
+        if self_closing {
+            format!(
+                "{}>",
+                t.trim_end_matches('>').trim_end_matches('/').trim_end()
+            )
+        } else {
+            t.to_string()
+        }
     } else {
         format!("{}>", ours.start(st))
     };
@@ -826,6 +843,27 @@ mod tests {
             run(src, &ours),
             "<r>\n  <t name=\"rtc\" tickpolicy=\"catchup\" x=\"a'b\"/>\n</r>"
         );
+    }
+
+    #[test]
+    fn a_start_tag_that_says_the_same_keeps_its_quotes() {
+        // mostly single quotes until the patch removed them; the second patch detects double
+        let src =
+            "<r a=\"1\" b=\"2\" c=\"3\">\n  <cpu mode='x' check='none'>\n    <k/>\n  </cpu>\n</r>";
+        let ours = El::new("r").merged().keep_start().kid(
+            El::new("cpu")
+                .attr("mode", "x")
+                .attr("check", "none")
+                .merged()
+                .kid(El::new("k")),
+        );
+        assert_eq!(run(src, &ours), src);
+        // a different value: ours, in the document's quote
+        let ours = El::new("r")
+            .merged()
+            .keep_start()
+            .kid(El::new("cpu").attr("mode", "y").merged().kid(El::new("k")));
+        assert!(run(src, &ours).contains("<cpu mode=\"y\">"));
     }
 
     #[test]

@@ -369,3 +369,22 @@ fn a_live_dumpxml_with_its_own_page_size_and_cpu_model() {
         r.plan.warnings
     );
 }
+
+#[test]
+fn a_patch_that_tips_the_quote_style_is_still_idempotent() {
+    // double quotes everywhere but 16 <vcpupin>s pasted from a guide in single quotes: the
+    // first patch writes single quotes and removes 14 pins, so the patched file is mostly
+    // double-quoted; patching it again must change nothing
+    let base = common::read("vfio/double_quoted_with_pasted_pins.xml");
+    virsh_define(&base, "the fixture");
+    for p in [
+        plan_for(2, GuestOs::Linux, HugepagePolicy::Auto),
+        windows_plan(12),
+    ] {
+        let once = patch(&base, &p).expect("patch").xml;
+        let twice = patch(&once, &p).expect("again").xml;
+        assert_eq!(once, twice);
+        common::validate(&once, "patched");
+        virsh_define(&once, "patched");
+    }
+}
