@@ -34,6 +34,9 @@ pub struct Row {
     pub runs: Vec<Option<Summary>>,
     /// One per run; the baseline's is `None`.
     pub changes: Vec<Option<Change>>,
+    /// One per run: its figures are estimates from samples (shown with `~`).
+    #[serde(default)]
+    pub approximate: Vec<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,12 +84,17 @@ pub fn compare(runs: &[RunFile]) -> Comparison {
                     })
                 })
                 .collect();
+            let approximate = runs
+                .iter()
+                .map(|r| r.metrics.iter().any(|m| m.name == metric && m.approximate))
+                .collect();
             Row {
                 metric,
                 unit,
                 higher_is_better: hib,
                 runs: sums,
                 changes,
+                approximate,
             }
         })
         .collect();
@@ -273,7 +281,12 @@ fn differences(runs: &[RunFile]) -> Vec<String> {
                     .collect();
                 apps.sort();
                 apps.dedup();
-                serde_json::json!({"rows": kinds.join("+"), "applications": apps.join(",")})
+                let apps = if apps.is_empty() {
+                    "(none named in the log)".to_string()
+                } else {
+                    apps.join(",")
+                };
+                serde_json::json!({"rows": kinds.join("+"), "applications": apps})
             };
             s0.insert("frametimes".into(), f(&base.frametimes));
             s1.insert("frametimes".into(), f(&r.frametimes));

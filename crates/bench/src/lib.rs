@@ -42,6 +42,10 @@ pub struct Metric {
     pub unit: String,
     pub higher_is_better: bool,
     pub samples: Vec<f64>,
+    /// Figures estimated from samples (frame times polled every interval, not every frame):
+    /// shown with `~`, as `bench frametimes` shows them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approximate: bool,
 }
 
 impl Metric {
@@ -56,6 +60,7 @@ impl Metric {
             unit: unit.to_string(),
             higher_is_better,
             samples,
+            approximate: false,
         }
     }
 }
@@ -350,10 +355,21 @@ pub fn frame_metrics(logs: &[FrameLogResult]) -> Vec<Metric> {
             apps.push(app_of(l));
         }
     }
+    // Repeats of an application are its series in different files (or CapFrameX runs); its
+    // other swap chains and processes in one file (dwm.exe on two monitors) are not: per
+    // file and run, its series with the most frames stands for it.
     apps.iter()
         .flat_map(|a| {
-            let mine: Vec<FrameLogResult> =
-                logs.iter().filter(|l| &app_of(l) == a).cloned().collect();
+            let mut mine: Vec<&FrameLogResult> = Vec::new();
+            for l in logs.iter().filter(|l| &app_of(l) == a) {
+                let same = |m: &&FrameLogResult| m.source == l.source && m.app.run == l.app.run;
+                match mine.iter_mut().find(|m| same(m)) {
+                    Some(m) if l.stats.frames > m.stats.frames => *m = l,
+                    Some(_) => {}
+                    None => mine.push(l),
+                }
+            }
+            let mine: Vec<FrameLogResult> = mine.into_iter().cloned().collect();
             frame_metrics_named(&mine, &format!("frametimes[{a}]"))
         })
         .collect()
@@ -388,6 +404,10 @@ fn frame_metrics_named(logs: &[FrameLogResult], prefix: &str) -> Vec<Metric> {
             true,
             col(&|s| find(s).map(|l| l.avg_slowest_fps)),
         ));
+    }
+    let approximate = logs.iter().any(|l| l.lows_approximate);
+    for x in &mut m {
+        x.approximate = approximate;
     }
     m
 }
@@ -457,5 +477,48 @@ mod tests {
             n.contains(&"frametimes[dwm.exe].low_1pct".to_string()),
             "{n:?}"
         );
+    }
+
+    #[test]
+    fn one_applications_swap_chains_in_one_file_are_not_repeats() {
+        // --all-apps on a capture with the game and dwm.exe on two monitors (two swap
+        // chains), and the same capture taken again: dwm has 2 repeats, not 4
+        let game = |src: &str| {
+            let mut r = frame_result(&[11.0, 12.0, 11.0]);
+            r.app.application = Some("Game.exe".into());
+            r.source = src.into();
+            r
+        };
+        let dwm = |src: &str, swap: &str, ft: f64, n: usize| {
+            let mut r = frame_result(&vec![ft; n]);
+            r.app.application = Some("dwm.exe".into());
+            r.app.swap_chain = Some(swap.into());
+            r.source = src.into();
+            r
+        };
+        let logs = [
+            game("a.csv"),
+            dwm("a.csv", "0x1", 6.9, 40),
+            dwm("a.csv", "0x2", 16.7, 20),
+            game("b.csv"),
+            dwm("b.csv", "0x7", 6.9, 41),
+            dwm("b.csv", "0x8", 16.7, 19),
+        ];
+        let m = frame_metrics(&logs);
+        let dwm_fps = m
+            .iter()
+            .find(|m| m.name == "frametimes[dwm.exe].avg_fps")
+            .expect("dwm metric");
+        // per file, the swap chain with the most frames (the 144 Hz monitor)
+        assert_eq!(dwm_fps.samples.len(), 2, "{:?}", dwm_fps.samples);
+        assert!(dwm_fps
+            .samples
+            .iter()
+            .all(|f| (f - 1000.0 / 6.9).abs() < 1e-6));
+        let game_fps = m
+            .iter()
+            .find(|m| m.name == "frametimes[Game.exe].avg_fps")
+            .expect("game metric");
+        assert_eq!(game_fps.samples.len(), 2);
     }
 }

@@ -398,9 +398,14 @@ pub fn text_comparison(c: &Comparison) -> String {
                 if r.higher_is_better { " ↑" } else { " ↓" }
             )];
             for (i, s) in r.runs.iter().enumerate() {
+                let t = if r.approximate.get(i).copied().unwrap_or(false) {
+                    "~"
+                } else {
+                    ""
+                };
                 cells.push(s.as_ref().map_or("—".into(), |s| {
                     format!(
-                        "{} [{}–{}] n={}",
+                        "{t}{} [{t}{}–{t}{}] n={}",
                         num(s.median),
                         num(s.min),
                         num(s.max),
@@ -436,6 +441,9 @@ pub fn text_comparison(c: &Comparison) -> String {
     let h: Vec<&str> = headers.iter().map(String::as_str).collect();
     out.push_str(&table(&h, &rows));
     out.push_str("change: median vs the first run; \"better\"/\"worse\" only when the min–max ranges of the repeats do not overlap, else \"noise\".\n");
+    if c.rows.iter().any(|r| r.approximate.iter().any(|a| *a)) {
+        out.push_str("~ = approximate: from frame times sampled once per polling interval, not every frame.\n");
+    }
     if !c.differences.is_empty() {
         out.push_str("What differed:\n");
         for d in &c.differences {
@@ -532,13 +540,15 @@ pub fn html(runs: &[RunFile], title: &str) -> String {
                                 .unwrap_or_default()
                         )
                     }),
-                e.kernel.clone().unwrap_or_default(),
-                e.cpu_model.clone().unwrap_or_default(),
-                e.clocksource.clone().unwrap_or_default(),
+                e.kernel.clone().unwrap_or_else(|| "not recorded".into()),
+                e.cpu_model.clone().unwrap_or_else(|| "not recorded".into()),
+                e.clocksource
+                    .clone()
+                    .unwrap_or_else(|| "not recorded".into()),
                 match e.in_guest {
                     Some(true) => "guest",
                     Some(false) => "bare metal",
-                    None => "?",
+                    None => "not recorded",
                 }
                 .into(),
                 if r.plan.is_some() { "yes" } else { "no" }.into(),
@@ -561,7 +571,11 @@ pub fn html(runs: &[RunFile], title: &str) -> String {
     ));
     if runs.len() > 1 {
         let c = crate::compare::compare(runs);
-        b.push_str("<h2>Comparison</h2><p class=\"note\">Median of the repeats with [min–max]; change vs the first run; a change is marked better/worse only when the min–max ranges do not overlap.</p>");
+        b.push_str("<h2>Comparison</h2><p class=\"note\">Median of the repeats with [min–max]; change vs the first run; a change is marked better/worse only when the min–max ranges do not overlap.");
+        if c.rows.iter().any(|r| r.approximate.iter().any(|a| *a)) {
+            b.push_str(" ~ = approximate: from frame times sampled once per polling interval, not every frame.");
+        }
+        b.push_str("</p>");
         let mut headers = vec!["metric".to_string()];
         for (i, cfg) in c.configs.iter().enumerate() {
             headers.push(cfg.clone());
@@ -575,8 +589,13 @@ pub fn html(runs: &[RunFile], title: &str) -> String {
                 .map(|r| {
                     let mut cells = vec![format!("{} ({})", r.metric, r.unit)];
                     for (i, s) in r.runs.iter().enumerate() {
+                        let t = if r.approximate.get(i).copied().unwrap_or(false) {
+                            "~"
+                        } else {
+                            ""
+                        };
                         cells.push(s.as_ref().map_or("—".into(), |s| {
-                            format!("{} [{}–{}]", num(s.median), num(s.min), num(s.max))
+                            format!("{t}{} [{t}{}–{t}{}]", num(s.median), num(s.min), num(s.max))
                         }));
                         if i > 0 {
                             cells.push(r.changes.get(i).cloned().flatten().map_or(

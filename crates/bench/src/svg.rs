@@ -127,15 +127,18 @@ fn x_axis(out: &mut String, ticks: &[f64], xpos: impl Fn(f64) -> f64, x_label: &
     );
 }
 
-fn frame(out: &mut String, class: &str, title: &str, y_label: &str, axis: &Axis) {
+/// The chart's frame; `names` are the legend's entries, whose rows below the plot make the
+/// chart taller.
+fn frame(out: &mut String, class: &str, title: &str, y_label: &str, axis: &Axis, names: &[String]) {
+    let h = H + LEGEND_ROW * legend_layout(names).len().saturating_sub(1) as f64;
     let _ = write!(
         out,
-        r#"<svg class="chart {class}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{t}">"#,
+        r#"<svg class="chart {class}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" aria-label="{t}">"#,
         t = esc(title)
     );
     let _ = write!(
         out,
-        r##"<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/><text x="{x}" y="20" text-anchor="middle" font-size="15" font-weight="bold">{t}</text>"##,
+        r##"<rect x="0" y="0" width="{W}" height="{h}" fill="#ffffff"/><text x="{x}" y="20" text-anchor="middle" font-size="15" font-weight="bold">{t}</text>"##,
         x = W / 2.0,
         t = esc(title)
     );
@@ -160,19 +163,53 @@ fn frame(out: &mut String, class: &str, title: &str, y_label: &str, axis: &Axis)
     );
 }
 
-fn legend(out: &mut String, names: &[String]) {
+/// Height of one legend row.
+const LEGEND_ROW: f64 = 16.0;
+/// Width of a legend label's character (12 px text), for the layout.
+const LEGEND_CHAR: f64 = 7.0;
+
+/// The legend's rows: each entry (series index, label as shown, x), wrapped so that no row
+/// runs past the chart's right edge; a label longer than a row is cut with `…` (the full
+/// name is the entry's tooltip).
+fn legend_layout(names: &[String]) -> Vec<Vec<(usize, String, f64)>> {
+    let max_chars = ((W - ML - MR - 16.0) / LEGEND_CHAR) as usize;
+    let mut rows: Vec<Vec<(usize, String, f64)>> = vec![Vec::new()];
     let mut x = ML;
     for (i, n) in names.iter().enumerate() {
-        let c = PALETTE[i % PALETTE.len()];
-        let _ = write!(
-            out,
-            r#"<rect x="{x}" y="{y}" width="12" height="12" fill="{c}"/><text x="{tx}" y="{ty}" font-size="12">{n}</text>"#,
-            y = H - 18.0,
-            tx = x + 16.0,
-            ty = H - 8.0,
-            n = esc(n)
-        );
-        x += 30.0 + 7.0 * n.chars().count() as f64;
+        let label: String = if n.chars().count() > max_chars {
+            let mut t: String = n.chars().take(max_chars.saturating_sub(1)).collect();
+            t.push('…');
+            t
+        } else {
+            n.clone()
+        };
+        let w = 30.0 + LEGEND_CHAR * label.chars().count() as f64;
+        if x > ML && x + w - 14.0 > W - MR {
+            rows.push(Vec::new());
+            x = ML;
+        }
+        if let Some(r) = rows.last_mut() {
+            r.push((i, label, x));
+        }
+        x += w;
+    }
+    rows
+}
+
+fn legend(out: &mut String, names: &[String]) {
+    for (row, entries) in legend_layout(names).iter().enumerate() {
+        let y = H - 18.0 + LEGEND_ROW * row as f64;
+        for (i, label, x) in entries {
+            let c = PALETTE[i % PALETTE.len()];
+            let _ = write!(
+                out,
+                r#"<g><title>{full}</title><rect x="{x}" y="{y}" width="12" height="12" fill="{c}"/><text x="{tx}" y="{ty}" font-size="12">{n}</text></g>"#,
+                full = esc(names.get(*i).map_or("", String::as_str)),
+                tx = x + 16.0,
+                ty = y + 10.0,
+                n = esc(label)
+            );
+        }
     }
 }
 
@@ -202,8 +239,9 @@ pub fn bar_chart(
         (m.max(v), if v > 0.0 { p.min(v) } else { p })
     });
     let axis = Axis::new(max, if min_pos.is_finite() { min_pos } else { 1.0 }, log_y);
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
     let mut out = String::new();
-    frame(&mut out, "bars", title, y_label, &axis);
+    frame(&mut out, "bars", title, y_label, &axis, &names);
     let n_cat = categories.len().max(1) as f64;
     let group_w = (W - ML - MR) / n_cat;
     let n_ser = series.len().max(1) as f64;
@@ -255,7 +293,6 @@ pub fn bar_chart(
             c = esc(cat)
         );
     }
-    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
     legend(&mut out, &names);
     out.push_str("</svg>");
     out
@@ -304,8 +341,9 @@ pub fn line_plot(
     let xt = linear_ticks(xmax);
     let xhi = xt.last().copied().unwrap_or(1.0).max(1e-12);
     let xpos = |x: f64| ML + (W - ML - MR) * (x / xhi).clamp(0.0, 1.0);
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
     let mut out = String::new();
-    frame(&mut out, "lines", title, y_label, &axis);
+    frame(&mut out, "lines", title, y_label, &axis, &names);
     x_axis(&mut out, &xt, xpos, x_label);
     for (i, (_, pts)) in series.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
@@ -324,7 +362,6 @@ pub fn line_plot(
             r#"<path class="series" d="{d}" fill="none" stroke="{c}" stroke-width="1" stroke-opacity="0.85"/>"#
         );
     }
-    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
     legend(&mut out, &names);
     out.push_str("</svg>");
     out
@@ -347,8 +384,9 @@ pub fn histogram(title: &str, x_label: &str, series: &[(String, Vec<u64>)]) -> S
     let xt = linear_ticks(last as f64);
     let xhi = xt.last().copied().unwrap_or(1.0).max(1.0);
     let xpos = |x: f64| ML + (W - ML - MR) * (x / xhi).clamp(0.0, 1.0);
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
     let mut out = String::new();
-    frame(&mut out, "histogram", title, "wakeups (log)", &axis);
+    frame(&mut out, "histogram", title, "wakeups (log)", &axis, &names);
     x_axis(&mut out, &xt, xpos, x_label);
     let base = H - MB;
     for (i, (_, h)) in series.iter().enumerate() {
@@ -368,7 +406,6 @@ pub fn histogram(title: &str, x_label: &str, series: &[(String, Vec<u64>)]) -> S
             r#"<path class="series" d="{d}" fill="none" stroke="{c}" stroke-width="1.5"/>"#
         );
     }
-    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
     legend(&mut out, &names);
     out.push_str("</svg>");
     out
@@ -448,6 +485,40 @@ mod tests {
         assert!(p.matches('L').count() <= 1500);
         let h = histogram("lat", "µs", &[("cpu0".into(), vec![0, 5, 100, 3])]);
         assert!(h.contains("class=\"series\""));
+    }
+
+    #[test]
+    fn a_long_legend_wraps_inside_the_chart() {
+        // `bench report` of --all-apps runs: six series named file: app (pid, swap chain)
+        let names: Vec<String> = (0..6)
+            .map(|i| {
+                format!("allapps: pm24_default.csv: dwm.exe (pid 1480, swap chain 0x2A1B0C0D0E{i})")
+            })
+            .chain(std::iter::once("x".repeat(200)))
+            .collect();
+        let series: Vec<(String, Vec<(f64, f64)>)> = names
+            .iter()
+            .map(|n| (n.clone(), vec![(0.0, 7.0), (1.0, 7.1)]))
+            .collect();
+        let p = line_plot("ft", "s", "ms", &series);
+        let rows = legend_layout(&names);
+        assert!(rows.len() >= 4, "{rows:?}");
+        for (_, label, x) in rows.iter().flatten() {
+            let right = x + 16.0 + LEGEND_CHAR * label.chars().count() as f64;
+            assert!(right <= W - MR + 1e-9, "{label} ends at {right}");
+        }
+        // every series is named (in full, as the tooltip), and the chart grew to hold them
+        for n in &names {
+            assert!(p.contains(&format!("<title>{}</title>", esc(n))), "{n}");
+        }
+        let h = H + LEGEND_ROW * (rows.len() - 1) as f64;
+        assert!(
+            p.contains(&format!("viewBox=\"0 0 {W} {h}\"")),
+            "{}",
+            &p[..200]
+        );
+        // one short name: one row, the old height
+        assert_eq!(legend_layout(&["a".to_string()]).len(), 1);
     }
 
     #[test]

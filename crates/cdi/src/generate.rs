@@ -347,7 +347,10 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
     }
     if entries.is_empty() {
         return Err(CdiError::NoDevices(no_devices_message(
-            host, &refused, &not_vfio,
+            host,
+            &refused,
+            &not_vfio,
+            &opts.classes,
         )));
     }
     // the node every device of the mode shares; checked once there are devices, so a host
@@ -465,7 +468,27 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
     })
 }
 
-fn no_devices_message(host: &Host, refused: &[Refusal], not_vfio: &[Refusal]) -> String {
+/// `gpu`, `nic`, … as `--class` spells them.
+fn class_name(k: DeviceKind) -> String {
+    serde_json::to_value(k)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{k:?}").to_lowercase())
+}
+
+fn no_devices_message(
+    host: &Host,
+    refused: &[Refusal],
+    not_vfio: &[Refusal],
+    classes: &[DeviceKind],
+) -> String {
+    // VFIO-owned functions the class filter left out: there are some, just not of that class
+    let other_classes: Vec<String> = host
+        .pci_devices
+        .iter()
+        .filter(|d| d.vfio_bound() && !classes.is_empty() && !classes.contains(&d.kind))
+        .map(|d| format!("{} ({})", d.bdf, class_name(d.kind)))
+        .collect();
     let mut msg = if !refused.is_empty() {
         format!(
             "no usable VFIO device on {}: {}",
@@ -478,6 +501,15 @@ fn no_devices_message(host: &Host, refused: &[Refusal], not_vfio: &[Refusal]) ->
         )
     } else if host.pci_devices.is_empty() {
         format!("no PCI devices on {}", host.source)
+    } else if !other_classes.is_empty() {
+        let wanted: Vec<String> = classes.iter().map(|k| class_name(*k)).collect();
+        format!(
+            "no {} function on {} is bound to vfio-pci (--class {}); bound to vfio-pci: {}",
+            wanted.join("/"),
+            host.source,
+            wanted.join(" --class "),
+            other_classes.join(", ")
+        )
     } else if !host_has_drivers(host) {
         format!(
             "{} does not say which drivers its PCI devices are bound to (hwloc XML has no drivers): use a sysfs snapshot or the live host",

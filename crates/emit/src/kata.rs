@@ -63,6 +63,11 @@ pub const KATA_MAX_ROOT_PORTS: usize = 16;
 /// `src/runtime/Makefile`): kept, since a drop-in's list replaces the file's.
 pub const DISTRIBUTION_ANNOTATIONS: &[&str] =
     &["enable_iommu", "kernel_params", "kernel_verity_params"];
+/// `enable_annotations` of the confidential GPU classes (`DEFENABLEANNOTATIONS_COCO`:
+/// `configuration-qemu-nvidia-gpu-snp.toml`, `-tdx.toml`, `coco-dev`): the distribution's
+/// list, the plan's, and these. Not written (they would let any pod of a non-confidential
+/// class pass initdata), but named in the drop-in so a confidential class keeps them.
+pub const CONFIDENTIAL_ANNOTATIONS: &[&str] = &["cc_init_data"];
 /// The annotations the pod carries (base names), added to the distribution's list.
 pub const PLAN_ANNOTATIONS: &[&str] = &["default_vcpus", "default_memory", "enable_hugepages"];
 
@@ -196,7 +201,23 @@ pub fn config_toml(plan: &Plan) -> String {
             enable_vcpus_pinning: true,
         },
     };
-    let body = toml::to_string(&cfg).unwrap_or_default();
+    let mut body = String::new();
+    for line in toml::to_string(&cfg).unwrap_or_default().lines() {
+        if line.starts_with("enable_annotations") {
+            let _ = writeln!(
+                body,
+                "# Kata's default list (this one replaces the file's) and the plan's names; the\n\
+                 # confidential GPU classes (configuration-qemu-nvidia-gpu-snp/-tdx) also enable {}: add it there",
+                CONFIDENTIAL_ANNOTATIONS
+                    .iter()
+                    .map(|a| format!("{a:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        body.push_str(line);
+        body.push('\n');
+    }
     let mut head = format!(
         "# vmtune: Kata settings for {} ({} vCPUs, {} MiB{}).\n\
          # A drop-in: save as config.d/50-vmtune.toml beside the runtime class's\n\

@@ -28,6 +28,15 @@ pub(crate) struct El {
     /// are clipped to vCPUs `0..n`, and removed when none is left, so the domain still
     /// defines after the vCPU count shrank.
     pub clip_vcpus: Option<u32>,
+    /// When an existing element with our key is replaced: keep its start tag and the
+    /// attributes we do not set (a `<timer>`'s `track`, a `<cell>`'s `memAccess`), putting
+    /// our values in place and adding our other attributes.
+    pub keep_attrs: bool,
+    /// With `keep_attrs`, when we have no children: keep the existing element's content
+    /// (a `<timer>`'s `<catchup>`, a `<cell>`'s `<distances>`) instead of dropping it.
+    pub keep_content: bool,
+    /// With `keep_attrs`: attributes set only where the existing element has them.
+    pub overrides: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +58,9 @@ impl El {
             drops: Vec::new(),
             order: &[],
             clip_vcpus: None,
+            keep_attrs: false,
+            keep_content: false,
+            overrides: Vec::new(),
         }
     }
 
@@ -90,6 +102,18 @@ impl El {
         self
     }
 
+    pub fn keep_attrs(mut self, keep_content: bool) -> Self {
+        self.keep_attrs = true;
+        self.keep_content = keep_content;
+        self
+    }
+
+    /// With `keep_attrs`: set `k` to `v` only where the existing element has `k`.
+    pub fn override_attr(mut self, k: &str, v: impl ToString) -> Self {
+        self.overrides.push((k.to_string(), v.to_string()));
+        self
+    }
+
     pub fn drops(mut self, keys: &[&str]) -> Self {
         self.drops.extend(keys.iter().map(|s| s.to_string()));
         self
@@ -103,9 +127,10 @@ impl El {
     }
 
     /// Identity of a child for merging: the element name, plus the `name` attribute for the
-    /// list-like children `<timer name=…>` and `<feature name=…>`.
+    /// list-like children `<timer name=…>` and `<feature name=…>`, and the `id` of a NUMA
+    /// `<cell id=…>`.
     pub fn key(&self) -> String {
-        key_of(&self.name, self.attr_value("name"))
+        key_of(&self.name, self.attr_value("name"), self.attr_value("id"))
     }
 
     fn start(&self, st: &Style) -> String {
@@ -152,16 +177,127 @@ impl Kid {
     }
 }
 
-pub(crate) fn key_of(name: &str, name_attr: Option<&str>) -> String {
-    match (name, name_attr) {
-        ("timer" | "feature", Some(n)) => format!("{name}[{n}]"),
+pub(crate) fn key_of(name: &str, name_attr: Option<&str>, id_attr: Option<&str>) -> String {
+    match (name, name_attr, id_attr) {
+        ("timer" | "feature", Some(n), _) => format!("{name}[{}]", n.trim()),
+        ("cell", _, Some(id)) => format!("{name}[{}]", id.trim()),
         _ => name.to_string(),
     }
 }
 
+/// The element name of a key (`timer[rtc]` → `timer`).
+fn key_name(key: &str) -> &str {
+    key.split('[').next().unwrap_or(key)
+}
+
 fn node_key(n: &roxmltree::Node) -> Option<String> {
     n.is_element()
-        .then(|| key_of(n.tag_name().name(), n.attribute("name")))
+        .then(|| key_of(n.tag_name().name(), n.attribute("name"), n.attribute("id")))
+}
+
+/// Whether the existing element `n` says exactly what `e` says: the same name, the same
+/// attributes with the same values (in any order and quoting), the same text, and the same
+/// child elements in the same order, recursively (whitespace and comments aside). Such an
+/// element keeps its bytes.
+fn same(n: &roxmltree::Node, e: &El) -> bool {
+    if !n.is_element() || n.tag_name().name() != e.name || n.tag_name().namespace().is_some() {
+        return false;
+    }
+    if n.attributes().len() != e.attrs.len()
+        || !e
+            .attrs
+            .iter()
+            .all(|(k, v)| n.attribute(k.as_str()) == Some(v.as_str()))
+    {
+        return false;
+    }
+    let text: String = n
+        .children()
+        .filter(|c| c.is_text())
+        .filter_map(|c| c.text())
+        .collect();
+    if text.trim() != e.text.as_deref().unwrap_or("") {
+        return false;
+    }
+    let kids: Vec<roxmltree::Node> = n.children().filter(|c| c.is_element()).collect();
+    if kids.len() != e.kids.len() {
+        return false;
+    }
+    kids.iter().zip(&e.kids).all(|(a, b)| match b {
+        Kid::El(b) => same(a, b),
+        Kid::Comment(_) => false,
+    })
+}
+
+/// Escape an attribute value for the quote it is written in.
+fn escape_attr(v: &str, q: char) -> String {
+    let e = escape(v);
+    if q == '"' {
+        e.replace("&apos;", "'")
+    } else {
+        e.replace("&quot;", "\"")
+    }
+}
+
+/// `e` written over the existing element `n` ([`El::keep_attrs`]): the existing start tag
+/// with `e`'s values in place (in their existing quotes), `e`'s other attributes appended in
+/// the document's quote, the rest of the existing attributes kept; the existing content kept
+/// with `keep_content`, else the element closes itself.
+fn splice_attrs(src: &str, n: &roxmltree::Node, e: &El, st: &Style, depth: usize) -> String {
+    if !e.kids.is_empty() || e.text.is_some() {
+        return e.render(st, depth);
+    }
+    let r = n.range();
+    let (start_end, self_closing) = start_tag_end(src, r.start);
+    let bytes = src.as_bytes();
+    let mut out = String::new();
+    let mut pos = r.start;
+    // after the element's name: where attributes go when it has none
+    let mut insert_at = src
+        .get(r.start + 1..start_end)
+        .and_then(|t| t.find(|c: char| c.is_whitespace() || c == '/' || c == '>'))
+        .map_or(start_end, |i| r.start + 1 + i);
+    for a in n.attributes() {
+        let v = a.range_value();
+        insert_at = v.end + 1;
+        if a.namespace().is_some() {
+            continue;
+        }
+        let ours = e.attr_value(a.name()).or_else(|| {
+            e.overrides
+                .iter()
+                .find(|(k, _)| k == a.name())
+                .map(|(_, v)| v.as_str())
+        });
+        if let Some(ours) = ours {
+            let q = v
+                .start
+                .checked_sub(1)
+                .and_then(|i| bytes.get(i))
+                .map_or('\'', |&b| b as char);
+            out.push_str(src.get(pos..v.start).unwrap_or(""));
+            out.push_str(&escape_attr(ours, q));
+            pos = v.end;
+        }
+    }
+    out.push_str(src.get(pos..insert_at).unwrap_or(""));
+    for (k, v) in &e.attrs {
+        if n.attributes()
+            .any(|a| a.namespace().is_none() && a.name() == k)
+        {
+            continue;
+        }
+        let _ = write!(out, " {k}={q}{}{q}", escape_attr(v, st.quote), q = st.quote);
+    }
+    let tail = src.get(insert_at..start_end).unwrap_or("");
+    if self_closing || e.keep_content {
+        out.push_str(tail);
+        out.push_str(src.get(start_end..r.end).unwrap_or(""));
+    } else {
+        out.push_str(tail.trim_end_matches('>').trim_end());
+        out.push_str("/>");
+    }
+    out
 }
 
 /// Escape text or a single-quoted attribute value.
@@ -185,7 +321,7 @@ pub(crate) fn escape(s: &str) -> String {
 pub(crate) struct Style {
     pub nl: String,
     pub unit: String,
-    /// Attribute quote: `'` as libvirt writes, or `"` when the document uses those.
+    /// Attribute quote: `'` as libvirt writes, or `"` when most of the document uses those.
     pub quote: char,
 }
 
@@ -205,47 +341,78 @@ impl Style {
         format!("{}{}", self.nl, self.unit.repeat(depth))
     }
 
-    /// Learn the style of the children of `root` (depth 1): the whitespace before the first
-    /// child element. No newline there means a one-line document: we write compactly.
+    /// Learn the document's style: the quote most of its attributes use (ties: the first
+    /// attribute's), and the line ending and indentation unit most of `root`'s child
+    /// elements are written with (depth 1). A comment or element at column 0 among indented
+    /// ones does not decide; no newline before any child means a one-line document, written
+    /// compactly.
     pub fn detect(src: &str, root: &roxmltree::Node) -> Style {
-        let start = start_tag_end(src, root.range().start).0;
-        // the quote of the first attribute in the document's elements
-        let quote = root
+        let bytes = src.as_bytes();
+        let quotes: Vec<u8> = root
             .descendants()
             .filter(|n| n.is_element())
-            .find_map(|n| n.attributes().next().map(|a| a.range_value().start))
-            .and_then(|i| i.checked_sub(1))
-            .and_then(|i| src.as_bytes().get(i))
-            .map(|&b| if b == b'"' { '"' } else { '\'' })
-            .unwrap_or('\'');
-        let Some(first) = root.children().find(|c| c.is_element() || c.is_comment()) else {
-            return Style {
-                quote,
-                ..Style::default()
-            };
+            .flat_map(|n| n.attributes().map(|a| a.range_value().start))
+            .filter_map(|i| i.checked_sub(1).and_then(|i| bytes.get(i)).copied())
+            .collect();
+        let doubles = quotes.iter().filter(|&&b| b == b'"').count();
+        let singles = quotes.len() - doubles;
+        let quote = match doubles.cmp(&singles) {
+            std::cmp::Ordering::Greater => '"',
+            std::cmp::Ordering::Less => '\'',
+            std::cmp::Ordering::Equal if quotes.first() == Some(&b'"') => '"',
+            std::cmp::Ordering::Equal => '\'',
         };
-        let gap = src.get(start..first.range().start).unwrap_or("");
-        match gap.rfind('\n') {
-            Some(i) => {
-                let nl = if gap[..i].ends_with('\r') {
-                    "\r\n"
-                } else {
-                    "\n"
-                };
-                let unit: String = gap[i + 1..]
-                    .chars()
-                    .take_while(|c| *c == ' ' || *c == '\t')
-                    .collect();
-                Style {
-                    nl: nl.into(),
-                    unit,
-                    quote,
-                }
+        // (line ending, indentation) before each child element that starts a line
+        let mut prev = start_tag_end(src, root.range().start).0;
+        let mut seen: Vec<(&str, String, usize)> = Vec::new();
+        let mut one_line = true;
+        let mut any = false;
+        for c in root.children() {
+            if !(c.is_element() || c.is_comment()) {
+                continue;
             }
-            None => Style {
+            any = true;
+            let gap = src.get(prev..c.range().start).unwrap_or("");
+            prev = c.range().end;
+            let Some(i) = gap.rfind('\n') else {
+                continue;
+            };
+            one_line = false;
+            if !c.is_element() {
+                continue;
+            }
+            let nl = if gap[..i].ends_with('\r') {
+                "\r\n"
+            } else {
+                "\n"
+            };
+            let unit: String = gap[i + 1..]
+                .chars()
+                .take_while(|c| *c == ' ' || *c == '\t')
+                .collect();
+            match seen.iter_mut().find(|(n, u, _)| *n == nl && *u == unit) {
+                Some(e) => e.2 += 1,
+                None => seen.push((nl, unit, 1)),
+            }
+        }
+        if any && one_line {
+            return Style {
                 nl: String::new(),
                 unit: String::new(),
                 quote,
+            };
+        }
+        // the most common; among equals the first seen
+        let best = seen
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, (_, _, n))| (*n, std::cmp::Reverse(*i)))
+            .map(|(_, (nl, unit, _))| (nl.to_string(), unit.clone()));
+        match best {
+            Some((nl, unit)) => Style { nl, unit, quote },
+            None => Style {
+                quote,
+                ..Style::default()
             },
         }
     }
@@ -309,6 +476,23 @@ pub(crate) fn merge(
         } else {
             t.to_string()
         }
+    } else if node.attributes().len() == ours.attrs.len()
+        && ours
+            .attrs
+            .iter()
+            .all(|(k, v)| node.attribute(k.as_str()) == Some(v.as_str()))
+    {
+        // the start tag already says what ours would: its bytes stay (a later patch of a
+        // file whose quote style the first one tipped over writes nothing new)
+        let t = src.get(range.start..start_end).unwrap_or("");
+        if self_closing {
+            format!(
+                "{}>",
+                t.trim_end_matches('>').trim_end_matches('/').trim_end()
+            )
+        } else {
+            t.to_string()
+        }
     } else {
         format!("{}>", ours.start(st))
     };
@@ -336,27 +520,45 @@ pub(crate) fn merge(
     let owned = |k: &str| {
         groups.iter().any(|(g, v)| {
             g.as_deref() == Some(k) && !v.iter().all(|kid| matches!(kid, Kid::El(e) if e.soft))
-        }) || ours.drops.iter().any(|d| d == k)
+        }) || ours.drops.iter().any(|d| d == k || d == key_name(k))
     };
     let order_of = |k: &Option<String>| {
-        k.as_deref()
-            .and_then(|k| ours.order.iter().position(|o| *o == k))
+        k.as_deref().and_then(|k| {
+            ours.order
+                .iter()
+                .position(|o| *o == k)
+                .or_else(|| ours.order.iter().position(|o| *o == key_name(k)))
+        })
     };
 
-    let render_group = |kids: &[&Kid], existing: Option<&roxmltree::Node>, sep: &str| -> String {
+    // Our i-th child of a key is written over the i-th existing child of that key: merged,
+    // kept byte for byte when it already says the same, or with its other attributes kept.
+    let render_group = |kids: &[&Kid], existing: &[roxmltree::Node], sep: &str| -> String {
         let mut s = String::new();
         for (i, kid) in kids.iter().enumerate() {
             if i > 0 {
                 s.push_str(sep);
             }
-            match (kid, existing) {
-                (Kid::El(e), Some(ex)) if i == 0 && e.merge => {
-                    s.push_str(&merge(src, ex, e, st, depth + 1))
+            match (kid, existing.get(i)) {
+                (Kid::El(e), Some(ex)) if e.merge => s.push_str(&merge(src, ex, e, st, depth + 1)),
+                (Kid::El(e), Some(ex)) if same(ex, e) => {
+                    s.push_str(src.get(ex.range()).unwrap_or(""))
+                }
+                (Kid::El(e), Some(ex)) if e.keep_attrs => {
+                    s.push_str(&splice_attrs(src, ex, e, st, depth + 1))
                 }
                 _ => s.push_str(&kid.render(st, depth + 1)),
             }
         }
         s
+    };
+    let existing_of = |k: &str| -> Vec<roxmltree::Node> {
+        children
+            .iter()
+            .zip(&existing)
+            .filter(|(_, ek)| ek.as_deref() == Some(k))
+            .map(|(c, _)| *c)
+            .collect()
     };
     let skip_empty = |kids: &[&Kid]| {
         kids.iter()
@@ -373,7 +575,7 @@ pub(crate) fn merge(
         let mut out = start_tag;
         for i in pending {
             out.push_str(&st.sep(depth + 1));
-            out.push_str(&render_group(&groups[i].1, None, &st.sep(depth + 1)));
+            out.push_str(&render_group(&groups[i].1, &[], &st.sep(depth + 1)));
         }
         out.push_str(&st.sep(depth));
         let _ = write!(out, "</{}>", ours.name);
@@ -411,7 +613,7 @@ pub(crate) fn merge(
                 }
                 if order_of(gk).is_some_and(|o| o < here) {
                     out.push_str(gap);
-                    out.push_str(&render_group(kids, None, &sep));
+                    out.push_str(&render_group(kids, &[], &sep));
                     emitted[gi] = true;
                 }
             }
@@ -424,7 +626,7 @@ pub(crate) fn merge(
                 match gi {
                     Some(gi) if !emitted[gi] => {
                         out.push_str(gap);
-                        out.push_str(&render_group(&groups[gi].1, Some(child), &sep));
+                        out.push_str(&render_group(&groups[gi].1, &existing_of(k), &sep));
                         emitted[gi] = true;
                     }
                     _ => {
@@ -460,7 +662,7 @@ pub(crate) fn merge(
             continue;
         }
         out.push_str(&sep);
-        out.push_str(&render_group(&groups[gi].1, None, &sep));
+        out.push_str(&render_group(&groups[gi].1, &[], &sep));
         appended = true;
     }
     if appended && children.is_empty() && is_blank(final_gap) {
@@ -573,6 +775,95 @@ mod tests {
             run(src, &ours),
             "<r>\n  <acpi x='y'/>\n  <keep/>\n  <apic/>\n</r>"
         );
+    }
+
+    #[test]
+    fn style_is_what_most_of_the_file_does() {
+        let doc = |s: &'static str| roxmltree::Document::parse(s).unwrap();
+        let st = |s: &'static str| {
+            let d = doc(s);
+            Style::detect(s, &d.root_element())
+        };
+        // first attribute double-quoted, the rest single: single
+        let s = st("<r a=\"1\">\n    <x b='2'/>\n    <y c='3' d='4'/>\n</r>");
+        assert_eq!((s.quote, s.unit.as_str()), ('\'', "    "));
+        // a tie goes to the first attribute's quote
+        assert_eq!(st("<r a=\"1\">\n  <x b='2'/>\n</r>").quote, '"');
+        // a column-0 comment (and one odd element) among tab-indented children
+        let s = st("<r>\n<!-- c -->\n\t<a/>\n<b/>\n\t<c/>\r\n\t<d/>\n</r>");
+        assert_eq!((s.nl.as_str(), s.unit.as_str()), ("\n", "\t"));
+        // one line: compact; no children: libvirt's two spaces
+        let s = st("<r><a x='1'/><b/></r>");
+        assert_eq!((s.nl.as_str(), s.unit.as_str()), ("", ""));
+        let s = st("<r x='1'/>");
+        assert_eq!(
+            (s.nl.as_str(), s.unit.as_str(), s.quote),
+            ("\n", "  ", '\'')
+        );
+    }
+
+    #[test]
+    fn equal_elements_keep_their_bytes_and_kept_attributes_stay() {
+        let src = "<r>\n  <t name=\"rtc\"   tickpolicy=\"catchup\"/>\n  <t name='pit' track='guest' tickpolicy='delay'>\n    <catchup slew='120'/>\n  </t>\n</r>";
+        let ours = El::new("r")
+            .merged()
+            .keep_start()
+            .kid(
+                El::new("t")
+                    .attr("name", "rtc")
+                    .attr("tickpolicy", "catchup"),
+            )
+            .kid(
+                El::new("t")
+                    .attr("name", "pit")
+                    .attr("tickpolicy", "catchup")
+                    .attr("present", "yes")
+                    .keep_attrs(true),
+            );
+        let out = run(src, &ours);
+        // the same element, odd spacing and all; no key of its own (t has no timer key), so
+        // it is the i-th element of the group
+        assert!(
+            out.contains("<t name=\"rtc\"   tickpolicy=\"catchup\"/>"),
+            "{out}"
+        );
+        assert!(
+            out.contains("<t name='pit' track='guest' tickpolicy='catchup' present='yes'>\n    <catchup slew='120'/>\n  </t>"),
+            "{out}"
+        );
+        // without keep_content the element closes itself
+        let ours = El::new("r").merged().keep_start().kid(
+            El::new("t")
+                .attr("name", "rtc")
+                .attr("x", "a'b")
+                .keep_attrs(false),
+        );
+        let src = "<r>\n  <t name=\"rtc\" tickpolicy=\"catchup\">\n    <c/>\n  </t>\n</r>";
+        assert_eq!(
+            run(src, &ours),
+            "<r>\n  <t name=\"rtc\" tickpolicy=\"catchup\" x=\"a'b\"/>\n</r>"
+        );
+    }
+
+    #[test]
+    fn a_start_tag_that_says_the_same_keeps_its_quotes() {
+        // mostly single quotes until the patch removed them; the second patch detects double
+        let src =
+            "<r a=\"1\" b=\"2\" c=\"3\">\n  <cpu mode='x' check='none'>\n    <k/>\n  </cpu>\n</r>";
+        let ours = El::new("r").merged().keep_start().kid(
+            El::new("cpu")
+                .attr("mode", "x")
+                .attr("check", "none")
+                .merged()
+                .kid(El::new("k")),
+        );
+        assert_eq!(run(src, &ours), src);
+        // a different value: ours, in the document's quote
+        let ours = El::new("r")
+            .merged()
+            .keep_start()
+            .kid(El::new("cpu").attr("mode", "y").merged().kid(El::new("k")));
+        assert!(run(src, &ours).contains("<cpu mode=\"y\">"));
     }
 
     #[test]

@@ -124,6 +124,16 @@ const PCIE_PORTS: &[&str] = &["root-port", "switch-port", "bridge-port", "no-por
 /// `DEFENABLEANNOTATIONS` of the distribution's configurations (Makefile).
 const DISTRIBUTION_ANNOTATIONS: &[&str] =
     &["enable_iommu", "kernel_params", "kernel_verity_params"];
+/// `DEFENABLEANNOTATIONS_COCO`: the confidential classes' list (`configuration-qemu-nvidia-
+/// gpu-snp.toml.in`, `-tdx`, `coco-dev`, `se`), Kata's Makefile, main branch.
+const COCO_ANNOTATIONS: &[&str] = &[
+    "enable_iommu",
+    "kernel_params",
+    "kernel_verity_params",
+    "default_vcpus",
+    "default_memory",
+    "cc_init_data",
+];
 
 /// Pod annotations Kata reads (`io.katacontainers.config.hypervisor.` + name): how the Go
 /// runtime (`addHypervisorCPUOverrides`/`addHypervisorMemoryOverrides`) and runtime-rs
@@ -313,6 +323,30 @@ fn kata_toml_keys_and_values_survive_the_go_loader() {
     for (name, p) in kata_plans() {
         let toml = emit::kata::config_toml(&p);
         check_kata_toml(&toml, &name);
+    }
+}
+
+#[test]
+fn kata_dropin_names_what_a_confidential_class_would_lose() {
+    // the drop-in's list replaces the file's: beside a confidential GPU class, every name of
+    // that class's list that the drop-in does not write must be named in it, or pods passing
+    // initdata break without a word
+    for (name, p) in kata_plans() {
+        let text = emit::kata::config_toml(&p);
+        let doc: toml::Value = toml::from_str(&text).unwrap();
+        let list: Vec<&str> = doc["hypervisor"]["qemu"]["enable_annotations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        for a in COCO_ANNOTATIONS.iter().filter(|a| !list.contains(a)) {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with('#') && l.contains(&format!("{a:?}"))),
+                "{name}: {a} not named:\n{text}"
+            );
+        }
     }
 }
 

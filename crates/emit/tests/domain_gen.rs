@@ -1,10 +1,13 @@
 //! A generator of libvirt domains in the shapes users write — any indentation, quote, line
 //! ending and final newline; `<hyperv>` with or without `mode`, any subset of enlightenments
 //! on or off with their values and sub-features; the hypervisor bit's policy; the hidden KVM
-//! signature; timers; `<vcpu current>` and a `<vcpus>` block — with the choices it wrote as
-//! known truth. Properties: `domain_choices` recovers that truth exactly, and after patching
-//! with any plan every choice of the user reads back unchanged, every vCPU of the plan is
-//! online, and the bytes outside the owned elements are the same.
+//! signature; timers (an rtc with `track` and `<catchup>`); `<vcpu current>` and a `<vcpus>`
+//! block; guest NUMA cells with `memAccess`; a comment at column 0 before the indented
+//! elements — with the choices it wrote as known truth. Properties: `domain_choices` recovers
+//! that truth exactly, and after patching with any plan every choice of the user reads back
+//! unchanged (the cells' `memAccess`, the rtc's `track` too), every vCPU of the plan is
+//! online, the bytes outside the owned elements are the same, and every line the patch adds
+//! is indented and quoted as the document is.
 
 mod common;
 
@@ -36,12 +39,18 @@ struct Shape {
     nl: &'static str,
     final_newline: bool,
     header_comment: bool,
+    /// A comment at column 0 as the first child of `<domain>`.
+    col0_comment: bool,
 }
 
 #[derive(Debug, Clone)]
 struct Generated {
     xml: String,
     truth: DomainChoices,
+    /// `memAccess` of each guest NUMA cell written (by id), none: no `<numa>`.
+    cells: Vec<Option<&'static str>>,
+    /// The rtc timer was written with `track='guest'` and a `<catchup>`.
+    rtc_track: bool,
 }
 
 fn arb_shape() -> impl Strategy<Value = Shape> {
@@ -51,14 +60,18 @@ fn arb_shape() -> impl Strategy<Value = Shape> {
         prop_oneof![Just("\n"), Just("\r\n")],
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(indent, quote, nl, final_newline, header_comment)| Shape {
-            indent,
-            quote,
-            nl,
-            final_newline,
-            header_comment,
-        })
+        .prop_map(
+            |(indent, quote, nl, final_newline, header_comment, col0_comment)| Shape {
+                indent,
+                quote,
+                nl,
+                final_newline,
+                header_comment,
+                col0_comment,
+            },
+        )
 }
 
 type HypervGen = (
@@ -95,9 +108,12 @@ fn arb_domain() -> impl Strategy<Value = Generated> {
             (0usize..4, proptest::option::of(any::<bool>()), 0usize..3),
             0..4,
         ),
+        (proptest::collection::vec(0usize..3, 0..3), any::<bool>()),
     )
-        .prop_map(|(shape, hv, policy, kvm, vcpu, timers)| {
-            build(shape, hv, policy, kvm, vcpu, timers)
+        .prop_map(|(shape, hv, policy, kvm, vcpu, timers, (cells, track))| {
+            let access = [None, Some("shared"), Some("private")];
+            let cells = cells.into_iter().map(|i| access[i]).collect();
+            build(shape, hv, policy, kvm, vcpu, timers, (cells, track))
         })
 }
 
@@ -108,6 +124,7 @@ fn build(
     kvm: Option<bool>,
     (max, with_current, with_block, offline_bits): (u32, bool, bool, u16),
     timers: Vec<(usize, Option<bool>, usize)>,
+    (cells, track): (Vec<Option<&'static str>>, bool),
 ) -> Generated {
     let q = s.quote;
     let a = |k: &str, v: &str| format!(" {k}={q}{v}{q}");
@@ -125,6 +142,9 @@ fn build(
         ));
     }
     x.push_str(&format!("<domain{}>", a("type", "kvm")));
+    if s.col0_comment {
+        x.push_str(&format!("{}<!-- pinned by hand -->", s.nl));
+    }
     x.push_str(&format!("{}<name>gen</name>", ind(1)));
     x.push_str(&format!(
         "{}<memory{}>4194304</memory>",
@@ -295,12 +315,33 @@ fn build(
             a("name", "hypervisor")
         ));
     }
+    if !cells.is_empty() {
+        x.push_str(&format!("{}<numa>", ind(2)));
+        let per = 4194304 / cells.len() as u64;
+        for (id, acc) in cells.iter().enumerate() {
+            let mut el = format!(
+                "{}<cell{}{}{}{}",
+                ind(3),
+                a("id", &id.to_string()),
+                a("cpus", &(id as u32 % max).to_string()),
+                a("memory", &per.to_string()),
+                a("unit", "KiB")
+            );
+            if let Some(m) = acc {
+                el.push_str(&a("memAccess", m));
+            }
+            el.push_str("/>");
+            x.push_str(&el);
+        }
+        x.push_str(&format!("{}</numa>", ind(2)));
+    }
     x.push_str(&format!("{}</cpu>", ind(1)));
 
     // <clock>
     let names = ["rtc", "pit", "hpet", "hypervclock"];
     let tps = [None, Some("catchup"), Some("delay")];
     let mut seen = Vec::new();
+    let mut rtc_track = false;
     x.push_str(&format!("{}<clock{}>", ind(1), a("offset", "localtime")));
     for (n, present, tp) in timers {
         let name = names[n];
@@ -316,7 +357,18 @@ fn build(
         if let Some(p) = present {
             el.push_str(&a("present", if p { "yes" } else { "no" }));
         }
-        el.push_str("/>");
+        if track && name == "rtc" && tp == Some("catchup") {
+            rtc_track = true;
+            el.push_str(&format!(
+                "{}>{}<catchup{}/>{}</timer>",
+                a("track", "guest"),
+                ind(3),
+                a("slew", "120"),
+                ind(2)
+            ));
+        } else {
+            el.push_str("/>");
+        }
         x.push_str(&el);
         truth.timers.push(DomainTimer {
             name: name.into(),
@@ -329,7 +381,41 @@ fn build(
     if s.final_newline {
         x.push_str(s.nl);
     }
-    Generated { xml: x, truth }
+    Generated {
+        xml: x,
+        truth,
+        cells,
+        rtc_track,
+    }
+}
+
+/// Lines of `after` that `before` does not have (a multiset difference).
+fn added_lines<'a>(before: &str, after: &'a str) -> Vec<&'a str> {
+    let mut pool: Vec<&str> = before.lines().collect();
+    let mut out = Vec::new();
+    for l in after.lines() {
+        match pool.iter().position(|p| *p == l) {
+            Some(i) => {
+                pool.swap_remove(i);
+            }
+            None => out.push(l),
+        }
+    }
+    out
+}
+
+/// (id, memAccess) of every `<cell>` of `<cpu><numa>`.
+fn cells_of(xml: &str) -> Vec<(usize, Option<String>)> {
+    let doc = roxmltree::Document::parse(xml).expect("parse");
+    doc.descendants()
+        .filter(|n| n.tag_name().name() == "cell")
+        .map(|c| {
+            (
+                c.attribute("id").and_then(|i| i.parse().ok()).unwrap_or(0),
+                c.attribute("memAccess").map(str::to_string),
+            )
+        })
+        .collect()
 }
 
 fn plans() -> Vec<Plan> {
@@ -386,6 +472,30 @@ proptest! {
         prop_assert!(after.vcpus_offline.is_empty());
         prop_assert_eq!(g.xml.ends_with('\n'), out.ends_with('\n'));
         prop_assert_eq!(common::without_owned(&g.xml), common::without_owned(&out));
+        // every guest cell keeps the memAccess of the user's cell with its id (else the first's)
+        let cells = cells_of(&out);
+        if g.cells.is_empty() {
+            // only a plan that shows the guest several cells writes a <numa>
+            let shown = if p.guest_numa.len() > 1 { p.guest_numa.len() } else { 0 };
+            prop_assert_eq!(cells.len(), shown);
+        } else {
+            prop_assert_eq!(cells.len(), p.guest_numa.len().max(1));
+            for (id, acc) in &cells {
+                let want = g.cells.get(*id).or(g.cells.first()).copied().flatten();
+                prop_assert_eq!(acc.as_deref(), want, "cell {}:\n{}", id, out);
+            }
+        }
+        // the rtc's track and catchup stay
+        if g.rtc_track {
+            prop_assert!(out.contains("track=") && out.contains("<catchup"), "{}", out);
+        }
+        // what the patch adds is indented and quoted as the document is
+        let other = if g.xml.contains("type='kvm'") { '"' } else { '\'' };
+        let unit = if g.xml.contains("\t<name>") { "\t" } else { " " };
+        for l in added_lines(&g.xml, &out) {
+            prop_assert!(!l.contains(other), "quoted otherwise: {:?}\n{}", l, out);
+            prop_assert!(l.starts_with(unit), "not indented: {:?}\n{}", l, out);
+        }
         // a line ending the document never had does not appear
         if !g.xml.contains("\r\n") {
             prop_assert!(!out.contains('\r'));

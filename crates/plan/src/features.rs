@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use topo::{CpuSet, Host};
 
 use crate::cost::Context;
+use crate::memory::{human_bytes, page_name};
 use crate::{CpuFeatures, GuestOs, Plan, Timer};
 
 /// Hyper-V enlightenments for Windows 8+/10/11 guests (libvirt `<hyperv>` element names), in
@@ -164,6 +165,29 @@ pub struct DomainChoices {
     pub vcpus: Option<u32>,
     pub vcpus_current: Option<u32>,
     pub vcpus_offline: CpuSet,
+    /// `<cpu migratable=…>` as written.
+    #[serde(default)]
+    pub cpu_migratable: Option<String>,
+    /// `<memoryBacking><source type=…>`: `file`, `anonymous` or `memfd`.
+    #[serde(default)]
+    pub memory_source: Option<String>,
+    /// The page size (KiB) of `<memoryBacking><hugepages>` (its `<page>` without a `nodeset`,
+    /// else its first; the host's default, 2 MiB on x86, when it names none); `None` without
+    /// `<hugepages>`.
+    #[serde(default)]
+    pub hugepage_size_kb: Option<u64>,
+    /// `<maxMemory>` in bytes: memory hotplug is on.
+    #[serde(default)]
+    pub max_memory_bytes: Option<u64>,
+    /// Bytes of the domain's `<memory>` devices (DIMM, NVDIMM, virtio-mem …), which libvirt
+    /// adds to the guest's NUMA cells.
+    #[serde(default)]
+    pub memory_devices_bytes: u64,
+    /// QEMU options the domain passes itself in `<qemu:commandline>` that replace what
+    /// libvirt writes from the plan's elements (`-cpu`, `-smp`, `-m`, `-numa`), with their
+    /// values.
+    #[serde(default)]
+    pub qemu_overrides: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -510,6 +534,56 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
         } else {
             rationale.push(line);
         }
+    }
+
+    if dom.cpu_migratable.as_deref().map(str::trim) == Some("on") && plan.cpu_features.invtsc {
+        rationale.push(format!(
+            "CPU migratable='on' of {src} becomes 'off': the guest gets invtsc, which blocks migration, and a VM with pinned vCPUs and passed-through devices does not migrate"
+        ));
+    }
+
+    // The domain's page size, where the plan chose another.
+    if let Some(theirs) = dom.hugepage_size_kb {
+        let ours = plan.memory.hugepage_size_kb;
+        if theirs != ours {
+            let ask = match theirs {
+                crate::memory::KB_1G => " (--hugepages 1G asks for theirs)",
+                crate::memory::KB_2M => " (--hugepages 2M asks for theirs)",
+                _ => "",
+            };
+            warnings.push(format!(
+                "{src} backs its memory with {} pages (<hugepages>); the plan uses {}, as the rationale says{ask}",
+                page_name(theirs),
+                page_name(ours)
+            ));
+        }
+    }
+
+    // Memory hotplug: the domain's <memory> devices come on top of the plan's memory.
+    if dom.memory_devices_bytes > 0 {
+        let total = plan
+            .request
+            .memory_bytes
+            .saturating_add(dom.memory_devices_bytes);
+        warnings.push(format!(
+            "{src} has {} of <memory> devices (DIMM, virtio-mem …) besides its NUMA cells: libvirt adds them, so the guest has {} with them attached, while the plan places and backs {}",
+            human_bytes(dom.memory_devices_bytes),
+            human_bytes(total),
+            human_bytes(plan.request.memory_bytes)
+        ));
+    }
+
+    // <qemu:commandline> options that replace what libvirt writes from the plan.
+    for (opt, value) in &dom.qemu_overrides {
+        let effect = match opt.trim_start_matches('-') {
+            "cpu" => format!("QEMU takes the last {opt} it is given, so this replaces the <cpu> and <hyperv> settings libvirt writes from the plan (topology, invtsc, enlightenments, vendor_id, hidden KVM); fold its flags into <cpu> and <features> instead"),
+            "smp" => format!("QEMU takes the last {opt} it is given, so this replaces the vCPU count and guest topology of the plan's <vcpu> and <cpu><topology>, which its pins follow"),
+            "m" => format!("QEMU takes the last {opt} it is given, so this replaces the plan's <memory>"),
+            _ => "QEMU adds it to the guest NUMA nodes libvirt writes from the plan's <cpu><numa>".to_string(),
+        };
+        warnings.push(format!(
+            "{src} passes `{opt} {value}` in <qemu:commandline>: {effect}"
+        ));
     }
 
     for r in rationale {

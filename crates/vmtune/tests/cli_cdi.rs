@@ -324,6 +324,34 @@ fn no_usable_device_fails_or_with_allow_empty_removes_the_old_spec() {
     assert_eq!(names(&spec), ["0", "0000:03:00.0"]);
 }
 
+/// A `--class` no VFIO-owned function has: the message says which classes are bound, not
+/// that nothing is ("no PCI device … is bound to vfio-pci" was wrong: the GPU is).
+#[test]
+fn a_class_with_no_vfio_function_names_the_bound_ones() {
+    let line = fails(
+        &["cdi", "--topology", "builtin", "--class", "nic"],
+        "no nic function on builtin:vfio-desktop-i9-9900k is bound to vfio-pci (--class nic)",
+    );
+    assert!(
+        line.contains("bound to vfio-pci: 0000:01:00.0 (gpu), 0000:01:00.1 (other)"),
+        "{line}"
+    );
+    let line = fails(
+        &[
+            "cdi",
+            "--topology",
+            &snapshot("hgx-h100-vfio"),
+            "--class",
+            "storage",
+        ],
+        "no storage function",
+    );
+    assert!(
+        line.contains("(gpu)") && line.contains("(bridge)"),
+        "{line}"
+    );
+}
+
 fn live_vfio_functions() -> Vec<PathBuf> {
     std::fs::read_dir("/sys/bus/pci/devices")
         .map(|rd| {

@@ -383,6 +383,23 @@ fn compare_and_report_read_back_every_saved_result() {
             .contains("frametimes.rows: \"frames\" → \"samples\"")),
         "{c}"
     );
+    // a log that names no application says so, not ""
+    let diffs = c["differences"].to_string();
+    assert!(!diffs.contains("→ \\\"\\\""), "{diffs}");
+    // the sampled run's figures are marked approximate, as `bench frametimes` marks them
+    let rows = c["rows"].as_array().unwrap();
+    assert!(
+        rows.iter()
+            .all(|r| r["approximate"] == serde_json::json!([false, true])),
+        "{c}"
+    );
+    let t = text_of(&["bench", "compare", &saved[0], &saved[saved.len() - 3]]);
+    let avg = t
+        .lines()
+        .find(|l| l.starts_with("frametimes.avg_fps"))
+        .unwrap();
+    assert_eq!(avg.matches('~').count(), 3, "{avg}");
+    assert!(t.contains("~ = approximate"), "{t}");
 }
 
 /// Without `--config`, `compare` labels runs by their file names, not by the benchmark.
@@ -436,4 +453,101 @@ fn compare_labels_runs_by_file_name_without_config() {
     assert!(o.status.success());
     let c = ok_json(&["bench", "compare", &a, &c2, "--json"]);
     assert_eq!(c["configs"], serde_json::json!(["unpinned", "numa0"]));
+}
+
+/// A capture read on another machine than the one it was taken on (PresentMon 2.4 with
+/// `--ms_time`, from a Windows guest): the result does not record this machine's kernel, CPU,
+/// clocksource or host model as the capture's, also with `--plan`; the report says "not
+/// recorded".
+#[test]
+fn a_capture_is_not_given_this_machines_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("Application,ProcessID,SwapChainAddress,PresentRuntime,SyncInterval,PresentFlags,AllowsTearing,PresentMode,TimeInMs,MsBetweenSimulationStart,MsBetweenPresents,MsBetweenDisplayChange,MsInPresentAPI,MsRenderPresentLatency,MsUntilDisplayed,CPUStartTimeInMs,MsBetweenAppStart,MsCPUBusy,MsCPUWait\n");
+    let mut t = 0.0;
+    for i in 0..200 {
+        let ft = if i % 50 == 49 { 33.3 } else { 8.3 };
+        t += ft;
+        csv.push_str(&format!(
+            "eldenring.exe,7312,0x1C2D3E4F5A0,DXGI,1,0,0,Hardware: Independent Flip,{t:.4},NA,{ft:.4},{ft:.4},0.1,1.2,5.1,{t:.4},{ft:.4},6.0,2.3\n"
+        ));
+    }
+    let cap = write(dir.path(), "elden.csv", &csv);
+    let plan = write(dir.path(), "plan.json", "{\"vcpus\": []}");
+    let html = dir.path().join("r.html").display().to_string();
+    let v = ok_json(&[
+        "bench",
+        "frametimes",
+        &cap,
+        "--plan",
+        &plan,
+        "--html",
+        &html,
+        "--json",
+    ]);
+    let e = &v["environment"];
+    for k in [
+        "hostname",
+        "kernel",
+        "cpu_model",
+        "clocksource",
+        "in_guest",
+        "cpus",
+    ] {
+        assert!(e[k].is_null(), "{k}: {e}");
+    }
+    assert!(v["host"].is_null(), "{}", v["host"]);
+    assert_eq!(v["plan"]["vcpus"], serde_json::json!([]));
+    assert_eq!(v["frametimes"][0]["stats"]["frames"], 200);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<td>not recorded</td>"), "{page}");
+    assert!(!page.contains(">guest<") && !page.contains(">bare metal<"));
+}
+
+/// `vmtune bench frametimes ~/mangologs/*.csv`: MangoHud writes `NAME_summary.csv` beside
+/// each log (FrameView `_Summary.csv`, OCAT `perf_summary.csv`); among logs a summary is
+/// passed over with a note, alone it is an error naming it.
+#[test]
+fn a_glob_over_a_mangohud_folder_passes_over_the_summaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = String::from("v1\n0.8.1\n---------------------SYSTEM INFO---------------------\nos,cpu,gpu,ram,kernel,driver,cpuscheduler\nSteamOS,AMD Custom APU 0405,AMD Custom GPU 0405,15 GB,6.5.0-valve22-1-neptune,Mesa 24.1,\n--------------------FRAME METRICS--------------------\nfps,frametime,cpu_load,cpu_power,gpu_load,cpu_temp,gpu_temp,gpu_core_clock,gpu_mem_clock,gpu_vram_used,gpu_power,ram_used,swap_used,process_rss,cpu_mhz,elapsed\n");
+    let mut el: u64 = 0;
+    for i in 0..600 {
+        let ft = if i % 100 == 99 { 40.0 } else { 16.7 };
+        el += (ft * 1e6) as u64;
+        log.push_str(&format!(
+            "{:.1},{ft},41,9.5,88,71,64,1600,5500,3.1,12,9.8,0.2,2.1,2800,{el}\n",
+            1000.0 / ft
+        ));
+    }
+    let a = write(dir.path(), "eldenring_2024-05-01_20-11-02.csv", &log);
+    let s = write(
+        dir.path(),
+        "eldenring_2024-05-01_20-11-02_summary.csv",
+        "0.1% Min FPS,1% Min FPS,97% Percentile FPS,Average FPS,GPU Load,CPU Load,Average Frame Time,Average GPU Temp,Average CPU Temp,Average VRAM Used,Average RAM Used,Average Swap Used,Peak GPU Load,Peak CPU Load,Peak GPU Temp,Peak CPU Temp,Peak VRAM Used,Peak RAM Used,Peak Swap Used\n25.0,25.0,59.9,58.0,88.0,41.0,17.2,64,71,3.1,9.8,0.2,88,41,64,71,3.1,9.8,0.2",
+    );
+    let o = run(&["bench", "frametimes", &a, &s, "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["frametimes"].as_array().unwrap().len(), 1);
+    assert_eq!(v["frametimes"][0]["stats"]["frames"], 600);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("_summary.csv: a MangoHud summary, not a capture: passed over"),
+        "{e}"
+    );
+    let err = fails(&["bench", "frametimes", &s]);
+    assert!(err.contains("a MangoHud summary, not a capture"), "{err}");
+    // a FrameView summary by its name; a capture named so is still read
+    let fv = write(
+        dir.path(),
+        "FrameView-witcher3.exe_Summary.csv",
+        "Application,GPU,Resolution,Runtime,Avg FPS,90%ile,95%ile,99%ile\nwitcher3.exe,RTX 3080,2560x1440,DXGI,98.1,90.2,88.0,80.4\n",
+    );
+    assert!(fails(&["bench", "frametimes", &fv]).contains("a summary file"));
+    let named = write(
+        dir.path(),
+        "run1_summary.csv",
+        "MsBetweenPresents\n16.6\n16.7\n",
+    );
+    assert!(text_of(&["bench", "frametimes", &named]).contains("2 frames"));
 }

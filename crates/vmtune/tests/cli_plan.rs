@@ -537,3 +537,37 @@ fn patched_domain_keeps_a_missing_final_newline_and_warns_on_stderr() {
         .contains(&Value::from("vendor_id=banana")));
     assert!(v["warnings"].to_string().contains("anti-cheat"));
 }
+
+#[test]
+fn anonymous_memory_domain_is_planned_with_4k_pages() {
+    // the shape of TDX/SEV guides: libvirt refuses hugepages with anonymous memory
+    let domain = "<domain type='kvm'>\n  <name>td</name>\n  <memory unit='GiB'>16</memory>\n  <memoryBacking>\n    <source type='anonymous'/>\n    <access mode='private'/>\n  </memoryBacking>\n  <vcpu placement='static'>4</vcpu>\n  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n  </os>\n</domain>\n";
+    let (_d, path) = temp_file("td.xml", domain.as_bytes());
+    let mut args = GAMING.to_vec();
+    args.extend(["--domain", path.to_str().unwrap()]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("<hugepages"), "{out}");
+    assert!(out.contains("<source type='anonymous'/>"), "{out}");
+    assert!(
+        stderr(&o).contains("<source type='anonymous'/>, with which libvirt refuses hugepages"),
+        "{}",
+        stderr(&o)
+    );
+    let mut json = args.clone();
+    json.push("--json");
+    let v: Value = serde_json::from_slice(&run(&json).stdout).expect("plan JSON");
+    assert_eq!(v["memory"]["hugepage_size_kb"], 4);
+    // asking for hugepages anyway: one line, exit 2, nothing printed
+    args.extend(["--hugepages", "2M"]);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).is_empty());
+    let e = stderr(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("--hugepages 2M") && e.contains("anonymous"),
+        "{e}"
+    );
+}

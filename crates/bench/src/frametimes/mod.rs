@@ -242,6 +242,12 @@ pub struct Options<'a> {
 /// Parse a log of any supported format.
 pub fn parse(text: &str, path: &Path, opts: &Options) -> Result<Capture> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if let Some(what) = summary_of(path, text) {
+        return Err(BenchError::format(
+            path,
+            format!("{what}, not a capture: read the log it summarises"),
+        ));
+    }
     let source = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -264,6 +270,37 @@ pub fn parse(text: &str, path: &Path, opts: &Options) -> Result<Capture> {
         ));
     }
     Ok(capture)
+}
+
+/// What a summary file is, when `text` (at `path`) is one: the tools write one beside each
+/// log — MangoHud `NAME_summary.csv` (`0.1% Min FPS,1% Min FPS,...`, `src/logging.cpp`
+/// `writeSummary`), FrameView `FrameView-EXE_Summary.csv`, OCAT `perf_summary.csv` — so a
+/// glob over their folder picks them up. A file named so that holds a frame-time column is
+/// not one.
+pub fn summary_of(path: &Path, text: &str) -> Option<&'static str> {
+    let header = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if header.starts_with("0.1% Min FPS,") {
+        return Some("a MangoHud summary");
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let has_column = |l: &str| {
+        l.split([',', ';', '\t']).any(|c| {
+            KNOWN_COLUMNS
+                .iter()
+                .any(|k| c.trim().trim_matches('"').eq_ignore_ascii_case(k))
+        })
+    };
+    let columns = text.lines().take(64).any(has_column);
+    (name.ends_with("summary.csv") && !columns)
+        .then_some("a summary file (the name ends in summary.csv and it has no frame-time column)")
 }
 
 /// Text of a log file: UTF-8 (invalid bytes replaced: Afterburner writes its units in the

@@ -222,6 +222,13 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
     let mut rows = Vec::with_capacity(lines.len().saturating_sub(pos + 1));
     for &(lineno, line) in lines.iter().skip(pos + 1) {
         let f = split(line, delim);
+        // a log re-saved by a spreadsheet in a comma-decimal locale: `;` between cells and
+        // `16,667` in them
+        let f = if delim == ';' {
+            f.into_iter().map(decimal_point).collect()
+        } else {
+            f
+        };
         let at = Loc::Line(lineno);
         let first = match src {
             Source::Col(i) | Source::Sum(i, _) | Source::Fps(i) => i,
@@ -304,6 +311,16 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
         column: Some(column),
         series: series::build(rows, &meta)?,
     })
+}
+
+/// `16,667` → `16.667` (a number with one decimal comma); anything else as it is.
+fn decimal_point(cell: String) -> String {
+    let t = cell.trim();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match t.trim_start_matches(['-', '+']).split_once(',') {
+        Some((a, b)) if digits(a) && digits(b) => t.replacen(',', ".", 1),
+        _ => cell,
+    }
 }
 
 /// How a column says "not displayed".

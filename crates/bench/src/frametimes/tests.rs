@@ -960,3 +960,68 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_capture_resaved_with_decimal_commas_reads_the_same() {
+    // a PresentMon 1.x capture opened and saved again by a spreadsheet in a comma-decimal
+    // locale: `;` between cells, `0,0166` in them; names with dots stay as they are
+    let dot = "Application,ProcessID,SwapChainAddress,Runtime,SyncInterval,PresentFlags,AllowsTearing,PresentMode,Dropped,TimeInSeconds,MsBetweenPresents\n\
+Hogwarts Legacy.exe,9120,0x0000021A7C3F1E50,DXGI,0,512,1,Hardware: Independent Flip,0,0.0166,16.6\n\
+Hogwarts Legacy.exe,9120,0x0000021A7C3F1E50,DXGI,0,512,1,Hardware: Independent Flip,1,0.0521,35.5\n\
+Hogwarts Legacy.exe,9120,0x0000021A7C3F1E50,DXGI,0,512,1,Hardware: Independent Flip,0,0.0688,16.7\n";
+    let comma: String = dot
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let cells: Vec<String> = l
+                .split(',')
+                .enumerate()
+                .map(|(j, c)| {
+                    if i > 0 && j >= 9 {
+                        c.replace('.', ",")
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect();
+            cells.join(";") + "\n"
+        })
+        .collect();
+    assert!(comma.contains(";0,0521;35,5"), "{comma}");
+    let a = parse(dot, p(), &opts()).unwrap();
+    let b = parse(&comma, p(), &opts()).unwrap();
+    let (a, b) = (
+        series(&a, "Hogwarts Legacy.exe", None),
+        series(&b, "Hogwarts Legacy.exe", None),
+    );
+    assert_eq!(a.frame_times_ms, vec![16.6, 35.5, 16.7]);
+    assert_eq!(a.frame_times_ms, b.frame_times_ms);
+    assert_eq!(a.displayed, b.displayed);
+    // a cell that is not one number stays an error
+    let bad = comma.replace("35,5", "35,5,1");
+    assert!(parse(&bad, p(), &opts())
+        .unwrap_err()
+        .to_string()
+        .contains("line 3"));
+}
+
+#[test]
+fn summaries_written_beside_logs_are_named() {
+    let mh = "0.1% Min FPS,1% Min FPS,97% Percentile FPS,Average FPS,GPU Load\n25,25,60,58,88\n";
+    assert_eq!(
+        summary_of(Path::new("game_2024_summary.csv"), mh),
+        Some("a MangoHud summary")
+    );
+    assert_eq!(
+        summary_of(Path::new("x.csv"), mh),
+        Some("a MangoHud summary")
+    );
+    let e = parse(mh, Path::new("g_summary.csv"), &opts())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a MangoHud summary, not a capture"), "{e}");
+    let fv = "Application,Avg FPS,99%ile\nw.exe,98,80\n";
+    assert!(summary_of(Path::new("FrameView-w.exe_Summary.csv"), fv).is_some());
+    assert!(summary_of(Path::new("w.csv"), fv).is_none());
+    assert!(summary_of(Path::new("a_summary.csv"), "MsBetweenPresents\n16.6\n").is_none());
+}

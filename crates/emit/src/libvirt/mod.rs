@@ -29,7 +29,11 @@
 //!   `<vcpusched>`, `<cachetune>`… are kept (their `vcpus` clipped to the plan's vCPUs).
 //! - `<cpu>`: the start tag, `<topology>`, `<numa>` and the `invtsc`/`hypervisor` features are
 //!   ours; `<model>`/`<vendor>` are removed (meaningless with host-passthrough); the user's
-//!   other `<feature>`s (e.g. `topoext` on AMD), `<cache>`, `<maxphysaddr>` are kept.
+//!   other `<feature>`s (e.g. `topoext` on AMD), `<cache>`, `<maxphysaddr>` are kept. A
+//!   domain's own `<numa>` stays even for a one-cell plan, and one with `<maxMemory>` (memory
+//!   hotplug) gets one: cells keep the user's `memAccess`/`discard` (virtiofs needs
+//!   `memAccess='shared'` where `<memoryBacking>` has no `<access mode='shared'/>`), and their
+//!   `<distances>` when the plan's cells are the domain's.
 //! - `<features>`: inside `<hyperv>` (whose start tag, so `mode='passthrough'`, is kept) the
 //!   plan only adds enlightenments the domain does not mention; every child the domain has
 //!   (`vendor_id`, `spinlocks` retries, `stimer` with `direct`, `evmcs`, `avic`, states
@@ -37,9 +41,16 @@
 //!   domain says nothing. `<acpi>`, `<apic>`, `<vmport>`… are kept (`<acpi/>`/`<apic/>` are
 //!   added if missing).
 //! - `<memoryBacking>`: `<hugepages>` is ours (removed for 4K plans); `<source>`, `<access>`,
-//!   `<locked>`, `<nosharepages>`… are kept.
+//!   `<locked>`, `<nosharepages>`… are kept. A hugepage plan for a domain with
+//!   `<source type='anonymous'/>` is refused (libvirt refuses that pair).
+//!
+//! Elements the plan would write exactly as the domain has them keep their bytes; written ones
+//! take the quote most of the file's attributes use and the indentation most of its
+//! top-level elements have.
 //! - `<clock>` (when the plan has timers): the plan's `<timer>`s are ours; the start tag
-//!   (`offset`) and other timers are kept.
+//!   (`offset`) and other timers are kept. A timer the plan keeps on keeps the domain's
+//!   other attributes (`track`, `mode`, `frequency`) and its `<catchup>`; one it turns off is
+//!   written whole.
 //! - `<vcpu>`, `<memory>`, `<currentMemory>`, `<numatune>` are replaced whole (so `current`
 //!   goes: every vCPU starts); `<vcpus>` is rewritten to the plan's count, all enabled, each
 //!   vCPU's `hotpluggable` as the domain had it — and left alone when it already says that.
@@ -100,6 +111,17 @@ const DOMAIN_ORDER: &[&str] = &[
     "seclabel",
     "keywrap",
     "launchSecurity",
+];
+
+/// Order in which libvirt writes the children of `<cpu>` (`virCPUDefFormatBuf`).
+const CPU_ORDER: &[&str] = &[
+    "model",
+    "vendor",
+    "topology",
+    "cache",
+    "maxphysaddr",
+    "feature",
+    "numa",
 ];
 
 const FEATURES_ORDER: &[&str] = &[
@@ -214,19 +236,86 @@ fn timer_element(t: &Timer) -> El {
         }
     }
     if !t.present {
-        x = x.attr("present", "no");
-    } else if t.tickpolicy.is_none() {
+        // a timer turned off needs nothing else: the whole element is ours
+        return x.attr("present", "no");
+    }
+    if t.tickpolicy.is_none() {
         x = x.attr("present", "yes");
     }
-    x
+    // the domain's `track`, `frequency`, `mode` and `<catchup>` stay; a `present='no'` turns
+    // to yes
+    x.override_attr("present", "yes").keep_attrs(true)
+}
+
+/// `<cpu><numa>`: the plan's guest cells when it shows the guest more than one. A domain
+/// that has its own `<numa>` keeps one even for a single cell, and a domain with
+/// `<maxMemory>` gets one (libvirt hotplugs memory into a cell): its cells' other attributes
+/// stay — `memAccess='shared'` is the shared memory virtiofs and vhost-user need — and are
+/// given to cells the plan adds; their `<distances>` stay when the plan's cells are the
+/// domain's.
+fn numa_element(plan: &Plan, info: Option<&DomainInfo>) -> Option<El> {
+    let user = info.and_then(|i| i.numa_cells.as_deref());
+    let hotplug = info.is_some_and(|i| i.max_memory);
+    if !crate::guest_numa_exposed(plan) && user.is_none() && !hotplug {
+        return None;
+    }
+    let mut cells: Vec<(u32, CpuSet, u64)> = plan
+        .guest_numa
+        .iter()
+        .map(|c| (c.cell, c.vcpus.clone(), c.memory_bytes))
+        .collect();
+    if cells.is_empty() {
+        let n = u32::try_from(vcpu_count(plan)).unwrap_or(u32::MAX);
+        cells.push((0, CpuSet::range(0, n), plan.request.memory_bytes));
+    }
+    let user = user.unwrap_or(&[]);
+    let same_cells = user.len() == cells.len()
+        && cells
+            .iter()
+            .all(|(id, _, _)| user.iter().any(|u| u.id == *id));
+    let mut numa = El::new("numa").merged().drops(&["cell"]);
+    for (id, cpus, bytes) in cells {
+        let mut cell = El::new("cell")
+            .attr("id", id)
+            .attr("cpus", cpus.to_list_string())
+            .attr("memory", kib(bytes))
+            .attr("unit", "KiB");
+        // the same cell's attributes, else the first cell's (also written out, so a cell
+        // the domain wrote without an `id` keeps them too)
+        let own = user.iter().find(|u| u.id == id);
+        if let Some(from) = own.or(user.first()) {
+            for (k, v) in &from.kept {
+                cell = cell.attr(k, v);
+            }
+        }
+        if own.is_some() {
+            cell = cell.keep_attrs(same_cells);
+        }
+        numa.push(cell);
+    }
+    Some(numa)
 }
 
 /// The plan's domain elements. `info` is the domain being patched (None for a fragment).
 fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
     let mut out = Vec::new();
-    let mem_kib = kib(plan.request.memory_bytes);
-    out.push(El::new("memory").attr("unit", "KiB").text(mem_kib));
-    out.push(El::new("currentMemory").attr("unit", "KiB").text(mem_kib));
+    // in KiB, or in the domain's own unit when it already says the plan's size
+    let bytes = plan.request.memory_bytes;
+    let memory = |name: &str, had: Option<&(u64, Option<String>, String)>| match had {
+        Some((b, unit, text)) if *b == bytes => {
+            let mut e = El::new(name);
+            if let Some(u) = unit {
+                e = e.attr("unit", u);
+            }
+            e.text(text)
+        }
+        _ => El::new(name).attr("unit", "KiB").text(kib(bytes)),
+    };
+    out.push(memory("memory", info.and_then(|i| i.memory.as_ref())));
+    out.push(memory(
+        "currentMemory",
+        info.and_then(|i| i.current_memory.as_ref()),
+    ));
 
     // <memoryBacking>
     let mut mb = El::new("memoryBacking").merged().drops(&["hugepages"]);
@@ -338,6 +427,7 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
         .attr("migratable", "off")
         .merged()
         .drops(&["model", "vendor", "topology", "numa"]);
+    cpu.order = CPU_ORDER;
     cpu.push(
         El::new("topology")
             .attr("sockets", t.sockets.max(1))
@@ -359,17 +449,7 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
                 .attr("name", "hypervisor"),
         );
     }
-    if exposed {
-        let mut numa = El::new("numa");
-        for c in &plan.guest_numa {
-            numa.push(
-                El::new("cell")
-                    .attr("id", c.cell)
-                    .attr("cpus", c.vcpus.to_list_string())
-                    .attr("memory", kib(c.memory_bytes))
-                    .attr("unit", "KiB"),
-            );
-        }
+    if let Some(numa) = numa_element(plan, info) {
         cpu.push(numa);
     }
     out.push(cpu);
@@ -430,6 +510,32 @@ fn check_plan(plan: &Plan) -> Result<(), EmitError> {
     Ok(())
 }
 
+/// What libvirt would refuse in the patched domain, said before writing it.
+fn check_domain(plan: &Plan, dom: &plan::DomainChoices) -> Result<(), EmitError> {
+    if plan.memory.hugepage_size_kb > 4 && dom.memory_source.as_deref() == Some("anonymous") {
+        return Err(EmitError::Invalid(format!(
+            "{} backs its memory with <source type='anonymous'/>, and libvirt refuses hugepages with it: plan with --hugepages none, or remove that <source> to use the plan's {} KiB pages",
+            dom.source, plan.memory.hugepage_size_kb
+        )));
+    }
+    if let Some(max) = dom.max_memory_bytes {
+        let need = plan
+            .request
+            .memory_bytes
+            .saturating_add(dom.memory_devices_bytes);
+        if need > max {
+            return Err(EmitError::Invalid(format!(
+                "{} has <maxMemory> of {} KiB, less than the plan's {} KiB plus its {} KiB of <memory> devices: raise <maxMemory> (libvirt refuses a domain whose memory exceeds it)",
+                dom.source,
+                kib(max),
+                kib(plan.request.memory_bytes),
+                kib(dom.memory_devices_bytes)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// An existing domain patched with a plan.
 #[derive(Debug, Clone)]
 pub struct Patched {
@@ -454,6 +560,7 @@ pub fn patch(xml: &str, plan: &Plan) -> Result<Patched, EmitError> {
     let doc = parse_doc(xml)?;
     let root = doc.root_element();
     let info = DomainInfo::read(root);
+    check_domain(&plan, &choices)?;
 
     let mut dom = El::new("domain").merged().keep_start();
     dom.order = DOMAIN_ORDER;

@@ -79,7 +79,27 @@ pub(crate) struct DomainInfo {
     pub iothread_ids: Vec<u32>,
     /// `<vcpus>`: (id, enabled, hotpluggable as written), when present.
     pub vcpus: Option<Vec<(u32, bool, Option<String>)>>,
+    /// The cells of `<cpu><numa>`, when the domain has one.
+    pub numa_cells: Option<Vec<CellInfo>>,
+    /// `<maxMemory>`: memory hotplug, which needs guest NUMA cells.
+    pub max_memory: bool,
+    /// `<memoryBacking><source type=…>`.
+    pub memory_source: Option<String>,
+    /// `<memory>` and `<currentMemory>` as written: (bytes, unit attribute, text).
+    pub memory: Option<(u64, Option<String>, String)>,
+    pub current_memory: Option<(u64, Option<String>, String)>,
 }
+
+/// A guest NUMA cell of the domain: its id, and the attributes of it the plan does not set
+/// (`memAccess='shared'` is what virtiofs and vhost-user need, `discard`).
+#[derive(Debug)]
+pub(crate) struct CellInfo {
+    pub id: u32,
+    pub kept: Vec<(String, String)>,
+}
+
+/// Cell attributes the plan writes; every other one is the user's.
+const CELL_OWNED: &[&str] = &["id", "cpus", "memory", "unit"];
 
 impl DomainInfo {
     pub fn read(root: roxmltree::Node) -> DomainInfo {
@@ -100,6 +120,32 @@ impl DomainInfo {
                 info.iothread_ids = (1..=n.min(1024)).collect();
             }
         }
+        info.numa_cells = child(root, "cpu").and_then(|c| child(c, "numa")).map(|n| {
+            children(n, "cell")
+                .enumerate()
+                .map(|(i, c)| CellInfo {
+                    id: c
+                        .attribute("id")
+                        .and_then(|v| v.trim().parse::<u32>().ok())
+                        .unwrap_or(i as u32),
+                    kept: c
+                        .attributes()
+                        .filter(|a| a.namespace().is_none() && !CELL_OWNED.contains(&a.name()))
+                        .map(|a| (a.name().to_string(), a.value().to_string()))
+                        .collect(),
+                })
+                .collect()
+        });
+        let written = |name: &str| {
+            let m = child(root, name)?;
+            let text = m.text().unwrap_or("").trim().to_string();
+            let bytes = scaled(&text, m.attribute("unit"), 1024, name).ok()?;
+            Some((bytes, m.attribute("unit").map(str::to_string), text))
+        };
+        info.memory = written("memory");
+        info.current_memory = written("currentMemory");
+        info.max_memory = child(root, "maxMemory").is_some();
+        info.memory_source = memory_source(root);
         info.vcpus = child(root, "vcpus").map(|v| {
             children(v, "vcpu")
                 .enumerate()
@@ -115,6 +161,78 @@ impl DomainInfo {
         });
         info
     }
+}
+
+fn memory_source(root: roxmltree::Node) -> Option<String> {
+    child(root, "memoryBacking")
+        .and_then(|m| child(m, "source"))
+        .map(|s| {
+            s.attribute("type")
+                .unwrap_or("anonymous")
+                .trim()
+                .to_string()
+        })
+}
+
+/// libvirt's QEMU namespace (`xmlns:qemu=…`) for `<qemu:commandline>`.
+const QEMU_NS: &str = "http://libvirt.org/schemas/domain/qemu/1.0";
+
+/// QEMU options in `<qemu:commandline>` that replace what libvirt writes from the plan's
+/// elements, with their values (`-cpu` `host,kvm=off`; also spelled `--cpu`, `-cpu=…`).
+fn qemu_overrides(root: roxmltree::Node) -> Vec<(String, String)> {
+    const OPTS: &[&str] = &["cpu", "smp", "m", "numa"];
+    let args: Vec<&str> = root
+        .children()
+        .filter(|c| {
+            c.tag_name().name() == "commandline" && c.tag_name().namespace() == Some(QEMU_NS)
+        })
+        .flat_map(|c| c.children())
+        .filter(|a| a.tag_name().name() == "arg" && a.tag_name().namespace() == Some(QEMU_NS))
+        .filter_map(|a| a.attribute("value"))
+        .collect();
+    let mut out = Vec::new();
+    let mut it = args.iter().map(|a| a.trim()).peekable();
+    while let Some(a) = it.next() {
+        let Some(bare) = a.strip_prefix("--").or_else(|| a.strip_prefix('-')) else {
+            continue;
+        };
+        let (name, inline) = match bare.split_once(['=', ' ']) {
+            Some((n, v)) => (n, Some(v.trim().to_string())),
+            None => (bare, None),
+        };
+        if !OPTS.contains(&name) {
+            continue;
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => match it.peek() {
+                Some(v) if !v.starts_with('-') => it.next().unwrap_or_default().to_string(),
+                _ => String::new(),
+            },
+        };
+        out.push((format!("-{name}"), value));
+    }
+    out
+}
+
+/// Bytes of the domain's `<devices><memory>` (DIMM, NVDIMM, virtio-mem …: `<target><size>`).
+fn memory_devices_bytes(root: roxmltree::Node) -> Result<u64, EmitError> {
+    let Some(devs) = child(root, "devices") else {
+        return Ok(0);
+    };
+    let mut total = 0u64;
+    for m in children(devs, "memory") {
+        if let Some(size) = child(m, "target").and_then(|t| child(t, "size")) {
+            let b = scaled(
+                size.text().unwrap_or(""),
+                size.attribute("unit"),
+                1024,
+                "<memory><target><size>",
+            )?;
+            total = total.saturating_add(b);
+        }
+    }
+    Ok(total)
 }
 
 /// The guest-CPU choices an existing domain makes, for [`plan::adopt_domain`]: its Hyper-V
@@ -161,9 +279,39 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
             c.kvm_hidden = h.attribute("state").and_then(yes);
         }
     }
+    c.memory_source = memory_source(root);
+    if let Some(hp) = child(root, "memoryBacking").and_then(|m| child(m, "hugepages")) {
+        let pages: Vec<roxmltree::Node> = children(hp, "page").collect();
+        let page = pages
+            .iter()
+            .find(|p| p.attribute("nodeset").is_none())
+            .or(pages.first());
+        c.hugepage_size_kb = Some(match page {
+            Some(p) => {
+                scaled(
+                    p.attribute("size").unwrap_or(""),
+                    p.attribute("unit"),
+                    1024,
+                    "<page size>",
+                )? / 1024
+            }
+            None => 2048,
+        });
+    }
+    if let Some(m) = child(root, "maxMemory") {
+        c.max_memory_bytes = Some(scaled(
+            m.text().unwrap_or(""),
+            m.attribute("unit"),
+            1024,
+            "<maxMemory>",
+        )?);
+    }
+    c.memory_devices_bytes = memory_devices_bytes(root)?;
+    c.qemu_overrides = qemu_overrides(root);
     if let Some(cpu) = child(root, "cpu") {
         let mode = cpu.attribute("mode").unwrap_or("custom").trim();
         c.cpu_mode = Some(mode.to_string());
+        c.cpu_migratable = cpu.attribute("migratable").map(|m| m.trim().to_string());
         c.hypervisor_policy = children(cpu, "feature")
             .find(|f| f.attribute("name").map(str::trim) == Some("hypervisor"))
             .map(|f| {

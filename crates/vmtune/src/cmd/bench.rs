@@ -330,13 +330,15 @@ fn new_run(config: Option<&str>, default: &str, plan: Option<&Path>) -> Result<R
         Err(e) => r.host_error = Some(e.to_string()),
     }
     if let Some(p) = plan {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("reading plan {}", p.display()))?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", p.display()))?;
-        r.plan = Some(v);
+        r.plan = Some(read_plan(p)?);
     }
     Ok(r)
+}
+
+fn read_plan(p: &Path) -> Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("reading plan {}", p.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not JSON", p.display()))
 }
 
 /// Print (text or JSON) and save.
@@ -505,8 +507,14 @@ fn run_latency(a: LatencyArgs) -> Result<ExitCode> {
 fn run_frametimes(a: FrametimesArgs) -> Result<ExitCode> {
     let mut r = RunFile::new(a.common.config.as_deref().unwrap_or("frametimes"));
     r.config_given = a.common.config.is_some();
+    // The captures were taken where the game ran (a Windows guest's PresentMon, a Steam
+    // Deck's MangoHud), not necessarily here: this machine's hostname, kernel, CPU,
+    // clocksource and host model would be recorded as theirs. They are left unknown.
+    let e = &mut r.environment;
+    (e.hostname, e.kernel, e.cpu_model, e.clocksource) = (None, None, None, None);
+    (e.cpus, e.allowed_cpus, e.in_guest) = (None, None, None);
     if let Some(p) = &a.common.plan {
-        r = new_run(a.common.config.as_deref(), "frametimes", Some(p))?;
+        r.plan = Some(read_plan(p)?);
     }
     for l in &a.lows {
         if !(*l > 0.0 && *l < 100.0) {
@@ -522,7 +530,27 @@ fn run_frametimes(a: FrametimesArgs) -> Result<ExitCode> {
         (None, true) => frametimes::Pick::All,
         (None, false) => frametimes::Pick::Busiest,
     };
+    // A glob over a MangoHud/FrameView/OCAT folder also names the summaries written beside
+    // each log: among captures they are passed over, said on stderr; alone they are an error.
+    let summaries: Vec<(&PathBuf, &'static str)> = a
+        .files
+        .iter()
+        .filter_map(|f| {
+            let bytes = std::fs::read(f).ok()?;
+            frametimes::summary_of(f, &frametimes::decode(&bytes)).map(|w| (f, w))
+        })
+        .collect();
+    let all_summaries = summaries.len() == a.files.len();
     for f in &a.files {
+        if !all_summaries {
+            if let Some((_, what)) = summaries.iter().find(|(p, _)| *p == f) {
+                eprintln!(
+                    "vmtune: note: {}: {what}, not a capture: passed over",
+                    f.display()
+                );
+                continue;
+            }
+        }
         let capture = frametimes::load(f, &opts)?;
         let sel = frametimes::select(capture, pick)?;
         for log in sel.logs {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use plan::{GuestOs, HugepagePolicy, Plan, Profile, Request, Tenant};
 use topo::{CpuSet, Host};
 
@@ -168,7 +168,7 @@ pub fn read_tenant(path: &Path) -> Result<Tenant> {
         emit::libvirt::tenant_from_domain_xml(t)
             .with_context(|| format!("tenant {}", path.display()))
     } else {
-        anyhow::bail!(
+        bail!(
             "tenant {}: neither a plan JSON nor a libvirt domain XML",
             path.display()
         )
@@ -182,8 +182,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .iter()
         .map(|p| read_tenant(p))
         .collect::<Result<Vec<_>>>()?;
-    let req = args.request()?;
-    let mut plan = plan::plan(&req, &host, &tenants)?;
+    let mut req = args.request()?;
     let domain = match &args.domain {
         Some(path) => {
             let xml = std::fs::read_to_string(path)
@@ -191,11 +190,36 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let mut choices = emit::libvirt::domain_choices(&xml)
                 .with_context(|| format!("domain {}", path.display()))?;
             choices.source = format!("domain {}", path.display());
-            plan::adopt_domain(&mut plan, &choices);
-            Some((path, xml))
+            Some((path, xml, choices))
         }
         None => None,
     };
+    // libvirt refuses hugepages with anonymous memory (TDX/SEV guides set it): plan 4K
+    let anonymous = domain
+        .as_ref()
+        .is_some_and(|(_, _, c)| c.memory_source.as_deref() == Some("anonymous"));
+    if anonymous {
+        match req.hugepages {
+            HugepagePolicy::Auto => req.hugepages = HugepagePolicy::None,
+            HugepagePolicy::None => {}
+            _ => bail!(
+                "--hugepages {}: {} backs its memory with <source type='anonymous'/>, and libvirt refuses hugepages with it (remove that <source>, or plan with --hugepages none)",
+                if req.hugepages == HugepagePolicy::Size1G { "1G" } else { "2M" },
+                domain.as_ref().map_or(String::new(), |(_, _, c)| c.source.clone())
+            ),
+        }
+    }
+    let mut plan = plan::plan(&req, &host, &tenants)?;
+    if let Some((_, _, choices)) = &domain {
+        plan::adopt_domain(&mut plan, choices);
+        if anonymous {
+            plan.warnings.insert(0, format!(
+                "{} backs its memory with <source type='anonymous'/>, with which libvirt refuses hugepages: the plan uses 4 KiB pages (remove that <source> to get hugepages)",
+                choices.source
+            ));
+        }
+    }
+    let domain = domain.map(|(p, x, _)| (p, x));
     let emit = match (args.emit, &domain) {
         (Some(e), _) => Some(e),
         (None, _) if args.json => Some(EmitArg::Json),
