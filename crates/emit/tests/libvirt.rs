@@ -140,6 +140,12 @@ fn patched_domain_reads_back_as_the_plans_tenant() {
                 want = want.union(&p.emulator_cpus);
             }
             assert_eq!(t.cpus, want, "{d} with {name}");
+            // emulator/iothread CPUs apart from the vCPUs': shareable with the housekeeping
+            let emulator = p
+                .emulator_cpus
+                .union(&p.iothread_cpus)
+                .difference(&p.guest_cpus());
+            assert_eq!(t.emulator_cpus, emulator, "{d} with {name}");
             let pages: u64 = t.hugepages.iter().map(|h| h.pages).sum();
             assert_eq!(pages, p.memory.pages, "{d} with {name}: {:?}", t.hugepages);
             if p.memory.pages > 0 {

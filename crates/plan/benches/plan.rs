@@ -54,6 +54,7 @@ fn plan16(host: &Host) -> usize {
             os: GuestOs::Linux,
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
+            move_host_cpus: false,
         };
         match plan::plan(&req, host, &tenants) {
             Ok(p) => tenants.push(Tenant::from_plan(&p)),

@@ -2,7 +2,7 @@
 
 use topo::Host;
 
-use crate::cost::Context;
+use crate::model::DeviceInfo;
 use crate::{CpuFeatures, GuestOs, Timer};
 
 /// Hyper-V enlightenments for Windows 8+/10/11 guests (libvirt `<hyperv>` element names).
@@ -31,7 +31,7 @@ fn timer(name: &str, present: bool, tickpolicy: Option<&str>) -> Timer {
 pub fn choose(
     os: GuestOs,
     host: &Host,
-    ctx: &Context,
+    devices: &[DeviceInfo],
     rationale: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> CpuFeatures {
@@ -48,7 +48,7 @@ pub fn choose(
             "invtsc not exposed: the host model does not say whether the TSC is stable".into(),
         ),
     }
-    let nvidia_gpu = ctx.devices.iter().any(|d| {
+    let nvidia_gpu = devices.iter().any(|d| {
         host.pci(&d.bdf)
             .is_some_and(|p| p.vendor_id == 0x10de && p.kind == topo::DeviceKind::Gpu)
     });

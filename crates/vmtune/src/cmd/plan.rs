@@ -57,8 +57,13 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "auto")]
     pub hugepages: HugepagesArg,
     /// Host housekeeping CPUs instead of the first core (widened to whole cores), e.g. 0-1,8-9.
+    /// Chosen once per host: later plans keep what their tenants were planned with.
     #[arg(long, value_name = "LIST")]
     pub host_cpus: Option<String>,
+    /// Accept moving the host housekeeping CPUs away from those the tenants were planned with
+    /// (refused otherwise); the tenants then need re-planning and re-applying.
+    #[arg(long)]
+    pub move_host_cpus: bool,
     /// VM name (used in the report and emitted configuration).
     #[arg(long)]
     pub name: Option<String>,
@@ -141,6 +146,7 @@ impl Args {
                 HugepagesArg::Size1G => HugepagePolicy::Size1G,
             },
             host_cpus,
+            move_host_cpus: self.move_host_cpus,
         })
     }
 }
@@ -227,6 +233,7 @@ pub fn demo_report(host: &Host) -> Result<String> {
         os: GuestOs::Windows,
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
+        move_host_cpus: false,
     };
     let plan = plan::plan(&req, host, &[])?;
     Ok(render_report(&plan, host))
