@@ -82,7 +82,14 @@ impl Context {
                 host.source
             ));
         }
-        let kind_labels: Vec<String> = host.cpu_kinds.iter().map(|k| k.label.clone()).collect();
+        let kind_labels: Vec<String> = host
+            .cpu_kinds
+            .iter()
+            .map(|k| match &k.name {
+                Some(n) => format!("{} ({n})", k.label),
+                None => k.label.clone(),
+            })
+            .collect();
         let mut l3_cpus: BTreeMap<u32, CpuSet> = BTreeMap::new();
         let mut l2_cpus: BTreeMap<u32, CpuSet> = BTreeMap::new();
         for pu in &host.pus {
@@ -112,7 +119,7 @@ impl Context {
                     l2,
                     kind: first
                         .and_then(|p| p.kind.as_ref())
-                        .and_then(|k| kind_labels.iter().position(|l| l == k))
+                        .and_then(|k| host.cpu_kinds.iter().position(|c| &c.label == k))
                         .unwrap_or(0) as u32,
                     pus,
                     free: true,
