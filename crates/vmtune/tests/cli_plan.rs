@@ -369,3 +369,61 @@ fn help_teaches() {
         assert!(s.contains(flag), "{flag} missing from --help");
     }
 }
+
+#[test]
+fn the_housekeeping_is_kept_and_moving_it_must_be_accepted() {
+    let first = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--host-cpus",
+        "3",
+        "--name",
+        "a",
+        "--json",
+    ]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let (_d, path) = temp_file("a.json", &first.stdout);
+    let tenant = path.to_str().unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "--topology",
+            "builtin",
+            "--vcpus",
+            "2",
+            "--memory",
+            "2G",
+            "--json",
+            "--tenant",
+            tenant,
+        ];
+        args.extend(extra);
+        run(&args)
+    };
+    // kept without being asked
+    let kept = plan(&[]);
+    assert!(kept.status.success(), "{}", stderr(&kept));
+    let v: Value = serde_json::from_slice(&kept.stdout).unwrap();
+    assert_eq!(list(&v["host_cpus"]), vec![3, 11]);
+    // another --host-cpus is refused in one line naming the flag that accepts it
+    let moved = plan(&["--host-cpus", "0"]);
+    assert_eq!(moved.status.code(), Some(2));
+    let e = stderr(&moved);
+    assert!(e.contains("--move-host-cpus") && e.contains("3,11"), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    // accepted: planned, with a warning
+    let accepted = plan(&["--host-cpus", "0", "--move-host-cpus"]);
+    assert!(accepted.status.success(), "{}", stderr(&accepted));
+    let v: Value = serde_json::from_slice(&accepted.stdout).unwrap();
+    assert_eq!(list(&v["host_cpus"]), vec![0, 8]);
+    assert!(
+        v["warnings"].to_string().contains("moved from 3,11"),
+        "{}",
+        v["warnings"]
+    );
+}

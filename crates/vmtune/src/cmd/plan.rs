@@ -13,10 +13,12 @@ use super::common::{parse_size, print_json, HostArgs};
 
 /// Plan where a VM's vCPUs, emulator and I/O threads, memory and interrupts should live.
 ///
-/// The planner keeps the first core (and its SMT siblings) for the host, puts the VM on the
-/// NUMA node nearest its passed-through devices that has enough free whole cores and free
-/// hugepages, prefers whole L3 groups (CCX/CCD) not shared with the host or other tenants,
-/// pins vCPU pairs to SMT sibling pairs, gives the emulator a spare core near the device,
+/// The planner keeps the first core (and its SMT siblings) for the host, once per host: later
+/// plans keep what their tenants were planned with. It puts the VM on the NUMA node nearest
+/// its passed-through devices that has enough free whole cores and free hugepages, prefers
+/// one kind of core on hybrid CPUs and cores with an L3, whole L3 groups (CCX/CCD) not
+/// shared with the host or other tenants, pins vCPU pairs to SMT sibling pairs, gives the
+/// emulator a spare core in the VM's own L3 group or the host's (else the housekeeping CPUs),
 /// routes device interrupts to the guest's CPUs and all others to the host's, and picks CPU
 /// features and timers for the guest OS. Every choice is listed with its reason.
 ///
