@@ -49,10 +49,11 @@ pub struct Context {
     pub kind_labels: Vec<String>,
     pub devices: Vec<DeviceInfo>,
     pub memory: MemoryModel,
-    /// distance[(a, b)] for node keys.
-    distance: BTreeMap<(u32, u32), u64>,
-    /// Σ over devices with known locality of the distance from the node to the device.
-    node_device: BTreeMap<u32, u64>,
+    /// Distances between node keys: `distance[i * nodes.len() + j]` for `nodes[i]`, `nodes[j]`.
+    distance: Vec<u64>,
+    /// Per node key (in `nodes` order): Σ over devices with known locality of the distance
+    /// to the device's nearest node.
+    node_device: Vec<u64>,
     /// Core id of each PU, indexed by os_index (`u32::MAX` for holes).
     pu_core: Vec<u32>,
     /// Messages gathered while building (rationale, warnings).
@@ -90,16 +91,33 @@ impl Context {
                 None => k.label.clone(),
             })
             .collect();
-        let mut l3_cpus: BTreeMap<u32, CpuSet> = BTreeMap::new();
-        let mut l2_cpus: BTreeMap<u32, CpuSet> = BTreeMap::new();
+        // cache ids are small and dense: gather in vectors, keep the groups that exist
+        let mut l3_v: Vec<CpuSet> = Vec::new();
+        let mut l2_v: Vec<CpuSet> = Vec::new();
+        let add = |v: &mut Vec<CpuSet>, id: u32, cpu: u32| {
+            if v.len() <= id as usize {
+                v.resize(id as usize + 1, CpuSet::new());
+            }
+            v[id as usize].insert(cpu);
+        };
         for pu in &host.pus {
             if let Some(l2) = pu.l2 {
-                l2_cpus.entry(l2).or_default().insert(pu.os_index);
+                add(&mut l2_v, l2, pu.os_index);
             }
             if let Some(l3) = pu.l3 {
-                l3_cpus.entry(l3).or_default().insert(pu.os_index);
+                add(&mut l3_v, l3, pu.os_index);
             }
         }
+        let l2_len: Vec<usize> = l2_v.iter().map(CpuSet::len).collect();
+        let groups = |v: Vec<CpuSet>| -> BTreeMap<u32, CpuSet> {
+            v.into_iter()
+                .enumerate()
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(i, s)| (i as u32, s))
+                .collect()
+        };
+        let l3_cpus = groups(l3_v);
+        let l2_cpus = groups(l2_v);
         let mut host_cores: Vec<&topo::Core> = host.cores.iter().collect();
         host_cores.sort_by_key(|c| c.id);
         // core ids are indexes; keep that true even if a model numbers them otherwise
@@ -111,7 +129,7 @@ impl Context {
                 let pus = c.pus.to_vec();
                 let l2 = first
                     .and_then(|p| p.l2)
-                    .filter(|l| l2_cpus.get(l).is_some_and(|s| s.len() > pus.len()));
+                    .filter(|&l| l2_len.get(l as usize).is_some_and(|&n| n > pus.len()));
                 CoreInfo {
                     id: i as u32,
                     node: first.and_then(|p| p.numa).unwrap_or(0),
@@ -185,15 +203,30 @@ impl Context {
         };
         nodes.sort_unstable();
         nodes.dedup();
-        let mut distance = BTreeMap::new();
-        for &a in &nodes {
-            for &b in &nodes {
-                let d = host.distance(a, b).map(u64::from).unwrap_or(if a == b {
+        // dense matrix over the node keys, filled from the host's matrix in one pass
+        let n = nodes.len();
+        let mut distance: Vec<u64> = (0..n * n)
+            .map(|i| {
+                if i / n == i % n {
                     LOCAL_DISTANCE
                 } else {
                     REMOTE_DISTANCE
-                });
-                distance.insert((a, b), d);
+                }
+            })
+            .collect();
+        if let Some(d) = &host.distances {
+            let at: Vec<Option<usize>> = d
+                .nodes
+                .iter()
+                .map(|x| nodes.binary_search(x).ok())
+                .collect();
+            for (i, row) in d.matrix.iter().enumerate() {
+                let Some(Some(a)) = at.get(i) else { continue };
+                for (j, &v) in row.iter().enumerate() {
+                    if let Some(Some(b)) = at.get(j) {
+                        distance[a * n + b] = u64::from(v);
+                    }
+                }
             }
         }
         if numa_known && nodes.len() > 1 && host.distances.is_none() {
@@ -203,19 +236,19 @@ impl Context {
         }
 
         let devices = crate::devices::resolve(req, host, tenants, &mut rationale, &mut warnings)?;
-        let node_device = nodes
+        let dist = |a: u32, b: u32| match (nodes.binary_search(&a), nodes.binary_search(&b)) {
+            (Ok(i), Ok(j)) => distance[i * n + j],
+            _ if a == b => LOCAL_DISTANCE,
+            _ => REMOTE_DISTANCE,
+        };
+        let node_device: Vec<u64> = nodes
             .iter()
-            .map(|&n| {
-                let d = devices
+            .map(|&node| {
+                devices
                     .iter()
                     .filter_map(|d| d.nodes.as_ref())
-                    .filter_map(|ns| {
-                        ns.iter()
-                            .map(|&dn| distance.get(&(n, dn)).copied().unwrap_or(REMOTE_DISTANCE))
-                            .min()
-                    })
-                    .sum();
-                (n, d)
+                    .filter_map(|ns| ns.iter().map(|&dn| dist(node, dn)).min())
+                    .sum()
             })
             .collect();
         let memory = MemoryModel::new(req, host, tenants, numa_known, &mut warnings);
@@ -258,17 +291,23 @@ impl Context {
     }
 
     pub fn distance(&self, a: u32, b: u32) -> u64 {
-        self.distance.get(&(a, b)).copied().unwrap_or(if a == b {
-            LOCAL_DISTANCE
-        } else {
-            REMOTE_DISTANCE
-        })
+        let n = self.nodes.len();
+        match (self.nodes.binary_search(&a), self.nodes.binary_search(&b)) {
+            (Ok(i), Ok(j)) => self.distance[i * n + j],
+            _ if a == b => LOCAL_DISTANCE,
+            _ => REMOTE_DISTANCE,
+        }
     }
 
     /// Σ over devices with known locality of the distance from `node` to the device's
     /// nearest node. 0 when no device has a known node.
     pub fn node_device_distance(&self, node: u32) -> u64 {
-        self.node_device.get(&node).copied().unwrap_or(0)
+        self.nodes
+            .binary_search(&node)
+            .ok()
+            .and_then(|i| self.node_device.get(i))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Nodes of the devices (those with known locality), sorted, deduplicated.

@@ -28,8 +28,8 @@
 //!
 //! The VM's own emulator core is not part of `S` and does not make the guest's caches
 //! "shared": it is chosen after `S`, inside the VM's own L3 group or the host's
-//! ([`crate::emulator`]). So on a host with an idle node the VM takes that node's L3 whole
-//! rather than sitting beside the housekeeping cores.
+//! ([`crate::emulator`]). So on a host with an idle node the VM takes an L3 group there that
+//! no one else uses rather than sitting beside the housekeeping cores.
 //!
 //! Every term but `nodes`, `page_rank`, `kinds` and `idle_pus` is a sum over cores, L2 or L3
 //! groups, which is what lets [`crate::select`] find the optimum exactly with a knapsack over
