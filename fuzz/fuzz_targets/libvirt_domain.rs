@@ -22,6 +22,7 @@ fn plan(windows: bool) -> Plan {
             os: if windows { GuestOs::Windows } else { GuestOs::Linux },
             hugepages: HugepagePolicy::Size2M,
             host_cpus: None,
+            move_host_cpus: false,
         },
         host_source: "fuzz".into(),
         vcpus: (0..4).map(|i| VcpuPin { vcpu: i, cpu: i + 2 }).collect(),

@@ -861,6 +861,7 @@ pub(crate) mod tests_support {
                 os: GuestOs::Linux,
                 hugepages: HugepagePolicy::None,
                 host_cpus: None,
+                move_host_cpus: false,
             },
             host_source: "test".into(),
             vcpus: vec![VcpuPin { vcpu: 0, cpu: 1 }, VcpuPin { vcpu: 1, cpu: 1 }],

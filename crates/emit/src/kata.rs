@@ -397,6 +397,7 @@ mod tests {
             os: plan::GuestOs::Linux,
             hugepages: plan::HugepagePolicy::Size2M,
             host_cpus: None,
+            move_host_cpus: false,
         };
         plan::plan(&req, &host, &[]).unwrap()
     }

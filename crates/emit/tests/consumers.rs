@@ -184,6 +184,7 @@ fn kata_plan(vcpus: u32, memory_mib: u64, gpu: bool) -> Plan {
         os: GuestOs::Linux,
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
+        move_host_cpus: false,
     };
     plan::plan(&req, &host, &[]).expect("plan")
 }

@@ -436,6 +436,7 @@ fn plans() -> Vec<Plan> {
             os,
             hugepages: plan::HugepagePolicy::Auto,
             host_cpus: None,
+            move_host_cpus: false,
         };
         plan::plan(&req, &host, &[]).expect("plan")
     })

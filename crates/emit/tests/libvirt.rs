@@ -147,6 +147,13 @@ fn patched_domain_reads_back_as_the_plans_tenant() {
                 });
             }
             assert_eq!(t.cpus, want, "{d} with {name}");
+            // emulator/iothread CPUs apart from the vCPUs': shareable with the housekeeping
+            let mut emulator = p.emulator_cpus.clone();
+            if out.contains("<iothreadpin") {
+                emulator = emulator.union(&p.iothread_cpus);
+            }
+            let emulator = emulator.difference(&p.guest_cpus());
+            assert_eq!(t.emulator_cpus, emulator, "{d} with {name}");
             let pages: u64 = t.hugepages.iter().map(|h| h.pages).sum();
             assert_eq!(pages, p.memory.pages, "{d} with {name}: {:?}", t.hugepages);
             if p.memory.pages > 0 {

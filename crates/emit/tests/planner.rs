@@ -42,6 +42,7 @@ fn real_plans_emit_valid_text() {
                 os,
                 hugepages: HugepagePolicy::Auto,
                 host_cpus: None,
+                move_host_cpus: false,
             };
             let p = match plan::plan(&req, &host, &[]) {
                 Ok(p) => p,

@@ -28,6 +28,7 @@ fn plan_for(vcpus: u32, os: GuestOs, hugepages: HugepagePolicy) -> Plan {
         os,
         hugepages,
         host_cpus: None,
+        move_host_cpus: false,
     };
     plan::plan(&req, &host, &[]).expect("plan")
 }

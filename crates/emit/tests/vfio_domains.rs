@@ -46,6 +46,7 @@ fn plans() -> Vec<(String, Plan)> {
             os,
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
+            move_host_cpus: false,
         };
         let p = plan::plan(&req, &host, &[]).expect("plan");
         out.push((format!("{vcpus} vCPUs {os:?}"), p));

@@ -4,7 +4,7 @@
 
 use topo::{DeviceKind, Host};
 
-use crate::cost::DeviceInfo;
+use crate::model::DeviceInfo;
 use crate::{PlanError, Request, Tenant};
 
 /// The devices the VM gets, in BDF order.

@@ -11,8 +11,8 @@
 use serde::{Deserialize, Serialize};
 use topo::{CpuSet, Host};
 
-use crate::cost::Context;
 use crate::memory::{human_bytes, page_name};
+use crate::model::DeviceInfo;
 use crate::{CpuFeatures, GuestOs, Plan, Timer};
 
 /// Hyper-V enlightenments for Windows 8+/10/11 guests (libvirt `<hyperv>` element names), in
@@ -67,8 +67,8 @@ fn timer(name: &str, present: bool, tickpolicy: Option<&str>) -> Timer {
 /// A passed-through NVIDIA GPU that presents itself as a VGA controller (class 0x0300:
 /// GeForce, Quadro/RTX workstation cards). NVIDIA's data-centre parts are 3D controllers
 /// (0x0302) and their drivers never refused to run in a VM.
-fn nvidia_consumer_gpu(host: &Host, ctx: &Context) -> Option<String> {
-    ctx.devices
+fn nvidia_consumer_gpu(host: &Host, devices: &[DeviceInfo]) -> Option<String> {
+    devices
         .iter()
         .find(|d| {
             host.pci(&d.bdf).is_some_and(|p| {
@@ -81,7 +81,7 @@ fn nvidia_consumer_gpu(host: &Host, ctx: &Context) -> Option<String> {
 pub fn choose(
     os: GuestOs,
     host: &Host,
-    ctx: &Context,
+    devices: &[DeviceInfo],
     rationale: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> CpuFeatures {
@@ -98,7 +98,7 @@ pub fn choose(
             "invtsc not exposed: the host model does not say whether the TSC is stable".into(),
         ),
     }
-    let nvidia = nvidia_consumer_gpu(host, ctx);
+    let nvidia = nvidia_consumer_gpu(host, devices);
     let kvm_line = |bdf: &str| {
         format!("{KVM_LINE} the NVIDIA consumer GPU {bdf}'s Windows drivers before 465 stop with Code 43 when they see KVM")
     };
@@ -610,6 +610,7 @@ mod tests {
             os: GuestOs::Windows,
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
+            move_host_cpus: false,
         };
         crate::plan(&req, &host, &[]).unwrap()
     }

@@ -6,21 +6,32 @@
 //!
 //! ```text
 //! Request, Host, [Tenant]
-//!   └─ cost::Context::new      housekeeping CPUs (select), devices (devices), memory (memory),
-//!                              tenants' CPUs/pages/devices (tenant) — refusals start here
-//!   └─ select::best_placement  node set + whole cores minimizing cost::Cost, exactly
+//!   └─ context::Context::new   the facts every stage reads, computed once: cores (model),
+//!                              housekeeping CPUs kept from the tenants (housekeeping),
+//!                              devices (devices), memory (memory), tenants' CPUs (tenant)
+//!                              — refusals start here
+//!   └─ select::best_placement  node set + whole cores minimizing cost::Cost, exactly; then
+//!                              the emulator core (emulator)
 //!   └─ plan::plan              pins and guest topology/NUMA (topology), pages per node
 //!                              (memory), IRQ routing, CPU features and timers (features),
 //!                              every decision's sentence in `rationale`
 //! ```
 //!
-//! The cost function ([`cost::Cost`], [`cost::score`]) is public so the exhaustive oracle in
-//! `tests/oracle.rs` minimizes the very same function the planner does.
+//! Modules depend downwards only: `model` (plain data) ← `housekeeping`, `devices` ←
+//! `context` ← `cost`, `emulator` ← `select` ← `plan`.
+//!
+//! The cost function ([`cost::Cost`], [`cost::score`]) and the emulator rule
+//! ([`emulator::choose`]) are public so the exhaustive oracle in `tests/oracle.rs` minimizes
+//! the very same function the planner does and checks the emulator against the rule.
 
+pub mod context;
 pub mod cost;
 mod devices;
+pub mod emulator;
 mod features;
+pub mod housekeeping;
 pub mod memory;
+pub mod model;
 mod plan;
 pub mod select;
 mod tenant;
@@ -90,6 +101,10 @@ pub struct Request {
     pub hugepages: HugepagePolicy,
     /// Override of the host housekeeping CPUs.
     pub host_cpus: Option<CpuSet>,
+    /// Accept moving the host housekeeping CPUs away from those the tenants were planned
+    /// with (or off the default first core a tenant pins); refused otherwise.
+    #[serde(default)]
+    pub move_host_cpus: bool,
 }
 
 /// Another VM already on the host: its pinned CPUs, hugepages and devices are taken.
@@ -98,6 +113,14 @@ pub struct Tenant {
     pub name: String,
     /// Host CPUs the tenant pins (vCPUs, emulator, iothreads).
     pub cpus: CpuSet,
+    /// Of `cpus`, those only its emulator and iothreads use: where they are the host's
+    /// housekeeping CPUs they are shared with the host, not taken.
+    #[serde(default)]
+    pub emulator_cpus: CpuSet,
+    /// The housekeeping CPUs the tenant was planned with (plan JSON); `None` where unknown
+    /// (a libvirt domain). Later plans keep them.
+    #[serde(default)]
+    pub host_cpus: Option<CpuSet>,
     /// Devices it has (normalized BDFs).
     pub devices: Vec<String>,
     /// Hugepages it holds.

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use topo::{CpuSet, Host};
 
-use crate::cost::Context;
+use crate::context::Context;
+use crate::emulator::{self, Place};
 use crate::memory::{human_bytes, list};
 use crate::select::{best_placement, Placement};
 use crate::{features, topology};
@@ -33,23 +34,8 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
     core_rationale(&ctx, host, &p, &guest_cpus, &mut rationale);
 
     // emulator and iothreads
-    let emulator_cpus: CpuSet = match p.emulator.and_then(|e| ctx.cores.get(e as usize)) {
-        Some(e) => {
-            let cpus: CpuSet = e.pus.iter().copied().collect();
-            rationale.push(format!(
-                "emulator and iothread CPUs {cpus}: a spare whole core on node {} (nearest the devices), so QEMU's I/O threads neither preempt vCPUs nor crowd the host CPUs (VFIO gaming-host write-up: emulatorpin)",
-                e.node
-            ));
-            cpus
-        }
-        None => {
-            rationale.push(format!(
-                "emulator and iothread CPUs {}: no spare core near the VM, so they share the host housekeeping CPUs",
-                ctx.host_cpus
-            ));
-            ctx.host_cpus.clone()
-        }
-    };
+    let emulator_cpus = emulator::cpus(&ctx, &p.emulator);
+    rationale.push(emulator_rationale(&ctx, &p, &emulator_cpus));
 
     // memory
     let node_of = |cpu: u32| ctx.node_of(cpu);
@@ -118,7 +104,7 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
         host_cpus: ctx.host_cpus.union(&emulator_cpus),
     };
 
-    let cpu_features = features::choose(req.os, host, &ctx, &mut rationale, &mut warnings);
+    let cpu_features = features::choose(req.os, host, &ctx.devices, &mut rationale, &mut warnings);
 
     let devices = ctx
         .devices
@@ -270,35 +256,36 @@ fn core_rationale(
             by_l3.entry(info.l3).or_default().push(c);
         }
     }
-    let busy = ctx.busy_cpus(p.emulator);
+    let busy = ctx.busy_cpus();
     let l3_count = ctx.l3_cpus.len();
     let mut parts = Vec::new();
     for (l3, cores) in &by_l3 {
         let Some(l3) = l3 else { continue };
         let cpus = ctx.l3_cpus.get(l3).cloned().unwrap_or_default();
         let total_cores = ctx.cores.iter().filter(|c| c.l3 == Some(*l3)).count();
-        let state =
-            if cpus.is_subset(guest) || cpus.difference(guest).iter().all(|c| !busy.contains(c)) {
-                if cores.len() == total_cores {
-                    "whole".to_string()
-                } else {
-                    "not shared with host or tenants".to_string()
+        let own_emulator = p
+            .emulator
+            .core
+            .and_then(|e| ctx.cores.get(e as usize))
+            .is_some_and(|e| e.l3 == Some(*l3));
+        let state = if cpus.is_subset(guest) || !cpus.difference(guest).intersects(&busy) {
+            match (cores.len() == total_cores, own_emulator) {
+                (true, _) => "whole".to_string(),
+                (false, true) => {
+                    "not shared with host or tenants (its own emulator core beside it)".to_string()
                 }
-            } else {
-                let mut who = Vec::new();
-                if cpus.intersects(&ctx.host_cpus) {
-                    who.push("host");
-                }
-                if cpus.intersects(&ctx.tenant_cpus) {
-                    who.push("tenants");
-                }
-                if let Some(e) = p.emulator.and_then(|e| ctx.cores.get(e as usize)) {
-                    if e.l3 == Some(*l3) {
-                        who.push("emulator");
-                    }
-                }
-                format!("shared with {}", who.join(", "))
-            };
+                (false, false) => "not shared with host or tenants".to_string(),
+            }
+        } else {
+            let mut who = Vec::new();
+            if cpus.intersects(&ctx.host_cpus) {
+                who.push("host");
+            }
+            if cpus.intersects(&ctx.tenant_cpus) {
+                who.push("tenants");
+            }
+            format!("shared with {}", who.join(", "))
+        };
         parts.push(format!(
             "L3 #{l3} (CPUs {cpus}): {} of {total_cores} cores, {state}",
             cores.len()
@@ -325,9 +312,9 @@ fn core_rationale(
         .count();
     if clusters > 0 {
         out.push(if p.cost.shared_l2 == 0 {
-            format!("L2: this host has {clusters} L2 group(s) shared by several cores (core clusters); the guest shares none with the host, emulator or tenants")
+            format!("L2: this host has {clusters} L2 group(s) shared by several cores (core clusters); the guest shares none with the host or tenants")
         } else {
-            format!("L2: {} of the guest's L2 groups (core clusters) also serve the host, emulator or tenants: no free cluster was left", p.cost.shared_l2)
+            format!("L2: {} of the guest's L2 groups (core clusters) also serve the host or tenants: no free cluster was left", p.cost.shared_l2)
         });
     }
     let smt = p
@@ -341,20 +328,13 @@ fn core_rationale(
         if smt { " with their SMT siblings" } else { "" }
     ));
     if !host.cpu_kinds.is_empty() {
-        if p.cost.efficiency_pus == 0 {
-            out.push(format!(
-                "hybrid CPU: {} cores only",
-                host.cpu_kinds
-                    .first()
-                    .map(|k| k.label.as_str())
-                    .unwrap_or("performance")
-            ));
-        } else {
-            out.push(format!(
-                "hybrid CPU: {} CPUs on efficiency cores, as the faster cores ran out",
-                p.cost.efficiency_pus
-            ));
-        }
+        out.push(kind_rationale(ctx, p));
+    }
+    if p.cost.no_l3_pus > 0 {
+        out.push(format!(
+            "{} CPU(s) on cores without an L3 (a low-power island): every core with an L3 was taken",
+            p.cost.no_l3_pus
+        ));
     }
     if p.cost.idle_pus > 0 {
         let used: CpuSet = p
@@ -369,6 +349,63 @@ fn core_rationale(
             ctx.vcpus
         ));
     }
+}
+
+/// Which kinds the guest's cores are, and why (hybrid parts).
+fn kind_rationale(ctx: &Context, p: &Placement) -> String {
+    let mut per_kind: BTreeMap<u32, usize> = BTreeMap::new();
+    for c in p.cores.iter().filter_map(|&c| ctx.cores.get(c as usize)) {
+        *per_kind.entry(c.kind).or_default() += c.pus.len();
+    }
+    let label = |k: u32| ctx.kind_label(k).unwrap_or("unlabelled").to_string();
+    let parts: Vec<String> = per_kind
+        .iter()
+        .map(|(&k, &n)| format!("{n} CPUs on {} cores", label(k)))
+        .collect();
+    let why = match (p.cost.kinds, per_kind.keys().next()) {
+        (0, Some(0)) => "the fastest kind".to_string(),
+        (0, _) => format!(
+            "one kind rather than mixing kinds: the {} cores had no room for the whole VM",
+            label(0)
+        ),
+        _ => "mixing kinds, as no single kind had room for the whole VM".to_string(),
+    };
+    format!("hybrid CPU: {}: {why}", parts.join(", "))
+}
+
+/// Where the emulator went, and why.
+fn emulator_rationale(ctx: &Context, p: &Placement, cpus: &CpuSet) -> String {
+    let core = p.emulator.core.and_then(|e| ctx.cores.get(e as usize));
+    let l3 = core
+        .and_then(|c| c.l3)
+        .map(|l| format!("L3 #{l}"))
+        .unwrap_or_else(|| "no L3".into());
+    let node = core.map(|c| c.node).unwrap_or(0);
+    let what = match p.emulator.place {
+        Place::OwnL3 if ctx.has_l3 => format!(
+            "a spare whole core in the VM's own {l3} on node {node}, so QEMU's I/O threads neither preempt vCPUs nor share a cache with another VM"
+        ),
+        Place::OwnL3 => format!(
+            "a spare whole core on the VM's node {node}, so QEMU's I/O threads do not preempt vCPUs"
+        ),
+        Place::HostL3 => format!(
+            "a spare whole core in the host's {l3} on node {node}, which the housekeeping already shares (the VM's own L3 groups have no spare core)"
+        ),
+        Place::HostCpus => {
+            let on_vm_node = ctx
+                .host_cpus
+                .iter()
+                .any(|c| p.nodes.contains(&ctx.node_of(c)));
+            format!(
+                "the host housekeeping CPUs {}{}: neither the VM's own L3 groups nor the host's have a spare core, and a core of an unused L3 group would spoil it for the next VM",
+                ctx.host_cpus,
+                if on_vm_node { "" } else { " (on another node than the VM's)" }
+            )
+        }
+    };
+    format!(
+        "emulator and iothread CPUs {cpus}: {what} (VFIO gaming-host write-up: emulatorpin); never a core in another VM's L3 group"
+    )
 }
 
 #[cfg(test)]
@@ -390,6 +427,7 @@ mod tests {
             os: GuestOs::Linux,
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
+            move_host_cpus: false,
         }
     }
 
@@ -563,11 +601,19 @@ mod tests {
         let mut r = req(4, 16);
         r.devices = vec!["81:00.0".into()];
         let p = plan(&r, &host, &[]).unwrap();
-        // node 1 (cores 4-7) holds the GPU; one whole L3 group (cores 6-7) untouched by the
-        // emulator, which goes to the other group of node 1
+        // node 1 (cores 4-7) holds the GPU; the guest takes one whole L3 group (cores 4-5);
+        // its own group has no spare core and the host's group is on node 0, so the emulator
+        // shares the housekeeping CPUs rather than spoil node 1's other, clean group
         assert_eq!(p.memory.host_nodes, vec![1]);
-        assert_eq!(p.guest_cpus(), set("6-7,14-15"));
-        assert_eq!(p.emulator_cpus, set("4,12"));
+        assert_eq!(p.guest_cpus(), set("4-5,12-13"));
+        assert_eq!(p.emulator_cpus, p.host_cpus);
+        assert!(
+            p.rationale
+                .iter()
+                .any(|r| r.contains("spoil it for the next VM")),
+            "{:?}",
+            p.rationale
+        );
         assert_eq!(p.memory.hugepage_size_kb, 1048576);
         assert_eq!(p.memory.pages, 16);
     }

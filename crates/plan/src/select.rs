@@ -1,4 +1,4 @@
-//! Choosing the host side (housekeeping CPUs) and the guest's nodes and cores.
+//! Choosing the guest's nodes and cores, then its emulator core.
 //!
 //! The search is exact for the cost function in [`crate::cost`]: node sets are tried by
 //! increasing size (the first cost term), every node set of that size is scored, and within a
@@ -6,14 +6,16 @@
 //! themselves knapsacks over L2 groups and then over classes of interchangeable cores (same
 //! node, kind, number of PUs). Every cost term within a node set is additive over cores or L3
 //! groups, and the tie-break (Σ 2^core) is additive too, so the knapsack's optimum is the
-//! exhaustive optimum; `tests/oracle.rs` checks that on every small host.
+//! exhaustive optimum; the number of core kinds mixed is not additive, so on hybrid parts the
+//! knapsack runs once per set of kinds allowed and the best run wins. `tests/oracle.rs` checks
+//! all of it on every small host. The emulator core is chosen afterwards
+//! ([`crate::emulator`]): it is the VM's own and does not change the guest's cost.
 
 use std::collections::BTreeMap;
 
-use topo::{CpuSet, Host};
-
-use crate::cost::{Context, CoreBits, CoreInfo, Cost};
-use crate::{PlanError, Request};
+use crate::context::Context;
+use crate::cost::{CoreBits, Cost};
+use crate::emulator::{self, Emulator};
 
 /// Above this many node sets of one size the search takes the nearest-node sets only
 /// (hosts with dozens of NUMA nodes and a VM spanning many of them); never on small hosts.
@@ -25,97 +27,21 @@ pub struct Placement {
     pub nodes: Vec<u32>,
     /// Guest cores, ascending.
     pub cores: Vec<u32>,
-    /// Core reserved for the emulator and iothreads, if any was spare.
-    pub emulator: Option<u32>,
+    /// Where the emulator and iothreads go.
+    pub emulator: Emulator,
     pub cost: Cost,
     /// Whether every node set of the winning size was scored.
     pub exhaustive: bool,
 }
 
-/// The host's housekeeping CPUs: `req.host_cpus` widened to whole cores, or by default the
-/// first core (the one with CPU 0) and its siblings, one more core per 32 on big hosts.
-pub fn housekeeping(
-    req: &Request,
-    host: &Host,
-    cores: &[CoreInfo],
-    tenant_cpus: &CpuSet,
-    rationale: &mut Vec<String>,
-    warnings: &mut Vec<String>,
-) -> Result<CpuSet, PlanError> {
-    let core_of = |cpu: u32| cores.iter().find(|c| c.pus.contains(&cpu));
-    if let Some(given) = &req.host_cpus {
-        if given.is_empty() {
-            return Err(PlanError::Refused(
-                "--host-cpus is empty: the host needs at least one core".into(),
-            ));
-        }
-        let mut out = CpuSet::new();
-        for cpu in given.iter() {
-            if host.pu(cpu).is_none() {
-                return Err(PlanError::Refused(format!(
-                    "--host-cpus names CPU {cpu}, which this host does not have (CPUs {})",
-                    host.all_cpus()
-                )));
-            }
-            if let Some(c) = core_of(cpu) {
-                for &p in &c.pus {
-                    out.insert(p);
-                }
-            }
-        }
-        if &out != given {
-            rationale.push(format!(
-                "host CPUs {given} widened to whole cores {out}: a core is never split between host and guest"
-            ));
-        } else {
-            rationale.push(format!("host CPUs {out} as requested"));
-        }
-        if out.intersects(tenant_cpus) {
-            warnings.push(format!(
-                "host CPUs {out} overlap CPUs pinned by tenants ({})",
-                out.intersection(tenant_cpus)
-            ));
-        }
-        return Ok(out);
-    }
-    let want = (cores.len() / 32).max(1);
-    let picked: Vec<&CoreInfo> = cores
-        .iter()
-        .filter(|c| !c.pus.iter().any(|&p| tenant_cpus.contains(p)))
-        .take(want)
-        .collect();
-    if picked.is_empty() {
-        return Err(PlanError::Refused(format!(
-            "tenants pin every core ({}): no core is left for the host",
-            tenant_cpus
-        )));
-    }
-    let out: CpuSet = picked.iter().flat_map(|c| c.pus.iter().copied()).collect();
-    if picked.first().map(|c| c.id) != Some(0) {
-        warnings.push(format!(
-            "a tenant pins CPUs of the first core: host housekeeping moved to {out}"
-        ));
-    }
-    rationale.push(format!(
-        "host housekeeping CPUs {out}: {} whole core{} ({}), SMT siblings included, kept for the host kernel, interrupts and daemons (VFIO gaming-host write-up)",
-        picked.len(),
-        if picked.len() == 1 { "" } else { "s" },
-        if want == 1 {
-            "the first core".to_string()
-        } else {
-            format!("the first cores, one per 32 cores of this {}-core host", cores.len())
-        }
-    ));
-    Ok(out)
-}
-
 /// Value of a partial selection within a node set: the additive cost terms and the core set.
-/// Field order = the cost's order (idle PUs, which sits between efficiency and shared L2, is
-/// the same for every selection of one size and is compared at the end).
+/// Field order = the cost's order (kinds, fixed per knapsack run, and idle PUs, the same for
+/// every selection of one size, are compared around them).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Val {
     device_distance: u64,
-    efficiency_pus: u32,
+    no_l3_pus: u32,
+    efficiency: u32,
     shared_l2: u32,
     shared_l3: u32,
     l3_groups: u32,
@@ -126,7 +52,8 @@ impl Val {
     fn empty() -> Val {
         Val {
             device_distance: 0,
-            efficiency_pus: 0,
+            no_l3_pus: 0,
+            efficiency: 0,
             shared_l2: 0,
             shared_l3: 0,
             l3_groups: 0,
@@ -137,7 +64,8 @@ impl Val {
     fn add(&self, o: &Val) -> Val {
         Val {
             device_distance: self.device_distance + o.device_distance,
-            efficiency_pus: self.efficiency_pus + o.efficiency_pus,
+            no_l3_pus: self.no_l3_pus + o.no_l3_pus,
+            efficiency: self.efficiency + o.efficiency,
             shared_l2: self.shared_l2 + o.shared_l2,
             shared_l3: self.shared_l3 + o.shared_l3,
             l3_groups: self.l3_groups + o.l3_groups,
@@ -166,7 +94,10 @@ fn start(cap: usize) -> Options {
 /// group): the lowest-numbered k cores for every k.
 fn class_options(ctx: &Context, cores: &[u32], ppc: usize, cap: usize) -> Options {
     let mut opt = start(cap);
-    let per_core = cores.first().map(|&c| ctx.core_terms(c)).unwrap_or((0, 0));
+    let per_core = cores
+        .first()
+        .map(|&c| ctx.core_terms(c))
+        .unwrap_or((0, 0, 0));
     let mut v = Val::empty();
     for (k, &core) in cores.iter().enumerate() {
         let t = (k + 1) * ppc;
@@ -174,7 +105,8 @@ fn class_options(ctx: &Context, cores: &[u32], ppc: usize, cap: usize) -> Option
             break;
         }
         v.device_distance += per_core.0;
-        v.efficiency_pus += per_core.1;
+        v.no_l3_pus += per_core.1;
+        v.efficiency += per_core.2;
         v.bits.insert(core);
         opt[t] = Some(v.clone());
     }
@@ -210,46 +142,38 @@ fn flag(mut opt: Options, f: impl Fn(&mut Val)) -> Options {
     opt
 }
 
-/// Best guest cores within `nodes` (emulator core excluded): (value, PUs taken).
+/// Best guest cores among `cand`: (value, PUs taken).
 ///
 /// Three nested knapsacks, each exact because every term is additive: L3 groups (flags:
 /// used, shared) made of L2 groups (flag: shared) made of classes of interchangeable cores.
-fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val, u32)> {
+fn knapsack(ctx: &Context, cand: &[u32]) -> Option<(Val, u32)> {
     let n = ctx.vcpus as usize;
-    let cand = ctx.candidate_cores(nodes, emulator);
     let maxppc = cand
         .iter()
         .filter_map(|&c| ctx.cores.get(c as usize))
         .map(|c| c.pus.len())
         .max()?;
     let cap = n + maxppc - 1;
-    let busy_l3 = ctx.busy_l3(emulator);
-    let busy_l2 = ctx.busy_l2(emulator);
 
     // L3 group (or, without L3, the core's class) → L2 group (or class) → class → cores
-    type Class = (u32, bool, usize);
-    type Tree = BTreeMap<
-        (Option<u32>, Option<Class>),
-        BTreeMap<(Option<u32>, Option<Class>), BTreeMap<Class, Vec<u32>>>,
-    >;
+    type Class = (u32, u32, usize);
+    type Group = (Option<u32>, Option<Class>);
+    type Tree = BTreeMap<(Group, bool), BTreeMap<(Group, bool), BTreeMap<Class, Vec<u32>>>>;
     let mut tree: Tree = BTreeMap::new();
-    for &c in &cand {
+    for &c in cand {
         let Some(info) = ctx.cores.get(c as usize) else {
             continue;
         };
-        let class = (info.node, info.efficiency, info.pus.len());
+        let class = (info.node, info.kind, info.pus.len());
         let l3_key = match info.l3 {
-            Some(l) => (Some(l), None),
-            None => (None, Some(class)),
+            Some(l) => ((Some(l), None), info.l3_busy),
+            None => ((None, Some(class)), false),
         };
-        // an L2 of this core alone can never be shared: group by class instead (keeps
-        // per-core-L2 hosts at one sub-knapsack per class)
-        let l2 = info
-            .l2
-            .filter(|l| ctx.l2_cpus.get(l).is_some_and(|s| s.len() > info.pus.len()));
-        let l2_key = match l2 {
-            Some(l) => (Some(l), None),
-            None => (None, Some(class)),
+        // a core's own L2 can never be shared: group by class instead (keeps per-core-L2
+        // hosts at one sub-knapsack per class)
+        let l2_key = match info.l2 {
+            Some(l) => ((Some(l), None), info.l2_busy),
+            None => ((None, Some(class)), false),
         };
         tree.entry(l3_key)
             .or_default()
@@ -261,22 +185,20 @@ fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val,
     }
 
     let mut dp = start(cap);
-    for ((l3, _), l2s) in &tree {
+    for (((l3, _), l3_busy), l2s) in &tree {
         let mut unit = start(cap);
-        for ((l2, _), classes) in l2s {
+        for (((l2, _), l2_busy), classes) in l2s {
             let mut sub = start(cap);
             for (&(_, _, ppc), cores) in classes {
                 sub = combine(&sub, class_options(ctx, cores, ppc, cap), cap);
             }
-            if let Some(l2) = l2 {
-                if busy_l2.contains(l2) {
-                    sub = flag(sub, |v| v.shared_l2 += 1);
-                }
+            if l2.is_some() && *l2_busy {
+                sub = flag(sub, |v| v.shared_l2 += 1);
             }
             unit = combine(&unit, sub, cap);
         }
-        if let Some(l3) = l3 {
-            let busy = busy_l3.contains(l3);
+        if l3.is_some() {
+            let busy = *l3_busy;
             unit = flag(unit, |v| {
                 v.l3_groups += 1;
                 if busy {
@@ -290,7 +212,8 @@ fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val,
     let key = |v: &Val, t: usize| {
         (
             v.device_distance,
-            v.efficiency_pus,
+            v.no_l3_pus,
+            v.efficiency,
             t - n,
             v.shared_l2,
             v.shared_l3,
@@ -306,6 +229,73 @@ fn knapsack(ctx: &Context, nodes: &[u32], emulator: Option<u32>) -> Option<(Val,
         };
         if better {
             best = Some((v.clone(), t as u32));
+        }
+    }
+    best
+}
+
+/// The best guest cores within `nodes` (value, PUs taken, kinds mixed beyond the first). On
+/// hybrid parts one knapsack per set of kinds allowed: the best over all of them is the
+/// exact optimum with `kinds` in its place in the order (a run's cores use at most the kinds
+/// it allows, and the optimum's own kinds are one of the runs).
+fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
+    let cand = ctx.candidate_cores(nodes);
+    let mut kinds: Vec<u32> = cand
+        .iter()
+        .filter_map(|&c| ctx.cores.get(c as usize).map(|i| i.kind))
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    if kinds.len() <= 1 {
+        return knapsack(ctx, &cand).map(|(v, t)| (v, t, 0));
+    }
+    let mut best: Option<(Val, u32, u32)> = None;
+    let key = |v: &Val, t: u32, k: u32| {
+        (
+            v.device_distance,
+            v.no_l3_pus,
+            k,
+            v.efficiency,
+            t,
+            v.shared_l2,
+            v.shared_l3,
+            v.l3_groups,
+            v.bits.clone(),
+        )
+    };
+    for mask in 1u32..(1 << kinds.len()) {
+        let allowed: Vec<u32> = kinds
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, &k)| k)
+            .collect();
+        let sub: Vec<u32> = cand
+            .iter()
+            .copied()
+            .filter(|&c| {
+                ctx.cores
+                    .get(c as usize)
+                    .is_some_and(|i| allowed.contains(&i.kind))
+            })
+            .collect();
+        let Some((v, t)) = knapsack(ctx, &sub) else {
+            continue;
+        };
+        let mut used: Vec<u32> = v
+            .bits
+            .iter()
+            .filter_map(|c| ctx.cores.get(c as usize).map(|i| i.kind))
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        let k = used.len().saturating_sub(1) as u32;
+        let better = match &best {
+            None => true,
+            Some((b, bt, bk)) => key(&v, t, k) < key(b, *bt, *bk),
+        };
+        if better {
+            best = Some((v, t, k));
         }
     }
     best
@@ -371,7 +361,7 @@ fn node_sets(ctx: &Context, k: usize) -> (Vec<Vec<u32>>, bool) {
 pub fn best_placement(ctx: &Context) -> Option<Placement> {
     for k in 1..=ctx.nodes.len() {
         let (sets, exhaustive) = node_sets(ctx, k);
-        let mut best: Option<(Cost, CoreBits, Placement)> = None;
+        let mut best: Option<(Cost, CoreBits, Vec<u32>)> = None;
         for nodes in sets {
             if ctx.free_pus_in(&nodes) < ctx.vcpus {
                 continue;
@@ -379,15 +369,16 @@ pub fn best_placement(ctx: &Context) -> Option<Placement> {
             let Some((n_nodes, page_rank)) = ctx.node_terms(&nodes) else {
                 continue;
             };
-            let emulator = ctx.emulator_core(&nodes);
-            let Some((v, total)) = knapsack(ctx, &nodes, emulator) else {
+            let Some((v, total, kinds)) = best_cores(ctx, &nodes) else {
                 continue;
             };
             let cost = Cost {
                 nodes: n_nodes,
                 device_distance: v.device_distance,
                 page_rank,
-                efficiency_pus: v.efficiency_pus,
+                no_l3_pus: v.no_l3_pus,
+                kinds,
+                efficiency: v.efficiency,
                 idle_pus: total - ctx.vcpus,
                 shared_l2: v.shared_l2,
                 shared_l3: v.shared_l3,
@@ -398,22 +389,20 @@ pub fn best_placement(ctx: &Context) -> Option<Placement> {
                 Some((c, b, _)) => (cost, &v.bits) < (*c, b),
             };
             if better {
-                let cores: Vec<u32> = v.bits.iter().collect();
-                best = Some((
-                    cost,
-                    v.bits,
-                    Placement {
-                        nodes,
-                        cores,
-                        emulator,
-                        cost,
-                        exhaustive,
-                    },
-                ));
+                best = Some((cost, v.bits, nodes));
             }
         }
-        if let Some((_, _, p)) = best {
-            return Some(p);
+        if let Some((cost, bits, nodes)) = best {
+            let mut cores: Vec<u32> = bits.iter().collect();
+            let mut emulator = emulator::choose(ctx, &nodes, &cores);
+            emulator::settle(ctx, &mut cores, &mut emulator);
+            return Some(Placement {
+                nodes,
+                cores,
+                emulator,
+                cost,
+                exhaustive,
+            });
         }
     }
     None

@@ -50,6 +50,11 @@ impl Tenant {
         Tenant {
             name,
             cpus: plan.pinned_cpus(),
+            emulator_cpus: plan
+                .emulator_cpus
+                .union(&plan.iothread_cpus)
+                .difference(&plan.guest_cpus()),
+            host_cpus: Some(plan.host_cpus.clone()),
             devices: plan.devices.iter().map(|d| d.bdf.clone()).collect(),
             hugepages,
             notes: Vec::new(),

@@ -2,7 +2,7 @@
 
 use topo::CpuSet;
 
-use crate::cost::Context;
+use crate::context::Context;
 use crate::memory::{human_bytes, MemoryDecision};
 use crate::select::Placement;
 use crate::{GuestNumaCell, GuestTopology, Profile, VcpuPin};

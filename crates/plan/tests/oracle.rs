@@ -1,21 +1,34 @@
-//! The planner's choice equals the exhaustive optimum of the same cost function.
+//! The planner's choice equals the exhaustive optimum of the same cost function, its emulator
+//! core follows the emulator rule, and the host's housekeeping never moves.
 //!
 //! The oracle scores every node set and every set of whole candidate cores with
 //! `plan::cost::Scorer` (no knapsack, no pruning) and keeps the minimum of
-//! (cost, Σ 2^core, node list). The planner (`plan::select::best_placement`) must return the
-//! same placement on every small shared topology (≤ 32 PUs) and on random synthetic hosts.
+//! (cost, Σ 2^core, node list). It then places the emulator by brute force over every free
+//! core, with the rule written out here from its definition in `plan::emulator` (own L3 group,
+//! the host's L3 group, the housekeeping CPUs on the VM's node, an unused L3 group, the
+//! housekeeping CPUs elsewhere; never another tenant's L3 group), and checks the planner's
+//! emulator against it and against the rule's properties. The planner
+//! (`plan::select::best_placement`) must return the same placement on every small shared
+//! topology (≤ 32 PUs) and on random synthetic hosts, also as tenants pile up one after
+//! another — and every plan of such a chain keeps the first plan's housekeeping CPUs.
 
 mod common;
 
-use plan::cost::{Context, CoreBits, Cost, Scorer};
-use plan::select::best_placement;
+use plan::context::Context;
+use plan::cost::{CoreBits, Cost, Scorer};
+use plan::emulator::Place;
+use plan::select::{best_placement, Placement};
 use plan::{Request, Tenant};
 use proptest::prelude::*;
+use topo::CpuSet;
 
 /// Largest candidate-core count the oracle enumerates (2^N subsets per node set).
 const MAX_ENUM: usize = 16;
 
 type Best = (Cost, CoreBits, Vec<u32>, Vec<u32>);
+
+/// The emulator rule's order: (place rank, device distance, slower kind first, L2 rank, core).
+type EmulatorKey = (u32, u64, std::cmp::Reverse<u32>, u32, u32);
 
 fn oracle(ctx: &Context) -> Result<Option<Best>, String> {
     let nodes = &ctx.nodes;
@@ -66,6 +79,112 @@ fn oracle(ctx: &Context) -> Result<Option<Best>, String> {
     Ok(best)
 }
 
+/// The emulator by brute force, from the rule's definition: (core or None, place).
+fn oracle_emulator(
+    ctx: &Context,
+    tenants: &[Tenant],
+    nodes: &[u32],
+    guest: &[u32],
+) -> (Option<u32>, Place) {
+    let own: Vec<Option<u32>> = guest.iter().map(|&g| ctx.cores[g as usize].l3).collect();
+    let l3_has = |l3: u32, cpus: &CpuSet| ctx.l3_cpus[&l3].intersects(cpus);
+    let tenant_vcpus = tenant_vcpus(tenants);
+    let mut best: Option<(EmulatorKey, Place)> = None;
+    for c in &ctx.cores {
+        if !c.free || !nodes.contains(&c.node) || guest.contains(&c.id) {
+            continue;
+        }
+        let any_l3 = ctx.cores.iter().any(|x| x.l3.is_some());
+        let (rank, place) = if !any_l3 {
+            (0, Place::OwnL3)
+        } else {
+            match c.l3 {
+                Some(l) if own.contains(&Some(l)) => (0, Place::OwnL3),
+                Some(l) if l3_has(l, &ctx.host_cpus) && !l3_has(l, &tenant_vcpus) => {
+                    (1, Place::HostL3)
+                }
+                _ => continue,
+            }
+        };
+        let l2 = match c.l2 {
+            None => 2,
+            Some(l) => {
+                let cpus = &ctx.l2_cpus[&l];
+                if guest.iter().any(|&g| ctx.cores[g as usize].l2 == Some(l)) {
+                    0
+                } else if cpus.intersects(&ctx.host_cpus) {
+                    1
+                } else if cpus.intersects(&ctx.tenant_cpus) {
+                    3
+                } else {
+                    2
+                }
+            }
+        };
+        let key = (
+            rank,
+            ctx.node_device_distance(c.node),
+            std::cmp::Reverse(c.kind),
+            l2,
+            c.id,
+        );
+        if best.as_ref().is_none_or(|(k, _)| key < *k) {
+            best = Some((key, place));
+        }
+    }
+    match best {
+        Some(((.., id), place)) => (Some(id), place),
+        None => (None, Place::HostCpus),
+    }
+}
+
+/// CPUs the tenants' vCPUs run on (not their emulators).
+fn tenant_vcpus(tenants: &[Tenant]) -> CpuSet {
+    tenants.iter().fold(CpuSet::new(), |acc, t| {
+        acc.union(&t.cpus.difference(&t.emulator_cpus))
+    })
+}
+
+/// The emulator rule's properties on the planner's own placement.
+fn check_emulator_rule(ctx: &Context, tenants: &[Tenant], p: &Placement) -> Result<(), String> {
+    let Some(e) = p.emulator.core else {
+        return Ok(());
+    };
+    let info = &ctx.cores[e as usize];
+    if !info.free || !p.nodes.contains(&info.node) || p.cores.contains(&e) {
+        return Err(format!(
+            "emulator core {e} is not a spare core on the VM's nodes"
+        ));
+    }
+    if let Some(l3) = info.l3 {
+        let own = p
+            .cores
+            .iter()
+            .any(|&g| ctx.cores[g as usize].l3 == Some(l3));
+        if !own && ctx.l3_cpus[&l3].intersects(&tenant_vcpus(tenants)) {
+            return Err(format!(
+                "emulator core {e} sits in L3 #{l3}, where another tenant's vCPUs run and the guest's do not"
+            ));
+        }
+        if !own && !ctx.l3_cpus[&l3].intersects(&ctx.host_cpus) {
+            return Err(format!(
+                "emulator core {e} sits in L3 #{l3}, neither the guest's nor the host's"
+            ));
+        }
+    }
+    // the emulator takes the lowest core of its class in the VM's footprint
+    let class = |c: u32| {
+        let i = &ctx.cores[c as usize];
+        (i.node, i.l3, i.l2, i.kind, i.pus.len())
+    };
+    if let Some(g) = p.cores.iter().find(|&&g| g < e && class(g) == class(e)) {
+        return Err(format!(
+            "emulator core {e} is not the lowest of its class: guest core {g} is interchangeable"
+        ));
+    }
+    Ok(())
+}
+
 /// Compare planner and oracle; `Ok(false)` when the case is too big to enumerate.
 fn check(host: &topo::Host, req: &Request, tenants: &[Tenant]) -> Result<bool, String> {
     let ctx = match Context::new(req, host, tenants) {
@@ -80,12 +199,40 @@ fn check(host: &topo::Host, req: &Request, tenants: &[Tenant]) -> Result<bool, S
     match (&want, &got) {
         (None, None) => Ok(true),
         (Some((cost, _, nodes, cores)), Some(p)) => {
-            if p.cost != *cost || p.nodes != *nodes || p.cores != *cores {
+            // the oracle's emulator, then the same settling: lowest core of its class
+            let (mut e, place) = oracle_emulator(&ctx, tenants, nodes, cores);
+            let mut cores = cores.clone();
+            if let Some(x) = e {
+                let class = |c: u32| {
+                    let i = &ctx.cores[c as usize];
+                    (i.node, i.l3, i.l2, i.kind, i.pus.len())
+                };
+                if let Some(pos) = cores
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &g)| g < x && class(g) == class(x))
+                    .min_by_key(|(_, &g)| g)
+                    .map(|(i, _)| i)
+                {
+                    e = Some(cores[pos]);
+                    cores[pos] = x;
+                    cores.sort_unstable();
+                }
+            }
+            if p.cost != *cost || p.nodes != *nodes || p.cores != cores {
                 return Err(format!(
                     "{}: {req:?}\n planner {:?} nodes {:?} cores {:?}\n oracle  {cost:?} nodes {nodes:?} cores {cores:?}",
                     host.source, p.cost, p.nodes, p.cores
                 ));
             }
+            if p.emulator.core != e || p.emulator.place != place {
+                return Err(format!(
+                    "{}: {req:?}: planner's emulator {:?} vs oracle's {e:?} {place:?}",
+                    host.source, p.emulator
+                ));
+            }
+            check_emulator_rule(&ctx, tenants, p)
+                .map_err(|m| format!("{}: {req:?}: {m}", host.source))?;
             if plan::cost::score(&ctx, &p.nodes, &p.cores) != Some(p.cost) {
                 return Err("planner's cost differs from score()".into());
             }
@@ -98,6 +245,63 @@ fn check(host: &topo::Host, req: &Request, tenants: &[Tenant]) -> Result<bool, S
             want.map(|w| (w.0, w.3))
         )),
     }
+}
+
+fn request(vcpus: u32, mem: u64, devices: Vec<String>, hp: plan::HugepagePolicy) -> Request {
+    Request {
+        name: None,
+        vcpus,
+        memory_bytes: mem,
+        devices,
+        profile: plan::Profile::Gaming,
+        os: plan::GuestOs::Linux,
+        hugepages: hp,
+        host_cpus: None,
+        move_host_cpus: false,
+    }
+}
+
+/// Plan VMs of the given sizes one after another on `host`, each a tenant of the next,
+/// checking each against the oracle and that every plan keeps the first plan's housekeeping
+/// CPUs. Returns (plans made, cases compared).
+fn chain(host: &topo::Host, sizes: &[u32], gpus: &[String]) -> Result<(usize, usize), String> {
+    let mut tenants: Vec<Tenant> = Vec::new();
+    let mut housekeeping: Option<CpuSet> = None;
+    let mut compared = 0;
+    for (i, &vcpus) in sizes.iter().enumerate() {
+        let devices: Vec<String> = gpus.get(i).cloned().into_iter().collect();
+        let req = request(vcpus, 2 * common::GIB, devices, plan::HugepagePolicy::Auto);
+        if check(host, &req, &tenants)? {
+            compared += 1;
+        }
+        let Ok(p) = plan::plan(&req, host, &tenants) else {
+            break;
+        };
+        match &housekeeping {
+            None => housekeeping = Some(p.host_cpus.clone()),
+            Some(h) if *h != p.host_cpus => {
+                return Err(format!(
+                    "{}: plan {i} moved the housekeeping from {h} to {}",
+                    host.source, p.host_cpus
+                ))
+            }
+            Some(_) => {}
+        }
+        // an emulator on the housekeeping CPUs never makes them the tenant's
+        let t = Tenant::from_plan(&p);
+        let probe = request(1, common::GIB, vec![], plan::HugepagePolicy::None);
+        let ctx =
+            Context::new(&probe, host, std::slice::from_ref(&t)).map_err(|e| e.to_string())?;
+        if ctx.tenant_cpus.intersects(&p.host_cpus) {
+            return Err(format!(
+                "{}: tenant {i} holds housekeeping CPUs {}",
+                host.source,
+                ctx.tenant_cpus.intersection(&p.host_cpus)
+            ));
+        }
+        tenants.push(t);
+    }
+    Ok((tenants.len(), compared))
 }
 
 #[test]
@@ -125,16 +329,7 @@ fn planner_is_optimal_on_small_shared_topologies() {
                         (4 * common::GIB, plan::HugepagePolicy::Auto),
                         (16 * common::GIB, plan::HugepagePolicy::None),
                     ] {
-                        let req = Request {
-                            name: None,
-                            vcpus,
-                            memory_bytes: mem,
-                            devices: devices.clone(),
-                            profile: plan::Profile::Gaming,
-                            os: plan::GuestOs::Linux,
-                            hugepages: hp,
-                            host_cpus: None,
-                        };
+                        let req = request(vcpus, mem, devices.clone(), hp);
                         match check(host, &req, &tenants) {
                             Ok(true) => compared += 1,
                             Ok(false) => {}
@@ -150,20 +345,39 @@ fn planner_is_optimal_on_small_shared_topologies() {
 }
 
 #[test]
+fn chains_keep_the_housekeeping_and_match_the_oracle_on_small_shared_topologies() {
+    let mut compared = 0;
+    let mut hosts = 0;
+    for (name, host) in common::shared_hosts()
+        .into_iter()
+        .filter(|(_, h)| h.pus.len() <= 32)
+    {
+        let gpus: Vec<String> = host.gpus().map(|g| g.bdf.clone()).collect();
+        let mut placed = 0;
+        for sizes in [
+            vec![2u32; 16],
+            vec![4; 16],
+            vec![1, 3, 2, 5, 2, 1, 4, 2, 3, 1],
+        ] {
+            let (p, n) = chain(&host, &sizes, &gpus).unwrap_or_else(|e| panic!("{e}"));
+            placed += p;
+            compared += n;
+        }
+        assert!(placed >= 1, "{name}: no VM placed in three chains");
+        hosts += 1;
+    }
+    assert!(hosts >= 6, "only {hosts} small shared topologies");
+    assert!(compared >= 60, "only {compared} chained cases compared");
+    eprintln!("{compared} chained cases compared on {hosts} shared hosts");
+}
+
+#[test]
 fn planner_is_optimal_on_the_builtin_host() {
     let host = topo::builtin::default_host();
     for vcpus in 1..=15 {
         for devices in [vec![], vec!["01:00.0".to_string()]] {
-            let req = Request {
-                name: None,
-                vcpus,
-                memory_bytes: 8 * common::GIB,
-                devices,
-                profile: plan::Profile::Gaming,
-                os: plan::GuestOs::Windows,
-                hugepages: plan::HugepagePolicy::Auto,
-                host_cpus: None,
-            };
+            let mut req = request(vcpus, 8 * common::GIB, devices, plan::HugepagePolicy::Auto);
+            req.os = plan::GuestOs::Windows;
             assert!(check(&host, &req, &[]).unwrap(), "not compared: {req:?}");
         }
     }
@@ -187,6 +401,18 @@ proptest! {
         let tenants = common::tenants_for(&host, tenant_count, tenant_vcpus);
         let req = common::request_for(&host, seed);
         if let Err(e) = check(&host, &req, &tenants) {
+            return Err(TestCaseError::fail(e));
+        }
+    }
+
+    #[test]
+    fn chains_on_random_small_hosts_keep_the_housekeeping(
+        shape in common::shape(18),
+        sizes in prop::collection::vec(1u32..6, 1..10),
+    ) {
+        let host = common::synthetic(&shape);
+        let gpus: Vec<String> = host.gpus().map(|g| g.bdf.clone()).collect();
+        if let Err(e) = chain(&host, &sizes, &gpus) {
             return Err(TestCaseError::fail(e));
         }
     }

@@ -130,6 +130,137 @@ fn check_plan(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resul
     if p.rationale.is_empty() {
         return Err("no rationale".into());
     }
+    check_kinds(host, req, tenants, p)?;
+    check_emulator(host, tenants, p)
+}
+
+/// Rank of a PU's kind on a hybrid part (0 = fastest), from the host model alone.
+fn kind_rank(host: &Host, cpu: u32) -> usize {
+    let label = host.pu(cpu).and_then(|p| p.kind.clone());
+    host.cpu_kinds
+        .iter()
+        .position(|k| Some(&k.label) == label.as_ref())
+        .unwrap_or(0)
+}
+
+/// Hybrid parts and L3-less cores (requests without devices, within the plan's nodes): a core
+/// without an L3 only when the cores with one cannot hold the VM; one kind whenever one
+/// kind's cores can hold it; the fastest kind whenever it alone can.
+fn check_kinds(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Result<(), String> {
+    if !req.devices.is_empty() {
+        return Ok(());
+    }
+    let busy = plan::housekeeping::taken(tenants, &p.host_cpus).union(&p.host_cpus);
+    let on_nodes = |cpu: u32| {
+        p.memory.host_nodes.is_empty()
+            || host
+                .pu(cpu)
+                .and_then(|x| x.numa)
+                .is_some_and(|n| p.memory.host_nodes.contains(&n))
+    };
+    let has_l3 = host.pus.iter().any(|x| x.l3.is_some());
+    let l3_of = |cpu: u32| host.pu(cpu).and_then(|x| x.l3);
+    // free cores on the plan's nodes: (first PU, PUs)
+    let free: Vec<(u32, usize)> = host
+        .cores
+        .iter()
+        .filter_map(|c| c.pus.first().map(|f| (f, c.pus.len())))
+        .filter(|&(f, _)| on_nodes(f))
+        .filter(|&(f, _)| {
+            core_of(host, f).is_some_and(|c| !host.cores[c as usize].pus.intersects(&busy))
+        })
+        .collect();
+    let guest_firsts: Vec<u32> = p
+        .guest_cpus()
+        .iter()
+        .filter_map(|c| core_of(host, c))
+        .filter_map(|c| host.cores[c as usize].pus.first())
+        .collect();
+    let uses_no_l3 = has_l3 && guest_firsts.iter().any(|&f| l3_of(f).is_none());
+    let with_l3: usize = free
+        .iter()
+        .filter(|(f, _)| !has_l3 || l3_of(*f).is_some())
+        .map(|(_, n)| n)
+        .sum();
+    let n = req.vcpus as usize;
+    if uses_no_l3 {
+        if with_l3 >= n {
+            return Err(format!(
+                "guest uses cores without an L3 although cores with one hold {with_l3} free CPUs for {n} vCPUs"
+            ));
+        }
+        return Ok(());
+    }
+    if host.cpu_kinds.is_empty() {
+        return Ok(());
+    }
+    let mut used: Vec<usize> = guest_firsts.iter().map(|&f| kind_rank(host, f)).collect();
+    used.sort_unstable();
+    used.dedup();
+    let room = |k: usize| -> usize {
+        free.iter()
+            .filter(|(f, _)| (!has_l3 || l3_of(*f).is_some()) && kind_rank(host, *f) == k)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let fits: Vec<usize> = (0..host.cpu_kinds.len())
+        .filter(|&k| room(k) >= n)
+        .collect();
+    if used.len() > 1 && !fits.is_empty() {
+        return Err(format!(
+            "guest mixes kinds {used:?} although kind {} alone holds {n} vCPUs",
+            fits[0]
+        ));
+    }
+    if let (1, Some(&k), Some(&fastest)) = (used.len(), used.first(), fits.first()) {
+        if fastest < k {
+            return Err(format!(
+                "guest on kind {k} although the faster kind {fastest} holds {n} vCPUs"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The emulator core sits in one of the guest's L3 groups or the host's, never in one
+/// where another tenant's vCPUs run unless the guest's own vCPUs share that group.
+fn check_emulator(host: &Host, tenants: &[Tenant], p: &Plan) -> Result<(), String> {
+    if p.emulator_cpus == p.host_cpus {
+        return Ok(());
+    }
+    let tenant_cpus = tenants.iter().fold(CpuSet::new(), |acc, t| {
+        acc.union(&t.cpus.difference(&t.emulator_cpus))
+    });
+    let guest_l3: Vec<Option<u32>> = p
+        .guest_cpus()
+        .iter()
+        .map(|c| host.pu(c).and_then(|x| x.l3))
+        .collect();
+    for cpu in p.emulator_cpus.iter() {
+        let Some(l3) = host.pu(cpu).and_then(|x| x.l3) else {
+            continue;
+        };
+        let group: CpuSet = host
+            .pus
+            .iter()
+            .filter(|x| x.l3 == Some(l3))
+            .map(|x| x.os_index)
+            .collect();
+        if guest_l3.contains(&Some(l3)) {
+            continue;
+        }
+        if group.intersects(&tenant_cpus) {
+            return Err(format!(
+                "emulator CPU {cpu} sits in an L3 group with tenant vCPUs {} that the guest does not use",
+                group.intersection(&tenant_cpus)
+            ));
+        }
+        if !group.intersects(&p.host_cpus) {
+            return Err(format!(
+                "emulator CPU {cpu} sits in an L3 group neither the guest nor the host uses"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -220,6 +351,7 @@ fn invariants_on_every_shared_topology() {
 fn sequential_tenants_never_overlap_on_shared_topologies() {
     for (name, host) in common::shared_hosts() {
         let mut tenants: Vec<Tenant> = Vec::new();
+        let mut housekeeping: Option<CpuSet> = None;
         let gpus: Vec<String> = host.gpus().map(|g| g.bdf.clone()).collect();
         for i in 0..16 {
             let req = Request {
@@ -231,13 +363,23 @@ fn sequential_tenants_never_overlap_on_shared_topologies() {
                 os: plan::GuestOs::Linux,
                 hugepages: plan::HugepagePolicy::Auto,
                 host_cpus: None,
+                move_host_cpus: false,
             };
             match run_case(&host, &req, &tenants) {
                 Ok(Some(p)) => {
+                    let first = housekeeping.get_or_insert_with(|| p.host_cpus.clone());
+                    assert_eq!(
+                        *first, p.host_cpus,
+                        "{name}: tenant {i} moved the host housekeeping"
+                    );
                     let t = Tenant::from_plan(&p);
+                    // what each holds apart from emulators sharing the housekeeping CPUs
+                    let own = |t: &Tenant| {
+                        plan::housekeeping::taken(std::slice::from_ref(t), &p.host_cpus)
+                    };
                     for other in &tenants {
                         assert!(
-                            !t.cpus.intersects(&other.cpus),
+                            !own(&t).intersects(&own(other)),
                             "{name}: tenant {i} overlaps {}",
                             other.name
                         );

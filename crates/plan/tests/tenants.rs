@@ -6,7 +6,7 @@
 
 mod common;
 
-use plan::cost::Context;
+use plan::context::Context;
 use plan::{GuestOs, HugepagePolicy, Profile, Request, Tenant, TenantHugepages};
 use proptest::prelude::*;
 use topo::{CpuSet, Host};
@@ -29,6 +29,9 @@ fn req(vcpus: u32, memory: u64) -> Request {
         os: GuestOs::Linux,
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
+        // these tenants pin CPU 0 (the default housekeeping core): accept the move, as a user
+        // would with --move-host-cpus; what is tested here is memory accounting
+        move_host_cpus: true,
     }
 }
 
@@ -40,6 +43,8 @@ fn tenant(cpus: &str, node: Option<u32>, bytes: u64) -> Tenant {
         } else {
             CpuSet::parse_list(cpus).unwrap()
         },
+        emulator_cpus: CpuSet::new(),
+        host_cpus: None,
         devices: vec![],
         hugepages: vec![TenantHugepages {
             node,
@@ -187,6 +192,8 @@ proptest! {
             tenants.push(Tenant {
                 name: format!("t{i}"),
                 cpus,
+                emulator_cpus: CpuSet::new(),
+                host_cpus: None,
                 devices: vec![],
                 hugepages: vec![TenantHugepages { node, size_kb: 2048, pages: *pages }],
                 notes: vec![],

@@ -397,9 +397,9 @@ fn tenant_hugepages_count_on_the_tenants_node_only() {
         "/../../testdata/topologies/hwloc/32em64t-2n8c2t-pci-normalio.xml"
     );
     // 30.5 GiB of hugepages on node 0 of a 2 x 32 GiB host: named by <numatune>, or found
-    // where the tenant's CPUs are (0-3 are node 0's)
+    // where the tenant's CPUs are (2-5 are node 0's; CPU 0 stays the host's)
     for (what, nodeset) in [("numatune", Some("0")), ("cpus", None)] {
-        let xml = hugepage_tenant("db", 61, "0-3", nodeset);
+        let xml = hugepage_tenant("db", 61, "2-5", nodeset);
         let (_d, path) = temp_file("db.xml", xml.as_bytes());
         let o = run(&[
             "plan",
@@ -569,5 +569,63 @@ fn anonymous_memory_domain_is_planned_with_4k_pages() {
     assert!(
         e.contains("--hugepages 2M") && e.contains("anonymous"),
         "{e}"
+    );
+}
+
+#[test]
+fn the_housekeeping_is_kept_and_moving_it_must_be_accepted() {
+    let first = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--host-cpus",
+        "3",
+        "--name",
+        "a",
+        "--json",
+    ]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let (_d, path) = temp_file("a.json", &first.stdout);
+    let tenant = path.to_str().unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "--topology",
+            "builtin",
+            "--vcpus",
+            "2",
+            "--memory",
+            "2G",
+            "--json",
+            "--tenant",
+            tenant,
+        ];
+        args.extend(extra);
+        run(&args)
+    };
+    // kept without being asked
+    let kept = plan(&[]);
+    assert!(kept.status.success(), "{}", stderr(&kept));
+    let v: Value = serde_json::from_slice(&kept.stdout).unwrap();
+    assert_eq!(list(&v["host_cpus"]), vec![3, 11]);
+    // another --host-cpus is refused in one line naming the flag that accepts it
+    let moved = plan(&["--host-cpus", "0"]);
+    assert_eq!(moved.status.code(), Some(2));
+    let e = stderr(&moved);
+    assert!(e.contains("--move-host-cpus") && e.contains("3,11"), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    // accepted: planned, with a warning
+    let accepted = plan(&["--host-cpus", "0", "--move-host-cpus"]);
+    assert!(accepted.status.success(), "{}", stderr(&accepted));
+    let v: Value = serde_json::from_slice(&accepted.stdout).unwrap();
+    assert_eq!(list(&v["host_cpus"]), vec![0, 8]);
+    assert!(
+        v["warnings"].to_string().contains("moved from 3,11"),
+        "{}",
+        v["warnings"]
     );
 }

@@ -398,6 +398,7 @@ pub fn tenant_from_domain_xml(xml: &str) -> Result<Tenant, EmitError> {
         .ok_or_else(|| EmitError::Invalid("domain has no <name>".into()))?;
 
     let mut cpus = CpuSet::new();
+    let mut emulator_cpus = CpuSet::new();
     if let Some(v) = child(root, "vcpu") {
         if let Some(s) = attr_cpuset(v, "cpuset")? {
             cpus = cpus.union(&s);
@@ -405,16 +406,21 @@ pub fn tenant_from_domain_xml(xml: &str) -> Result<Tenant, EmitError> {
     }
     if let Some(ct) = child(root, "cputune") {
         for c in ct.children().filter(|c| c.is_element()) {
-            if matches!(
-                c.tag_name().name(),
-                "vcpupin" | "emulatorpin" | "iothreadpin"
-            ) {
+            let name = c.tag_name().name();
+            if matches!(name, "vcpupin" | "emulatorpin" | "iothreadpin") {
                 if let Some(s) = attr_cpuset(c, "cpuset")? {
-                    cpus = cpus.union(&s);
+                    if name == "vcpupin" {
+                        cpus = cpus.union(&s);
+                    } else {
+                        emulator_cpus = emulator_cpus.union(&s);
+                    }
                 }
             }
         }
     }
+    // emulator/iothread CPUs the vCPUs do not use may be the host's (shared, not taken)
+    let emulator_cpus = emulator_cpus.difference(&cpus);
+    let cpus = cpus.union(&emulator_cpus);
 
     let mut devices = Vec::new();
     if let Some(devs) = child(root, "devices") {
@@ -450,6 +456,8 @@ pub fn tenant_from_domain_xml(xml: &str) -> Result<Tenant, EmitError> {
     Ok(Tenant {
         name,
         cpus,
+        emulator_cpus,
+        host_cpus: None,
         devices,
         hugepages,
         notes,

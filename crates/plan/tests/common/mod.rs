@@ -24,6 +24,11 @@ pub struct Shape {
     pub siblings_far: bool,
     /// Efficiency cores (single-threaded) per L3 on a hybrid part.
     pub e_cores_per_l3: u32,
+    /// The efficiency cores of one L3 share an L2 (a cluster, as on Raptor Lake).
+    pub e_cluster: bool,
+    /// Low-power cores per package with no L3, sharing one L2: the slowest kind (the SoC-tile
+    /// island of Meteor Lake / Arrow Lake laptop parts).
+    pub lp_cores: u32,
     pub node_gib: u64,
     /// Free (2 MiB, 1 GiB) pages per node; `None` = unknown (hwloc XML).
     pub free_pages: Vec<Option<(u64, u64)>>,
@@ -35,7 +40,11 @@ pub struct Shape {
 
 pub fn shape(max_pus: u32) -> impl Strategy<Value = Shape> {
     (
-        1u32..=2,
+        (
+            any::<bool>(),
+            prop_oneof![3 => Just(0u32), 1 => 1u32..=2],
+            1u32..=2,
+        ),
         1u32..=2,
         1u32..=3,
         1u32..=4,
@@ -52,19 +61,23 @@ pub fn shape(max_pus: u32) -> impl Strategy<Value = Shape> {
         prop_oneof![Just(16u64), Just(64), Just(256)],
     )
         .prop_map(
-            |(packages, npp, l3, cpl3, smt, far, e, free, gpus, dist, tsc, gib)| Shape {
-                packages,
-                nodes_per_package: npp,
-                l3_per_node: l3,
-                cores_per_l3: cpl3,
-                smt,
-                siblings_far: far,
-                e_cores_per_l3: e,
-                node_gib: gib,
-                free_pages: free,
-                gpu_nodes: gpus,
-                with_distances: dist,
-                tsc_stable: tsc,
+            |((cluster, lp, packages), npp, l3, cpl3, smt, far, e, free, gpus, dist, tsc, gib)| {
+                Shape {
+                    packages,
+                    nodes_per_package: npp,
+                    l3_per_node: l3,
+                    cores_per_l3: cpl3,
+                    smt,
+                    siblings_far: far,
+                    e_cores_per_l3: e,
+                    e_cluster: cluster,
+                    lp_cores: lp,
+                    node_gib: gib,
+                    free_pages: free,
+                    gpu_nodes: gpus,
+                    with_distances: dist,
+                    tsc_stable: tsc,
+                }
             },
         )
         .prop_filter("host too big", move |s| pus_of(s) <= max_pus)
@@ -72,6 +85,19 @@ pub fn shape(max_pus: u32) -> impl Strategy<Value = Shape> {
 
 pub fn pus_of(s: &Shape) -> u32 {
     s.packages * s.nodes_per_package * s.l3_per_node * (s.cores_per_l3 * s.smt + s.e_cores_per_l3)
+        + s.packages * s.lp_cores
+}
+
+/// A shared L2 over `cpus` (a cluster of cores).
+fn l2(cpus: CpuSet) -> RawCache {
+    RawCache {
+        level: 2,
+        cache_type: CacheType::Unified,
+        size_bytes: Some(2 << 20),
+        line_bytes: Some(64),
+        ways: None,
+        cpus,
+    }
 }
 
 /// Build the host of a shape through the same `RawTopology::assemble` the loaders use.
@@ -112,6 +138,7 @@ pub fn synthetic(s: &Shape) -> Host {
             l3_cpus = l3_cpus.union(&pus);
             p_pus = p_pus.union(&pus);
         }
+        let mut cluster = CpuSet::new();
         for _ in 0..s.e_cores_per_l3 {
             let pus: CpuSet = std::iter::once(next_e).collect();
             next_e += 1;
@@ -121,6 +148,10 @@ pub fn synthetic(s: &Shape) -> Host {
             });
             l3_cpus = l3_cpus.union(&pus);
             e_pus = e_pus.union(&pus);
+            cluster = cluster.union(&pus);
+        }
+        if s.e_cluster && cluster.len() > 1 {
+            raw.caches.push(l2(cluster));
         }
         raw.caches.push(RawCache {
             level: 3,
@@ -133,25 +164,44 @@ pub fn synthetic(s: &Shape) -> Host {
         node_cpus[node as usize] = node_cpus[node as usize].union(&l3_cpus);
         pkg_cpus[pkg as usize] = pkg_cpus[pkg as usize].union(&l3_cpus);
     }
-    raw.pus = p_pus.union(&e_pus);
-    if !e_pus.is_empty() {
-        raw.cpu_kinds = vec![
-            CpuKind {
-                label: String::new(),
-                efficiency: Some(1),
-                name: None,
-                max_freq_mhz: None,
-                cpus: p_pus,
-            },
-            CpuKind {
-                label: String::new(),
-                efficiency: Some(0),
-                name: None,
-                max_freq_mhz: None,
-                cpus: e_pus,
-            },
-        ];
+    // low-power island: per package, cores with no L3 sharing one L2, on the package's
+    // first node
+    let mut lp_pus = CpuSet::new();
+    for pkg in 0..s.packages {
+        let mut island = CpuSet::new();
+        for _ in 0..s.lp_cores {
+            let pus: CpuSet = std::iter::once(next_e).collect();
+            next_e += 1;
+            raw.cores.push(RawGroup {
+                os_index: None,
+                cpus: pus.clone(),
+            });
+            island = island.union(&pus);
+        }
+        if island.is_empty() {
+            continue;
+        }
+        if island.len() > 1 {
+            raw.caches.push(l2(island.clone()));
+        }
+        let node = (pkg * s.nodes_per_package) as usize;
+        node_cpus[node] = node_cpus[node].union(&island);
+        pkg_cpus[pkg as usize] = pkg_cpus[pkg as usize].union(&island);
+        lp_pus = lp_pus.union(&island);
     }
+    raw.pus = p_pus.union(&e_pus).union(&lp_pus);
+    let kind = |efficiency: i32, cpus: CpuSet| CpuKind {
+        label: String::new(),
+        efficiency: Some(efficiency),
+        name: None,
+        max_freq_mhz: None,
+        cpus,
+    };
+    raw.cpu_kinds = [(2, p_pus), (1, e_pus), (0, lp_pus)]
+        .into_iter()
+        .filter(|(_, c)| !c.is_empty())
+        .map(|(e, c)| kind(e, c))
+        .collect();
     raw.packages = pkg_cpus
         .iter()
         .enumerate()
@@ -292,6 +342,7 @@ pub fn request_for(host: &Host, seed: (u32, u64, u8, u8, u8, u8, u16)) -> Reques
             HugepagePolicy::Size1G,
         ][hp as usize % 5],
         host_cpus: None,
+        move_host_cpus: false,
     }
 }
 
@@ -321,6 +372,7 @@ pub fn tenants_for(host: &Host, count: usize, vcpus: u32) -> Vec<Tenant> {
             os: GuestOs::Linux,
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
+            move_host_cpus: false,
         };
         match plan::plan(&req, host, &tenants) {
             Ok(p) => tenants.push(Tenant::from_plan(&p)),

@@ -13,10 +13,12 @@ use super::common::{parse_size, print_json, HostArgs};
 
 /// Plan where a VM's vCPUs, emulator and I/O threads, memory and interrupts should live.
 ///
-/// The planner keeps the first core (and its SMT siblings) for the host, puts the VM on the
-/// NUMA node nearest its passed-through devices that has enough free whole cores and free
-/// hugepages, prefers whole L3 groups (CCX/CCD) not shared with the host or other tenants,
-/// pins vCPU pairs to SMT sibling pairs, gives the emulator a spare core near the device,
+/// The planner keeps the first core (and its SMT siblings) for the host, once per host: later
+/// plans keep what their tenants were planned with. It puts the VM on the NUMA node nearest
+/// its passed-through devices that has enough free whole cores and free hugepages, prefers
+/// one kind of core on hybrid CPUs and cores with an L3, whole L3 groups (CCX/CCD) not
+/// shared with the host or other tenants, pins vCPU pairs to SMT sibling pairs, gives the
+/// emulator a spare core in the VM's own L3 group or the host's (else the housekeeping CPUs),
 /// routes device interrupts to the guest's CPUs and all others to the host's, and picks CPU
 /// features and timers for the guest OS. Every choice is listed with its reason.
 ///
@@ -58,8 +60,13 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "auto")]
     pub hugepages: HugepagesArg,
     /// Host housekeeping CPUs instead of the first core (widened to whole cores), e.g. 0-1,8-9.
+    /// Chosen once per host: later plans keep what their tenants were planned with.
     #[arg(long, value_name = "LIST")]
     pub host_cpus: Option<String>,
+    /// Accept moving the host housekeeping CPUs away from those the tenants were planned with
+    /// (refused otherwise); the tenants then need re-planning and re-applying.
+    #[arg(long)]
+    pub move_host_cpus: bool,
     /// VM name (used in the report and emitted configuration).
     #[arg(long)]
     pub name: Option<String>,
@@ -147,6 +154,7 @@ impl Args {
                 HugepagesArg::Size1G => HugepagePolicy::Size1G,
             },
             host_cpus,
+            move_host_cpus: self.move_host_cpus,
         })
     }
 }
@@ -274,6 +282,7 @@ pub fn demo_report(host: &Host) -> Result<String> {
         os: GuestOs::Windows,
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
+        move_host_cpus: false,
     };
     let plan = plan::plan(&req, host, &[])?;
     Ok(render_report(&plan, host))

@@ -1,0 +1,397 @@
+//! Everything fixed before the search, computed once: the host's cores as the planner sees
+//! them (node, L3/L2 group, kind rank, free or not, whether their caches are busy), the
+//! housekeeping CPUs, the tenants' CPUs, the devices, the memory model, NUMA distances.
+//!
+//! The cost function, the search, the emulator rule and the oracle read these facts; none of
+//! them recomputes them per node set.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use topo::{CpuSet, Host};
+
+use crate::memory::MemoryModel;
+use crate::model::{CoreInfo, DeviceInfo};
+use crate::{PlanError, Request, Tenant};
+
+/// Distance used where the host has no distance matrix.
+pub const LOCAL_DISTANCE: u64 = 10;
+pub const REMOTE_DISTANCE: u64 = 20;
+
+/// The planner's view of one request on one host with its tenants. Built by
+/// [`Context::new`]; the oracle uses the same one.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub vcpus: u32,
+    pub memory_bytes: u64,
+    /// Cores indexed by core id.
+    pub cores: Vec<CoreInfo>,
+    /// Node keys that exist (with CPUs or memory), sorted.
+    pub nodes: Vec<u32>,
+    /// Whether the host model has NUMA nodes at all.
+    pub numa_known: bool,
+    /// Host housekeeping CPUs (whole cores).
+    pub host_cpus: CpuSet,
+    /// CPUs the tenants hold (their emulator CPUs that are the host's are not theirs).
+    pub tenant_cpus: CpuSet,
+    /// PUs of each L3 group (by cache id).
+    pub l3_cpus: BTreeMap<u32, CpuSet>,
+    /// PUs of each L2 group (by cache id).
+    pub l2_cpus: BTreeMap<u32, CpuSet>,
+    /// L3 groups that hold housekeeping CPUs.
+    pub host_l3: BTreeSet<u32>,
+    /// L3 groups that hold tenant CPUs.
+    pub tenant_l3: BTreeSet<u32>,
+    /// L3 groups that hold tenants' vCPUs (not just their emulators).
+    pub tenant_vcpu_l3: BTreeSet<u32>,
+    /// Whether any core has an L3 (hosts whose model lists no L3 at all rank no core last).
+    pub has_l3: bool,
+    /// Labels of the CPU kinds, fastest first (empty on non-hybrid parts).
+    pub kind_labels: Vec<String>,
+    pub devices: Vec<DeviceInfo>,
+    pub memory: MemoryModel,
+    /// Distances between node keys: `distance[i * nodes.len() + j]` for `nodes[i]`, `nodes[j]`.
+    distance: Vec<u64>,
+    /// Per node key (in `nodes` order): Σ over devices with known locality of the distance
+    /// to the device's nearest node.
+    node_device: Vec<u64>,
+    /// Core id of each PU, indexed by os_index (`u32::MAX` for holes).
+    pu_core: Vec<u32>,
+    /// Messages gathered while building (rationale, warnings).
+    pub rationale: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Context {
+    /// Build the planner's view of the host. Refuses requests that cannot be planned at all
+    /// (zero vCPUs, unknown or taken devices, a housekeeping move not accepted, bad host CPU
+    /// override).
+    pub fn new(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Context, PlanError> {
+        if req.vcpus == 0 {
+            return Err(PlanError::Refused("a VM needs at least 1 vCPU".into()));
+        }
+        if req.memory_bytes == 0 {
+            return Err(PlanError::Refused(
+                "a VM needs memory (--memory SIZE)".into(),
+            ));
+        }
+        let mut rationale = Vec::new();
+        let mut warnings = Vec::new();
+        let held = crate::tenant::account(tenants, host)?;
+        rationale.extend(held.rationale.iter().cloned());
+        warnings.extend(held.warnings.iter().cloned());
+        let numa_known = !host.numa_nodes.is_empty();
+        if !numa_known {
+            warnings.push(format!(
+                "the host model ({}) has no NUMA information: planning as one node, memory not bound",
+                host.source
+            ));
+        }
+        let kind_labels: Vec<String> = host
+            .cpu_kinds
+            .iter()
+            .map(|k| match &k.name {
+                Some(n) => format!("{} ({n})", k.label),
+                None => k.label.clone(),
+            })
+            .collect();
+        // cache ids are small and dense: gather in vectors, keep the groups that exist
+        let mut l3_v: Vec<CpuSet> = Vec::new();
+        let mut l2_v: Vec<CpuSet> = Vec::new();
+        let add = |v: &mut Vec<CpuSet>, id: u32, cpu: u32| {
+            if v.len() <= id as usize {
+                v.resize(id as usize + 1, CpuSet::new());
+            }
+            v[id as usize].insert(cpu);
+        };
+        for pu in &host.pus {
+            if let Some(l2) = pu.l2 {
+                add(&mut l2_v, l2, pu.os_index);
+            }
+            if let Some(l3) = pu.l3 {
+                add(&mut l3_v, l3, pu.os_index);
+            }
+        }
+        let l2_len: Vec<usize> = l2_v.iter().map(CpuSet::len).collect();
+        let groups = |v: Vec<CpuSet>| -> BTreeMap<u32, CpuSet> {
+            v.into_iter()
+                .enumerate()
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(i, s)| (i as u32, s))
+                .collect()
+        };
+        let l3_cpus = groups(l3_v);
+        let l2_cpus = groups(l2_v);
+        let mut host_cores: Vec<&topo::Core> = host.cores.iter().collect();
+        host_cores.sort_by_key(|c| c.id);
+        // core ids are indexes; keep that true even if a model numbers them otherwise
+        let mut cores: Vec<CoreInfo> = host_cores
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let first = c.pus.first().and_then(|p| host.pu(p));
+                let pus = c.pus.to_vec();
+                let l2 = first
+                    .and_then(|p| p.l2)
+                    .filter(|&l| l2_len.get(l as usize).is_some_and(|&n| n > pus.len()));
+                CoreInfo {
+                    id: i as u32,
+                    node: first.and_then(|p| p.numa).unwrap_or(0),
+                    l3: first.and_then(|p| p.l3),
+                    l2,
+                    kind: first
+                        .and_then(|p| p.kind.as_ref())
+                        .and_then(|k| host.cpu_kinds.iter().position(|c| &c.label == k))
+                        .unwrap_or(0) as u32,
+                    pus,
+                    free: true,
+                    l3_busy: false,
+                    l2_busy: false,
+                }
+            })
+            .collect();
+        let max_pu = cores
+            .iter()
+            .flat_map(|c| c.pus.iter().copied())
+            .max()
+            .unwrap_or(0);
+        let mut pu_core = vec![u32::MAX; max_pu as usize + 1];
+        for c in &cores {
+            for &p in &c.pus {
+                pu_core[p as usize] = c.id;
+            }
+        }
+        let core_of = |cpu: u32| {
+            pu_core
+                .get(cpu as usize)
+                .copied()
+                .filter(|&c| c != u32::MAX)
+        };
+
+        let host_cpus = crate::housekeeping::choose(
+            req,
+            host,
+            &cores,
+            core_of,
+            tenants,
+            &mut rationale,
+            &mut warnings,
+        )?;
+        let tenant_cpus = crate::housekeeping::taken(tenants, &host_cpus);
+        let busy = host_cpus.union(&tenant_cpus);
+        let groups_with = |groups: &BTreeMap<u32, CpuSet>, cpus: &CpuSet| -> BTreeSet<u32> {
+            groups
+                .iter()
+                .filter(|(_, s)| s.intersects(cpus))
+                .map(|(&id, _)| id)
+                .collect()
+        };
+        let host_l3 = groups_with(&l3_cpus, &host_cpus);
+        let tenant_l3 = groups_with(&l3_cpus, &tenant_cpus);
+        let tenant_vcpus = tenants.iter().fold(CpuSet::new(), |acc, t| {
+            acc.union(&t.cpus.difference(&t.emulator_cpus))
+        });
+        let tenant_vcpu_l3 = groups_with(&l3_cpus, &tenant_vcpus);
+        let busy_l2 = groups_with(&l2_cpus, &busy);
+        for c in &mut cores {
+            c.free = !c.pus.iter().any(|&p| busy.contains(p));
+            c.l3_busy =
+                c.l3.is_some_and(|l| host_l3.contains(&l) || tenant_l3.contains(&l));
+            c.l2_busy = c.l2.is_some_and(|l| busy_l2.contains(&l));
+        }
+
+        let mut nodes: Vec<u32> = if numa_known {
+            host.numa_nodes.iter().map(|n| n.os_index).collect()
+        } else {
+            vec![0]
+        };
+        nodes.sort_unstable();
+        nodes.dedup();
+        // dense matrix over the node keys, filled from the host's matrix in one pass
+        let n = nodes.len();
+        let mut distance: Vec<u64> = (0..n * n)
+            .map(|i| {
+                if i / n == i % n {
+                    LOCAL_DISTANCE
+                } else {
+                    REMOTE_DISTANCE
+                }
+            })
+            .collect();
+        if let Some(d) = &host.distances {
+            let at: Vec<Option<usize>> = d
+                .nodes
+                .iter()
+                .map(|x| nodes.binary_search(x).ok())
+                .collect();
+            for (i, row) in d.matrix.iter().enumerate() {
+                let Some(Some(a)) = at.get(i) else { continue };
+                for (j, &v) in row.iter().enumerate() {
+                    if let Some(Some(b)) = at.get(j) {
+                        distance[a * n + b] = u64::from(v);
+                    }
+                }
+            }
+        }
+        if numa_known && nodes.len() > 1 && host.distances.is_none() {
+            rationale.push(format!(
+                "the host model has no NUMA distance matrix: local counts {LOCAL_DISTANCE}, remote {REMOTE_DISTANCE}"
+            ));
+        }
+
+        let devices = crate::devices::resolve(req, host, tenants, &mut rationale, &mut warnings)?;
+        let dist = |a: u32, b: u32| match (nodes.binary_search(&a), nodes.binary_search(&b)) {
+            (Ok(i), Ok(j)) => distance[i * n + j],
+            _ if a == b => LOCAL_DISTANCE,
+            _ => REMOTE_DISTANCE,
+        };
+        let node_device: Vec<u64> = nodes
+            .iter()
+            .map(|&node| {
+                devices
+                    .iter()
+                    .filter_map(|d| d.nodes.as_ref())
+                    .filter_map(|ns| ns.iter().map(|&dn| dist(node, dn)).min())
+                    .sum()
+            })
+            .collect();
+        let memory = MemoryModel::new(req, host, &held, numa_known, &mut warnings);
+        let has_l3 = cores.iter().any(|c| c.l3.is_some());
+
+        Ok(Context {
+            pu_core,
+            vcpus: req.vcpus,
+            memory_bytes: req.memory_bytes,
+            cores,
+            nodes,
+            numa_known,
+            host_cpus,
+            tenant_cpus,
+            l3_cpus,
+            l2_cpus,
+            host_l3,
+            tenant_l3,
+            tenant_vcpu_l3,
+            has_l3,
+            kind_labels,
+            devices,
+            memory,
+            distance,
+            node_device,
+            rationale,
+            warnings,
+        })
+    }
+
+    /// The core a PU belongs to.
+    pub fn core_of(&self, cpu: u32) -> Option<&CoreInfo> {
+        let id = *self.pu_core.get(cpu as usize)?;
+        self.cores.get(id as usize)
+    }
+
+    /// The node (key) of a PU; 0 where unknown.
+    pub fn node_of(&self, cpu: u32) -> u32 {
+        self.core_of(cpu).map(|c| c.node).unwrap_or(0)
+    }
+
+    pub fn distance(&self, a: u32, b: u32) -> u64 {
+        let n = self.nodes.len();
+        match (self.nodes.binary_search(&a), self.nodes.binary_search(&b)) {
+            (Ok(i), Ok(j)) => self.distance[i * n + j],
+            _ if a == b => LOCAL_DISTANCE,
+            _ => REMOTE_DISTANCE,
+        }
+    }
+
+    /// Σ over devices with known locality of the distance from `node` to the device's
+    /// nearest node. 0 when no device has a known node.
+    pub fn node_device_distance(&self, node: u32) -> u64 {
+        self.nodes
+            .binary_search(&node)
+            .ok()
+            .and_then(|i| self.node_device.get(i))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Nodes of the devices (those with known locality), sorted, deduplicated.
+    pub fn device_nodes(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .devices
+            .iter()
+            .filter_map(|d| d.nodes.as_ref())
+            .flatten()
+            .copied()
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Free PUs of the given nodes.
+    pub fn free_pus_in(&self, nodes: &[u32]) -> u32 {
+        self.cores
+            .iter()
+            .filter(|c| c.free && nodes.contains(&c.node))
+            .map(|c| c.pus.len() as u32)
+            .sum()
+    }
+
+    /// All free PUs on the host.
+    pub fn free_pus(&self) -> u32 {
+        self.cores
+            .iter()
+            .filter(|c| c.free)
+            .map(|c| c.pus.len() as u32)
+            .sum()
+    }
+
+    /// Everything the guest must not share a cache with: housekeeping and tenant CPUs.
+    pub fn busy_cpus(&self) -> CpuSet {
+        self.host_cpus.union(&self.tenant_cpus)
+    }
+
+    /// Cores the guest may use within `nodes`: free and on those nodes.
+    pub fn candidate_cores(&self, nodes: &[u32]) -> Vec<u32> {
+        self.cores
+            .iter()
+            .filter(|c| c.free && nodes.contains(&c.node))
+            .map(|c| c.id)
+            .collect()
+    }
+
+    /// PUs of a core that count as "without an L3" (only on hosts where other cores have one).
+    pub fn no_l3_pus(&self, c: &CoreInfo) -> u32 {
+        if self.has_l3 && c.l3.is_none() {
+            c.pus.len() as u32
+        } else {
+            0
+        }
+    }
+
+    /// The per-core part of the cost: (device distance, PUs without an L3, Σ kind rank).
+    pub fn core_terms(&self, core: u32) -> (u64, u32, u32) {
+        match self.cores.get(core as usize) {
+            Some(c) => {
+                let n = c.pus.len() as u32;
+                (
+                    u64::from(n) * self.node_device_distance(c.node),
+                    self.no_l3_pus(c),
+                    n * c.kind,
+                )
+            }
+            None => (0, 0, 0),
+        }
+    }
+
+    /// The per-node-set part of the cost: (nodes, page rank); `None` when the memory does not
+    /// fit on those nodes.
+    pub fn node_terms(&self, nodes: &[u32]) -> Option<(u32, u32)> {
+        let rank = self.memory.page_rank(nodes, self.memory_bytes)?;
+        Some((nodes.len() as u32, rank))
+    }
+
+    /// The label of a kind rank ("performance", "efficiency", "kind2"), if the host is hybrid.
+    pub fn kind_label(&self, rank: u32) -> Option<&str> {
+        self.kind_labels.get(rank as usize).map(String::as_str)
+    }
+}
