@@ -16,7 +16,8 @@ fn bench(c: &mut Criterion) {
     let Ok(sim) = Sim::new(&sc, SchedulerKind::Credit, PolicyKind::Vbalance) else {
         return;
     };
-    let events = sim.run().events;
+    let Ok(st) = sim.run() else { return };
+    let events = st.events;
     let mut g = c.benchmark_group("sim");
     g.throughput(Throughput::Elements(events));
     for (name, sched) in [
@@ -28,7 +29,7 @@ fn bench(c: &mut Criterion) {
                 let Ok(sim) = Sim::new(&sc, sched, PolicyKind::Vbalance) else {
                     return 0;
                 };
-                sim.run().events
+                sim.run().map_or(0, |st| st.events)
             })
         });
     }

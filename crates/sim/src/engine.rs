@@ -34,6 +34,44 @@ use crate::scenario::{udp_slots, PolicyKind, Scenario, SchedulerKind, SourceSpec
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 
+/// More events than this at one simulated instant is a livelock in the model (time cannot
+/// advance); the run stops with [`SimError::Livelock`] instead of spinning for ever.
+const SAME_INSTANT_LIMIT: u64 = 1_000_000;
+/// Event budget: a floor plus this many events per simulated millisecond (the busiest
+/// built-in, 64-byte UDP at 1 Gbit/s, needs about 4 000). A run over it stops with
+/// [`SimError::Budget`].
+const EVENT_BUDGET_PER_MS: u64 = 200_000;
+const EVENT_BUDGET_FLOOR: u64 = 20_000_000;
+/// The queue is compacted (superseded events dropped) when it doubles; a queue of live
+/// events larger than this stops the run with [`SimError::Queue`].
+const COMPACT_MIN: usize = 1 << 16;
+const QUEUE_LIMIT: usize = 20_000_000;
+
+/// Why a run stopped before its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    #[error(
+        "the model stopped making progress at t = {at_ns} ns: {events} events at one \
+         instant (last: {last})"
+    )]
+    Livelock {
+        at_ns: u64,
+        events: u64,
+        last: String,
+    },
+    #[error(
+        "more than {budget} events by t = {at_ns} ns (event budget exceeded after {events} \
+         events)"
+    )]
+    Budget {
+        at_ns: u64,
+        events: u64,
+        budget: u64,
+    },
+    #[error("{queued} live events queued at t = {at_ns} ns (queue limit exceeded)")]
+    Queue { at_ns: u64, queued: usize },
+}
+
 // ---------------------------------------------------------------- event queue
 
 #[derive(Debug, Clone, Copy)]
@@ -238,6 +276,8 @@ enum SrcState {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunStats {
     pub events: u64,
+    /// Most events queued at once.
+    pub peak_queue: usize,
     pub simulated_ns: u64,
     /// (send time ns, rtt ns) per answered ping.
     pub pings: Vec<(u64, u64)>,
@@ -283,6 +323,8 @@ pub struct Sim {
     vb_tick: u64,
     smp_boost: bool,
     events: u64,
+    compact_at: usize,
+    peak_queue: usize,
 }
 
 impl Sim {
@@ -326,6 +368,8 @@ impl Sim {
             vb_tick: (sc.vbalance.tick_us * US as f64) as u64,
             smp_boost: sc.vbalance.smp_boost && sched == SchedulerKind::Credit,
             events: 0,
+            compact_at: COMPACT_MIN,
+            peak_queue: 0,
         };
         for (vi, spec) in sc.vms.iter().enumerate() {
             let mut vm = Vm {
@@ -482,15 +526,79 @@ impl Sim {
         });
     }
 
-    /// Run to the end of the scenario and return the statistics.
-    pub fn run(mut self) -> RunStats {
+    /// Whether a queued event has been superseded (its slice, activity or delayed ACK was
+    /// re-armed since it was pushed); such events are skipped when they come up.
+    fn is_stale(&self, ev: &Ev) -> bool {
+        match *ev {
+            Ev::SliceEnd { pcpu, gen } => self.pcpus[pcpu as usize].slice_gen != gen,
+            Ev::Activity { vcpu, gen } => self.vcpus[vcpu as usize].act_gen != gen,
+            Ev::DelAck { src, gen } => match &self.srcs[src as usize] {
+                SrcState::Tcp {
+                    delack_gen,
+                    delack_armed,
+                    ..
+                } => *delack_gen != gen || !*delack_armed,
+                _ => true,
+            },
+            _ => false,
+        }
+    }
+
+    /// Drop superseded events from the queue. Every context switch and every interrupted
+    /// activity leaves one behind; without this, a run with frequent switches and long
+    /// slices or compute phases keeps millions of dead events queued.
+    fn compact(&mut self) {
+        let heap = std::mem::take(&mut self.heap);
+        let live: Vec<Entry> = heap
+            .into_vec()
+            .into_iter()
+            .filter(|e| !self.is_stale(&e.ev))
+            .collect();
+        self.heap = BinaryHeap::from(live);
+        self.compact_at = (2 * self.heap.len()).max(COMPACT_MIN);
+    }
+
+    /// Run to the end of the scenario and return the statistics, or stop with an error
+    /// when the model stops making progress (see [`SimError`]).
+    pub fn run(mut self) -> Result<RunStats, SimError> {
+        let budget = EVENT_BUDGET_FLOOR.saturating_add(self.end / 1_000_000 * EVENT_BUDGET_PER_MS);
+        let mut same_instant = 0u64;
         while let Some(e) = self.heap.pop() {
             if e.t > self.end {
                 break;
             }
+            if e.t == self.now {
+                same_instant += 1;
+                if same_instant > SAME_INSTANT_LIMIT {
+                    return Err(SimError::Livelock {
+                        at_ns: self.now,
+                        events: same_instant,
+                        last: format!("{:?}", e.ev),
+                    });
+                }
+            } else {
+                same_instant = 0;
+            }
             self.now = e.t;
             self.events += 1;
+            if self.events > budget {
+                return Err(SimError::Budget {
+                    at_ns: self.now,
+                    events: self.events,
+                    budget,
+                });
+            }
             self.handle(e.ev);
+            self.peak_queue = self.peak_queue.max(self.heap.len());
+            if self.heap.len() > self.compact_at {
+                self.compact();
+                if self.heap.len() > QUEUE_LIMIT {
+                    return Err(SimError::Queue {
+                        at_ns: self.now,
+                        queued: self.heap.len(),
+                    });
+                }
+            }
         }
         self.now = self.end;
         // close the accounting of running vCPUs
@@ -513,8 +621,9 @@ impl Sim {
                 SrcState::Udp { bytes, .. } => stream_bytes.push(("udp".to_string(), *bytes)),
             }
         }
-        RunStats {
+        Ok(RunStats {
             events: self.events,
+            peak_queue: self.peak_queue,
             simulated_ns: self.end,
             pings,
             pings_sent,
@@ -524,7 +633,7 @@ impl Sim {
             context_switches: self.pcpus.iter().map(|p| p.switches).sum(),
             vcpu_runtime_ns: self.vcpus.iter().map(|v| v.runtime).collect(),
             vcpu_irq_ns: self.vcpus.iter().map(|v| v.irq_ns).collect(),
-        }
+        })
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -735,10 +844,15 @@ impl Sim {
         x.run_start = now;
         let vm = x.vm;
         self.vms[vm as usize].running += 1;
-        self.dispatch(v);
         if self.policy == PolicyKind::Vbalance {
-            // the guest's upcall on being scheduled runs the balance analyzer
+            // the guest's upcall on being scheduled runs the balance analyzer, before the
+            // vCPU goes on with its own work (which may halt it at once)
             self.vbalance(vm);
+        }
+        if self.vcpus[v as usize].state == RunState::Running
+            && self.vcpus[v as usize].act == Act::None
+        {
+            self.dispatch(v);
         }
     }
 
@@ -1107,9 +1221,10 @@ impl Sim {
                 let x = &self.vcpus[g as usize];
                 VcpuView {
                     vcpu: x.index,
-                    // preempted = runnable but descheduled; a halted vCPU is woken by the
-                    // interrupt itself (KVM's kvm_steal_time.preempted semantics)
-                    online: x.state != RunState::Runnable,
+                    // the paper's sched_info bit: online = running on a pCPU now. (Counting
+                    // a halted vCPU as online let a pending interrupt bounce between halted
+                    // vCPUs that each woke into the runqueue, for ever at one instant.)
+                    online: x.state == RunState::Running,
                     load: x.load.get(now),
                     eligible: true,
                 }
@@ -1381,6 +1496,48 @@ mod tests {
     }
 
     #[test]
+    fn a_livelock_stops_with_an_error_instead_of_spinning() {
+        let sc = crate::builtin("vbalance-fig5").unwrap().remove(0);
+        let mut sim = Sim::new(&sc, SchedulerKind::Credit, PolicyKind::Static).unwrap();
+        // more events at t = 0 than any model step can need
+        for _ in 0..=SAME_INSTANT_LIMIT + 1 {
+            sim.push(0, Ev::Resched { pcpu: 0 });
+        }
+        match sim.run() {
+            Err(SimError::Livelock {
+                at_ns: 0, events, ..
+            }) => {
+                assert!(events > SAME_INSTANT_LIMIT)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn superseded_events_are_compacted_away() {
+        let sc = crate::builtin("vbalance-fig5").unwrap().remove(0);
+        let mut sim = Sim::new(&sc, SchedulerKind::Credit, PolicyKind::Static).unwrap();
+        // 200k slice ends of old generations: all stale
+        for i in 0..200_000u64 {
+            sim.push(
+                1_000_000 + i,
+                Ev::SliceEnd {
+                    pcpu: 0,
+                    gen: u32::MAX - 1,
+                },
+            );
+        }
+        let before = sim.heap.len();
+        sim.compact();
+        assert!(
+            before >= 200_000 && sim.heap.len() < 100,
+            "{} -> {}",
+            before,
+            sim.heap.len()
+        );
+    }
+
+    #[test]
     fn rng_is_deterministic() {
         let mut a = Rng(7);
         let mut b = Rng(7);
@@ -1388,6 +1545,14 @@ mod tests {
             (0..5).map(|_| a.next()).collect::<Vec<_>>(),
             (0..5).map(|_| b.next()).collect::<Vec<_>>()
         );
-        assert!(a.below(10) < 10);
+        // below(n) is uniform in 0..n: all ten values show up in 1000 draws, none outside
+        let mut seen = [0u32; 10];
+        for _ in 0..1000 {
+            let x = a.below(10) as usize;
+            assert!(x < 10);
+            seen[x] += 1;
+        }
+        assert!(seen.iter().all(|&c| c > 50), "{seen:?}");
+        assert_eq!(a.below(0), 0);
     }
 }

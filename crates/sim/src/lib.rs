@@ -16,7 +16,7 @@ pub mod svg;
 
 use serde::Serialize;
 
-pub use engine::{RunStats, Sim};
+pub use engine::{RunStats, Sim, SimError};
 pub use scenario::{builtin, PolicyKind, Scenario, ScenarioError, SchedulerKind, BUILTINS};
 
 /// Nearest-rank percentiles of ping round-trip times, in milliseconds.
@@ -69,6 +69,8 @@ pub struct RunResult {
     pub irq_moves: u64,
     pub context_switches: u64,
     pub events: u64,
+    /// Most events queued at once (live and superseded), a measure of the run's memory.
+    pub peak_queue: usize,
     /// Simulator speed: events handled per wall-clock second.
     pub events_per_sec: f64,
     pub wall_ms: f64,
@@ -91,7 +93,7 @@ pub fn run_one(
 ) -> Result<RunResult, String> {
     let sim = Sim::new(sc, sched, policy)?;
     let start = std::time::Instant::now();
-    let st = sim.run();
+    let st = sim.run().map_err(|e| e.to_string())?;
     let wall = start.elapsed().as_secs_f64();
     let rtts: Vec<u64> = st.pings.iter().map(|&(_, r)| r).collect();
     let secs = st.simulated_ns as f64 / 1e9;
@@ -110,6 +112,7 @@ pub fn run_one(
         irq_moves: st.irq_moves,
         context_switches: st.context_switches,
         events: st.events,
+        peak_queue: st.peak_queue,
         events_per_sec: if wall > 0.0 {
             st.events as f64 / wall
         } else {
