@@ -72,6 +72,12 @@ pub enum Mapping {
     ManyToMany,
 }
 
+/// The daemon's default load floor: 2 % of a CPU in irq + softirq. Below it a vCPU counts as
+/// carrying 2 %, so on a nearly idle guest (one vCPU at 0.4 %, another at 0) the max/min ratio
+/// is 1, not infinite, and no IRQ is moved for "balance" (issue seen: an IRQ bouncing between
+/// two idle vCPUs every second).
+pub const DEFAULT_LOAD_FLOOR: f64 = 0.02;
+
 /// Policy parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PolicyConfig {
@@ -107,7 +113,8 @@ impl PolicyConfig {
     }
 
     /// The extension used by the daemon by default: many-to-many, a 1 s dwell for balance
-    /// moves, at most 4 balance moves per second, improvement required.
+    /// moves, at most 4 balance moves per second, improvement required, and a load floor of
+    /// [`DEFAULT_LOAD_FLOOR`] (loads are fractions of a CPU spent in interrupt work).
     pub fn extended() -> Self {
         Self {
             threshold: 1.5,
@@ -115,7 +122,7 @@ impl PolicyConfig {
             min_dwell_ns: 1_000_000_000,
             max_balance_moves: 4,
             rate_window_ns: 1_000_000_000,
-            load_floor: 0.0,
+            load_floor: DEFAULT_LOAD_FLOOR,
             require_improvement: true,
         }
     }

@@ -16,8 +16,10 @@ pub mod svg;
 
 use serde::Serialize;
 
-pub use engine::{RunStats, Sim, SimError};
-pub use scenario::{builtin, PolicyKind, Scenario, ScenarioError, SchedulerKind, BUILTINS};
+pub use engine::{Detection, RunStats, Sim, SimError};
+pub use scenario::{
+    builtin, Detector, MoveSemantics, PolicyKind, Scenario, ScenarioError, SchedulerKind, BUILTINS,
+};
 
 /// Nearest-rank percentiles of ping round-trip times, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -79,6 +81,8 @@ pub struct RunResult {
     pub vcpu_runtime_ms: Vec<f64>,
     /// Interrupt processing time of each vCPU, ms.
     pub vcpu_irq_ms: Vec<f64>,
+    /// Daemon variants: preemption episodes and how soon the daemon learnt of them.
+    pub detection: Option<Detection>,
     /// `(ping send time s, rtt ms)` for plotting; not in the JSON.
     #[serde(skip)]
     pub rtt_series: Vec<(f64, f64)>,
@@ -122,6 +126,7 @@ pub fn run_one(
         simulated_s: secs,
         vcpu_runtime_ms: st.vcpu_runtime_ns.iter().map(|&n| n as f64 / 1e6).collect(),
         vcpu_irq_ms: st.vcpu_irq_ns.iter().map(|&n| n as f64 / 1e6).collect(),
+        detection: st.detection.clone(),
         rtt_series: st
             .pings
             .iter()
