@@ -127,7 +127,8 @@ impl PercpuOffsets {
 /// `/sys/kernel/btf/vmlinux`).
 pub fn percpu_offsets(path: &std::path::Path) -> Result<PercpuOffsets, Unavailable> {
     use btf_rs::{Btf, BtfType, Type};
-    let btf = Btf::from_file(path).map_err(|e| {
+    // mapped, not parsed whole: only a few types are looked up
+    let btf = Btf::from_file_with_backend(path, btf_rs::Backend::Mmap).map_err(|e| {
         unavailable(format!(
             "{}: kernel BTF unreadable ({e}); the kernel needs CONFIG_DEBUG_INFO_BTF",
             path.display()

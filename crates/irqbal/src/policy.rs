@@ -78,6 +78,22 @@ pub enum Mapping {
 /// two idle vCPUs every second).
 pub const DEFAULT_LOAD_FLOOR: f64 = 0.02;
 
+impl Mapping {
+    /// The name users type and read (`many-to-one`, `many-to-many`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mapping::ManyToOne => "many-to-one",
+            Mapping::ManyToMany => "many-to-many",
+        }
+    }
+}
+
+impl std::fmt::Display for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Policy parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PolicyConfig {
@@ -189,6 +205,46 @@ pub enum Reason {
     RateLimited,
     /// A balance move would not make the target less loaded than the holder.
     NoImprovement,
+    /// Many-to-one: the IRQ joins the vCPU its group (the first IRQ's holder) goes to.
+    Group,
+}
+
+impl Reason {
+    /// The name in JSON and text output (`holder-offline`, `imbalance`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::HolderOffline => "holder-offline",
+            Reason::Imbalance => "imbalance",
+            Reason::Balanced => "balanced",
+            Reason::NoOnlineVcpu => "no-online-vcpu",
+            Reason::HolderUnknown => "holder-unknown",
+            Reason::Dwell => "dwell",
+            Reason::RateLimited => "rate-limited",
+            Reason::NoImprovement => "no-improvement",
+            Reason::Group => "group",
+        }
+    }
+
+    /// A short phrase for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reason::HolderOffline => "its vCPU is preempted",
+            Reason::Imbalance => "max/min load over the threshold",
+            Reason::Balanced => "balanced",
+            Reason::NoOnlineVcpu => "no vCPU is running",
+            Reason::HolderUnknown => "its CPU is not in the snapshot",
+            Reason::Dwell => "moved recently (dwell)",
+            Reason::RateLimited => "rate limit of balance moves",
+            Reason::NoImprovement => "moving would not lower the peak",
+            Reason::Group => "joins its group's vCPU (many-to-one)",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// One IRQ's outcome.
@@ -341,17 +397,35 @@ impl Policy {
             self.record(snap.now_ns, first.irq);
         }
         let keep = reason == Reason::NoOnlineVcpu;
+        let online = |v: Vcpu| snap.vcpus.iter().any(|x| x.vcpu == v && x.online);
         snap.irqs
             .iter()
-            .map(|i| Placement {
-                irq: i.irq,
-                from: i.holder,
-                to: if keep { i.holder } else { to },
-                reason: if i.holder == to && to != first.holder {
-                    Reason::Balanced
-                } else {
+            .enumerate()
+            .map(|(k, i)| {
+                let to = if keep { i.holder } else { to };
+                // label each IRQ by what happens to it: the first carries the group's
+                // decision; the others stay (already with the group) or join it
+                let reason = if keep {
+                    Reason::NoOnlineVcpu
+                } else if i.holder == to {
+                    if k == 0 {
+                        reason
+                    } else {
+                        Reason::Balanced
+                    }
+                } else if k == 0 {
                     reason
-                },
+                } else if !online(i.holder) {
+                    Reason::HolderOffline
+                } else {
+                    Reason::Group
+                };
+                Placement {
+                    irq: i.irq,
+                    from: i.holder,
+                    to,
+                    reason,
+                }
             })
             .collect()
     }
@@ -763,6 +837,39 @@ mod tests {
                 for pl in d.moves() {
                     let t = s.vcpus.iter().find(|x| x.vcpu == pl.to);
                     prop_assert!(t.is_some_and(|t| t.online));
+                }
+            }
+
+            #[test]
+            fn many_to_one_moves_the_group_together_and_labels_each_irq_by_what_happens(
+                s in arb_snapshot()
+            ) {
+                let mut p = Policy::new(PolicyConfig::paper()).unwrap();
+                let d = p.decide(&s);
+                prop_assert_eq!(d.placements.len(), s.irqs.len());
+                let move_reasons = [
+                    Reason::HolderOffline,
+                    Reason::Imbalance,
+                    Reason::HolderUnknown,
+                    Reason::Group,
+                ];
+                let all_stay = d.placements.iter().all(|pl| pl.reason == Reason::NoOnlineVcpu);
+                if !all_stay {
+                    // one target for the whole group
+                    if let Some(first) = d.placements.first() {
+                        prop_assert!(d.placements.iter().all(|pl| pl.to == first.to));
+                    }
+                }
+                for pl in &d.placements {
+                    if pl.moved() {
+                        prop_assert!(move_reasons.contains(&pl.reason), "{:?}", pl);
+                    } else {
+                        // a placement that stays never carries a reason to move
+                        prop_assert!(
+                            !move_reasons.contains(&pl.reason) || pl.irq == s.irqs[0].irq,
+                            "{:?}", pl
+                        );
+                    }
                 }
             }
 
