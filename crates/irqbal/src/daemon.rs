@@ -513,6 +513,10 @@ pub struct SignalInfo {
 }
 
 pub const SIGNAL_EBPF: &str = "ebpf-preempted-flag";
+/// Default load window with the eBPF signal.
+pub const INTERVAL_EBPF: Duration = Duration::from_secs(1);
+/// Default window with the `/proc/stat` signal.
+pub const INTERVAL_PROCSTAT: Duration = Duration::from_millis(200);
 pub const SIGNAL_PROCSTAT: &str = "procstat-steal";
 
 /// Open the signal `choice` asks for: the eBPF reader (or `None` and the reason it is
@@ -559,8 +563,11 @@ pub fn open_signal(
 #[derive(Debug, Clone)]
 pub struct GuestConfig {
     pub fs: ProcFs,
-    /// Load window: `/proc/stat` and `/proc/interrupts` are sampled this often.
-    pub interval: Duration,
+    /// Load window: `/proc/stat` and `/proc/interrupts` are sampled this often. `None`: by
+    /// signal — [`INTERVAL_EBPF`] with the eBPF flag (it wakes the daemon on preemptions by
+    /// itself; the window only serves balance), [`INTERVAL_PROCSTAT`] with `/proc/stat`
+    /// (the window is also the preemption signal).
+    pub interval: Option<Duration>,
     /// `/proc/stat` signal: a vCPU whose steal fraction over the window exceeds this is
     /// offline (0..=1).
     pub steal_threshold: f64,
@@ -585,7 +592,7 @@ impl Default for GuestConfig {
     fn default() -> Self {
         Self {
             fs: ProcFs::default(),
-            interval: Duration::from_millis(200),
+            interval: None,
             steal_threshold: 0.10,
             policy: PolicyConfig::extended(),
             irqs: Vec::new(),
@@ -795,6 +802,11 @@ pub fn run_guest(
         }
     }
     let (mut reader, signal) = open_signal(cfg.signal, cfg.scan_gap)?;
+    let interval = cfg.interval.unwrap_or(if reader.is_some() {
+        INTERVAL_EBPF
+    } else {
+        INTERVAL_PROCSTAT
+    });
     let cands = discover(fs, &first.ints, &cfg.irqs, !cfg.dry_run);
     let scheduling = if cfg.realtime {
         set_fifo_1()
@@ -833,7 +845,7 @@ pub fn run_guest(
     let loop_start = Instant::now();
     let mut prev = first;
     let mut last_window: Option<Snapshot> = None;
-    let mut next_sample = Instant::now() + cfg.interval;
+    let mut next_sample = Instant::now() + interval;
     let (mut samples, mut moves, mut off_preempted, mut failed) = (0u64, 0u64, 0u64, 0u64);
     let mut step_total = Duration::ZERO;
     loop {
@@ -846,6 +858,8 @@ pub fn run_guest(
             .min(Duration::from_millis(250));
         // wait for the next window, waking at once on a preemption (eBPF)
         let mut urgent: Vec<ebpf::PreemptEvent> = Vec::new();
+        // reports of what was seen go out after the moves they cause: act first
+        let mut seen_reports: Vec<DaemonEvent> = Vec::new();
         match reader.as_mut() {
             Some(r) => {
                 let evs = r.poll(wait);
@@ -874,7 +888,7 @@ pub fn run_guest(
                         }
                         ep
                     };
-                    emit(&DaemonEvent::Preempt {
+                    seen_reports.push(DaemonEvent::Preempt {
                         t_s: start.elapsed().as_secs_f64(),
                         cpu: e.cpu,
                         preempted: e.preempted,
@@ -889,11 +903,14 @@ pub fn run_guest(
         let t0 = Instant::now();
         let sample_due = Instant::now() >= next_sample;
         if !sample_due && urgent.is_empty() {
+            for r in &seen_reports {
+                emit(r);
+            }
             continue;
         }
         let now_ns = start.elapsed().as_nanos() as u64;
         let mut snap = if sample_due {
-            next_sample = Instant::now() + cfg.interval;
+            next_sample = Instant::now() + interval;
             let cur = Sample::take(fs)?;
             let snap = observe(
                 &prev,
@@ -999,6 +1016,9 @@ pub fn run_guest(
                 error,
                 since_seen_us,
             });
+        }
+        for r in &seen_reports {
+            emit(r);
         }
         step_total += t0.elapsed();
     }
@@ -1223,7 +1243,7 @@ mod tests {
                 root: dir.path().to_path_buf(),
                 sys: dir.path().join("sys"),
             },
-            interval: Duration::from_millis(100),
+            interval: Some(Duration::from_millis(100)),
             irqs: vec![38],
             dry_run,
             duration: Some(Duration::from_millis(700)),

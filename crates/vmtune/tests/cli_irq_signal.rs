@@ -2,7 +2,8 @@
 //! signal they use and why; on a KVM guest with steal time (as root) that is the eBPF
 //! preempted flag, and the daemon moves the IRQs of a preempted vCPU and puts every affinity
 //! back on exit; a closed stdout ends it quietly; `--irq N` of an IRQ that does not exist is
-//! refused. Tests that write /proc/irq run under `flock /tmp/vmtune-host.lock`.
+//! refused. Two tests write /proc/irq (restoring it): run this file under
+//! `flock /tmp/vmtune-host.lock cargo test -p vmtune --test cli_irq_signal`.
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -25,26 +26,6 @@ fn ebpf_expected() -> Result<(), String> {
         return Err("not root".into());
     }
     Ok(())
-}
-
-/// `flock /tmp/vmtune-host.lock` for tests that change IRQ affinities, held while the value
-/// lives.
-struct HostLock(#[allow(dead_code)] std::fs::File);
-
-impl HostLock {
-    fn take() -> HostLock {
-        use std::os::fd::AsRawFd;
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open("/tmp/vmtune-host.lock")
-            .unwrap();
-        // SAFETY: flock on a descriptor this value owns; released when it is closed.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(r, 0, "flock /tmp/vmtune-host.lock");
-        HostLock(f)
-    }
 }
 
 #[test]
@@ -188,7 +169,6 @@ fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything(
         eprintln!("SKIPPED: no virtio-net receive IRQ on this machine");
         return;
     };
-    let _lock = HostLock::take();
     let _restore = Restore(irq, mask0.clone());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let net = traffic(stop.clone());
@@ -302,7 +282,6 @@ fn a_closed_stdout_ends_the_daemon_quietly_and_it_still_restores() {
         eprintln!("SKIPPED: no virtio-net receive IRQ on this machine");
         return;
     };
-    let _lock = HostLock::take();
     let _restore = Restore(irq, mask0.clone());
     let mut child = vmtune()
         .args([

@@ -183,9 +183,10 @@ pub enum Mode {
 pub struct BalanceArgs {
     #[arg(long, value_enum, default_value_t = Mode::Guest)]
     pub mode: Mode,
-    /// Sampling interval in milliseconds (steal time has 10 ms resolution).
-    #[arg(long, default_value_t = 200)]
-    pub interval_ms: u64,
+    /// Load window in milliseconds (steal time has 10 ms resolution). Default: 1000 with the
+    /// eBPF signal (which wakes the daemon on each preemption by itself), 200 with /proc/stat.
+    #[arg(long)]
+    pub interval_ms: Option<u64>,
     /// Stop after this many seconds (default: run until SIGTERM/SIGINT).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -449,14 +450,14 @@ fn duration(a: &BalanceArgs) -> anyhow::Result<Option<Duration>> {
 }
 
 fn balance_guest(a: BalanceArgs) -> anyhow::Result<ExitCode> {
-    if a.interval_ms < 10 {
+    if a.interval_ms.is_some_and(|ms| ms < 10) {
         anyhow::bail!("--interval-ms must be at least 10 (steal time has 10 ms resolution)");
     }
     let fs = ProcFs::default();
     a.policy.check_irqs(&fs.interrupt_counts()?)?;
     let cfg = GuestConfig {
         fs,
-        interval: Duration::from_millis(a.interval_ms),
+        interval: a.interval_ms.map(Duration::from_millis),
         steal_threshold: a.policy.steal_threshold,
         policy: a.policy.config()?,
         irqs: a.policy.irqs.clone(),
@@ -648,7 +649,8 @@ fn print_event(out: &mut Out, ev: &DaemonEvent, json: bool, verbose: bool) -> st
 
 fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
     let pid = a.pid.context("--mode host needs --pid QEMU_PID")?;
-    if a.interval_ms < 10 {
+    let interval_ms = a.interval_ms.unwrap_or(200);
+    if interval_ms < 10 {
         anyhow::bail!("--interval-ms must be at least 10");
     }
     let fs = ProcFs::default();
@@ -710,7 +712,7 @@ fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        let wake = Instant::now() + Duration::from_millis(a.interval_ms);
+        let wake = Instant::now() + Duration::from_millis(interval_ms);
         let mut done = false;
         while Instant::now() < wake {
             if stop.load(Ordering::Relaxed) || limit.is_some_and(|d| start.elapsed() >= d) {
