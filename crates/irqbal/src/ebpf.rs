@@ -126,18 +126,28 @@ impl PercpuOffsets {
 /// Read the offsets of `steal_time` and `runqueues` from a BTF file (normally
 /// `/sys/kernel/btf/vmlinux`).
 pub fn percpu_offsets(path: &std::path::Path) -> Result<PercpuOffsets, Unavailable> {
-    use btf_rs::{Btf, BtfType, Type};
     // mapped, not parsed whole: only a few types are looked up
-    let btf = Btf::from_file_with_backend(path, btf_rs::Backend::Mmap).map_err(|e| {
+    let btf = btf_rs::Btf::from_file_with_backend(path, btf_rs::Backend::Mmap).map_err(|e| {
         unavailable(format!(
             "{}: kernel BTF unreadable ({e}); the kernel needs CONFIG_DEBUG_INFO_BTF",
             path.display()
         ))
     })?;
+    offsets_in(&btf, &path.display().to_string())
+}
+
+/// [`percpu_offsets`] of raw BTF bytes.
+pub fn percpu_offsets_from_bytes(bytes: &[u8]) -> Result<PercpuOffsets, Unavailable> {
+    let btf =
+        btf_rs::Btf::from_bytes(bytes).map_err(|e| unavailable(format!("BTF unreadable ({e})")))?;
+    offsets_in(&btf, "BTF")
+}
+
+fn offsets_in(btf: &btf_rs::Btf, origin: &str) -> Result<PercpuOffsets, Unavailable> {
+    use btf_rs::{BtfType, Type};
     let secs = btf.resolve_types_by_name(".data..percpu").map_err(|_| {
         unavailable(format!(
-            "{}: no .data..percpu section in the kernel's BTF",
-            path.display()
+            "{origin}: no .data..percpu section in the kernel's BTF"
         ))
     })?;
     let (mut st, mut rq) = (None, None);
@@ -518,6 +528,116 @@ mod tests {
         // a resume 8 ns of steal after it was seen preempted: began at 10 - 8
         assert_eq!(e.episode_start_ns(), Some(2));
         assert!(PreemptEvent::parse(&b[..40]).is_none());
+    }
+
+    /// Raw BTF with an INT, the given VARs in one DATASEC `.data..percpu`: (name, offset,
+    /// size), in the layout of the kernel's `struct btf_header`, `btf_type`, `btf_var_secinfo`.
+    pub(crate) fn percpu_btf(vars: &[(&str, u32, u32)]) -> Vec<u8> {
+        let mut strs = vec![0u8];
+        let mut name = |n: &str| {
+            let off = strs.len() as u32;
+            strs.extend_from_slice(n.as_bytes());
+            strs.push(0);
+            off
+        };
+        let mut types: Vec<u8> = Vec::new();
+        let put = |t: &mut Vec<u8>, words: &[u32]| {
+            for w in words {
+                t.extend_from_slice(&w.to_le_bytes());
+            }
+        };
+        // [1] INT "u8" size 1, 8 bits
+        let n = name("u8");
+        put(&mut types, &[n, 1 << 24, 1, 8]);
+        // [2..] VAR name -> type 1, linkage global (1)
+        for (vname, _, _) in vars {
+            let n = name(vname);
+            put(&mut types, &[n, 14 << 24, 1, 1]);
+        }
+        // DATASEC
+        let n = name(".data..percpu");
+        let size = vars.iter().map(|v| v.1 + v.2).max().unwrap_or(0);
+        put(&mut types, &[n, (15 << 24) | vars.len() as u32, size]);
+        for (i, (_, off, sz)) in vars.iter().enumerate() {
+            put(&mut types, &[2 + i as u32, *off, *sz]);
+        }
+        let mut b = Vec::new();
+        b.extend_from_slice(&0xeb9fu16.to_le_bytes());
+        b.push(1); // version
+        b.push(0); // flags
+        b.extend_from_slice(&24u32.to_le_bytes()); // hdr_len
+        b.extend_from_slice(&0u32.to_le_bytes()); // type_off
+        b.extend_from_slice(&(types.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(types.len() as u32).to_le_bytes()); // str_off
+        b.extend_from_slice(&(strs.len() as u32).to_le_bytes());
+        b.extend_from_slice(&types);
+        b.extend_from_slice(&strs);
+        b
+    }
+
+    #[test]
+    fn offsets_come_from_the_percpu_datasec() {
+        let b = percpu_btf(&[
+            ("this_cpu_off", 86056, 8),
+            ("steal_time", 97280, 64),
+            ("runqueues", 178752, 3584),
+        ]);
+        let o = percpu_offsets_from_bytes(&b).unwrap();
+        assert_eq!(
+            (o.steal_time, o.runqueues, o.st_minus_rq()),
+            (97280, 178752, -81472)
+        );
+        // a kernel that is not a KVM guest, or a section without runqueues, says so
+        let e = percpu_offsets_from_bytes(&percpu_btf(&[("runqueues", 0, 3584)])).unwrap_err();
+        assert!(e.0.contains("CONFIG_KVM_GUEST"), "{e}");
+        let e = percpu_offsets_from_bytes(&percpu_btf(&[("steal_time", 64, 64)])).unwrap_err();
+        assert!(e.0.contains("runqueues"), "{e}");
+        let e =
+            percpu_offsets_from_bytes(&percpu_btf(&[("steal_time", 0, 8), ("runqueues", 64, 8)]))
+                .unwrap_err();
+        assert!(e.0.contains("too small"), "{e}");
+        assert!(percpu_offsets_from_bytes(b"not btf").is_err());
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn live_kernel_btf_has_the_offsets_where_it_is_a_kvm_guest() {
+        let p = std::path::Path::new("/sys/kernel/btf/vmlinux");
+        if !p.exists() {
+            eprintln!("SKIPPED: no kernel BTF on this machine");
+            return;
+        }
+        match percpu_offsets(p) {
+            Ok(o) => assert_ne!(o.steal_time, o.runqueues),
+            Err(e) => assert!(
+                kvm_steal_time_offered().is_err(),
+                "a KVM guest with steal time whose BTF lacks the offsets: {e}"
+            ),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn generated_btf_offsets_are_recovered(
+            st in 0u32..1_000_000, rq in 0u32..1_000_000, others in 0usize..20,
+        ) {
+            let mut vars: Vec<(String, u32, u32)> =
+                (0..others).map(|i| (format!("pcpu_var_{i}"), i as u32 * 64, 8)).collect();
+            vars.insert(others / 2, ("steal_time".into(), st, 64));
+            vars.push(("runqueues".into(), rq, 3584));
+            let refs: Vec<(&str, u32, u32)> = vars.iter().map(|(n, o, s)| (n.as_str(), *o, *s)).collect();
+            let o = percpu_offsets_from_bytes(&percpu_btf(&refs)).unwrap();
+            proptest::prop_assert_eq!((o.steal_time, o.runqueues), (st, rq));
+            proptest::prop_assert_eq!(o.st_minus_rq(), st as i64 - rq as i64);
+        }
+
+        #[test]
+        fn event_parse_never_panics(b in proptest::collection::vec(proptest::num::u8::ANY, 0..100)) {
+            if let Some(e) = PreemptEvent::parse(&b) {
+                proptest::prop_assert!(b.len() >= EVENT_SIZE);
+                let _ = e.episode_start_ns();
+            }
+        }
     }
 
     #[test]
