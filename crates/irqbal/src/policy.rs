@@ -786,6 +786,42 @@ mod tests {
     }
 
     #[test]
+    fn load_floor_stops_an_idle_guest_bouncing_its_irq() {
+        // Two nearly idle vCPUs (0.4 % and 0 % of a CPU in interrupts, swapping every window):
+        // with the paper's zero floor the ratio is infinite and the IRQ follows the idle one
+        // each time its dwell has passed; with the default 2 % floor nothing moves.
+        let run = |floor: f64| {
+            let mut cfg = PolicyConfig::extended();
+            cfg.load_floor = floor;
+            let mut p = Policy::new(cfg).unwrap();
+            let mut holder = 0;
+            let mut moves = 0;
+            for step in 0..20u64 {
+                let (l0, l1) = if holder == 0 {
+                    (0.004, 0.0)
+                } else {
+                    (0.0, 0.004)
+                };
+                let s = snap(
+                    step * 1_200_000_000,
+                    vec![v(0, true, l0), v(1, true, l1)],
+                    vec![(38, holder, 0.001)],
+                );
+                let d = p.decide(&s);
+                let to = d.moves().next().map(|m| m.to);
+                if let Some(to) = to {
+                    holder = to;
+                    moves += 1;
+                }
+            }
+            moves
+        };
+        assert!(run(0.0) >= 10, "{}", run(0.0));
+        assert_eq!(run(DEFAULT_LOAD_FLOOR), 0);
+        assert_eq!(PolicyConfig::extended().load_floor, DEFAULT_LOAD_FLOOR);
+    }
+
+    #[test]
     fn config_validation() {
         let mut c = PolicyConfig::paper();
         c.threshold = 0.5;

@@ -18,12 +18,13 @@ use super::common::print_json;
 /// the vBalance-style balancer.
 ///
 /// In a KVM guest (`balance --mode guest`), interrupts bound to a vCPU the host has preempted
-/// wait until that vCPU runs again. The balancer reads per-vCPU steal time and irq/softirq time
-/// from /proc/stat and per-IRQ counts from /proc/interrupts, and moves movable (non-managed)
-/// MSI/MSI-X vectors — virtio-net queues — to running, less loaded vCPUs (vBalance,
-/// threshold max/min = 1.5). On a host (`--mode host --pid QEMU_PID`) it keeps each VFIO
-/// vector on the physical CPU where its target vCPU thread runs. Every affinity it changes is
-/// restored on exit, including SIGTERM and SIGINT.
+/// wait until that vCPU runs again. The balancer learns which vCPUs are preempted from KVM's
+/// exact per-vCPU preempted flag (an eBPF program; where that is unavailable, /proc/stat steal,
+/// saying why), reads irq/softirq time and per-IRQ counts, and moves movable (non-managed)
+/// MSI/MSI-X vectors — virtio-net queues — to running, less loaded vCPUs (vBalance, threshold
+/// max/min = 1.5). On a host (`--mode host --pid QEMU_PID`) it keeps each VFIO vector on the
+/// physical CPU where its target vCPU thread runs. Every affinity it changes is restored on
+/// exit, including SIGTERM and SIGINT.
 #[derive(clap::Args, Debug)]
 #[command(after_help = IRQ_HELP)]
 pub struct Args {
