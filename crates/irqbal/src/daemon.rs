@@ -4,12 +4,16 @@
 //! status) → [`Policy::decide`] (pure) → write `/proc/irq/N/smp_affinity_list` (one CPU) and
 //! check `effective_affinity_list`.
 //!
-//! **Preemption signal.** KVM exposes per-vCPU steal time; `/proc/stat` counts it in 10 ms
-//! ticks and a vCPU's steal only grows once that vCPU runs again (the guest accounts it on its
-//! own tick), so the steal *rate* over the last window says which vCPUs have recently been
-//! preempted and predicts that they will be again — it does not observe the present. A vCPU
-//! whose steal rate exceeds `steal_threshold` is treated as offline. (The exact signal,
-//! `kvm_steal_time.preempted`, needs an eBPF reader; not built, see the crate README.)
+//! **Preemption signal.** Where it works (an x86 KVM guest whose host offers steal time, the
+//! kernel's BTF, root), the exact one: KVM's per-vCPU `kvm_steal_time.preempted` flag, read
+//! by the eBPF program of [`crate::ebpf`] at every guest tick and context switch on a running
+//! vCPU and pushed through a ring buffer; the daemon wakes on each change and moves the IRQs of
+//! a preempted holder at once. Otherwise `/proc/stat` steal: it counts in 10 ms ticks and a
+//! vCPU's steal only grows once that vCPU runs again (the guest accounts it on its own tick),
+//! so the steal *rate* over the last window says which vCPUs have recently been preempted and
+//! predicts that they will be again — it does not observe the present. A vCPU whose steal rate
+//! exceeds `steal_threshold` is treated as offline. The start event says which signal is in
+//! use and why ([`open_signal`]).
 //!
 //! **What moves.** Only MSI/MSI-X IRQs whose affinity can be written: managed IRQs
 //! (virtio-blk/scsi queue vectors) refuse writes with EIO, virtio-net queues accept them. By
@@ -24,7 +28,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use topo::{CpuSet, InterruptTable};
 
-use crate::policy::{Decision, IrqView, Policy, PolicyConfig, Snapshot, VcpuView};
+use crate::ebpf;
+use crate::policy::{Decision, IrqView, Policy, PolicyConfig, Reason, Snapshot, VcpuView};
 use crate::procstat::{parse_proc_stat, ProcStat, NS_PER_TICK};
 use crate::Error;
 
@@ -371,12 +376,30 @@ impl MaybeSet for Option<&CpuSet> {
 }
 
 /// Restores the original affinity of every IRQ it was given, on [`restore`](Self::restore)
-/// or drop.
+/// or drop: the mask always, and the effective CPU where the kernel lets it come back.
+///
+/// x86 moves a non-remapped MSI at its next interrupt, and writing back a multi-CPU mask
+/// keeps the vector where it is if that CPU is in the mask. So to put the effective CPU back
+/// too, the guard first writes the original effective CPU alone, waits (up to
+/// [`effective_wait`](Self::effective_wait)) for the IRQ's next interrupt to move it there,
+/// then writes the original mask. If no interrupt comes, the mask is restored and the effective
+/// CPU is reported as not restored.
 #[derive(Debug)]
 pub struct AffinityGuard {
     fs: ProcFs,
-    saved: Vec<(u32, String)>,
+    saved: Vec<Saved>,
+    /// How long to wait for an interrupt to move the vector back.
+    pub effective_wait: Duration,
     pub restored: Vec<(u32, Result<(), String>)>,
+    /// Per IRQ: what happened to its effective CPU (`restored`, `unchanged`, or why not).
+    pub effective: Vec<(u32, String)>,
+}
+
+#[derive(Debug, Clone)]
+struct Saved {
+    irq: u32,
+    mask: String,
+    effective: Option<u32>,
 }
 
 impl AffinityGuard {
@@ -384,23 +407,75 @@ impl AffinityGuard {
         Self {
             fs,
             saved: Vec::new(),
+            effective_wait: Duration::from_millis(500),
             restored: Vec::new(),
+            effective: Vec::new(),
         }
     }
 
+    /// Remember `irq`'s mask (and its effective CPU as it is now) before the first change.
     pub fn remember(&mut self, irq: u32, original: &str) {
-        if !self.saved.iter().any(|(i, _)| *i == irq) {
-            self.saved.push((irq, original.to_string()));
+        if !self.saved.iter().any(|s| s.irq == irq) {
+            let effective = self
+                .fs
+                .effective(irq)
+                .filter(|s| s.len() == 1)
+                .and_then(|s| s.first());
+            self.saved.push(Saved {
+                irq,
+                mask: original.to_string(),
+                effective,
+            });
         }
     }
 
-    /// Write every saved affinity back; returns how many writes failed.
+    /// Write every saved affinity back; returns how many mask writes failed.
     pub fn restore(&mut self) -> usize {
         let mut failed = 0;
-        for (irq, orig) in std::mem::take(&mut self.saved) {
-            let r = self.fs.set_affinity(irq, &orig).map_err(|e| e.to_string());
+        for sv in std::mem::take(&mut self.saved) {
+            let irq = sv.irq;
+            let now_eff = self.fs.effective(irq).and_then(|s| s.first());
+            let mask = CpuSet::parse_list(&sv.mask).ok();
+            let mut note = "unchanged".to_string();
+            if let (Some(want), Some(cur)) = (sv.effective, now_eff) {
+                if want != cur && mask.as_ref().is_some_and(|m| m.contains(want)) {
+                    note = match self.fs.set_affinity(irq, &want.to_string()) {
+                        Err(e) => format!("not restored: {e}"),
+                        Ok(()) => {
+                            let deadline = Instant::now() + self.effective_wait;
+                            let mut back = false;
+                            while Instant::now() < deadline {
+                                if self.fs.effective(irq).and_then(|s| s.first()) == Some(want) {
+                                    back = true;
+                                    break;
+                                }
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
+                            if back {
+                                format!("restored to CPU {want}")
+                            } else {
+                                format!(
+                                    "not restored: CPU {cur}, was {want} (no interrupt came to \
+                                     move it back within {} ms)",
+                                    self.effective_wait.as_millis()
+                                )
+                            }
+                        }
+                    };
+                }
+            }
+            let r = self
+                .fs
+                .set_affinity(irq, &sv.mask)
+                .map_err(|e| e.to_string())
+                .and_then(|()| match self.fs.affinity_list(irq) {
+                    Ok(m) if CpuSet::parse_list(&m).ok() == mask => Ok(()),
+                    Ok(m) => Err(format!("mask reads back as {m}, not {}", sv.mask)),
+                    Err(e) => Err(e.to_string()),
+                });
             failed += usize::from(r.is_err());
             self.restored.push((irq, r));
+            self.effective.push((irq, note));
         }
         failed
     }
@@ -412,35 +487,121 @@ impl Drop for AffinityGuard {
     }
 }
 
+/// Which preemption signal the guest daemon uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignalChoice {
+    /// The eBPF preempted flag where it works, else `/proc/stat` steal (saying why).
+    Auto,
+    /// The eBPF preempted flag or an error.
+    Ebpf,
+    /// `/proc/stat` steal over each window.
+    Procstat,
+}
+
+/// The signal in use, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct SignalInfo {
+    /// `ebpf-preempted-flag` or `procstat-steal`.
+    pub signal: &'static str,
+    /// Why this one (for the fallback: why eBPF is unavailable).
+    pub reason: String,
+    /// eBPF: `steal_time`'s and `runqueues`' per-CPU offsets found in BTF.
+    pub percpu_offsets: Option<ebpf::PercpuOffsets>,
+    /// eBPF: each CPU's steal clock read through the learnt address vs `/proc/stat`.
+    pub checks: Vec<ebpf::CpuCheck>,
+}
+
+pub const SIGNAL_EBPF: &str = "ebpf-preempted-flag";
+/// Default load window with the eBPF signal.
+pub const INTERVAL_EBPF: Duration = Duration::from_secs(1);
+/// Default window with the `/proc/stat` signal.
+pub const INTERVAL_PROCSTAT: Duration = Duration::from_millis(200);
+pub const SIGNAL_PROCSTAT: &str = "procstat-steal";
+
+/// Open the signal `choice` asks for: the eBPF reader (or `None` and the reason it is
+/// unavailable, for `Auto`).
+pub fn open_signal(
+    choice: SignalChoice,
+    scan_gap: Duration,
+) -> Result<(Option<ebpf::PreemptReader>, SignalInfo), Error> {
+    let procstat = |reason: String| SignalInfo {
+        signal: SIGNAL_PROCSTAT,
+        reason,
+        percpu_offsets: None,
+        checks: Vec::new(),
+    };
+    if choice == SignalChoice::Procstat {
+        return Ok((None, procstat("chosen with --signal procstat".into())));
+    }
+    match ebpf::PreemptReader::open(scan_gap) {
+        Ok(r) => {
+            let info = SignalInfo {
+                signal: SIGNAL_EBPF,
+                reason: format!(
+                    "KVM steal time offered; steal_time found {} bytes from each CPU's run \
+                     queue (kernel BTF); steal read through it matches /proc/stat on {} CPU(s)",
+                    r.offsets.st_minus_rq(),
+                    r.checks.len()
+                ),
+                percpu_offsets: Some(r.offsets),
+                checks: r.checks.clone(),
+            };
+            Ok((Some(r), info))
+        }
+        Err(e) if choice == SignalChoice::Auto => Ok((
+            None,
+            procstat(format!("eBPF preempted flag unavailable: {e}")),
+        )),
+        Err(e) => Err(Error::Other(format!(
+            "eBPF preempted flag unavailable: {e}"
+        ))),
+    }
+}
+
 /// Guest-mode settings.
 #[derive(Debug, Clone)]
 pub struct GuestConfig {
     pub fs: ProcFs,
-    pub interval: Duration,
-    /// A vCPU whose steal fraction over the window exceeds this is offline (0..=1).
+    /// Load window: `/proc/stat` and `/proc/interrupts` are sampled this often. `None`: by
+    /// signal — [`INTERVAL_EBPF`] with the eBPF flag (it wakes the daemon on preemptions by
+    /// itself; the window only serves balance), [`INTERVAL_PROCSTAT`] with `/proc/stat`
+    /// (the window is also the preemption signal).
+    pub interval: Option<Duration>,
+    /// `/proc/stat` signal: a vCPU whose steal fraction over the window exceeds this is
+    /// offline (0..=1).
     pub steal_threshold: f64,
     pub policy: PolicyConfig,
     /// Balance exactly these IRQs (default: virtio-net / NIC queue vectors).
     pub irqs: Vec<u32>,
     /// Only these CPUs may receive IRQs.
     pub cpus: Option<CpuSet>,
-    /// Decide and report, never write.
+    /// Decide and report, never write (nothing is probed, so no move is reported as done).
     pub dry_run: bool,
     /// Stop after this long (default: until SIGTERM/SIGINT).
     pub duration: Option<Duration>,
+    pub signal: SignalChoice,
+    /// eBPF: least time between two scans of the other vCPUs by one vCPU.
+    pub scan_gap: Duration,
+    /// Run the daemon's thread as SCHED_FIFO priority 1, so that a ring-buffer wake-up
+    /// preempts the guest's own busy tasks at once (it sleeps almost all the time).
+    pub realtime: bool,
 }
 
 impl Default for GuestConfig {
     fn default() -> Self {
         Self {
             fs: ProcFs::default(),
-            interval: Duration::from_millis(200),
+            interval: None,
             steal_threshold: 0.10,
             policy: PolicyConfig::extended(),
             irqs: Vec::new(),
             cpus: None,
             dry_run: false,
             duration: None,
+            signal: SignalChoice::Auto,
+            scan_gap: Duration::from_micros(100),
+            realtime: true,
         }
     }
 }
@@ -449,44 +610,174 @@ impl Default for GuestConfig {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum DaemonEvent {
-    /// The IRQs it balances and those it cannot.
-    Start { candidates: Vec<Candidate> },
+    /// The IRQs it balances and those it cannot, and the preemption signal in use.
+    Start {
+        candidates: Vec<Candidate>,
+        signal: SignalInfo,
+        /// The daemon thread's scheduling: `SCHED_FIFO 1`, or `normal` and why.
+        scheduling: String,
+    },
     /// One window: CPUs and the decision.
     Decision {
         t_s: f64,
         cpus: Vec<CpuWindow>,
         decision: Decision,
     },
-    /// A move was written; `effective` is what the kernel reports afterwards.
+    /// eBPF: a vCPU was seen preempted or running again.
+    Preempt {
+        t_s: f64,
+        cpu: u32,
+        preempted: bool,
+        observer: u32,
+        /// From the program seeing it to the daemon reading it, µs.
+        ring_us: f64,
+        /// Preempted: its last guest event was this long before (the preemption began
+        /// after it), µs. Resumed: how long the episode lasted by the steal clock, µs.
+        span_us: f64,
+    },
+    /// A move. `outcome`: `moved` (mask reads back, effective CPU already there), `pending`
+    /// (mask written; x86 moves the vector at its next interrupt), `failed`, or `dry-run`
+    /// (nothing written).
     Move {
         irq: u32,
         from: u32,
         to: u32,
         reason: crate::policy::Reason,
         ok: bool,
+        outcome: &'static str,
         effective: Option<String>,
-        /// The kernel has not moved the vector yet (it does so at the next interrupt).
         pending: bool,
         error: Option<String>,
+        /// For a move off a preempted vCPU seen by eBPF: from the program seeing the
+        /// preemption to the affinity write done, µs.
+        since_seen_us: Option<f64>,
     },
-    /// Exit: affinities restored, CPU use.
-    Stop { summary: Summary },
+    /// Exit: affinities restored, CPU use, latencies.
+    Stop { summary: Box<Summary> },
+}
+
+/// Percentiles of a sample (nearest rank), in the unit of the field's name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Dist {
+    pub n: usize,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Dist {
+    pub fn of(xs: &[f64]) -> Dist {
+        let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        let rank = |p: f64| -> Option<f64> {
+            if v.is_empty() {
+                return None;
+            }
+            let k = ((p / 100.0) * v.len() as f64).ceil() as usize;
+            Some(v[k.clamp(1, v.len()) - 1])
+        };
+        Dist {
+            n: v.len(),
+            p50: rank(50.0),
+            p90: rank(90.0),
+            p99: rank(99.0),
+            max: rank(100.0),
+        }
+    }
+}
+
+/// How fast the daemon learnt of preemptions and acted (eBPF signal).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latencies {
+    /// Preemptions and resumes reported by the program.
+    pub preemptions: u64,
+    pub resumes: u64,
+    /// From a preemption's start (its steal clock counted back from the resume) to the
+    /// program seeing it, µs (0 when seen before the estimate).
+    pub preempt_to_seen_us: Dist,
+    /// Upper bound of the same: from the vCPU's last guest event before it, µs.
+    pub preempt_to_seen_bound_us: Dist,
+    /// From the program seeing a change to the daemon reading it (ring buffer wake-up), µs.
+    pub seen_to_daemon_us: Dist,
+    /// From the program seeing a holder's preemption to the affinity write done, µs.
+    pub seen_to_written_us: Dist,
+    /// The affinity write itself (write + read-back), µs.
+    pub write_us: Dist,
+    /// Preemption episode lengths by the steal clock, µs.
+    pub episode_us: Dist,
+    /// Program counters (scans, events, ring full, addresses learnt, read errors).
+    pub counters: ebpf::Counters,
 }
 
 /// The daemon's own cost and work.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    pub signal: &'static str,
     pub samples: u64,
     pub moves: u64,
+    /// Moves off a vCPU the signal said was preempted.
+    pub moves_off_preempted: u64,
     pub failed_moves: u64,
+    /// Time balancing, after start-up.
     pub wall_s: f64,
-    /// utime + stime of the daemon process over the run (10 ms resolution).
+    /// Start-up (reading BTF, loading and checking the eBPF program, probing IRQs): its CPU
+    /// time and wall time, not counted in `cpu_s`.
+    pub startup_cpu_s: f64,
+    pub startup_s: f64,
+    /// utime + stime of the daemon process while balancing (10 ms resolution).
     pub cpu_s: f64,
+    /// `cpu_s` over `wall_s`: percent of one CPU.
     pub cpu_percent: f64,
     /// Mean time of one observe + decide + act step, µs (measured in-process).
     pub step_us_mean: f64,
+    pub latencies: Option<Latencies>,
     pub restored: Vec<(u32, String)>,
+    /// Per IRQ: what happened to its effective CPU on restore.
+    pub effective_restored: Vec<(u32, String)>,
     pub restore_failures: usize,
+}
+
+/// Make the calling thread SCHED_FIFO priority 1; says what it got.
+fn set_fifo_1() -> String {
+    let p = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a valid sched_param.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+    if r == 0 {
+        "SCHED_FIFO 1".to_string()
+    } else {
+        format!(
+            "normal (SCHED_FIFO refused: {})",
+            std::io::Error::last_os_error()
+        )
+    }
+}
+
+/// Write one move; returns (ok, outcome, effective, pending, error).
+fn write_move(
+    fs: &ProcFs,
+    irq: u32,
+    to: u32,
+) -> (bool, &'static str, Option<String>, bool, Option<String>) {
+    match fs.set_affinity(irq, &to.to_string()) {
+        Ok(()) => {
+            // the mask must read back as the one CPU; the effective affinity of a
+            // non-remapped MSI follows at its next interrupt (x86 moves the vector from the
+            // interrupt's ack), so it may still be pending
+            let mask = fs.affinity_list(irq).ok();
+            let ok = mask.as_deref() == Some(to.to_string().as_str());
+            let eff = fs.effective(irq);
+            let pending = !eff.as_ref().is_none_or_eq(to);
+            let error = (!ok).then(|| format!("mask reads back as {mask:?}"));
+            let outcome = match (ok, pending) {
+                (false, _) => "failed",
+                (true, true) => "pending",
+                (true, false) => "moved",
+            };
+            (ok, outcome, eff.map(|e| e.to_list_string()), pending, error)
+        }
+        Err(e) => (false, "failed", None, false, Some(e.to_string())),
+    }
 }
 
 /// Run the guest daemon until `stop` is set, the duration passes, or an error.
@@ -502,12 +793,35 @@ pub fn run_guest(
     let start = Instant::now();
     let mut policy = Policy::new(cfg.policy)?;
     let first = Sample::take(fs)?;
+    for &irq in &cfg.irqs {
+        if !first.ints.irqs.iter().any(|r| r.number == Some(irq)) {
+            return Err(Error::Other(format!(
+                "IRQ {irq} does not exist (not in {}/interrupts)",
+                fs.root.display()
+            )));
+        }
+    }
+    let (mut reader, signal) = open_signal(cfg.signal, cfg.scan_gap)?;
+    let interval = cfg.interval.unwrap_or(if reader.is_some() {
+        INTERVAL_EBPF
+    } else {
+        INTERVAL_PROCSTAT
+    });
     let cands = discover(fs, &first.ints, &cfg.irqs, !cfg.dry_run);
+    let scheduling = if cfg.realtime {
+        set_fifo_1()
+    } else {
+        "normal (asked for)".to_string()
+    };
     emit(&DaemonEvent::Start {
         candidates: cands.clone(),
+        signal: signal.clone(),
+        scheduling,
     });
     let mut guard = AffinityGuard::new(fs.clone());
-    // current holder of each balanced IRQ: its effective CPU (or first CPU of its mask)
+    // current holder of each balanced IRQ: its effective CPU (or first CPU of its mask).
+    // Only IRQs probed movable are balanced; a dry run probes nothing and balances
+    // hypothetically, reporting its moves as `dry-run`.
     let mut held: Vec<(u32, u32)> = Vec::new();
     for c in cands.iter().filter(|c| c.movable || cfg.dry_run) {
         let eff = fs
@@ -521,67 +835,173 @@ pub fn run_guest(
             }
         }
     }
+    // eBPF view: vCPUs currently preempted, with when each was seen
+    let mut preempted: std::collections::BTreeMap<u32, ebpf::PreemptEvent> = Default::default();
+    let mut lat = Latencies::default();
+    let (mut pts, mut bound, mut ring, mut written, mut writes, mut episodes) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    // the daemon's own CPU from here on (start-up, e.g. loading eBPF, is reported apart)
+    let cpu_loop0 = fs.self_cpu_ticks().unwrap_or(cpu0);
+    let loop_start = Instant::now();
     let mut prev = first;
-    let (mut samples, mut moves, mut failed) = (0u64, 0u64, 0u64);
+    let mut last_window: Option<Snapshot> = None;
+    let mut next_sample = Instant::now() + interval;
+    let (mut samples, mut moves, mut off_preempted, mut failed) = (0u64, 0u64, 0u64, 0u64);
     let mut step_total = Duration::ZERO;
-    'outer: loop {
-        // sleep the interval in short steps so SIGTERM is seen quickly
-        let wake = Instant::now() + cfg.interval;
-        while Instant::now() < wake {
-            if stop.load(Ordering::Relaxed) {
-                break 'outer;
+    loop {
+        if stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| start.elapsed() >= d) {
+            break;
+        }
+        // SIGTERM/SIGINT interrupt the wait (poll and sleep return early on a signal)
+        let wait = next_sample
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(250));
+        // wait for the next window, waking at once on a preemption (eBPF)
+        let mut urgent: Vec<ebpf::PreemptEvent> = Vec::new();
+        // reports of what was seen go out after the moves they cause: act first
+        let mut seen_reports: Vec<DaemonEvent> = Vec::new();
+        match reader.as_mut() {
+            Some(r) => {
+                let evs = r.poll(wait);
+                let got = ebpf::monotonic_ns();
+                for e in evs {
+                    let ring_us = got.saturating_sub(e.ts_ns) as f64 / 1e3;
+                    ring.push(ring_us);
+                    let span_us = if e.preempted {
+                        lat.preemptions += 1;
+                        let b = e.ts_ns.saturating_sub(e.last_event_ns) as f64 / 1e3;
+                        bound.push(b);
+                        preempted.insert(e.cpu, e);
+                        if held.iter().any(|&(_, h)| h == e.cpu) {
+                            urgent.push(e);
+                        }
+                        b
+                    } else {
+                        lat.resumes += 1;
+                        let seen = preempted.remove(&e.cpu);
+                        let ep = e.steal_ns.saturating_sub(e.steal_at_preempt_ns) as f64 / 1e3;
+                        episodes.push(ep);
+                        // the episode began `ep` before the resume was seen; it was seen
+                        // preempted at `seen.ts_ns`: the gap is how late the program was
+                        if let (Some(p), Some(s0)) = (seen, e.episode_start_ns()) {
+                            pts.push(p.ts_ns.saturating_sub(s0) as f64 / 1e3);
+                        }
+                        ep
+                    };
+                    seen_reports.push(DaemonEvent::Preempt {
+                        t_s: start.elapsed().as_secs_f64(),
+                        cpu: e.cpu,
+                        preempted: e.preempted,
+                        observer: e.observer,
+                        ring_us,
+                        span_us,
+                    });
+                }
             }
-            if cfg.duration.is_some_and(|d| start.elapsed() >= d) {
-                break 'outer;
-            }
-            std::thread::sleep(
-                Duration::from_millis(10).min(wake.saturating_duration_since(Instant::now())),
-            );
+            None => std::thread::sleep(wait),
         }
         let t0 = Instant::now();
-        let cur = Sample::take(fs)?;
+        let sample_due = Instant::now() >= next_sample;
+        if !sample_due && urgent.is_empty() {
+            for r in &seen_reports {
+                emit(r);
+            }
+            continue;
+        }
         let now_ns = start.elapsed().as_nanos() as u64;
-        let snap = observe(
-            &prev,
-            &cur,
-            &held,
-            cfg.steal_threshold,
-            cfg.cpus.as_ref(),
-            now_ns,
-        );
-        let decision = policy.decide(&snap);
-        samples += 1;
-        let cpus = cpu_windows(&prev, &cur, cfg.steal_threshold, cfg.cpus.as_ref());
-        emit(&DaemonEvent::Decision {
-            t_s: start.elapsed().as_secs_f64(),
-            cpus,
-            decision: decision.clone(),
-        });
-        for m in decision.moves() {
-            let (ok, effective, pending, error) = if cfg.dry_run {
-                (true, None, false, None)
-            } else {
-                match fs.set_affinity(m.irq, &m.to.to_string()) {
-                    Ok(()) => {
-                        // the mask must read back as the one CPU; the effective affinity of
-                        // a non-remapped MSI follows at its next interrupt (x86 moves the
-                        // vector from the interrupt context), so it may still be pending
-                        let mask = fs.affinity_list(m.irq).ok();
-                        let ok = mask.as_deref() == Some(m.to.to_string().as_str());
-                        let eff = fs.effective(m.irq);
-                        let pending = !eff.as_ref().is_none_or_eq(m.to);
-                        let error = (!ok).then(|| format!("mask reads back as {mask:?}"));
-                        (ok, eff.map(|e| e.to_list_string()), pending, error)
-                    }
-                    Err(e) => (false, None, false, Some(e.to_string())),
+        let mut snap = if sample_due {
+            next_sample = Instant::now() + interval;
+            let cur = Sample::take(fs)?;
+            let snap = observe(
+                &prev,
+                &cur,
+                &held,
+                cfg.steal_threshold,
+                cfg.cpus.as_ref(),
+                now_ns,
+            );
+            samples += 1;
+            let mut cpus = cpu_windows(&prev, &cur, cfg.steal_threshold, cfg.cpus.as_ref());
+            if reader.is_some() {
+                for c in &mut cpus {
+                    c.online = !preempted.contains_key(&c.cpu);
                 }
+            }
+            prev = cur;
+            last_window = Some(snap.clone());
+            (snap, Some(cpus))
+        } else {
+            // a preemption between windows: decide now on the last window's loads
+            match &last_window {
+                Some(w) => {
+                    let mut s = w.clone();
+                    s.now_ns = now_ns;
+                    for i in &mut s.irqs {
+                        if let Some(&(_, h)) = held.iter().find(|(q, _)| *q == i.irq) {
+                            i.holder = h;
+                        }
+                    }
+                    (s, None)
+                }
+                None => {
+                    let cur = Sample::take(fs)?;
+                    let s = observe(
+                        &prev,
+                        &cur,
+                        &held,
+                        cfg.steal_threshold,
+                        cfg.cpus.as_ref(),
+                        now_ns,
+                    );
+                    prev = cur;
+                    last_window = Some(s.clone());
+                    (s, None)
+                }
+            }
+        };
+        if reader.is_some() {
+            // the exact signal replaces the steal window's guess
+            for v in &mut snap.0.vcpus {
+                v.online = !preempted.contains_key(&v.vcpu);
+            }
+        }
+        let decision = policy.decide(&snap.0);
+        if let Some(cpus) = snap.1 {
+            emit(&DaemonEvent::Decision {
+                t_s: start.elapsed().as_secs_f64(),
+                cpus,
+                decision: decision.clone(),
+            });
+        }
+        for m in decision.moves() {
+            let seen = preempted
+                .get(&m.from)
+                .filter(|_| m.reason == Reason::HolderOffline);
+            let w0 = Instant::now();
+            let (ok, outcome, effective, pending, error) = if cfg.dry_run {
+                (false, "dry-run", None, false, None)
+            } else {
+                write_move(fs, m.irq, m.to)
             };
+            let done = ebpf::monotonic_ns();
+            let since_seen_us = seen
+                .filter(|_| !cfg.dry_run)
+                .map(|e| done.saturating_sub(e.ts_ns) as f64 / 1e3);
+            if !cfg.dry_run {
+                writes.push(w0.elapsed().as_secs_f64() * 1e6);
+            }
+            if let Some(us) = since_seen_us {
+                written.push(us);
+            }
             if ok {
                 moves += 1;
+                if m.reason == Reason::HolderOffline {
+                    off_preempted += 1;
+                }
                 if let Some(h) = held.iter_mut().find(|(i, _)| *i == m.irq) {
                     h.1 = m.to;
                 }
-            } else {
+            } else if !cfg.dry_run {
                 failed += 1;
             }
             emit(&DaemonEvent::Move {
@@ -590,12 +1010,16 @@ pub fn run_guest(
                 to: m.to,
                 reason: m.reason,
                 ok,
+                outcome,
                 effective,
                 pending,
                 error,
+                since_seen_us,
             });
         }
-        prev = cur;
+        for r in &seen_reports {
+            emit(r);
+        }
         step_total += t0.elapsed();
     }
     let restore_failures = guard.restore();
@@ -610,14 +1034,30 @@ pub fn run_guest(
             )
         })
         .collect();
-    let wall = start.elapsed().as_secs_f64();
-    let cpu =
-        fs.self_cpu_ticks().unwrap_or(cpu0).saturating_sub(cpu0) as f64 * NS_PER_TICK as f64 / 1e9;
+    let effective_restored = guard.effective.clone();
+    let wall = loop_start.elapsed().as_secs_f64();
+    let ticks = fs.self_cpu_ticks().unwrap_or(cpu_loop0);
+    let cpu = ticks.saturating_sub(cpu_loop0) as f64 * NS_PER_TICK as f64 / 1e9;
+    let startup_cpu = cpu_loop0.saturating_sub(cpu0) as f64 * NS_PER_TICK as f64 / 1e9;
+    let latencies = reader.as_ref().map(|r| Latencies {
+        preempt_to_seen_us: Dist::of(&pts),
+        preempt_to_seen_bound_us: Dist::of(&bound),
+        seen_to_daemon_us: Dist::of(&ring),
+        seen_to_written_us: Dist::of(&written),
+        write_us: Dist::of(&writes),
+        episode_us: Dist::of(&episodes),
+        counters: r.counters(),
+        ..lat.clone()
+    });
     let summary = Summary {
+        signal: signal.signal,
         samples,
         moves,
+        moves_off_preempted: off_preempted,
         failed_moves: failed,
         wall_s: wall,
+        startup_cpu_s: startup_cpu,
+        startup_s: loop_start.duration_since(start).as_secs_f64(),
         cpu_s: cpu,
         cpu_percent: if wall > 0.0 { 100.0 * cpu / wall } else { 0.0 },
         step_us_mean: if samples > 0 {
@@ -625,11 +1065,13 @@ pub fn run_guest(
         } else {
             0.0
         },
+        latencies,
         restored,
+        effective_restored,
         restore_failures,
     };
     emit(&DaemonEvent::Stop {
-        summary: summary.clone(),
+        summary: Box::new(summary.clone()),
     });
     Ok(summary)
 }
@@ -718,10 +1160,16 @@ mod tests {
         assert_eq!(parse_pid_stat_cpu(text), Some(10));
         assert_eq!(parse_pid_stat_processor(text), Some(1));
         assert_eq!(parse_pid_stat_cpu("garbage"), None);
-        if let Ok(t) = std::fs::read_to_string("/proc/self/stat") {
-            assert!(parse_pid_stat_cpu(&t).is_some());
-            assert!(parse_pid_stat_processor(&t).is_some());
-        }
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn live_pid_stat_parses() {
+        let t = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+        assert!(parse_pid_stat_cpu(&t).is_some());
+        let cpu = parse_pid_stat_processor(&t).unwrap();
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        assert!(cpu < n.max(1024), "{cpu}");
     }
 
     #[test]
@@ -752,5 +1200,148 @@ mod tests {
             assert_eq!(fs.affinity_list(40).unwrap(), "1");
         }
         assert_eq!(fs.affinity_list(40).unwrap(), "0-1");
+    }
+
+    /// A fake procfs whose `stat` a thread keeps rewriting: CPU0 has 50 % steal, CPU1 none.
+    fn fake_proc(dir: &Path, irq: u32) -> std::thread::JoinHandle<()> {
+        let irqdir = dir.join(format!("irq/{irq}"));
+        std::fs::create_dir_all(&irqdir).unwrap();
+        std::fs::write(irqdir.join("smp_affinity_list"), "0-1\n").unwrap();
+        std::fs::write(irqdir.join("effective_affinity_list"), "0\n").unwrap();
+        std::fs::write(
+            dir.join("interrupts"),
+            format!("           CPU0       CPU1\n {irq}:        100          0  PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("self"), "").ok();
+        let stat = dir.join("stat");
+        let write = move |t: u64| {
+            let text = format!(
+                "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {t} 0 0 0 0 0 0 {} 0 0\ncpu1 {t} 0 0 0 0 0 0 0 0 0\n",
+                t / 2
+            );
+            let tmp = stat.with_extension("tmp");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, &stat).unwrap();
+        };
+        write(0);
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(900) {
+                // 100 ticks per second of wall time: 1 tick every 10 ms
+                write(start.elapsed().as_millis() as u64 / 10);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    }
+
+    fn run_fake(dry_run: bool) -> (Vec<DaemonEvent>, Summary, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = fake_proc(dir.path(), 38);
+        let cfg = GuestConfig {
+            fs: ProcFs {
+                root: dir.path().to_path_buf(),
+                sys: dir.path().join("sys"),
+            },
+            interval: Some(Duration::from_millis(100)),
+            irqs: vec![38],
+            dry_run,
+            duration: Some(Duration::from_millis(700)),
+            signal: SignalChoice::Procstat,
+            ..GuestConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let mut evs = Vec::new();
+        let summary = run_guest(&cfg, &stop, |e| evs.push(e.clone())).unwrap();
+        writer.join().unwrap();
+        (evs, summary, dir)
+    }
+
+    #[test]
+    fn procstat_daemon_moves_off_a_stolen_vcpu_and_restores_the_mask() {
+        let (evs, summary, dir) = run_fake(false);
+        let DaemonEvent::Start {
+            candidates, signal, ..
+        } = &evs[0]
+        else {
+            panic!("{:?}", evs[0])
+        };
+        assert_eq!(signal.signal, SIGNAL_PROCSTAT);
+        assert!(candidates[0].movable, "{candidates:?}");
+        let moved: Vec<_> = evs
+            .iter()
+            .filter_map(|e| match e {
+                DaemonEvent::Move {
+                    irq,
+                    from,
+                    to,
+                    reason,
+                    ok,
+                    outcome,
+                    ..
+                } => Some((*irq, *from, *to, *reason, *ok, *outcome)),
+                _ => None,
+            })
+            .collect();
+        // CPU0 has 50 % steal: the IRQ leaves it; the effective file does not follow in a
+        // fake procfs, so the move is reported pending
+        assert_eq!(
+            moved.first(),
+            Some(&(38, 0, 1, Reason::HolderOffline, true, "pending"))
+        );
+        assert_eq!(summary.moves_off_preempted, summary.moves);
+        assert_eq!(summary.restore_failures, 0);
+        let mask = std::fs::read_to_string(dir.path().join("irq/38/smp_affinity_list")).unwrap();
+        assert_eq!(mask.trim(), "0-1");
+        assert!(summary.latencies.is_none());
+    }
+
+    #[test]
+    fn dry_run_probes_and_writes_nothing_and_reports_no_move_as_done() {
+        let (evs, summary, dir) = run_fake(true);
+        let DaemonEvent::Start { candidates, .. } = &evs[0] else {
+            panic!()
+        };
+        assert!(!candidates[0].movable);
+        assert_eq!(candidates[0].note, "not probed");
+        let moves: Vec<_> = evs
+            .iter()
+            .filter_map(|e| match e {
+                DaemonEvent::Move { ok, outcome, .. } => Some((*ok, *outcome)),
+                _ => None,
+            })
+            .collect();
+        assert!(!moves.is_empty(), "the policy should want to move IRQ 38");
+        assert!(moves.iter().all(|&m| m == (false, "dry-run")), "{moves:?}");
+        assert_eq!((summary.moves, summary.failed_moves), (0, 0));
+        assert!(summary.restored.is_empty());
+        // untouched, not even rewritten
+        let mask = std::fs::read_to_string(dir.path().join("irq/38/smp_affinity_list")).unwrap();
+        assert_eq!(mask, "0-1\n");
+    }
+
+    #[test]
+    fn an_explicit_irq_that_does_not_exist_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = fake_proc(dir.path(), 38);
+        let cfg = GuestConfig {
+            fs: ProcFs {
+                root: dir.path().to_path_buf(),
+                sys: dir.path().join("sys"),
+            },
+            irqs: vec![99999],
+            signal: SignalChoice::Procstat,
+            ..GuestConfig::default()
+        };
+        let e = run_guest(&cfg, &AtomicBool::new(false), |_| {}).unwrap_err();
+        assert!(e.to_string().contains("IRQ 99999 does not exist"), "{e}");
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn dist_percentiles() {
+        let d = Dist::of(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!((d.n, d.p50, d.max), (5, Some(3.0), Some(5.0)));
+        assert_eq!(Dist::of(&[]).p50, None);
     }
 }

@@ -13,6 +13,7 @@
 //! - [`daemon`]: the guest-mode and host-mode I/O shells around the policy.
 
 pub mod daemon;
+pub mod ebpf;
 pub mod host;
 pub mod load;
 pub mod policy;

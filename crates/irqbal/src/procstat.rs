@@ -175,11 +175,18 @@ softirq 1 2 3
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn live_file_parses() {
-        if let Ok(t) = std::fs::read_to_string("/proc/stat") {
-            let s = parse_proc_stat(&t).unwrap();
-            assert!(!s.cpus.is_empty());
-        }
+        // every Linux machine has /proc/stat: not being able to read it is a failure here
+        let t = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+        let s = parse_proc_stat(&t).unwrap();
+        let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!(
+            s.cpus.len() >= online,
+            "{} cpu lines, {online} CPUs",
+            s.cpus.len()
+        );
+        assert!(s.total.is_some());
     }
 
     #[test]

@@ -16,8 +16,10 @@ pub mod svg;
 
 use serde::Serialize;
 
-pub use engine::{RunStats, Sim};
-pub use scenario::{builtin, PolicyKind, Scenario, ScenarioError, SchedulerKind, BUILTINS};
+pub use engine::{Detection, RunStats, Sim, SimError};
+pub use scenario::{
+    builtin, Detector, MoveSemantics, PolicyKind, Scenario, ScenarioError, SchedulerKind, BUILTINS,
+};
 
 /// Nearest-rank percentiles of ping round-trip times, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -69,6 +71,8 @@ pub struct RunResult {
     pub irq_moves: u64,
     pub context_switches: u64,
     pub events: u64,
+    /// Most events queued at once (live and superseded), a measure of the run's memory.
+    pub peak_queue: usize,
     /// Simulator speed: events handled per wall-clock second.
     pub events_per_sec: f64,
     pub wall_ms: f64,
@@ -77,6 +81,8 @@ pub struct RunResult {
     pub vcpu_runtime_ms: Vec<f64>,
     /// Interrupt processing time of each vCPU, ms.
     pub vcpu_irq_ms: Vec<f64>,
+    /// Daemon variants: preemption episodes and how soon the daemon learnt of them.
+    pub detection: Option<Detection>,
     /// `(ping send time s, rtt ms)` for plotting; not in the JSON.
     #[serde(skip)]
     pub rtt_series: Vec<(f64, f64)>,
@@ -91,7 +97,7 @@ pub fn run_one(
 ) -> Result<RunResult, String> {
     let sim = Sim::new(sc, sched, policy)?;
     let start = std::time::Instant::now();
-    let st = sim.run();
+    let st = sim.run().map_err(|e| e.to_string())?;
     let wall = start.elapsed().as_secs_f64();
     let rtts: Vec<u64> = st.pings.iter().map(|&(_, r)| r).collect();
     let secs = st.simulated_ns as f64 / 1e9;
@@ -110,6 +116,7 @@ pub fn run_one(
         irq_moves: st.irq_moves,
         context_switches: st.context_switches,
         events: st.events,
+        peak_queue: st.peak_queue,
         events_per_sec: if wall > 0.0 {
             st.events as f64 / wall
         } else {
@@ -119,6 +126,7 @@ pub fn run_one(
         simulated_s: secs,
         vcpu_runtime_ms: st.vcpu_runtime_ns.iter().map(|&n| n as f64 / 1e6).collect(),
         vcpu_irq_ms: st.vcpu_irq_ns.iter().map(|&n| n as f64 / 1e6).collect(),
+        detection: st.detection.clone(),
         rtt_series: st
             .pings
             .iter()

@@ -66,27 +66,137 @@ impl SchedulerKind {
     }
 }
 
-/// Guest interrupt policy.
+/// Guest interrupt policy: where each IRQ goes, and for the vBalance variants how the guest
+/// learns which vCPUs are preempted and what an affinity write does.
+///
+/// The `vbalance*` daemon variants run the `irqbal` policy (the daemon's code) on what the
+/// daemon can know on a KVM guest, when it can know it, and move IRQs the way a KVM guest's
+/// kernel does. Detectors:
+/// - `procstat`: `/proc/stat` steal over 200 ms windows, a vCPU with more than 10 % steal
+///   counts as preempted (the daemon's fallback). Steal reaches `/proc/stat` only at the
+///   vCPU's own guest ticks, i.e. after it runs again.
+/// - `tick`: a per-tick steal/heartbeat signal read at guest ticks: a vCPU that has not ticked
+///   for `tick_miss` ticks without halting counts as preempted.
+/// - the default (`vbalance`): KVM's exact `kvm_steal_time.preempted` flag, read by the eBPF
+///   program at guest events (ticks, context switches, a vCPU's resume) on running vCPUs and
+///   pushed through a ring buffer to the daemon, which runs on the observing vCPU.
+///
+/// Moves (`vbalance`, `-procstat`, `-tick`): an x86 guest without interrupt remapping defers
+/// an MSI affinity change to the IRQ's next interrupt, which still goes to the old vCPU
+/// (measured on a KVM guest; the kernel's IRQCHIP_MOVE_DEFERRED). The `-ir` variants model a
+/// guest with interrupt remapping (a vIOMMU): the next interrupt goes to the new vCPU, one
+/// already pending stays on the old one.
+///
+/// `vbalance-oracle` is the zero-delay upper bound, the paper's Xen design: the exact running
+/// state at every context switch, and a rebind that carries a pending event along.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum PolicyKind {
     /// Every IRQ stays on vCPU0 (Xen/KVM default without a balancer).
     Static,
     /// irqbalance: every 10 s, heaviest IRQ first onto the vCPU with the least interrupt load;
     /// blind to vCPU scheduling.
     Irqbalance,
-    /// vBalance: the `irqbal` policy, evaluated at every schedule-in of a vCPU of the VM and
-    /// on the guest tick; with the credit scheduler also the SMP_BOOST fast path.
+    /// The daemon's default on a KVM guest: the exact preempted flag via eBPF; moves deferred
+    /// to the IRQ's next interrupt (x86 MSI without interrupt remapping).
     Vbalance,
+    /// The exact preempted flag via eBPF, in a guest with interrupt remapping.
+    VbalanceIr,
+    /// The `/proc/stat` steal window (the daemon's fallback without eBPF); deferred moves.
+    VbalanceProcstat,
+    /// The `/proc/stat` steal window with interrupt remapping.
+    VbalanceProcstatIr,
+    /// The per-tick steal / heartbeat signal; deferred moves.
+    VbalanceTick,
+    /// The per-tick signal with interrupt remapping.
+    VbalanceTickIr,
+    /// Upper bound: exact running state at every switch, instant rebinds that carry a pending
+    /// interrupt along, and (with credit) the paper's SMP_BOOST fast path.
+    VbalanceOracle,
+}
+
+/// How a vBalance variant learns that a vCPU is preempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Detector {
+    Procstat,
+    Tick,
+    Flag,
+    Oracle,
+}
+
+/// What writing an IRQ's affinity does to its interrupts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoveSemantics {
+    /// x86 MSI without interrupt remapping: applied when the IRQ's next interrupt is acked on
+    /// the old vCPU; that interrupt still goes to the old vCPU.
+    Deferred,
+    /// Interrupt remapping: the next interrupt goes to the new vCPU; one already raised stays.
+    Direct,
+    /// Xen event channel: the IRQ and a raised, unserviced interrupt follow at once.
+    Rebind,
 }
 
 impl PolicyKind {
+    pub const ALL: [PolicyKind; 9] = [
+        PolicyKind::Static,
+        PolicyKind::Irqbalance,
+        PolicyKind::VbalanceProcstat,
+        PolicyKind::VbalanceProcstatIr,
+        PolicyKind::VbalanceTick,
+        PolicyKind::VbalanceTickIr,
+        PolicyKind::Vbalance,
+        PolicyKind::VbalanceIr,
+        PolicyKind::VbalanceOracle,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             PolicyKind::Static => "static",
             PolicyKind::Irqbalance => "irqbalance",
             PolicyKind::Vbalance => "vbalance",
+            PolicyKind::VbalanceIr => "vbalance-ir",
+            PolicyKind::VbalanceProcstat => "vbalance-procstat",
+            PolicyKind::VbalanceProcstatIr => "vbalance-procstat-ir",
+            PolicyKind::VbalanceTick => "vbalance-tick",
+            PolicyKind::VbalanceTickIr => "vbalance-tick-ir",
+            PolicyKind::VbalanceOracle => "vbalance-oracle",
         }
+    }
+
+    /// Parse a policy name (the names of [`PolicyKind::name`]).
+    pub fn from_name(s: &str) -> Option<PolicyKind> {
+        PolicyKind::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// The detector of a vBalance variant (`None` for static and irqbalance).
+    pub fn detector(self) -> Option<Detector> {
+        match self {
+            PolicyKind::Static | PolicyKind::Irqbalance => None,
+            PolicyKind::VbalanceProcstat | PolicyKind::VbalanceProcstatIr => {
+                Some(Detector::Procstat)
+            }
+            PolicyKind::VbalanceTick | PolicyKind::VbalanceTickIr => Some(Detector::Tick),
+            PolicyKind::Vbalance | PolicyKind::VbalanceIr => Some(Detector::Flag),
+            PolicyKind::VbalanceOracle => Some(Detector::Oracle),
+        }
+    }
+
+    /// What an affinity write does under this policy.
+    pub fn moves(self) -> MoveSemantics {
+        match self {
+            PolicyKind::VbalanceOracle => MoveSemantics::Rebind,
+            PolicyKind::VbalanceIr
+            | PolicyKind::VbalanceProcstatIr
+            | PolicyKind::VbalanceTickIr => MoveSemantics::Direct,
+            _ => MoveSemantics::Deferred,
+        }
+    }
+
+    /// Runs the `irqbal` policy.
+    pub fn is_vbalance(self) -> bool {
+        self.detector().is_some()
     }
 }
 
@@ -267,20 +377,38 @@ impl Default for EevdfSpec {
     }
 }
 
-/// vBalance parameters of the simulated guest.
+/// vBalance parameters of the simulated guest and daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VbalanceSpec {
-    /// `paper` (Algorithm 1: many-to-one, no hysteresis) or `extended` (many-to-many with
-    /// hysteresis and a rate limit).
+    /// `extended` (the daemon's default: many-to-many, hysteresis, rate limit, load floor) or
+    /// `paper` (Algorithm 1: many-to-one, no hysteresis).
     pub variant: VbalanceVariant,
     pub threshold: f64,
-    /// Guest tick on which the policy is also evaluated (µs; 4000 = HZ 250).
+    /// Loads (fraction of a CPU in interrupt work) below this count as this when comparing
+    /// max/min, so near-idle vCPUs do not look infinitely imbalanced (the daemon's default).
+    pub load_floor: f64,
+    /// Guest tick (µs; 4000 = HZ 250): the eBPF program and the tick detector read their
+    /// signals at it, `/proc/stat` steal is accounted at it.
     pub tick_us: f64,
     /// Half-life of the per-vCPU / per-IRQ interrupt load, ms.
     pub load_half_life_ms: f64,
-    /// Enable the paper's SMP_BOOST hypervisor fast path (credit scheduler only).
+    /// Enable the paper's SMP_BOOST hypervisor fast path (credit scheduler, oracle only).
     pub smp_boost: bool,
+    /// `/proc/stat` detector: sampling interval, ms (the daemon's `--interval-ms`).
+    pub procstat_interval_ms: f64,
+    /// `/proc/stat` detector: steal fraction of the window above which a vCPU is preempted.
+    pub procstat_steal_threshold: f64,
+    /// Daemon CPU time for one `/proc` sample and decision, µs.
+    pub procstat_read_us: f64,
+    /// Tick detector: a vCPU silent for this many ticks while not halted is preempted.
+    pub tick_miss: f64,
+    /// eBPF program: least time between two scans by one vCPU, µs.
+    pub scan_gap_us: f64,
+    /// From a ring-buffer event to the daemon running on the observing vCPU, µs.
+    pub wake_us: f64,
+    /// The daemon's decision and affinity write (`/proc/irq/N/smp_affinity_list`), µs.
+    pub write_us: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -293,14 +421,31 @@ pub enum VbalanceVariant {
 impl Default for VbalanceSpec {
     fn default() -> Self {
         Self {
-            variant: VbalanceVariant::Paper,
+            variant: VbalanceVariant::Extended,
             threshold: 1.5,
+            load_floor: irqbal::PolicyConfig::extended().load_floor,
             tick_us: 4000.0,
             load_half_life_ms: 500.0,
             smp_boost: true,
+            procstat_interval_ms: 200.0,
+            procstat_steal_threshold: 0.10,
+            procstat_read_us: DAEMON_PROCSTAT_READ_US,
+            tick_miss: 1.5,
+            scan_gap_us: 100.0,
+            wake_us: DAEMON_WAKE_US,
+            write_us: DAEMON_WRITE_US,
         }
     }
 }
+
+/// Daemon latencies measured on this project's 2-vCPU KVM guest (kernel 6.18, both vCPUs
+/// busy, the daemon at SCHED_FIFO 1, release build, `vmtune irq balance --json` for 120 s):
+/// from the eBPF program seeing a preemption to the daemon reading it, median 68 µs (p90 94,
+/// n = 116); from seeing it to the affinity written, median about 170 µs (n = 6, 156–283 µs),
+/// so the decision and write take about 100 µs. A `/proc` sample and decision: 218 µs mean.
+pub const DAEMON_WAKE_US: f64 = 68.0;
+pub const DAEMON_WRITE_US: f64 = 100.0;
+pub const DAEMON_PROCSTAT_READ_US: f64 = 218.0;
 
 impl VbalanceSpec {
     pub fn policy_config(&self) -> irqbal::PolicyConfig {
@@ -309,6 +454,7 @@ impl VbalanceSpec {
             VbalanceVariant::Extended => irqbal::PolicyConfig::extended(),
         };
         c.threshold = self.threshold;
+        c.load_floor = self.load_floor;
         c
     }
 }
@@ -328,11 +474,7 @@ fn default_schedulers() -> Vec<SchedulerKind> {
     vec![SchedulerKind::Credit, SchedulerKind::Eevdf]
 }
 fn default_policies() -> Vec<PolicyKind> {
-    vec![
-        PolicyKind::Static,
-        PolicyKind::Irqbalance,
-        PolicyKind::Vbalance,
-    ]
+    PolicyKind::ALL.to_vec()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -520,6 +662,34 @@ impl Scenario {
         vb.policy_config()
             .validate()
             .map_err(|e| format!("vbalance: {e}"))?;
+        // daemon timings: positive (a move is never instantaneous for the daemon variants, so
+        // no decision can loop at one instant) and below an hour
+        for (v, what) in [
+            (
+                vb.procstat_interval_ms * 1000.0,
+                "vbalance.procstat_interval_ms",
+            ),
+            (vb.procstat_read_us, "vbalance.procstat_read_us"),
+            (vb.scan_gap_us, "vbalance.scan_gap_us"),
+            (vb.wake_us, "vbalance.wake_us"),
+            (vb.write_us, "vbalance.write_us"),
+        ] {
+            finite_pos(v, what)?;
+            if v > 3.6e9 {
+                return Err(format!("{what} is too large"));
+            }
+        }
+        if vb.procstat_interval_ms < 10.0 {
+            return Err("vbalance.procstat_interval_ms must be at least 10 (USER_HZ ticks)".into());
+        }
+        if !(vb.procstat_steal_threshold.is_finite()
+            && (0.0..=1.0).contains(&vb.procstat_steal_threshold))
+        {
+            return Err("vbalance.procstat_steal_threshold must be within 0..=1".into());
+        }
+        if !(vb.tick_miss.is_finite() && (1.0..=1000.0).contains(&vb.tick_miss)) {
+            return Err("vbalance.tick_miss must be within 1..=1000 ticks".into());
+        }
         for (i, s) in self.sources.iter().enumerate() {
             let vm = self.vms.get(s.vm() as usize).ok_or_else(|| {
                 format!(

@@ -16,7 +16,13 @@ fn color(p: PolicyKind) -> &'static str {
     match p {
         PolicyKind::Static => "#d62728",
         PolicyKind::Irqbalance => "#1f77b4",
-        PolicyKind::Vbalance => "#2ca02c",
+        PolicyKind::VbalanceProcstat => "#8c564b",
+        PolicyKind::VbalanceProcstatIr => "#c49c94",
+        PolicyKind::VbalanceTick => "#9467bd",
+        PolicyKind::VbalanceTickIr => "#c5b0d5",
+        PolicyKind::Vbalance => "#ff7f0e",
+        PolicyKind::VbalanceIr => "#2ca02c",
+        PolicyKind::VbalanceOracle => "#7f7f7f",
     }
 }
 

@@ -1,15 +1,17 @@
-//! The vBalance paper's trends, reproduced from the simulator's mechanics (section 5.2).
+//! The vBalance paper's trends, reproduced from the simulator's mechanics (section 5.2), and
+//! what a daemon on a KVM guest gets of them.
 //!
 //! These assert on simulated results: nothing here is a constant the simulator returns; the
-//! latencies come from the scheduler's slices and the IRQ placement, the throughputs from the
-//! closed TCP loop, the rings and the vCPU duty cycle.
+//! latencies come from the scheduler's slices, the detectors and the IRQ placement, the
+//! throughputs from the closed TCP loop, the rings and the vCPU duty cycle.
 
 use sim::scenario::{SourceSpec, VmSpec, Workload};
 use sim::{builtin, run_one, run_scenario, PolicyKind, RunResult, Scenario, SchedulerKind};
 
-fn fig5(sched: SchedulerKind) -> Vec<RunResult> {
+fn fig5(sched: SchedulerKind, policies: &[PolicyKind]) -> Vec<RunResult> {
     let mut sc = builtin("vbalance-fig5").unwrap().remove(0);
     sc.schedulers = vec![sched];
+    sc.policies = policies.to_vec();
     run_scenario(&sc, 2).unwrap()
 }
 
@@ -18,8 +20,15 @@ fn by(rs: &[RunResult], p: PolicyKind) -> &RunResult {
 }
 
 #[test]
-fn fig5_credit_static_and_irqbalance_spike_to_three_slices_vbalance_stays_under_1ms() {
-    let rs = fig5(SchedulerKind::Credit);
+fn fig5_credit_static_spikes_to_three_slices_the_oracle_stays_under_1ms() {
+    let rs = fig5(
+        SchedulerKind::Credit,
+        &[
+            PolicyKind::Static,
+            PolicyKind::Irqbalance,
+            PolicyKind::VbalanceOracle,
+        ],
+    );
     for p in [PolicyKind::Static, PolicyKind::Irqbalance] {
         let r = by(&rs, p);
         let q = r.rtt_ms.unwrap();
@@ -28,7 +37,11 @@ fn fig5_credit_static_and_irqbalance_spike_to_three_slices_vbalance_stays_under_
         assert!(q.p50 > 5.0, "{p:?} {q:?}");
         assert!(r.pings_answered >= 590, "{}", r.pings_answered);
     }
-    let v = by(&rs, PolicyKind::Vbalance);
+    // irqbalance never moves the NIC's only IRQ (heaviest first onto the least loaded vCPU,
+    // ties keep the holder), so it is static here by construction: say so instead of
+    // claiming a comparison (the multi-queue test below gives it something to do)
+    assert_eq!(by(&rs, PolicyKind::Irqbalance).irq_moves, 0);
+    let v = by(&rs, PolicyKind::VbalanceOracle);
     let q = v.rtt_ms.unwrap();
     assert!(q.p99 < 1.0 && q.max < 1.0, "{q:?}");
     assert!(
@@ -45,25 +58,78 @@ fn fig5_credit_static_and_irqbalance_spike_to_three_slices_vbalance_stays_under_
 
 #[test]
 fn fig5_eevdf_same_ordering_with_smaller_spikes() {
-    let rs = fig5(SchedulerKind::Eevdf);
-    let credit_static = by(&fig5(SchedulerKind::Credit), PolicyKind::Static)
-        .rtt_ms
-        .unwrap();
-    for p in [PolicyKind::Static, PolicyKind::Irqbalance] {
-        let q = by(&rs, p).rtt_ms.unwrap();
-        // three 3 ms slices at most
-        assert!((6.0..=10.0).contains(&q.max), "{p:?} {q:?}");
-        assert!(q.max < credit_static.max / 5.0);
-    }
-    let q = by(&rs, PolicyKind::Vbalance).rtt_ms.unwrap();
+    let rs = fig5(
+        SchedulerKind::Eevdf,
+        &[PolicyKind::Static, PolicyKind::VbalanceOracle],
+    );
+    let q = by(&rs, PolicyKind::Static).rtt_ms.unwrap();
+    // three 3 ms slices at most, a tenth of credit's 90 ms
+    assert!((6.0..=10.0).contains(&q.max), "{q:?}");
+    let q = by(&rs, PolicyKind::VbalanceOracle).rtt_ms.unwrap();
     assert!(q.p99 < 1.0, "{q:?}");
 }
 
-fn fig6(kind: &str, sched: SchedulerKind, sizes: &[u32]) -> Vec<RunResult> {
+#[test]
+fn fig5_the_daemons_procstat_window_sees_every_vcpu_preempted_and_moves_nothing() {
+    // Four burning vCPUs on one core each show ~75 % steal per 200 ms window: all count as
+    // preempted, so the /proc/stat detector never finds an online target.
+    let rs = fig5(
+        SchedulerKind::Credit,
+        &[PolicyKind::Static, PolicyKind::VbalanceProcstat],
+    );
+    let s = by(&rs, PolicyKind::Static).rtt_ms.unwrap();
+    let v = by(&rs, PolicyKind::VbalanceProcstat);
+    assert_eq!(v.irq_moves, 0);
+    let d = v.detection.clone().unwrap();
+    assert!(d.episodes > 1000, "{d:?}");
+    // it does mark preempted vCPUs offline, just never with anyone online to move to
+    assert!(d.daemon_runs > 250, "{d:?}");
+    assert_eq!(v.rtt_ms.unwrap().p99, s.p99);
+}
+
+#[test]
+fn fig5_exact_flag_meets_the_target_only_where_moves_take_effect_at_once() {
+    let rs = fig5(
+        SchedulerKind::Credit,
+        &[
+            PolicyKind::Static,
+            PolicyKind::Vbalance,
+            PolicyKind::VbalanceIr,
+            PolicyKind::VbalanceTick,
+        ],
+    );
+    let ir = by(&rs, PolicyKind::VbalanceIr);
+    let q = ir.rtt_ms.unwrap();
+    assert!(q.p99 < 1.0, "flag + interrupt remapping: {q:?}");
+    // the daemon knows within a tick of the preemption (here at once: the next vCPU's missed
+    // tick fires as it resumes), plus its wake-up and write
+    let d = ir.detection.clone().unwrap();
+    assert!(d.detected * 10 >= d.episodes * 9, "{d:?}");
+    assert!(d.p50_ms.unwrap() < 0.5, "{d:?}");
+    // without interrupt remapping every move waits for one more interrupt on the old
+    // (preempted) vCPU: most pings land there
+    let deferred = by(&rs, PolicyKind::Vbalance).rtt_ms.unwrap();
+    assert!(
+        deferred.p99 > 20.0 * q.p99.max(0.1),
+        "{deferred:?} vs {q:?}"
+    );
+    assert!(deferred.p50 > 1.0, "{deferred:?}");
+    // the tick heartbeat needs 1.5 missed ticks: later than the flag
+    let t = by(&rs, PolicyKind::VbalanceTick).detection.clone().unwrap();
+    assert!(t.p50_ms.unwrap() > d.p50_ms.unwrap(), "{t:?} vs {d:?}");
+}
+
+fn fig6(
+    kind: &str,
+    sched: SchedulerKind,
+    sizes: &[u32],
+    policies: &[PolicyKind],
+) -> Vec<RunResult> {
     let mut sc = builtin(&format!("vbalance-fig6-{kind}")).unwrap().remove(0);
     sc.schedulers = vec![sched];
     sc.duration_ms = 2000;
     sc.sweep.message_sizes = sizes.to_vec();
+    sc.policies = policies.to_vec();
     run_scenario(&sc, 2).unwrap()
 }
 
@@ -75,55 +141,91 @@ fn tput(rs: &[RunResult], p: PolicyKind, size: u32) -> f64 {
 }
 
 #[test]
-fn fig6_credit_vbalance_at_least_1_5x_static_tcp_and_udp() {
+fn fig6_credit_oracle_at_least_1_5x_static_tcp_and_udp() {
     for kind in ["tcp", "udp"] {
-        let rs = fig6(kind, SchedulerKind::Credit, &[256, 4096]);
+        let pols = [PolicyKind::Static, PolicyKind::VbalanceOracle];
+        let rs = fig6(kind, SchedulerKind::Credit, &[256, 4096], &pols);
         for size in [256, 4096] {
             let s = tput(&rs, PolicyKind::Static, size);
-            let i = tput(&rs, PolicyKind::Irqbalance, size);
-            let v = tput(&rs, PolicyKind::Vbalance, size);
-            assert!(v >= 1.5 * s, "{kind} {size}: vbalance {v} static {s}");
-            // irqbalance shows no apparent improvement
-            assert!(i < 1.2 * s, "{kind} {size}: irqbalance {i} static {s}");
+            let v = tput(&rs, PolicyKind::VbalanceOracle, size);
+            assert!(v >= 1.5 * s, "{kind} {size}: oracle {v} static {s}");
             assert!(v <= 1000.0, "cannot beat the 1 Gbit/s link: {v}");
         }
     }
 }
 
 #[test]
-fn fig6_udp_static_drops_at_the_ring_vbalance_does_not_overflow_it() {
-    let rs = fig6("udp", SchedulerKind::Credit, &[4096]);
-    let s = rs.iter().find(|r| r.policy == PolicyKind::Static).unwrap();
-    let v = rs
-        .iter()
-        .find(|r| r.policy == PolicyKind::Vbalance)
-        .unwrap();
+fn fig6_a_kvm_guest_cannot_move_a_pending_stream_interrupt() {
+    // A stream keeps its queue's interrupt raised (NAPI polls with the interrupt off), so when
+    // its vCPU is preempted the packets wait for that vCPU whatever the daemon writes; only
+    // the oracle's event-channel rebind carries the pending interrupt along.
+    let pols = [
+        PolicyKind::Static,
+        PolicyKind::VbalanceIr,
+        PolicyKind::VbalanceOracle,
+    ];
+    for sched in [SchedulerKind::Credit, SchedulerKind::Eevdf] {
+        let rs = fig6("udp", sched, &[4096], &pols);
+        let s = tput(&rs, PolicyKind::Static, 4096);
+        let ir = tput(&rs, PolicyKind::VbalanceIr, 4096);
+        let o = tput(&rs, PolicyKind::VbalanceOracle, 4096);
+        assert!(ir < 1.2 * s, "{sched:?}: flag+IR {ir} static {s}");
+        assert!(o > 1.8 * s, "{sched:?}: oracle {o} static {s}");
+    }
+}
+
+#[test]
+fn fig6_udp_static_drops_at_the_ring_the_oracle_does_not_overflow_it() {
+    let pols = [PolicyKind::Static, PolicyKind::VbalanceOracle];
+    let rs = fig6("udp", SchedulerKind::Credit, &[4096], &pols);
+    let s = by(&rs, PolicyKind::Static);
+    let v = by(&rs, PolicyKind::VbalanceOracle);
     assert!(
         s.drops > 10 * v.drops.max(1),
-        "static {} vbalance {}",
+        "static {} oracle {}",
         s.drops,
         v.drops
     );
 }
 
 #[test]
-fn fig6_eevdf_vbalance_beats_static() {
-    for kind in ["tcp", "udp"] {
-        let rs = fig6(kind, SchedulerKind::Eevdf, &[4096]);
-        let s = tput(&rs, PolicyKind::Static, 4096);
-        let v = tput(&rs, PolicyKind::Vbalance, 4096);
-        assert!(v >= 1.5 * s, "{kind}: vbalance {v} static {s}");
-    }
+fn irqbalance_spreads_two_queues_after_its_10s_tick_but_is_blind_to_preemption() {
+    // Two queues, two UDP streams, all on vCPU0 at start; 25 s covers two irqbalance
+    // periods. irqbalance must move one queue away (it balances load), yet gain little over
+    // static under credit: it does not know who runs.
+    let mut sc = builtin("vbalance-fig6-udp").unwrap().remove(0);
+    sc.duration_ms = 25_000;
+    sc.sweep.message_sizes.clear();
+    sc.vms[0].queues = 2;
+    sc.sources = (0..2)
+        .map(|q| SourceSpec::Udp {
+            vm: 0,
+            queue: q,
+            message_size: 1024,
+        })
+        .collect();
+    let s = run_one(&sc, SchedulerKind::Credit, PolicyKind::Static, None).unwrap();
+    let i = run_one(&sc, SchedulerKind::Credit, PolicyKind::Irqbalance, None).unwrap();
+    assert!(i.irq_moves >= 1, "irqbalance moved nothing in 25 s");
+    assert_eq!(s.irq_moves, 0);
+    let (ts, ti) = (s.throughput_mbps.unwrap(), i.throughput_mbps.unwrap());
+    assert!(ti < 1.3 * ts, "irqbalance {ti} static {ts}");
+    // its moves do change where interrupt work runs: more than one vCPU does it
+    let busy = i.vcpu_irq_ms.iter().filter(|&&ms| ms > 100.0).count();
+    assert!(busy >= 2, "{:?}", i.vcpu_irq_ms);
 }
 
 #[test]
 fn runs_are_deterministic_for_a_seed() {
     let mut sc = builtin("vbalance-fig5").unwrap().remove(0);
     sc.duration_ms = 5000;
+    for p in [PolicyKind::Static, PolicyKind::Vbalance] {
+        let a = run_one(&sc, SchedulerKind::Credit, p, None).unwrap();
+        let b = run_one(&sc, SchedulerKind::Credit, p, None).unwrap();
+        assert_eq!(a.events, b.events);
+        assert_eq!(a.rtt_series, b.rtt_series);
+    }
     let a = run_one(&sc, SchedulerKind::Credit, PolicyKind::Static, None).unwrap();
-    let b = run_one(&sc, SchedulerKind::Credit, PolicyKind::Static, None).unwrap();
-    assert_eq!(a.events, b.events);
-    assert_eq!(a.rtt_series, b.rtt_series);
     sc.seed = 99;
     let c = run_one(&sc, SchedulerKind::Credit, PolicyKind::Static, None).unwrap();
     assert_ne!(a.rtt_series, c.rtt_series);
@@ -175,12 +277,12 @@ fn credit_boost_wakes_an_idle_vm_fast_even_with_static_irqs() {
 #[test]
 fn smp_boost_fast_path_helps_when_no_vcpu_of_the_vm_runs() {
     // Both VMs burn: often none of the pinged VM's vCPUs runs; only the SMP_BOOST fast path
-    // (credit + vBalance) gets the interrupt serviced at once.
+    // (credit + the paper's design) gets the interrupt serviced at once.
     let mut sc = two_vm_scenario(Workload::Burn);
     sc.vms[0].workload = Workload::Burn;
-    let with = run_one(&sc, SchedulerKind::Credit, PolicyKind::Vbalance, None).unwrap();
+    let with = run_one(&sc, SchedulerKind::Credit, PolicyKind::VbalanceOracle, None).unwrap();
     sc.vbalance.smp_boost = false;
-    let without = run_one(&sc, SchedulerKind::Credit, PolicyKind::Vbalance, None).unwrap();
+    let without = run_one(&sc, SchedulerKind::Credit, PolicyKind::VbalanceOracle, None).unwrap();
     let (w, wo) = (with.rtt_ms.unwrap(), without.rtt_ms.unwrap());
     assert!(w.p99 < 1.0, "with fast path {w:?}");
     assert!(wo.max > 20.0, "without fast path {wo:?}");
@@ -211,9 +313,10 @@ fn extended_vbalance_spreads_the_queues_of_a_multiqueue_nic() {
             message_size: 1024,
         })
         .collect();
-    let paper = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance, None).unwrap();
+    sc.vbalance.variant = sim::scenario::VbalanceVariant::Paper;
+    let paper = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::VbalanceOracle, None).unwrap();
     sc.vbalance.variant = sim::scenario::VbalanceVariant::Extended;
-    let ext = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance, None).unwrap();
+    let ext = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::VbalanceOracle, None).unwrap();
     let (p, e) = (paper.throughput_mbps.unwrap(), ext.throughput_mbps.unwrap());
     eprintln!(
         "many-to-one {p:.0} Mbit/s, irq ms {:?}, {} moves; many-to-many {e:.0} Mbit/s, irq ms {:?}, {} moves",

@@ -231,6 +231,8 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
             "--json",
             "--interval-ms",
             "300",
+            "--signal",
+            "procstat",
             "--steal-threshold",
             "1",
             "--irq",

@@ -18,7 +18,8 @@ fn fig5_json_has_rtt_per_policy_and_scheduler() {
         svg.to_str().unwrap(),
     ]);
     let runs = v["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 6);
+    // 2 schedulers x 9 policies
+    assert_eq!(runs.len(), 18);
     for r in runs {
         let rtt = &r["rtt_ms"];
         for k in ["p50", "p99", "max"] {
@@ -35,8 +36,17 @@ fn fig5_json_has_rtt_per_policy_and_scheduler() {
             .unwrap()
     };
     assert!(get("credit", "static") > 60.0);
-    assert!(get("credit", "vbalance") < 1.0);
+    assert!(get("credit", "vbalance-oracle") < 1.0);
     assert!(get("eevdf", "static") < 12.0);
+    // the daemon variants report how soon they learnt of preemptions; the others do not
+    for r in runs {
+        let daemon = r["policy"].as_str().unwrap().starts_with("vbalance")
+            && r["policy"] != "vbalance-oracle";
+        assert_eq!(r["detection"].is_object(), daemon, "{r}");
+        if daemon {
+            assert!(r["detection"]["episodes"].as_u64().unwrap() > 0, "{r}");
+        }
+    }
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<svg") && s.contains("<polyline") && s.contains("vbalance"));
     assert_eq!(s.matches("ping RTT").count(), 2);
@@ -135,4 +145,35 @@ fn errors_are_one_line_with_exit_2() {
     }
     let out = run(&["sim", bad.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("pcpus"));
+}
+
+#[test]
+fn cfs_is_refused_not_silently_run_as_eevdf() {
+    let out = run(&[
+        "sim",
+        "vbalance-fig5",
+        "--scheduler",
+        "cfs",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("eevdf") && err.contains("cfs"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn unknown_policy_lists_the_policies() {
+    let out = run(&["sim", "vbalance-fig5", "--policy", "vbalanced"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for p in [
+        "static",
+        "vbalance-procstat",
+        "vbalance-oracle",
+        "vbalance-ir",
+    ] {
+        assert!(err.contains(p), "{err}");
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use irqbal::daemon::{self, DaemonEvent, GuestConfig, ProcFs, Sample};
+use irqbal::daemon::{self, DaemonEvent, GuestConfig, ProcFs, Sample, SignalChoice};
 use irqbal::host;
 use irqbal::policy::{Mapping, Policy, PolicyConfig};
 use topo::CpuSet;
@@ -18,12 +18,13 @@ use super::common::print_json;
 /// the vBalance-style balancer.
 ///
 /// In a KVM guest (`balance --mode guest`), interrupts bound to a vCPU the host has preempted
-/// wait until that vCPU runs again. The balancer reads per-vCPU steal time and irq/softirq time
-/// from /proc/stat and per-IRQ counts from /proc/interrupts, and moves movable (non-managed)
-/// MSI/MSI-X vectors — virtio-net queues — to running, less loaded vCPUs (vBalance,
-/// threshold max/min = 1.5). On a host (`--mode host --pid QEMU_PID`) it keeps each VFIO
-/// vector on the physical CPU where its target vCPU thread runs. Every affinity it changes is
-/// restored on exit, including SIGTERM and SIGINT.
+/// wait until that vCPU runs again. The balancer learns which vCPUs are preempted from KVM's
+/// exact per-vCPU preempted flag (an eBPF program; where that is unavailable, /proc/stat steal,
+/// saying why), reads irq/softirq time and per-IRQ counts, and moves movable (non-managed)
+/// MSI/MSI-X vectors — virtio-net queues — to running, less loaded vCPUs (vBalance, threshold
+/// max/min = 1.5). On a host (`--mode host --pid QEMU_PID`) it keeps each VFIO vector on the
+/// physical CPU where its target vCPU thread runs. Every affinity it changes is restored on
+/// exit, including SIGTERM and SIGINT.
 #[derive(clap::Args, Debug)]
 #[command(after_help = IRQ_HELP)]
 pub struct Args {
@@ -33,9 +34,14 @@ pub struct Args {
 
 const IRQ_HELP: &str = "\
 In a KVM guest, an interrupt bound to a vCPU the host has preempted waits until that vCPU runs
-again. `irq balance --mode guest` reads per-vCPU steal and irq/softirq time (/proc/stat) and
-per-IRQ counts (/proc/interrupts) and moves movable MSI/MSI-X vectors (virtio-net queues; not
-the managed virtio-blk/scsi ones) to running, less loaded vCPUs (vBalance, max/min > 1.5).
+again. `irq balance --mode guest` learns which vCPUs are preempted from KVM's exact per-vCPU
+preempted flag, read by an eBPF program at every guest tick and context switch and pushed
+through a ring buffer (root, x86 KVM guest with steal time, kernel BTF); where that is
+unavailable it falls back to /proc/stat steal over each window, and says which it uses and why.
+It moves movable MSI/MSI-X vectors (virtio-net queues; not the managed virtio-blk/scsi ones)
+off preempted vCPUs and balances them (vBalance, max/min > 1.5, loads under 2 % of a CPU count
+as 2 %). Without interrupt remapping (no vIOMMU) x86 applies a move at the IRQ's next
+interrupt, which still goes to the old vCPU.
 `--mode host --pid QEMU_PID` keeps each VFIO vector on the host CPU where its target vCPU
 thread runs. Every affinity changed is restored on exit, SIGTERM or SIGINT.
 
@@ -88,15 +94,41 @@ pub struct PolicyArgs {
     /// `many-to-one` (the paper: all balanced IRQs move together, no hysteresis).
     #[arg(long, default_value = "many-to-many", value_parser = parse_mapping)]
     pub mapping: Mapping,
-    /// A vCPU whose steal time over the window exceeds this fraction counts as preempted.
+    /// `/proc/stat` signal: a vCPU whose steal time over the window exceeds this fraction
+    /// counts as preempted.
     #[arg(long, default_value_t = 0.10)]
     pub steal_threshold: f64,
+    /// Loads (fraction of a CPU in irq + softirq) below this count as this when comparing
+    /// max/min, so near-idle vCPUs do not look infinitely imbalanced (0 = the paper).
+    #[arg(long, default_value_t = irqbal::policy::DEFAULT_LOAD_FLOOR)]
+    pub load_floor: f64,
+    /// Preemption signal: `auto` (the eBPF preempted flag where it works, else /proc/stat
+    /// steal), `ebpf` (or fail), `procstat`.
+    #[arg(long, value_enum, default_value_t = SignalArg::Auto)]
+    pub signal: SignalArg,
     /// Balance exactly these IRQ numbers (repeatable). Default: virtio-net / NIC queue vectors.
     #[arg(long = "irq")]
     pub irqs: Vec<u32>,
     /// Only these CPUs may receive balanced IRQs (list: `0-3,8`).
     #[arg(long)]
     pub cpus: Option<String>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalArg {
+    Auto,
+    Ebpf,
+    Procstat,
+}
+
+impl SignalArg {
+    fn choice(self) -> SignalChoice {
+        match self {
+            SignalArg::Auto => SignalChoice::Auto,
+            SignalArg::Ebpf => SignalChoice::Ebpf,
+            SignalArg::Procstat => SignalChoice::Procstat,
+        }
+    }
 }
 
 fn parse_mapping(s: &str) -> Result<Mapping, String> {
@@ -114,11 +146,22 @@ impl PolicyArgs {
             Mapping::ManyToOne => PolicyConfig::paper(),
         };
         c.threshold = self.threshold;
+        c.load_floor = self.load_floor;
         c.validate()?;
         if !(self.steal_threshold.is_finite() && (0.0..=1.0).contains(&self.steal_threshold)) {
             anyhow::bail!("--steal-threshold must be between 0 and 1");
         }
         Ok(c)
+    }
+
+    /// Every `--irq N` must be an IRQ of this machine.
+    fn check_irqs(&self, table: &topo::InterruptTable) -> anyhow::Result<()> {
+        for &n in &self.irqs {
+            if !table.irqs.iter().any(|r| r.number == Some(n)) {
+                anyhow::bail!("IRQ {n} does not exist (not in /proc/interrupts)");
+            }
+        }
+        Ok(())
     }
 
     fn cpuset(&self) -> anyhow::Result<Option<CpuSet>> {
@@ -141,9 +184,10 @@ pub enum Mode {
 pub struct BalanceArgs {
     #[arg(long, value_enum, default_value_t = Mode::Guest)]
     pub mode: Mode,
-    /// Sampling interval in milliseconds (steal time has 10 ms resolution).
-    #[arg(long, default_value_t = 200)]
-    pub interval_ms: u64,
+    /// Load window in milliseconds (steal time has 10 ms resolution). Default: 1000 with the
+    /// eBPF signal (which wakes the daemon on each preemption by itself), 200 with /proc/stat.
+    #[arg(long)]
+    pub interval_ms: Option<u64>,
     /// Stop after this many seconds (default: run until SIGTERM/SIGINT).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -162,9 +206,13 @@ pub struct BalanceArgs {
     /// Print one JSON object per event (start, decision, move, stop) instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Text mode: also print decisions that move nothing.
+    /// Text mode: also print decisions that move nothing, and every preemption seen.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Guest mode: run the daemon at normal priority instead of SCHED_FIFO 1 (which lets a
+    /// preemption wake-up run at once on a busy vCPU).
+    #[arg(long)]
+    pub no_realtime: bool,
 }
 
 fn parse_target(s: &str) -> Result<(u32, u32), String> {
@@ -198,16 +246,44 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let cfg = a.policy.config()?;
     let eligible = a.policy.cpuset()?;
     let fs = ProcFs::default();
+    a.policy.check_irqs(&fs.interrupt_counts()?)?;
+    let (mut reader, signal) =
+        daemon::open_signal(a.policy.signal.choice(), Duration::from_micros(100))?;
     let first = Sample::take_full(&fs)?;
     let cands = daemon::discover(&fs, &first.ints, &a.policy.irqs, a.probe);
-    std::thread::sleep(Duration::from_secs_f64(a.interval));
+    // the window: with the eBPF signal, count preemptions as they come
+    let mut preemptions: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut preempted_now: std::collections::BTreeSet<u32> = Default::default();
+    let end = Instant::now() + Duration::from_secs_f64(a.interval);
+    match reader.as_mut() {
+        Some(r) => {
+            while Instant::now() < end {
+                let left = end.saturating_duration_since(Instant::now());
+                for e in r.poll(left.min(Duration::from_millis(50))) {
+                    if e.preempted {
+                        *preemptions.entry(e.cpu).or_default() += 1;
+                        preempted_now.insert(e.cpu);
+                    } else {
+                        preempted_now.remove(&e.cpu);
+                    }
+                }
+            }
+        }
+        None => std::thread::sleep(Duration::from_secs_f64(a.interval)),
+    }
     let cur = Sample::take_full(&fs)?;
     let dt = cur
         .at
         .saturating_duration_since(first.at)
         .as_secs_f64()
         .max(1e-9);
-    let cpus = daemon::cpu_windows(&first, &cur, a.policy.steal_threshold, eligible.as_ref());
+    let mut cpus = daemon::cpu_windows(&first, &cur, a.policy.steal_threshold, eligible.as_ref());
+    let ebpf = reader.is_some();
+    if ebpf {
+        for c in &mut cpus {
+            c.online = !preempted_now.contains(&c.cpu);
+        }
+    }
     // per-IRQ rates
     let mut irqs = Vec::new();
     for r in &cur.ints.irqs {
@@ -247,7 +323,7 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
             Some((c.irq, cpu))
         })
         .collect();
-    let snap = daemon::observe(
+    let mut snap = daemon::observe(
         &first,
         &cur,
         &held,
@@ -255,10 +331,20 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         eligible.as_ref(),
         0,
     );
+    if ebpf {
+        for v in &mut snap.vcpus {
+            v.online = !preempted_now.contains(&v.vcpu);
+        }
+    }
     let decision = Policy::new(cfg)?.decide(&snap);
     if a.json {
         print_json(&serde_json::json!({
             "interval_s": dt,
+            "signal": signal,
+            "preemptions": ebpf.then(|| cpus.iter().map(|c| serde_json::json!({
+                "cpu": c.cpu, "count": preemptions.get(&c.cpu).copied().unwrap_or(0),
+                "preempted_now": preempted_now.contains(&c.cpu),
+            })).collect::<Vec<_>>()),
             "cpus": cpus,
             "irqs": irqs,
             "snapshot": snap,
@@ -267,20 +353,38 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "preemption signal: {} ({})",
+        signal_label(signal.signal),
+        signal.reason
+    );
     let _ = writeln!(s, "window {dt:.2} s");
     let _ = writeln!(
         s,
-        "{:<6} {:>8} {:>10} {:>8}",
-        "cpu", "steal%", "irq+soft%", "state"
+        "{:<6} {:>8} {:>10} {:>10} {:>10}",
+        "cpu",
+        "steal%",
+        "irq+soft%",
+        if ebpf { "preempt/s" } else { "" },
+        "state"
     );
     for c in &cpus {
         let _ = writeln!(
             s,
-            "cpu{:<3} {:>8.1} {:>10.1} {:>8}",
+            "cpu{:<3} {:>8.1} {:>10.1} {:>10} {:>10}",
             c.cpu,
             c.steal_frac * 100.0,
             c.irq_frac * 100.0,
-            if c.online { "online" } else { "preempted" }
+            if ebpf {
+                format!(
+                    "{:.1}",
+                    preemptions.get(&c.cpu).copied().unwrap_or(0) as f64 / dt
+                )
+            } else {
+                String::new()
+            },
+            if c.online { "running" } else { "preempted" }
         );
     }
     let _ = writeln!(
@@ -308,8 +412,8 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     }
     let _ = writeln!(
         s,
-        "\nvBalance now (threshold {}, {:?}, average irq load {:.3}):",
-        cfg.threshold, cfg.mapping, decision.average
+        "\nvBalance now (threshold {}, {}, load floor {}, average irq load {:.3}):",
+        cfg.threshold, cfg.mapping, cfg.load_floor, decision.average
     );
     if decision.placements.is_empty() {
         let _ = writeln!(s, "  no balanced IRQs (virtio-net queues or --irq N)");
@@ -320,10 +424,18 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         } else {
             format!("stay on cpu{}", p.from)
         };
-        let _ = writeln!(s, "  irq {:>4}: {verb} ({:?})", p.irq, p.reason);
+        let _ = writeln!(s, "  irq {:>4}: {verb}: {}", p.irq, p.reason.describe());
     }
     print!("{s}");
     Ok(ExitCode::SUCCESS)
+}
+
+fn signal_label(signal: &str) -> &'static str {
+    if signal == daemon::SIGNAL_EBPF {
+        "eBPF, KVM's exact per-vCPU preempted flag"
+    } else {
+        "/proc/stat steal over each window"
+    }
 }
 
 fn duration(a: &BalanceArgs) -> anyhow::Result<Option<Duration>> {
@@ -339,23 +451,35 @@ fn duration(a: &BalanceArgs) -> anyhow::Result<Option<Duration>> {
 }
 
 fn balance_guest(a: BalanceArgs) -> anyhow::Result<ExitCode> {
-    if a.interval_ms < 10 {
+    if a.interval_ms.is_some_and(|ms| ms < 10) {
         anyhow::bail!("--interval-ms must be at least 10 (steal time has 10 ms resolution)");
     }
+    let fs = ProcFs::default();
+    a.policy.check_irqs(&fs.interrupt_counts()?)?;
     let cfg = GuestConfig {
-        fs: ProcFs::default(),
-        interval: Duration::from_millis(a.interval_ms),
+        fs,
+        interval: a.interval_ms.map(Duration::from_millis),
         steal_threshold: a.policy.steal_threshold,
         policy: a.policy.config()?,
         irqs: a.policy.irqs.clone(),
         cpus: a.policy.cpuset()?,
         dry_run: a.dry_run,
         duration: duration(&a)?,
+        signal: a.policy.signal.choice(),
+        scan_gap: Duration::from_micros(100),
+        realtime: !a.no_realtime,
     };
     let stop = daemon::install_signal_flag()?;
     let json = a.json;
     let verbose = a.verbose;
-    let summary = daemon::run_guest(&cfg, &stop, |ev| print_event(ev, json, verbose))?;
+    let mut out = Out::default();
+    let summary = daemon::run_guest(&cfg, &stop, |ev| {
+        // a closed stdout (the reader went away) stops the daemon, which restores what it
+        // changed and ends quietly
+        if print_event(&mut out, ev, json, verbose).is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+    })?;
     Ok(if summary.restore_failures > 0 {
         ExitCode::from(1)
     } else {
@@ -363,24 +487,58 @@ fn balance_guest(a: BalanceArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn print_event(ev: &DaemonEvent, json: bool, verbose: bool) {
-    if json {
-        if let Ok(s) = serde_json::to_string(ev) {
-            println!("{s}");
+/// Standard output that remembers it was closed and stays quiet after that.
+#[derive(Default)]
+struct Out {
+    closed: bool,
+}
+
+impl Out {
+    fn line(&mut self, s: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.closed {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
         }
-        return;
+        let mut o = std::io::stdout().lock();
+        let r = writeln!(o, "{s}").and_then(|()| o.flush());
+        if r.is_err() {
+            self.closed = true;
+        }
+        r
+    }
+}
+
+fn dist(d: &daemon::Dist) -> String {
+    match (d.p50, d.p99, d.max) {
+        (Some(a), Some(b), Some(c)) => format!("{a:.0}/{b:.0}/{c:.0} µs (n={})", d.n),
+        _ => "-".to_string(),
+    }
+}
+
+fn print_event(out: &mut Out, ev: &DaemonEvent, json: bool, verbose: bool) -> std::io::Result<()> {
+    if json {
+        return match serde_json::to_string(ev) {
+            Ok(s) => out.line(&s),
+            Err(_) => Ok(()),
+        };
     }
     match ev {
-        DaemonEvent::Start { candidates } => {
-            println!(
-                "vmtune irq balance (guest): {} candidate IRQ(s)",
-                candidates.len()
-            );
+        DaemonEvent::Start {
+            candidates,
+            signal,
+            scheduling,
+        } => {
+            out.line(&format!(
+                "vmtune irq balance (guest): {} candidate IRQ(s); preemption signal: {} ({}); scheduling {scheduling}",
+                candidates.len(),
+                signal_label(signal.signal),
+                signal.reason
+            ))?;
             for c in candidates {
-                println!(
+                out.line(&format!(
                     "  irq {:>4} {:<24} affinity {:<8} {}",
                     c.irq, c.name, c.original, c.note
-                );
+                ))?;
             }
         }
         DaemonEvent::Decision {
@@ -401,7 +559,27 @@ fn print_event(ev: &DaemonEvent, json: bool, verbose: bool) {
                         )
                     })
                     .collect();
-                println!("[{t_s:8.2}s] {}", cs.join(" "));
+                out.line(&format!("[{t_s:8.2}s] {}", cs.join(" ")))?;
+            }
+        }
+        DaemonEvent::Preempt {
+            t_s,
+            cpu,
+            preempted,
+            observer,
+            ring_us,
+            span_us,
+        } => {
+            if verbose {
+                out.line(&format!(
+                    "[{t_s:8.2}s] cpu{cpu} {} (seen by cpu{observer}, read {ring_us:.0} µs later, {})",
+                    if *preempted { "preempted" } else { "running again" },
+                    if *preempted {
+                        format!("last ran {span_us:.0} µs before")
+                    } else {
+                        format!("stolen {span_us:.0} µs")
+                    }
+                ))?;
             }
         }
         DaemonEvent::Move {
@@ -409,16 +587,18 @@ fn print_event(ev: &DaemonEvent, json: bool, verbose: bool) {
             from,
             to,
             reason,
-            ok,
+            outcome,
             effective,
-            pending,
             error,
+            since_seen_us,
+            ..
         } => {
-            println!(
-                "  irq {irq}: cpu{from} -> cpu{to} ({reason:?}) {}{}{}",
-                if *ok { "ok" } else { "FAILED" },
-                if *pending {
-                    " (vector moves at its next interrupt)"
+            out.line(&format!(
+                "  irq {irq}: cpu{from} -> cpu{to} ({}): {}{}{}{}",
+                reason.describe(),
+                outcome,
+                if *outcome == "pending" {
+                    " (the vector moves at its next interrupt)"
                 } else {
                     ""
                 },
@@ -426,29 +606,52 @@ fn print_event(ev: &DaemonEvent, json: bool, verbose: bool) {
                     (_, Some(e)) => format!(": {e}"),
                     (Some(e), None) => format!(", effective {e}"),
                     _ => String::new(),
-                }
-            );
+                },
+                since_seen_us
+                    .map(|us| format!(", {us:.0} µs after the preemption was seen"))
+                    .unwrap_or_default()
+            ))?;
         }
         DaemonEvent::Stop { summary } => {
-            println!(
-                "stopped after {:.1} s: {} samples, {} moves ({} failed); daemon CPU {:.3} s = {:.3}% (step {:.0} µs mean); restored {} IRQ(s){}",
+            out.line(&format!(
+                "stopped after {:.1} s: {} samples, {} moves ({} off preempted vCPUs, {} failed); daemon CPU {:.3} s = {:.3}% of one CPU (step {:.0} µs mean; start-up {:.2} s CPU in {:.2} s); restored {} IRQ(s){}",
                 summary.wall_s,
                 summary.samples,
                 summary.moves,
+                summary.moves_off_preempted,
                 summary.failed_moves,
                 summary.cpu_s,
                 summary.cpu_percent,
                 summary.step_us_mean,
+                summary.startup_cpu_s,
+                summary.startup_s,
                 summary.restored.len(),
                 if summary.restore_failures > 0 { format!(", {} FAILED", summary.restore_failures) } else { String::new() }
-            );
+            ))?;
+            for (irq, note) in &summary.effective_restored {
+                out.line(&format!("  irq {irq}: effective CPU {note}"))?;
+            }
+            if let Some(l) = &summary.latencies {
+                out.line(&format!(
+                    "  eBPF: {} preemptions, {} resumes; preemption -> seen {} (bound {}); seen -> daemon {}; seen -> affinity written {}; write {}",
+                    l.preemptions,
+                    l.resumes,
+                    dist(&l.preempt_to_seen_us),
+                    dist(&l.preempt_to_seen_bound_us),
+                    dist(&l.seen_to_daemon_us),
+                    dist(&l.seen_to_written_us),
+                    dist(&l.write_us)
+                ))?;
+            }
         }
     }
+    Ok(())
 }
 
 fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
     let pid = a.pid.context("--mode host needs --pid QEMU_PID")?;
-    if a.interval_ms < 10 {
+    let interval_ms = a.interval_ms.unwrap_or(200);
+    if interval_ms < 10 {
         anyhow::bail!("--interval-ms must be at least 10");
     }
     let fs = ProcFs::default();
@@ -510,7 +713,7 @@ fn balance_host(a: BalanceArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        let wake = Instant::now() + Duration::from_millis(a.interval_ms);
+        let wake = Instant::now() + Duration::from_millis(interval_ms);
         let mut done = false;
         while Instant::now() < wake {
             if stop.load(Ordering::Relaxed) || limit.is_some_and(|d| start.elapsed() >= d) {

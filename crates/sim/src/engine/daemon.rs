@@ -1,0 +1,406 @@
+//! The vBalance daemon on a KVM guest: what it can know, when, and what its writes do.
+//!
+//! - **Guest tick.** A running vCPU takes a timer tick every `tick_us` on its own HZ grid; a
+//!   preempted one misses its ticks and takes the missed one at once when it runs again (the
+//!   LAPIC timer is pending); a halted one has no tick (NO_HZ idle) and restarts on the grid.
+//! - **Steal.** KVM's steal clock grows by the host run-queue wait and is updated when the
+//!   vCPU enters the guest; the guest accounts it (what `/proc/stat` shows) at its own ticks,
+//!   so a vCPU's steal appears only after it runs again.
+//! - **Detectors** (`scenario::Detector`): the eBPF program reads every vCPU's
+//!   `kvm_steal_time.preempted` at guest events on a running vCPU (a tick, a context switch
+//!   from or to idle), at most once per `scan_gap_us` per vCPU, and pushes changes through a
+//!   ring buffer; the tick detector calls a vCPU preempted when it has not been heard from for
+//!   `tick_miss` ticks without halting; the `/proc/stat` detector samples accounted steal every
+//!   `procstat_interval_ms` and calls a vCPU preempted above `procstat_steal_threshold`.
+//! - **The daemon** is a guest thread: it runs on a vCPU (the observing one for ring-buffer
+//!   events, its own for its `/proc` timer) and needs that vCPU to run for `wake_us +
+//!   write_us` (or `procstat_read_us + write_us`); if the vCPU is preempted meanwhile, so is the
+//!   daemon. When done it runs `irqbal::Policy` on what it has learnt and writes the moves.
+
+use serde::Serialize;
+
+use super::*;
+
+/// One daemon of one VM.
+pub(super) struct Daemon {
+    det: Detector,
+    /// The daemon's belief per VM-local vCPU: online (not preempted).
+    view: Vec<bool>,
+    /// The detector's last verdict per vCPU (what the eBPF maps hold): preempted.
+    seen_preempted: Vec<bool>,
+    /// Verdict changes not yet read by the daemon: (local vCPU, online).
+    inbox: Vec<(u32, bool)>,
+    /// The holder the daemon believes each queue has: the last CPU it wrote.
+    held: Vec<u32>,
+    /// Last guest event per vCPU (tick, switch) and whether the vCPU was going idle then.
+    heartbeat: Vec<(u64, bool)>,
+    /// Last scan of the other vCPUs by each vCPU (the eBPF program's rate limit).
+    last_scan: Vec<Option<u64>>,
+    /// `/proc/stat` detector: the previous sample (time, steal ticks per vCPU).
+    last_sample: Option<(u64, Vec<u64>)>,
+    sample_due: bool,
+    /// Global index of the vCPU the daemon runs on, or waits for.
+    home: u32,
+    busy: bool,
+    work_left: u64,
+    running_since: Option<u64>,
+    pub(super) gen: u32,
+    runs: u64,
+}
+
+impl Daemon {
+    pub(super) fn new(det: Detector, vcpus: u32, queues: u32) -> Self {
+        let n = vcpus as usize;
+        Self {
+            det,
+            view: vec![true; n],
+            seen_preempted: vec![false; n],
+            inbox: Vec::new(),
+            held: vec![0; queues as usize],
+            heartbeat: vec![(0, false); n],
+            last_scan: vec![None; n],
+            last_sample: None,
+            sample_due: false,
+            home: 0,
+            busy: false,
+            work_left: 0,
+            running_since: None,
+            gen: 0,
+            runs: 0,
+        }
+    }
+}
+
+/// Collected over a run: preemption episodes and when the daemon learnt of them.
+#[derive(Debug, Default)]
+pub(super) struct DetectStats {
+    episodes: u64,
+    detected: u64,
+    latencies_ns: Vec<u64>,
+    runs: u64,
+}
+
+/// How soon a daemon variant learnt that a vCPU was preempted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Detection {
+    /// Preemption episodes of the VM's vCPUs (descheduled while runnable, until run again).
+    pub episodes: u64,
+    /// Episodes the daemon learnt of while they lasted (after its decision was made).
+    pub detected: u64,
+    /// From the preemption to the daemon's decision, ms: percentiles over detected episodes
+    /// (`None` when none was detected).
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    /// Times the daemon ran (ring-buffer wake-ups or `/proc` samples).
+    pub daemon_runs: u64,
+}
+
+impl Sim {
+    pub(super) fn procstat_interval(&self) -> u64 {
+        (self.vb.procstat_interval_ms * MS as f64) as u64
+    }
+
+    fn us(v: f64) -> u64 {
+        ((v * US as f64) as u64).max(1)
+    }
+
+    /// `v` was just scheduled in (from the runqueue; `was_halted` if it had been woken from a
+    /// halt and waited there).
+    pub(super) fn vcpu_resumed(&mut self, v: u32, was_halted: bool) {
+        let now = self.now;
+        let tick = self.vb_tick;
+        let x = &mut self.vcpus[v as usize];
+        x.tick_gen = x.tick_gen.wrapping_add(1);
+        let gen = x.tick_gen;
+        if x.next_tick <= now {
+            if was_halted {
+                // NO_HZ idle exit: the tick restarts on its grid
+                let behind = now - x.next_tick;
+                x.next_tick += (behind / tick + 1) * tick;
+            } else {
+                // a tick missed while preempted fires as soon as the vCPU runs
+                x.next_tick = now;
+            }
+        }
+        let at = x.next_tick;
+        self.push(at, Ev::GuestTick { vcpu: v, gen });
+        if was_halted {
+            // the guest switches from its idle task: a sched_switch
+            self.guest_event(v, false);
+        }
+        let vm = self.vcpus[v as usize].vm;
+        if self.vms[vm as usize]
+            .daemon
+            .as_ref()
+            .is_some_and(|d| d.busy && d.home == v)
+        {
+            self.daemon_try_start(vm);
+        }
+    }
+
+    /// `v` was just taken off its pCPU (state already set).
+    pub(super) fn vcpu_descheduled(&mut self, v: u32) {
+        let now = self.now;
+        let vm = self.vcpus[v as usize].vm;
+        if let Some(d) = self.vms[vm as usize].daemon.as_mut() {
+            if d.home == v {
+                if let Some(t) = d.running_since.take() {
+                    d.work_left = d.work_left.saturating_sub(now - t).max(1);
+                    d.gen = d.gen.wrapping_add(1);
+                }
+            }
+        }
+        if self.vcpus[v as usize].state == RunState::Blocked {
+            // the guest switched to idle before halting
+            self.guest_event(v, true);
+        }
+    }
+
+    pub(super) fn guest_tick(&mut self, v: u32) {
+        if self.vcpus[v as usize].state != RunState::Running {
+            return;
+        }
+        let tick = self.vb_tick;
+        let x = &mut self.vcpus[v as usize];
+        // steal_account_process_time(): the steal clock is accounted at the tick
+        x.steal_accounted = x.steal_clock;
+        x.next_tick += tick;
+        let (at, gen, vm) = (x.next_tick, x.tick_gen, x.vm);
+        self.push(at, Ev::GuestTick { vcpu: v, gen });
+        self.guest_event(v, false);
+        if self.policy == PolicyKind::VbalanceOracle {
+            self.vbalance(vm);
+        }
+    }
+
+    /// A guest event on vCPU `v` (a tick, or a context switch; `halting` when it switches to
+    /// idle): the eBPF program and the tick detector run here.
+    fn guest_event(&mut self, v: u32, halting: bool) {
+        let now = self.now;
+        let (vm, me) = {
+            let x = &self.vcpus[v as usize];
+            (x.vm, x.index as usize)
+        };
+        let gap = Self::us(self.vb.scan_gap_us);
+        let tick_miss = (self.vb.tick_miss * self.vb_tick as f64) as u64;
+        let vcpus = self.vms[vm as usize].vcpus.clone();
+        let flags: Vec<bool> = vcpus
+            .iter()
+            .map(|&g| self.vcpus[g as usize].kvm_preempted)
+            .collect();
+        let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
+            return;
+        };
+        d.heartbeat[me] = (now, halting);
+        let mut changed = false;
+        // this vCPU runs: if it was reported preempted, report it back
+        if d.seen_preempted[me] {
+            d.seen_preempted[me] = false;
+            d.inbox.push((me as u32, true));
+            changed = true;
+        }
+        match d.det {
+            Detector::Flag => {
+                if d.last_scan[me].is_none_or(|t| now - t >= gap) {
+                    d.last_scan[me] = Some(now);
+                    for (u, &f) in flags.iter().enumerate() {
+                        if u != me && d.seen_preempted[u] != f {
+                            d.seen_preempted[u] = f;
+                            d.inbox.push((u as u32, !f));
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            Detector::Tick => {
+                for u in 0..flags.len() {
+                    let (hb, halted) = d.heartbeat[u];
+                    let silent = u != me && !halted && now.saturating_sub(hb) > tick_miss;
+                    if silent != d.seen_preempted[u] {
+                        d.seen_preempted[u] = silent;
+                        d.inbox.push((u as u32, !silent));
+                        changed = true;
+                    }
+                }
+            }
+            Detector::Procstat | Detector::Oracle => {}
+        }
+        if changed {
+            let work = Self::us(self.vb.wake_us) + Self::us(self.vb.write_us);
+            self.daemon_post(vm, v, work);
+        }
+    }
+
+    /// Wake the daemon on vCPU `on` for `work` ns of its run time (no-op if it is busy: it
+    /// reads everything queued when it gets there).
+    fn daemon_post(&mut self, vm: u32, on: u32, work: u64) {
+        let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
+            return;
+        };
+        if d.busy {
+            return;
+        }
+        d.busy = true;
+        d.home = on;
+        d.work_left = work;
+        d.running_since = None;
+        d.runs += 1;
+        self.daemon_try_start(vm);
+    }
+
+    fn daemon_try_start(&mut self, vm: u32) {
+        let now = self.now;
+        let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
+            return;
+        };
+        if !d.busy || d.running_since.is_some() {
+            return;
+        }
+        if self.vcpus[d.home as usize].state != RunState::Running {
+            return;
+        }
+        d.running_since = Some(now);
+        d.gen = d.gen.wrapping_add(1);
+        let (at, gen) = (now + d.work_left, d.gen);
+        self.push(at, Ev::DaemonDone { vm, gen });
+    }
+
+    /// The `/proc/stat` daemon's timer.
+    pub(super) fn daemon_timer(&mut self, vm: u32) {
+        let now = self.now;
+        let interval = self.procstat_interval();
+        self.push(now + interval, Ev::DaemonTimer { vm });
+        let work = Self::us(self.vb.procstat_read_us) + Self::us(self.vb.write_us);
+        let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
+            return;
+        };
+        d.sample_due = true;
+        // the daemon sleeps on the vCPU it last ran on (vCPU 0 at start)
+        let home = if d.runs == 0 {
+            self.vms[vm as usize].vcpus[0]
+        } else {
+            d.home
+        };
+        self.daemon_post(vm, home, work);
+    }
+
+    /// The daemon's run ends: it reads what it was told, decides and writes.
+    pub(super) fn daemon_done(&mut self, vm: u32) {
+        let now = self.now;
+        let threshold = self.vb.procstat_steal_threshold;
+        let vcpus = self.vms[vm as usize].vcpus.clone();
+        let steal_ticks: Vec<u64> = vcpus
+            .iter()
+            .map(|&g| self.vcpus[g as usize].steal_accounted / (10 * MS))
+            .collect();
+        let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
+            return;
+        };
+        d.busy = false;
+        d.running_since = None;
+        if d.det == Detector::Procstat {
+            if d.sample_due {
+                d.sample_due = false;
+                if let Some((t0, before)) = &d.last_sample {
+                    let dt = now.saturating_sub(*t0).max(1) as f64;
+                    for (u, (&a, &b)) in steal_ticks.iter().zip(before).enumerate() {
+                        let frac = (a.saturating_sub(b) * 10 * MS) as f64 / dt;
+                        d.view[u] = frac <= threshold;
+                    }
+                }
+                d.last_sample = Some((now, steal_ticks));
+            }
+        } else {
+            for (u, online) in d.inbox.drain(..) {
+                d.view[u as usize] = online;
+            }
+        }
+        let view = d.view.clone();
+        let held = d.held.clone();
+        // detection statistics: preempted vCPUs the daemon now knows about
+        for (u, &g) in vcpus.iter().enumerate() {
+            let x = &mut self.vcpus[g as usize];
+            if !view[u] && x.kvm_preempted && !x.episode_seen {
+                if let Some(t) = x.preempted_at {
+                    self.detect.latencies_ns.push(now - t);
+                }
+                x.episode_seen = true;
+            }
+        }
+        self.detect.runs += 1;
+        let snap = Snapshot {
+            now_ns: now,
+            vcpus: vcpus
+                .iter()
+                .enumerate()
+                .map(|(u, &g)| VcpuView {
+                    vcpu: u as u32,
+                    online: view[u],
+                    load: self.load_frac(&self.vcpus[g as usize].load),
+                    eligible: true,
+                })
+                .collect(),
+            irqs: self.vms[vm as usize]
+                .queues
+                .iter()
+                .enumerate()
+                .map(|(qi, &q)| IrqView {
+                    irq: qi as u32,
+                    holder: held[qi],
+                    load: self.load_frac(&self.queues[q as usize].load),
+                })
+                .collect(),
+        };
+        let Some(policy) = self.vms[vm as usize].policy.as_mut() else {
+            return;
+        };
+        let decision = policy.decide(&snap);
+        let moves: Vec<(u32, u32)> = decision.moves().map(|m| (m.irq, m.to)).collect();
+        for (qi, to) in moves {
+            if (to as usize) < vcpus.len() {
+                if let Some(d) = self.vms[vm as usize].daemon.as_mut() {
+                    d.held[qi as usize] = to;
+                }
+                self.rebind(vm, qi, to);
+            }
+        }
+    }
+
+    /// `v` runs again: close its preemption episode for the statistics.
+    pub(super) fn end_episode(&mut self, v: u32) {
+        let vm = self.vcpus[v as usize].vm;
+        let tracked = self.vms[vm as usize].daemon.is_some();
+        let x = &mut self.vcpus[v as usize];
+        if x.preempted_at.take().is_some() && tracked {
+            self.detect.episodes += 1;
+            if x.episode_seen {
+                self.detect.detected += 1;
+            }
+        }
+        x.episode_seen = false;
+    }
+
+    pub(super) fn detection(&self) -> Option<Detection> {
+        if !self.vms.iter().any(|v| v.daemon.is_some()) {
+            return None;
+        }
+        let mut l = self.detect.latencies_ns.clone();
+        l.sort_unstable();
+        let rank = |p: f64| -> Option<f64> {
+            if l.is_empty() {
+                return None;
+            }
+            let k = ((p / 100.0) * l.len() as f64).ceil() as usize;
+            Some(l[k.clamp(1, l.len()) - 1] as f64 / 1e6)
+        };
+        Some(Detection {
+            episodes: self.detect.episodes,
+            detected: self.detect.detected,
+            p50_ms: rank(50.0),
+            p99_ms: rank(99.0),
+            max_ms: rank(100.0),
+            daemon_runs: self.detect.runs,
+        })
+    }
+}
