@@ -604,7 +604,7 @@ mod tests {
     fn live_kernel_btf_has_the_offsets_where_it_is_a_kvm_guest() {
         let p = std::path::Path::new("/sys/kernel/btf/vmlinux");
         if !p.exists() {
-            eprintln!("SKIPPED: no kernel BTF on this machine");
+            testkit::skip(&testkit::current_test(), "no kernel BTF on this machine");
             return;
         }
         match percpu_offsets(p) {

@@ -18,7 +18,10 @@ fn clang_version() -> Option<String> {
 #[test]
 fn checked_in_object_matches_a_rebuild_from_source() {
     let Some(v) = clang_version() else {
-        eprintln!("SKIPPED: clang is not installed; the object is checked by the load test");
+        testkit::skip(
+            &testkit::current_test(),
+            "clang is not installed; the object is checked by the load test",
+        );
         return;
     };
     if v.trim() != OBJECT_CLANG.trim() {
@@ -30,7 +33,10 @@ fn checked_in_object_matches_a_rebuild_from_source() {
         return;
     }
     if !std::path::Path::new("/usr/include/bpf/bpf_helpers.h").exists() {
-        eprintln!("SKIPPED: libbpf headers (libbpf-dev) are not installed");
+        testkit::skip(
+            &testkit::current_test(),
+            "libbpf headers (libbpf-dev) are not installed",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -57,12 +63,12 @@ fn steal_ticks() -> u64 {
 #[test]
 fn reader_sees_preemptions_of_vcpus_with_steal() {
     if let Err(e) = ebpf::kvm_steal_time_offered() {
-        eprintln!("SKIPPED: {e}");
+        testkit::skip(&testkit::current_test(), format!("{e}"));
         return;
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: loading eBPF needs root");
+        testkit::skip(&testkit::current_test(), "loading eBPF needs root");
         return;
     }
     // on a KVM guest with steal time, as root, the reader must open: no fallback here
@@ -93,16 +99,14 @@ fn reader_sees_preemptions_of_vcpus_with_steal() {
     let mut pair = None;
     while start.elapsed() < Duration::from_secs(30) && pair.is_none() {
         events.extend(r.poll(Duration::from_millis(100)));
-        // a preemption and the same vCPU's resume after it
-        for (i, p) in events.iter().enumerate() {
-            if p.preempted {
-                if let Some(q) = events[i + 1..]
-                    .iter()
-                    .find(|q| q.cpu == p.cpu && !q.preempted)
-                {
-                    pair = Some((*p, *q));
-                    break;
-                }
+        // a resume and the same vCPU's preemption just before it (not an earlier episode's)
+        let mut last_preempt = std::collections::HashMap::new();
+        for e in &events {
+            if e.preempted {
+                last_preempt.insert(e.cpu, *e);
+            } else if let Some(p) = last_preempt.remove(&e.cpu) {
+                pair = Some((p, *e));
+                break;
             }
         }
     }
@@ -122,7 +126,10 @@ fn reader_sees_preemptions_of_vcpus_with_steal() {
             stolen_ms < 20,
             "{stolen_ms} ms of steal but no preemption seen by the eBPF reader: {events:?}"
         );
-        eprintln!("SKIPPED: the host did not preempt this guest during the test");
+        testkit::skip(
+            &testkit::current_test(),
+            "the host did not preempt this guest during the test",
+        );
         return;
     };
     eprintln!("preempted {p:?}\nresumed   {q:?}");

@@ -161,12 +161,19 @@ impl Drop for Restore {
 
 #[test]
 fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything() {
+    let _host = testkit::host_lock();
     if let Err(e) = ebpf_expected() {
-        eprintln!("SKIPPED: the eBPF signal is not expected here ({e})");
+        testkit::skip(
+            &testkit::current_test(),
+            format!("the eBPF signal is not expected here ({e})"),
+        );
         return;
     }
     let Some((irq, mask0, eff0)) = virtio_net_rx() else {
-        eprintln!("SKIPPED: no virtio-net receive IRQ on this machine");
+        testkit::skip(
+            &testkit::current_test(),
+            "no virtio-net receive IRQ on this machine",
+        );
         return;
     };
     let _restore = Restore(irq, mask0.clone());
@@ -245,7 +252,10 @@ fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything(
             steal1.lines().next(),
             "steal grew but no preemption was seen"
         );
-        eprintln!("SKIPPED (partly): the host did not preempt this guest during the test");
+        testkit::skip(
+            &testkit::current_test(),
+            "the host did not preempt this guest during the test",
+        );
         return;
     }
     // each preemption seen by a running vCPU reached the daemon
@@ -278,8 +288,12 @@ fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything(
 
 #[test]
 fn a_closed_stdout_ends_the_daemon_quietly_and_it_still_restores() {
+    let _host = testkit::host_lock();
     let Some((irq, mask0, _)) = virtio_net_rx() else {
-        eprintln!("SKIPPED: no virtio-net receive IRQ on this machine");
+        testkit::skip(
+            &testkit::current_test(),
+            "no virtio-net receive IRQ on this machine",
+        );
         return;
     };
     let _restore = Restore(irq, mask0.clone());
@@ -346,23 +360,33 @@ fn per_cpu_counts(irq: u32) -> Vec<u64> {
 /// which the vector has moved.
 #[test]
 fn an_affinity_write_takes_effect_at_the_next_interrupt_on_the_old_cpu() {
+    let _host = testkit::host_lock();
     let Some((irq, mask0, eff0)) = virtio_net_rx() else {
-        eprintln!("SKIPPED: no virtio-net receive IRQ on this machine");
+        testkit::skip(
+            &testkit::current_test(),
+            "no virtio-net receive IRQ on this machine",
+        );
         return;
     };
     let Ok(old) = eff0.parse::<usize>() else {
-        eprintln!("SKIPPED: effective affinity {eff0:?} is not one CPU");
+        testkit::skip(
+            &testkit::current_test(),
+            format!("effective affinity {eff0:?} is not one CPU"),
+        );
         return;
     };
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     if ncpu < 2 {
-        eprintln!("SKIPPED: one CPU");
+        testkit::skip(&testkit::current_test(), "one CPU");
         return;
     }
     let new = (old + 1) % ncpu;
     let path = format!("/proc/irq/{irq}/smp_affinity_list");
     if std::fs::write(&path, new.to_string()).is_err() {
-        eprintln!("SKIPPED: cannot write {path} (run as root)");
+        testkit::skip(
+            &testkit::current_test(),
+            format!("cannot write {path} (run as root)"),
+        );
         return;
     }
     let _restore = Restore(irq, mask0.clone());
@@ -395,7 +419,10 @@ fn an_affinity_write_takes_effect_at_the_next_interrupt_on_the_old_cpu() {
     let _ = std::fs::write(&path, &mask0);
     let fired: u64 = after.iter().sum::<u64>() - before.iter().sum::<u64>();
     if fired == 0 {
-        eprintln!("SKIPPED: no interrupt on IRQ {irq} in 5 s of traffic");
+        testkit::skip(
+            &testkit::current_test(),
+            format!("no interrupt on IRQ {irq} in 5 s of traffic"),
+        );
         return;
     }
     let on_old = after[old] - before[old];
