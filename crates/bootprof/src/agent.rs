@@ -1,5 +1,7 @@
 //! kata-agent JSON log records (slog JSON: `msg`, `level`, `ts`, `subsystem`, extra keys).
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use crate::time::{parse_rfc3339, Nanos};
@@ -23,37 +25,78 @@ pub enum AgentKind {
     /// The agent gave up on CDI: `failed to inject devices after CDI timeout of N seconds`,
     /// or the spec exists but lacks the devices.
     CdiFailed(String),
-    /// `got uevent message` with the kernel uevent it carries.
+    /// `got uevent message` with the kernel uevent it carries (`Uevent { action: "add",
+    /// devpath: "/devices/system/memory/memory80", subsystem: "memory", … }`).
     Uevent {
-        action: String,
-        devpath: String,
-        subsystem: String,
+        /// `add`, `bind`, …
+        action: UeventAction,
+        /// A memory block (subsystem `memory`, or a devpath under `/devices/system/memory/`).
+        memory: bool,
+        /// The PCI device at the end of the devpath, if it ends in one.
+        bdf: Option<String>,
     },
     /// Anything else.
     Other,
 }
 
-/// One parsed kata-agent record.
+/// A kernel uevent's action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UeventAction {
+    Add,
+    Remove,
+    Bind,
+    Unbind,
+    Change,
+    Move,
+    Online,
+    Offline,
+    /// Missing or another word.
+    Other,
+}
+
+impl UeventAction {
+    fn parse(s: &str) -> Self {
+        match s {
+            "add" => Self::Add,
+            "remove" => Self::Remove,
+            "bind" => Self::Bind,
+            "unbind" => Self::Unbind,
+            "change" => Self::Change,
+            "move" => Self::Move,
+            "online" => Self::Online,
+            "offline" => Self::Offline,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// One parsed kata-agent record: the guest's clock and what the record means (the rest of
+/// the record — level, subsystem, the message of records that mean nothing to the
+/// timeline — is checked and dropped).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentRecord {
     /// `ts`: the guest's wall clock (UTC).
     pub ts: Nanos,
-    pub level: String,
-    pub subsystem: String,
-    pub msg: String,
     pub kind: AgentKind,
 }
 
+/// The fields read; the text fields are borrowed from the line unless they hold escapes.
+/// `level` and `subsystem` are read (a record where they are not strings is bad) but not
+/// kept.
 #[derive(Deserialize)]
-struct Raw {
-    msg: String,
-    #[serde(default)]
-    level: String,
-    ts: String,
-    #[serde(default)]
-    subsystem: String,
-    #[serde(default)]
-    event: Option<String>,
+struct Raw<'a> {
+    #[serde(borrow)]
+    msg: Cow<'a, str>,
+    #[serde(default, borrow)]
+    #[allow(dead_code)]
+    level: Cow<'a, str>,
+    #[serde(borrow)]
+    ts: Cow<'a, str>,
+    #[serde(default, borrow)]
+    #[allow(dead_code)]
+    subsystem: Cow<'a, str>,
+    #[serde(default, borrow)]
+    event: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,17 +114,11 @@ pub fn looks_like(line: &str) -> bool {
 
 /// Parse one kata-agent JSON line.
 pub fn parse_line(line: &str) -> Result<AgentRecord, AgentError> {
-    let raw: Raw =
+    let raw: Raw<'_> =
         serde_json::from_str(line.trim()).map_err(|e| AgentError::Json(e.to_string()))?;
-    let ts = parse_rfc3339(&raw.ts).ok_or_else(|| AgentError::BadTs(raw.ts.clone()))?;
+    let ts = parse_rfc3339(&raw.ts).ok_or_else(|| AgentError::BadTs(raw.ts.to_string()))?;
     let kind = classify(&raw.msg, raw.event.as_deref());
-    Ok(AgentRecord {
-        ts,
-        level: raw.level,
-        subsystem: raw.subsystem,
-        msg: raw.msg,
-        kind,
-    })
+    Ok(AgentRecord { ts, kind })
 }
 
 /// GPUs named by an `unresolvable CDI devices a=1, b=2` list: entries of a `…gpu` kind
@@ -142,23 +179,25 @@ fn classify(msg: &str, event: Option<&str>) -> AgentKind {
     }
     if msg == "got uevent message" {
         if let Some(ev) = event {
+            let devpath = debug_field(ev, "devpath: \"").unwrap_or_default();
+            let subsystem = debug_field(ev, "subsystem: \"").unwrap_or_default();
             return AgentKind::Uevent {
-                action: debug_field(ev, "action").unwrap_or_default(),
-                devpath: debug_field(ev, "devpath").unwrap_or_default(),
-                subsystem: debug_field(ev, "subsystem").unwrap_or_default(),
+                action: UeventAction::parse(debug_field(ev, "action: \"").unwrap_or_default()),
+                memory: subsystem == "memory" || devpath.starts_with("/devices/system/memory/"),
+                bdf: devpath_bdf(devpath).map(str::to_string),
             };
         }
     }
     AgentKind::Other
 }
 
-/// Field of a Rust `Debug` struct rendering: `Uevent { action: "add", devpath: "/x", … }`.
-fn debug_field(s: &str, name: &str) -> Option<String> {
-    let pat = format!("{name}: \"");
-    let start = s.find(&pat)? + pat.len();
+/// Field of a Rust `Debug` struct rendering: `Uevent { action: "add", devpath: "/x", … }`;
+/// `pat` is the field's name followed by `: "`.
+fn debug_field<'a>(s: &'a str, pat: &str) -> Option<&'a str> {
+    let start = memchr::memmem::find(s.as_bytes(), pat.as_bytes())? + pat.len();
     let rest = s.get(start..)?;
-    let end = rest.find('"')?;
-    rest.get(..end).map(str::to_string)
+    let end = memchr::memchr(b'"', rest.as_bytes())?;
+    rest.get(..end)
 }
 
 /// PCI BDF at the end of a sysfs devpath (`/devices/pci0000:00/0000:00:0a.0/0000:07:00.0`).
@@ -185,18 +224,23 @@ mod tests {
             }
         );
         let r = parse_line(r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","version":"0.1.0","source":"agent","name":"kata-agent","event":"Uevent { action: \"add\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\", seqnum: \"1379\", interface: \"\" }"}"#).unwrap();
-        match r.kind {
+        assert_eq!(
+            r.kind,
             AgentKind::Uevent {
-                action,
-                devpath,
-                subsystem,
-            } => {
-                assert_eq!(action, "add");
-                assert_eq!(subsystem, "pci");
-                assert_eq!(devpath_bdf(&devpath), Some("0000:07:00.0"));
+                action: UeventAction::Add,
+                memory: false,
+                bdf: Some("0000:07:00.0".into()),
             }
-            k => panic!("{k:?}"),
-        }
+        );
+        let r = parse_line(r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T17:58:13.5Z","subsystem":"uevent","event":"Uevent { action: \"add\", devpath: \"/devices/system/memory/memory176\", devname: \"\", subsystem: \"memory\", seqnum: \"2001\", interface: \"\" }"}"#).unwrap();
+        assert!(matches!(
+            r.kind,
+            AgentKind::Uevent {
+                action: UeventAction::Add,
+                memory: true,
+                bdf: None
+            }
+        ));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::agent::{devpath_bdf, AgentKind};
+use crate::agent::{AgentKind, UeventAction};
 use crate::bpftrace::BpfLine;
 use crate::clocks::{secs, secs_ns, Axis};
 use crate::dmesg::{is_passthrough_gpu, KernelKind, GPU_DRIVERS};
@@ -314,14 +314,14 @@ pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
                     }
                     AgentKind::Uevent {
                         action,
-                        devpath,
-                        subsystem,
+                        memory,
+                        bdf,
                     } => {
-                        if subsystem == "memory" || devpath.starts_with("/devices/system/memory/") {
+                        if *memory {
                             f.mem_uevents.push(m);
-                        } else if action == "bind" {
-                            if let Some(b) = devpath_bdf(devpath) {
-                                f.binds.push((b.to_string(), m));
+                        } else if *action == UeventAction::Bind {
+                            if let Some(b) = bdf {
+                                f.binds.push((b.clone(), m));
                             }
                         }
                     }

@@ -11,12 +11,13 @@
 //!   the prefilter and the parsing on newline-aligned blocks on all CPUs, and apply the
 //!   results block by block in file order — the same `Ingest`, bit for bit.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Condvar, Mutex, PoisonError};
+use std::sync::{mpsc, Condvar, LazyLock, Mutex, PoisonError};
 
 use serde::Serialize;
 
@@ -266,14 +267,15 @@ impl Drop for GateOpener<'_> {
     }
 }
 
-/// A block's prefilter counts and its kept lines, parsed.
-type Scanned = (Counts, Vec<(Kept, Parsed)>);
+/// A block's prefilter counts and its kept lines, parsed (borrowing from the block).
+type Scanned<'a> = (Counts, Vec<(Kept, Parsed<'a>)>);
 
 /// What a scanning thread does with a block: prefilter it and parse the lines it keeps.
-fn scan_and_parse(pre: &Prefilter, want: Option<&str>, block: &[u8]) -> Scanned {
+fn scan_and_parse<'a>(pre: &Prefilter, want: Option<&str>, block: &'a [u8]) -> Scanned<'a> {
     let mut lines = Vec::new();
+    let mut buf = String::new();
     let c = pre.scan(block, |k| {
-        let p = parse_bytes(block.get(k.start..k.end).unwrap_or(&[]), want);
+        let p = parse_bytes(block.get(k.start..k.end).unwrap_or(&[]), want, &mut buf);
         lines.push((k, p));
     });
     (c, lines)
@@ -287,11 +289,24 @@ pub struct Ingester {
     opts: Options,
     out: Ingest,
     sandbox_ids: HashMap<String, u32>,
-    /// latest host time, guest time and agent ts per (file, sandbox, shim pid)
-    max_host: HashMap<Stream, Nanos>,
-    max_guest: HashMap<Stream, f64>,
-    max_agent: HashMap<Stream, Nanos>,
+    /// The sandbox id interned last (a journal's lines of one sandbox come in runs).
+    last_sandbox: Option<(String, u32)>,
+    /// Latest host time, guest time and agent ts per (file, sandbox, shim pid); the
+    /// stream of the last line is kept out of the map (lines of one stream come in runs).
+    streams: HashMap<Stream, StreamMax>,
+    current: Option<(Stream, StreamMax)>,
     last_pin_call: HashMap<u32, Nanos>,
+    /// A line's console payload, unquoted (the streaming path's; scanning threads have their
+    /// own).
+    buf: String,
+}
+
+/// The latest clocks of one [`Stream`].
+#[derive(Debug, Clone, Copy, Default)]
+struct StreamMax {
+    host: Option<Nanos>,
+    guest: Option<f64>,
+    agent: Option<Nanos>,
 }
 
 /// One stream of lines whose clocks must move forward: (file, sandbox, shim pid).
@@ -311,10 +326,11 @@ impl Ingester {
             opts,
             out: Ingest::default(),
             sandbox_ids: HashMap::new(),
-            max_host: HashMap::new(),
-            max_guest: HashMap::new(),
-            max_agent: HashMap::new(),
+            last_sandbox: None,
+            streams: HashMap::new(),
+            current: None,
             last_pin_call: HashMap::new(),
+            buf: String::new(),
         }
     }
 
@@ -399,7 +415,7 @@ impl Ingester {
         // so parsed lines waiting for their turn stay a few blocks' worth.
         let applied = Gate::default();
         let ahead = threads * 2;
-        let (tx, rx) = mpsc::channel::<(usize, Scanned)>();
+        let (tx, rx) = mpsc::channel::<(usize, Scanned<'_>)>();
         std::thread::scope(|s| {
             // opens the gate for good when this thread leaves the scope, even by a panic
             let _open = applied.opener();
@@ -424,7 +440,7 @@ impl Ingester {
                 }
             }
             drop(tx);
-            let mut pending: Vec<Option<Scanned>> = Vec::new();
+            let mut pending: Vec<Option<Scanned<'_>>> = Vec::new();
             pending.resize_with(blocks.len(), || None);
             let mut fed = 0usize;
             while fed < blocks.len() {
@@ -496,19 +512,21 @@ impl Ingester {
 
     /// Feed one line (without or with its trailing newline).
     pub fn feed_bytes(&mut self, src: SrcRef, bytes: &[u8]) {
-        let p = parse_bytes(bytes, self.opts.want());
+        let mut buf = std::mem::take(&mut self.buf);
+        let p = parse_bytes(bytes, self.opts.want(), &mut buf);
+        self.buf = buf;
         self.apply(src, p);
     }
 
     /// The stateful half of reading a line: out-of-order checks, sandbox interning, pin-call
     /// bookkeeping, counting. Lines must come in file order.
-    fn apply(&mut self, src: SrcRef, p: Parsed) {
+    fn apply(&mut self, src: SrcRef, p: Parsed<'_>) {
         let r = match p {
             Parsed::Unrecognized => {
                 self.out.stats.unrecognized += 1;
                 Ok(())
             }
-            Parsed::Journal(j, console) => self.journal(src, *j, console),
+            Parsed::Journal(j) => self.journal(src, j),
             Parsed::Console(c) => self.console(src, None, None, None, c).map(|_| ()),
             Parsed::Bpf(b) => self.bpf(src, b),
             Parsed::Ftrace(f) => {
@@ -567,6 +585,24 @@ impl Ingester {
     }
 
     fn intern(&mut self, id: &str) -> u32 {
+        if let Some((last, i)) = &self.last_sandbox {
+            if last == id {
+                return *i;
+            }
+        }
+        let i = self.intern_new(id);
+        match &mut self.last_sandbox {
+            Some((last, k)) => {
+                last.clear();
+                last.push_str(id);
+                *k = i;
+            }
+            None => self.last_sandbox = Some((id.to_string(), i)),
+        }
+        i
+    }
+
+    fn intern_new(&mut self, id: &str) -> u32 {
         if let Some(&i) = self.sandbox_ids.get(id) {
             return i;
         }
@@ -595,8 +631,23 @@ impl Ingester {
         });
     }
 
+    /// The latest clocks of stream `key`.
+    fn stream(&mut self, key: Stream) -> &mut StreamMax {
+        match self.current {
+            Some((k, _)) if k == key => {}
+            _ => {
+                let now = self.streams.remove(&key).unwrap_or_default();
+                if let Some((k, v)) = self.current.replace((key, now)) {
+                    self.streams.insert(k, v);
+                }
+            }
+        }
+        let (_, v) = self.current.get_or_insert((key, StreamMax::default()));
+        v
+    }
+
     fn check_host(&mut self, key: Stream, t: Nanos) -> Result<(), Bad> {
-        let m = self.max_host.entry(key).or_insert(t);
+        let m = self.stream(key).host.get_or_insert(t);
         if t.saturating_add(OOO_TOLERANCE_NS) < *m {
             return Err(Bad::OutOfOrder(format!(
                 "host time {:.3} s before the latest",
@@ -625,9 +676,9 @@ impl Ingester {
             Console::BadAgent(e) => Err(Bad::Json(e)),
             Console::Agent(rec) => {
                 let m = self
-                    .max_agent
-                    .entry((src.file, sandbox, pid))
-                    .or_insert(rec.ts);
+                    .stream((src.file, sandbox, pid))
+                    .agent
+                    .get_or_insert(rec.ts);
                 if rec.ts.saturating_add(OOO_TOLERANCE_NS) < *m {
                     return Err(Bad::OutOfOrder(format!(
                         "agent ts {:.3} s before the latest",
@@ -641,9 +692,9 @@ impl Ingester {
             }
             Console::Kernel(k) => {
                 let m = self
-                    .max_guest
-                    .entry((src.file, sandbox, pid))
-                    .or_insert(k.t);
+                    .stream((src.file, sandbox, pid))
+                    .guest
+                    .get_or_insert(k.t);
                 if k.t + 1.0 < *m {
                     return Err(Bad::OutOfOrder(format!(
                         "guest time {:.6} s after {:.6} s",
@@ -658,14 +709,9 @@ impl Ingester {
         }
     }
 
-    /// A containerd line; `console` is its `vmconsole=` payload parsed by [`parse_str`]
-    /// (parsed here if it was not).
-    fn journal(
-        &mut self,
-        src: SrcRef,
-        j: journal::JournalLine,
-        console: Option<Console>,
-    ) -> Result<(), Bad> {
+    /// A containerd line, parsed by [`parse_str`] as far as it can be without the reader's
+    /// state.
+    fn journal(&mut self, src: SrcRef, j: JournalParsed<'_>) -> Result<(), Bad> {
         if let (Some(want), Some(have)) = (self.opts.want(), &j.sandbox) {
             if !have.starts_with(want) {
                 self.out.stats.other_sandbox += 1;
@@ -698,24 +744,23 @@ impl Ingester {
         }
         // a line with a complete time needs no prefix; one without keeps it for the analysis
         let stamp = (host, if host.is_none() { local } else { None });
-        if let Some(vc) = j.vmconsole {
-            let c = console.unwrap_or_else(|| parse_console(vc.trim()));
-            if !self.console(src, sandbox, pid, Some(stamp), c)? {
-                // console text that is neither kernel nor agent (e.g. NVRC output)
-                let line = HostLine {
-                    msg: vc,
-                    is_error: false,
-                    error: None,
-                };
-                self.push(src, sandbox, pid, stamp, Body::Host(line));
+        let line = match j.body {
+            JournalBody::Console(c) => {
+                self.console(src, sandbox, pid, Some(stamp), c)?;
+                return Ok(());
             }
-            return Ok(());
-        }
-        let is_error = matches!(j.level.as_deref(), Some("error" | "fatal" | "panic"));
-        let line = HostLine {
-            msg: j.msg.unwrap_or_default(),
-            is_error,
-            error: j.error,
+            // console text that is neither kernel nor agent (e.g. NVRC output)
+            JournalBody::ConsoleText(msg) => HostLine {
+                msg,
+                is_error: false,
+                error: None,
+            },
+            JournalBody::Host(h) => h,
+            // `parse_str` skips only lines of no sandbox or of another one, seen above
+            JournalBody::Skipped => {
+                self.out.stats.unrecognized += 1;
+                return Ok(());
+            }
         };
         self.push(src, sandbox, pid, stamp, Body::Host(line));
         Ok(())
@@ -762,17 +807,38 @@ impl Ingester {
 
 /// A line parsed without the reader's state: the part of reading a line that the scanning
 /// threads do. [`Ingester::apply`] does the rest, in file order.
-enum Parsed {
+enum Parsed<'a> {
     Unrecognized,
-    /// A containerd line, with its `vmconsole=` payload parsed when the line is for a
-    /// wanted sandbox.
-    Journal(Box<journal::JournalLine>, Option<Console>),
+    /// A containerd line.
+    Journal(JournalParsed<'a>),
     /// A console line outside a journal (kernel line or agent JSON).
     Console(Console),
     Bpf(BpfLine),
     Ftrace(FtraceLine),
     Kube(KubectlLine),
     Bad(Bad),
+}
+
+/// A containerd line: what the reader needs of it, borrowed from the line where it can be.
+struct JournalParsed<'a> {
+    prefix: Option<PrefixTime>,
+    time: Option<Nanos>,
+    time_zone: Option<i64>,
+    sandbox: Option<Cow<'a, str>>,
+    pid: Option<u32>,
+    body: JournalBody,
+}
+
+/// What a containerd line of a wanted sandbox carries.
+enum JournalBody {
+    /// A `vmconsole=` payload, parsed (a kernel line, an agent record, a bad agent record).
+    Console(Console),
+    /// A `vmconsole=` payload that is neither, as logged.
+    ConsoleText(String),
+    /// Shim or CRI activity (no payload).
+    Host(HostLine),
+    /// Not read further: the line names no sandbox, or another one than `--sandbox`.
+    Skipped,
 }
 
 /// A console payload, parsed.
@@ -798,51 +864,73 @@ fn parse_console(s: &str) -> Console {
     }
 }
 
-/// Parse one line (without or with its line end); `want` is `--sandbox`.
-fn parse_bytes(bytes: &[u8], want: Option<&str>) -> Parsed {
+/// Parse one line (without or with its line end); `want` is `--sandbox`; `buf` is scratch
+/// space for a console payload.
+fn parse_bytes<'a>(bytes: &'a [u8], want: Option<&str>, buf: &mut String) -> Parsed<'a> {
     let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     match std::str::from_utf8(bytes) {
-        Ok(s) => parse_str(s, want),
+        Ok(s) => parse_str(s, want, buf),
         Err(_) => Parsed::Bad(Bad::Encoding),
     }
 }
 
+/// A containerd line of a wanted sandbox: its payload parsed, or its message kept.
+fn journal_body(j: &journal::JournalRef<'_>, buf: &mut String) -> JournalBody {
+    if let Some(vc) = &j.vmconsole {
+        let c = parse_console(vc.get_into(buf).trim());
+        return match c {
+            Console::Other => JournalBody::ConsoleText(buf.clone()),
+            c => JournalBody::Console(c),
+        };
+    }
+    let is_error = j
+        .level
+        .is_some_and(|l| l.is("error") || l.is("fatal") || l.is("panic"));
+    JournalBody::Host(HostLine {
+        msg: j.msg.map(|m| m.get().into_owned()).unwrap_or_default(),
+        is_error,
+        error: j.error.map(|e| e.get().into_owned()),
+    })
+}
+
+static TIME_KEY: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new("time="));
+static MSG_KEY: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new("msg="));
+
+fn contains(s: &str, f: &memchr::memmem::Finder<'_>) -> bool {
+    f.find(s.as_bytes()).is_some()
+}
+
 /// Detect the line's format and parse it: the first format that claims the line wins.
-fn parse_str(s: &str, want: Option<&str>) -> Parsed {
+fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a> {
     let trimmed = s.trim();
     if trimmed.is_empty() {
         return Parsed::Unrecognized;
     }
     // 1. containerd journal (logfmt)
-    if s.contains("time=") || s.contains("msg=") {
-        match journal::parse_line(s) {
+    if contains(s, &TIME_KEY) || contains(s, &MSG_KEY) {
+        match journal::parse_ref(s) {
             Ok(Some(j)) => {
                 // the payload is read only for a line of a wanted sandbox
                 let wanted = j.sandbox.as_deref().is_some_and(|have| match want {
                     Some(w) => have.starts_with(w),
                     None => true,
                 });
-                let console = match (&j.vmconsole, wanted) {
-                    (Some(vc), true) => Some(parse_console(vc.trim())),
-                    _ => None,
+                let body = if wanted {
+                    journal_body(&j, buf)
+                } else {
+                    JournalBody::Skipped
                 };
-                // Drop what `Ingester::journal` does not read, so that it is freed by the
-                // thread that allocated it (frees across threads contend in malloc).
-                let mut j = j;
-                j.unit = None;
-                if !matches!(j.level.as_deref(), Some("error" | "fatal" | "panic")) {
-                    j.level = None;
-                }
-                if j.vmconsole.is_some() {
-                    j.msg = None;
-                    j.error = None;
-                }
-                if matches!(console, Some(ref c) if !matches!(c, Console::Other)) {
-                    // parsed: the text itself is no longer needed
-                    j.vmconsole = Some(String::new());
-                }
-                return Parsed::Journal(Box::new(j), console);
+                return Parsed::Journal(JournalParsed {
+                    prefix: j.prefix,
+                    time: j.time,
+                    time_zone: j.time_zone,
+                    sandbox: j.sandbox,
+                    pid: j.pid,
+                    body,
+                });
             }
             Ok(None) => {}
             Err(e @ journal::JournalError::BadTime) => {

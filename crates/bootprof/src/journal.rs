@@ -6,6 +6,8 @@
 //! that name their sandbox only in the text (`RunPodSandbox … failed to start sandbox "ID"`,
 //! `CreateContainer within sandbox "ID" …`) are attributed to that sandbox.
 
+use std::borrow::Cow;
+
 use crate::time::{parse_rfc3339, parse_rfc3339_zoned, parse_utc_offset, LocalStamp, Nanos};
 
 /// The fields of one containerd journal line that the boot timeline uses.
@@ -13,6 +15,8 @@ use crate::time::{parse_rfc3339, parse_rfc3339_zoned, parse_utc_offset, LocalSta
 pub struct JournalLine {
     /// journald prefix time (short format has no year or zone; see [`PrefixTime`]).
     pub prefix: Option<PrefixTime>,
+    /// The journal's host field (`_HOSTNAME`: the node), when the journald prefix is present.
+    pub host: Option<String>,
     /// Syslog identifier (`containerd`, `kata`), when the journald prefix is present.
     pub unit: Option<String>,
     /// logrus `time=` (UTC, nanoseconds) — the host clock of record.
@@ -28,6 +32,89 @@ pub struct JournalLine {
     pub error: Option<String>,
     /// Unquoted `vmconsole=` value: one guest console line.
     pub vmconsole: Option<String>,
+}
+
+/// [`JournalLine`] borrowed from the line: values are unquoted only when asked for, so a
+/// reader pays for the fields it uses (the ingest reads a console payload straight into
+/// its parser and never copies the message of a console line).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalRef<'a> {
+    pub prefix: Option<PrefixTime>,
+    pub host: Option<&'a str>,
+    pub unit: Option<&'a str>,
+    pub time: Option<Nanos>,
+    pub time_zone: Option<i64>,
+    pub level: Option<RawValue<'a>>,
+    pub msg: Option<RawValue<'a>>,
+    /// `sandbox=`, or the sandbox a CRI error names in its text.
+    pub sandbox: Option<Cow<'a, str>>,
+    pub pid: Option<u32>,
+    pub error: Option<RawValue<'a>>,
+    pub vmconsole: Option<RawValue<'a>>,
+}
+
+impl JournalRef<'_> {
+    /// The owned line.
+    pub fn to_owned_line(&self) -> JournalLine {
+        let get = |v: &Option<RawValue<'_>>| v.map(|v| v.get().into_owned());
+        JournalLine {
+            prefix: self.prefix,
+            host: self.host.map(str::to_string),
+            unit: self.unit.map(str::to_string),
+            time: self.time,
+            time_zone: self.time_zone,
+            level: get(&self.level),
+            msg: get(&self.msg),
+            sandbox: self.sandbox.as_ref().map(|s| s.to_string()),
+            pid: self.pid,
+            error: get(&self.error),
+            vmconsole: get(&self.vmconsole),
+        }
+    }
+}
+
+/// A logfmt value as written: bare, or the text between the quotes of a Go-quoted one,
+/// its escapes still in it (they were checked when the value was read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawValue<'a> {
+    text: &'a str,
+    /// Holds a backslash escape.
+    escaped: bool,
+}
+
+impl<'a> RawValue<'a> {
+    /// The value, unquoted; borrowed when it holds no escape.
+    pub fn get(&self) -> Cow<'a, str> {
+        if self.escaped {
+            Cow::Owned(unescape(self.text))
+        } else {
+            Cow::Borrowed(self.text)
+        }
+    }
+
+    /// The value unquoted into `buf` (cleared first): a reader that parses it at once
+    /// needs no allocation per line.
+    pub fn get_into<'b>(&self, buf: &'b mut String) -> &'b str
+    where
+        'a: 'b,
+    {
+        buf.clear();
+        if self.escaped {
+            unescape_into(self.text, buf);
+        } else {
+            buf.push_str(self.text);
+        }
+        buf.as_str()
+    }
+
+    /// Whether the unquoted value is `s`.
+    pub fn is(&self, s: &str) -> bool {
+        if self.escaped {
+            unescape(self.text) == s
+        } else {
+            self.text == s
+        }
+    }
 }
 
 /// journald prefix time as written.
@@ -52,14 +139,20 @@ pub enum JournalError {
 
 /// Parse one journal line. `Ok(None)`: not a logfmt journal line at all.
 pub fn parse_line(line: &str) -> Result<Option<JournalLine>, JournalError> {
-    let (prefix, unit, body) = split_prefix(line);
+    Ok(parse_ref(line)?.map(|j| j.to_owned_line()))
+}
+
+/// Parse one journal line, borrowing from it. `Ok(None)`: not a logfmt journal line.
+pub fn parse_ref(line: &str) -> Result<Option<JournalRef<'_>>, JournalError> {
+    let (prefix, host, unit, body) = split_prefix(line);
     // logfmt body must start with a key=; containerd's start with time=
     let body = body.trim_start();
     if !(body.starts_with("time=") || body.starts_with("level=") || body.starts_with("msg=")) {
         return Ok(None);
     }
-    let mut out = JournalLine {
+    let mut out = JournalRef {
         prefix,
+        host,
         unit,
         time: None,
         time_zone: None,
@@ -74,14 +167,14 @@ pub fn parse_line(line: &str) -> Result<Option<JournalLine>, JournalError> {
         let (k, v) = kv?;
         match k {
             "time" => {
-                let (t, z) = parse_rfc3339_zoned(&v).ok_or(JournalError::BadTime)?;
+                let (t, z) = parse_rfc3339_zoned(&v.get()).ok_or(JournalError::BadTime)?;
                 out.time = Some(t);
                 out.time_zone = z;
             }
             "level" => out.level = Some(v),
             "msg" => out.msg = Some(v),
-            "sandbox" => out.sandbox = Some(v),
-            "pid" => out.pid = v.parse().ok(),
+            "sandbox" => out.sandbox = Some(v.get()),
+            "pid" => out.pid = v.get().parse().ok(),
             "error" => out.error = Some(v),
             "vmconsole" => out.vmconsole = Some(v),
             _ => {}
@@ -91,7 +184,8 @@ pub fn parse_line(line: &str) -> Result<Option<JournalLine>, JournalError> {
         out.sandbox = [&out.msg, &out.error]
             .into_iter()
             .flatten()
-            .find_map(|t| sandbox_in_text(t));
+            .find_map(|t| sandbox_in_text(&t.get()))
+            .map(Cow::Owned);
     }
     Ok(Some(out))
 }
@@ -115,13 +209,21 @@ fn is_hms(s: &str) -> bool {
             .all(|(i, c)| i == 2 || i == 5 || c.is_ascii_digit())
 }
 
-/// Split a journald-prefixed line into prefix time, identifier and message. Prefixes:
-/// short / short-precise in any locale (`Nov 20 16:25:32`, `Nov  2 …`, `1月 19 21:11:37`),
-/// short-iso (`2025-11-20T16:25:32+0000`) and short-full (`Thu 2025-11-20 16:25:32 UTC`),
-/// then `host ident[pid]: message`. Lines without a recognisable prefix return the whole
-/// line.
-fn split_prefix(line: &str) -> (Option<PrefixTime>, Option<String>, &str) {
-    let none = (None, None, line);
+/// What [`split_prefix`] finds: prefix time, host, identifier, and the message.
+type Prefixed<'a> = (
+    Option<PrefixTime>,
+    Option<&'a str>,
+    Option<&'a str>,
+    &'a str,
+);
+
+/// Split a journald-prefixed line into prefix time, host, identifier and message.
+/// Prefixes: short / short-precise in any locale (`Nov 20 16:25:32`, `Nov  2 …`,
+/// `1月 19 21:11:37`), short-iso (`2025-11-20T16:25:32+0000`) and short-full (`Thu
+/// 2025-11-20 16:25:32 UTC`), then `host ident[pid]: message`. Lines without a
+/// recognisable prefix return the whole line.
+fn split_prefix(line: &str) -> Prefixed<'_> {
+    let none = (None, None, None, line);
     let mut words = line.split(' ').filter(|w| !w.is_empty());
     let Some(first) = words.next() else {
         return none;
@@ -167,7 +269,7 @@ fn split_prefix(line: &str) -> (Option<PrefixTime>, Option<String>, &str) {
         return none;
     };
     // host then `ident[pid]: message`
-    let Some((_host, ident_msg)) = rest.split_once(' ') else {
+    let Some((host, ident_msg)) = rest.split_once(' ') else {
         return none;
     };
     let Some((ident, msg)) = ident_msg.split_once(": ") else {
@@ -176,11 +278,14 @@ fn split_prefix(line: &str) -> (Option<PrefixTime>, Option<String>, &str) {
     if ident.contains(' ') {
         return none;
     }
-    let unit = ident.split('[').next().unwrap_or(ident).to_string();
-    (Some(prefix), Some(unit), msg)
+    let unit = ident.split('[').next().unwrap_or(ident);
+    (Some(prefix), Some(host), Some(unit), msg)
 }
 
-/// Iterator over logfmt `key=value` pairs; values may be Go-quoted.
+/// Iterator over logfmt `key=value` pairs of the keys the timeline reads (`time`, `level`,
+/// `msg`, `sandbox`, `pid`, `error`, `vmconsole`); values may be Go-quoted. Every quoted
+/// value is checked (an unterminated one, or a bad escape, is an error whatever its key),
+/// but none is copied.
 pub struct LogfmtIter<'a> {
     rest: &'a str,
 }
@@ -191,8 +296,8 @@ impl<'a> LogfmtIter<'a> {
     }
 }
 
-impl Iterator for LogfmtIter<'_> {
-    type Item = Result<(&'static str, String), JournalError>;
+impl<'a> Iterator for LogfmtIter<'a> {
+    type Item = Result<(&'static str, RawValue<'a>), JournalError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -200,8 +305,12 @@ impl Iterator for LogfmtIter<'_> {
             if self.rest.is_empty() {
                 return None;
             }
-            // key: up to '=' or space
-            let kend = self.rest.find(['=', ' ']).unwrap_or(self.rest.len());
+            // key: up to '=' or space (keys are short: a plain loop beats a vector search)
+            let kend = self
+                .rest
+                .bytes()
+                .position(|c| c == b'=' || c == b' ')
+                .unwrap_or(self.rest.len());
             let key = self.rest.get(..kend).unwrap_or("");
             let after = self.rest.get(kend..).unwrap_or("");
             let Some(val_start) = after.strip_prefix('=') else {
@@ -210,8 +319,8 @@ impl Iterator for LogfmtIter<'_> {
                 continue;
             };
             let (value, rest) = if let Some(q) = val_start.strip_prefix('"') {
-                match unquote_go(q) {
-                    Ok((v, rest)) => (v, rest),
+                match scan_quoted(q) {
+                    Ok(v) => v,
                     Err(e) => {
                         self.rest = "";
                         return Some(Err(match e {
@@ -221,9 +330,15 @@ impl Iterator for LogfmtIter<'_> {
                     }
                 }
             } else {
-                let vend = val_start.find(' ').unwrap_or(val_start.len());
+                let vend = val_start
+                    .bytes()
+                    .position(|c| c == b' ')
+                    .unwrap_or(val_start.len());
                 (
-                    val_start.get(..vend).unwrap_or("").to_string(),
+                    RawValue {
+                        text: val_start.get(..vend).unwrap_or(""),
+                        escaped: false,
+                    },
                     val_start.get(vend..).unwrap_or(""),
                 )
             };
@@ -236,11 +351,8 @@ impl Iterator for LogfmtIter<'_> {
                 "vmconsole" => "vmconsole",
                 "pid" => "pid",
                 "error" => "error",
-                _ => "",
+                _ => continue,
             };
-            if k.is_empty() {
-                continue;
-            }
             return Some(Ok((k, value)));
         }
     }
@@ -251,48 +363,92 @@ enum Unq {
     BadEscape,
 }
 
-/// Unquote a Go `%q` string whose opening quote is already consumed; returns the value and
-/// the text after the closing quote.
-fn unquote_go(s: &str) -> Result<(String, &str), Unq> {
-    let mut out = String::with_capacity(s.len().min(512));
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Ok((out, s.get(i + 1..).unwrap_or(""))),
-            '\\' => {
-                let (_, e) = chars.next().ok_or(Unq::Unterminated)?;
-                match e {
-                    '"' => out.push('"'),
-                    '\\' => out.push('\\'),
-                    '\'' => out.push('\''),
-                    'n' => out.push('\n'),
-                    't' => out.push('\t'),
-                    'r' => out.push('\r'),
-                    'a' => out.push('\u{7}'),
-                    'b' => out.push('\u{8}'),
-                    'f' => out.push('\u{c}'),
-                    'v' => out.push('\u{b}'),
-                    'x' | 'u' | 'U' => {
-                        let n = match e {
-                            'x' => 2,
-                            'u' => 4,
-                            _ => 8,
-                        };
-                        let mut v: u32 = 0;
-                        for _ in 0..n {
-                            let (_, h) = chars.next().ok_or(Unq::Unterminated)?;
-                            v = v * 16 + h.to_digit(16).ok_or(Unq::BadEscape)?;
-                        }
-                        // \xNN is a byte; keep ASCII, replace others
-                        out.push(char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER));
-                    }
-                    _ => return Err(Unq::BadEscape),
-                }
-            }
-            c => out.push(c),
-        }
+/// How many hex digits follow the escape letter `e`, or `None` for a bad escape.
+fn escape_digits(e: u8) -> Option<usize> {
+    match e {
+        b'"' | b'\\' | b'\'' | b'n' | b't' | b'r' | b'a' | b'b' | b'f' | b'v' => Some(0),
+        b'x' => Some(2),
+        b'u' => Some(4),
+        b'U' => Some(8),
+        _ => None,
     }
-    Err(Unq::Unterminated)
+}
+
+/// Find the end of a Go `%q` string whose opening quote is already consumed, checking its
+/// escapes: the value (between the quotes) and the text after the closing quote.
+fn scan_quoted(s: &str) -> Result<(RawValue<'_>, &str), Unq> {
+    let b = s.as_bytes();
+    let mut i = 0usize;
+    let mut escaped = false;
+    loop {
+        // escaped payloads have a quote every few bytes: a plain loop, no vector search
+        let k = b
+            .get(i..)
+            .unwrap_or(&[])
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\')
+            .ok_or(Unq::Unterminated)?;
+        let at = i + k;
+        if b.get(at) == Some(&b'"') {
+            let value = RawValue {
+                text: s.get(..at).unwrap_or(""),
+                escaped,
+            };
+            return Ok((value, s.get(at + 1..).unwrap_or("")));
+        }
+        escaped = true;
+        let e = *b.get(at + 1).ok_or(Unq::Unterminated)?;
+        let n = escape_digits(e).ok_or(Unq::BadEscape)?;
+        for j in 0..n {
+            match b.get(at + 2 + j) {
+                None => return Err(Unq::Unterminated),
+                Some(h) if h.is_ascii_hexdigit() => {}
+                Some(_) => return Err(Unq::BadEscape),
+            }
+        }
+        i = at + 2 + n;
+    }
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    unescape_into(s, &mut out);
+    out
+}
+
+/// Append the checked text of a quoted value to `out`, its escapes resolved: runs without
+/// a backslash are copied whole.
+fn unescape_into(s: &str, out: &mut String) {
+    let mut rest = s;
+    while let Some(k) = rest.bytes().position(|c| c == b'\\') {
+        out.push_str(rest.get(..k).unwrap_or(""));
+        let b = rest.as_bytes();
+        let e = b.get(k + 1).copied().unwrap_or(b'\\');
+        let n = escape_digits(e).unwrap_or(0);
+        match e {
+            b'"' => out.push('"'),
+            b'\\' => out.push('\\'),
+            b'\'' => out.push('\''),
+            b'n' => out.push('\n'),
+            b't' => out.push('\t'),
+            b'r' => out.push('\r'),
+            b'a' => out.push('\u{7}'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'v' => out.push('\u{b}'),
+            _ => {
+                // \xNN is a byte (kept as the code point: ASCII stays ASCII), \uNNNN and
+                // \UNNNNNNNN code points; anything else was refused by the scan
+                let v = rest
+                    .get(k + 2..k + 2 + n)
+                    .and_then(|h| u32::from_str_radix(h, 16).ok())
+                    .unwrap_or(0xFFFD);
+                out.push(char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER));
+            }
+        }
+        rest = rest.get(k + 2 + n..).unwrap_or("");
+    }
+    out.push_str(rest);
 }
 
 #[cfg(test)]
