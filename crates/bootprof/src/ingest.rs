@@ -80,6 +80,9 @@ pub struct Event {
     /// The shim process that wrote a journal line (`pid=`): boots of one sandbox id are
     /// told apart by it.
     pub pid: Option<u32>,
+    /// Index into [`Ingest::nodes`]: the host a journal line names (journald's host
+    /// field, `_HOSTNAME`).
+    pub node: Option<u32>,
     /// Host clock of the line (journal `time=` or a complete prefix), if it has one.
     pub host: Option<Nanos>,
     /// A journald prefix without year or zone, for lines that have no `time=`: placed on
@@ -109,6 +112,35 @@ impl ClockSamples {
         self.first_full = Some(self.first_full.map_or(t, |f| f.min(t)));
         self.last_full = Some(self.last_full.map_or(t, |l| l.max(t)));
     }
+
+    fn journal_time(&mut self, t: Nanos) {
+        self.full(t);
+        self.last_journal = Some(self.last_journal.map_or(t, |l| l.max(t)));
+    }
+
+    /// Add another set of samples (of the same host's other inputs) to these.
+    pub fn merge(&mut self, o: &ClockSamples) {
+        for (z, n) in &o.prefix_zones {
+            *self.prefix_zones.entry(*z).or_default() += n;
+        }
+        for (z, n) in &o.time_zones {
+            *self.time_zones.entry(*z).or_default() += n;
+        }
+        for t in [o.first_full, o.last_full].into_iter().flatten() {
+            self.full(t);
+        }
+        if let Some(t) = o.last_journal {
+            self.last_journal = Some(self.last_journal.map_or(t, |l| l.max(t)));
+        }
+    }
+}
+
+/// Whose clock samples a line adds to, besides the inputs' own: its node's (a journal line
+/// that names its host), else its file's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClockOf {
+    Node(u32),
+    File(u32),
 }
 
 /// Counts of lines that were skipped, by reason.
@@ -161,9 +193,18 @@ impl Stats {
 pub struct Ingest {
     pub files: Vec<String>,
     pub sandboxes: Vec<String>,
+    /// The hosts journal lines name (journald's host field), in order of first appearance.
+    pub nodes: Vec<String>,
     pub events: Vec<Event>,
     pub stats: Stats,
+    /// What all the inputs say about their clocks.
     pub clocks: ClockSamples,
+    /// The same per node (index into `nodes`): one host's lines, for a fleet whose hosts
+    /// run in different zones.
+    pub node_clocks: Vec<ClockSamples>,
+    /// The same per file (index into `files`), over the lines that name no host (traces,
+    /// kubectl, journals without a host field).
+    pub file_clocks: Vec<ClockSamples>,
 }
 
 /// Options for reading.
@@ -289,6 +330,9 @@ pub struct Ingester {
     opts: Options,
     out: Ingest,
     sandbox_ids: HashMap<String, u32>,
+    node_ids: HashMap<String, u32>,
+    /// Where the clock samples of the line being applied go (besides the inputs' own).
+    clock_of: ClockOf,
     /// The sandbox id interned last (a journal's lines of one sandbox come in runs).
     last_sandbox: Option<(String, u32)>,
     /// Latest host time, guest time and agent ts per (file, sandbox, shim pid); the
@@ -326,6 +370,8 @@ impl Ingester {
             opts,
             out: Ingest::default(),
             sandbox_ids: HashMap::new(),
+            node_ids: HashMap::new(),
+            clock_of: ClockOf::File(0),
             last_sandbox: None,
             streams: HashMap::new(),
             current: None,
@@ -337,6 +383,7 @@ impl Ingester {
     /// Register an input; returns its index for the [`SrcRef`]s of [`Ingester::feed_bytes`].
     pub fn add_file(&mut self, name: &str) -> u32 {
         self.out.files.push(name.to_string());
+        self.out.file_clocks.push(ClockSamples::default());
         (self.out.files.len() - 1) as u32
     }
 
@@ -521,6 +568,7 @@ impl Ingester {
     /// The stateful half of reading a line: out-of-order checks, sandbox interning, pin-call
     /// bookkeeping, counting. Lines must come in file order.
     fn apply(&mut self, src: SrcRef, p: Parsed<'_>) {
+        self.clock_of = ClockOf::File(src.file);
         let r = match p {
             Parsed::Unrecognized => {
                 self.out.stats.unrecognized += 1;
@@ -537,8 +585,8 @@ impl Ingester {
                 match k {
                     KubectlLine::StartTime(t)
                     | KubectlLine::Started(t)
-                    | KubectlLine::Finished(t) => self.out.clocks.full(t),
-                    KubectlLine::Name(_) => {}
+                    | KubectlLine::Finished(t) => self.clocks(|c| c.full(t)),
+                    KubectlLine::Name(_) | KubectlLine::Node(_) => {}
                 }
                 self.push(src, None, None, (None, None), Body::Kube(k));
                 Ok(())
@@ -602,6 +650,30 @@ impl Ingester {
         i
     }
 
+    /// Add to the clock samples of the inputs and of the line's node (or file).
+    fn clocks(&mut self, f: impl Fn(&mut ClockSamples)) {
+        f(&mut self.out.clocks);
+        let keyed = match self.clock_of {
+            ClockOf::Node(n) => self.out.node_clocks.get_mut(n as usize),
+            ClockOf::File(i) => self.out.file_clocks.get_mut(i as usize),
+        };
+        if let Some(c) = keyed {
+            f(c);
+        }
+    }
+
+    /// The index of host `name` in [`Ingest::nodes`].
+    fn node(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.node_ids.get(name) {
+            return i;
+        }
+        let i = self.out.nodes.len() as u32;
+        self.out.nodes.push(name.to_string());
+        self.out.node_clocks.push(ClockSamples::default());
+        self.node_ids.insert(name.to_string(), i);
+        i
+    }
+
     fn intern_new(&mut self, id: &str) -> u32 {
         if let Some(&i) = self.sandbox_ids.get(id) {
             return i;
@@ -621,10 +693,15 @@ impl Ingester {
         body: Body,
     ) {
         self.out.stats.events += 1;
+        let node = match self.clock_of {
+            ClockOf::Node(n) => Some(n),
+            ClockOf::File(_) => None,
+        };
         self.out.events.push(Event {
             src,
             sandbox,
             pid,
+            node,
             host: host.0,
             local: host.1,
             body,
@@ -655,9 +732,7 @@ impl Ingester {
             )));
         }
         *m = (*m).max(t);
-        self.out.clocks.full(t);
-        let c = &mut self.out.clocks;
-        c.last_journal = Some(c.last_journal.map_or(t, |l| l.max(t)));
+        self.clocks(|c| c.journal_time(t));
         Ok(())
     }
 
@@ -686,7 +761,7 @@ impl Ingester {
                     )));
                 }
                 *m = (*m).max(rec.ts);
-                self.out.clocks.full(rec.ts);
+                self.clocks(|c| c.full(rec.ts));
                 self.push(src, sandbox, pid, host, Body::Agent(rec));
                 Ok(true)
             }
@@ -723,13 +798,17 @@ impl Ingester {
             Some(PrefixTime::Local(l)) => (None, Some(l)),
             None => (None, None),
         };
+        let node = j.host.map(|h| self.node(h));
+        if let Some(n) = node {
+            self.clock_of = ClockOf::Node(n);
+        }
         if let (Some(l), Some(t)) = (local, j.time) {
             if let Some(z) = l.zone_against(t) {
-                *self.out.clocks.prefix_zones.entry(z).or_default() += 1;
+                self.clocks(|c| *c.prefix_zones.entry(z).or_default() += 1);
             }
         }
         if let Some(z) = j.time_zone {
-            *self.out.clocks.time_zones.entry(z).or_default() += 1;
+            self.clocks(|c| *c.time_zones.entry(z).or_default() += 1);
         }
         let host = j.time.or(abs);
         let Some(sb) = j.sandbox.as_deref() else {
@@ -771,7 +850,8 @@ impl Ingester {
         | BpfLine::PinTook { ts: Some(t), .. }
         | BpfLine::MapIoctl { ts: Some(t), .. } = &b
         {
-            self.out.clocks.full(*t);
+            let t = *t;
+            self.clocks(|c| c.full(t));
         }
         let b = match b {
             BpfLine::PinCall { ts: Some(t), .. } => {
@@ -822,6 +902,7 @@ enum Parsed<'a> {
 /// A containerd line: what the reader needs of it, borrowed from the line where it can be.
 struct JournalParsed<'a> {
     prefix: Option<PrefixTime>,
+    host: Option<&'a str>,
     time: Option<Nanos>,
     time_zone: Option<i64>,
     sandbox: Option<Cow<'a, str>>,
@@ -925,6 +1006,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
                 };
                 return Parsed::Journal(JournalParsed {
                     prefix: j.prefix,
+                    host: j.host,
                     time: j.time,
                     time_zone: j.time_zone,
                     sandbox: j.sandbox,

@@ -244,12 +244,28 @@ fn split_prefix(line: &str) -> Prefixed<'_> {
             return none;
         };
         if second.len() == 10 && second.as_bytes().get(4) == Some(&b'-') && is_hms(third) {
-            // short-full: weekday, date, time, zone
-            let Some(zone) = words.next().and_then(parse_utc_offset) else {
+            // short-full: weekday, date, time, zone — an offset (`UTC`, `+0800`) gives the
+            // instant; a zone's abbreviation (`CST`, `EDT`: ambiguous across the world) gives
+            // the local wall clock, whose zone is inferred like short's
+            let Some(zone) = words.next() else {
                 return none;
             };
-            match crate::time::parse_rfc3339(&format!("{second}T{third}Z")) {
-                Some(ns) => (PrefixTime::Absolute(ns - zone * crate::time::NS_PER_S), 4),
+            match parse_utc_offset(zone) {
+                Some(off) => match crate::time::parse_rfc3339(&format!("{second}T{third}Z")) {
+                    Some(ns) => (PrefixTime::Absolute(ns - off * crate::time::NS_PER_S), 4),
+                    None => return none,
+                },
+                None if (2..=6).contains(&zone.len())
+                    && zone.bytes().all(|c| c.is_ascii_alphabetic()) =>
+                {
+                    let (Some(month), Some(day)) = (second.get(5..7), second.get(8..10)) else {
+                        return none;
+                    };
+                    match LocalStamp::parse(month, day, third) {
+                        Some(l) => (PrefixTime::Local(l), 4),
+                        None => return none,
+                    }
+                }
                 None => return none,
             }
         } else if first.len() <= 12
@@ -517,6 +533,14 @@ mod tests {
             parse_line(iso).unwrap().unwrap().prefix,
             Some(PrefixTime::Absolute(_))
         ));
+        let named =
+            r#"Thu 2025-11-20 12:25:32 EST gpu-7.example.com containerd[1]: msg=x sandbox=s"#;
+        let j = parse_line(named).unwrap().unwrap();
+        let Some(PrefixTime::Local(l)) = j.prefix else {
+            panic!("{:?}", j.prefix)
+        };
+        assert_eq!((l.month, l.day), (Some(11), 20));
+        assert_eq!(j.host.as_deref(), Some("gpu-7.example.com"));
         let full = r#"Thu 2025-11-20 17:25:32 +01:00 h containerd[1]: msg=x sandbox=s"#;
         let j = parse_line(full).unwrap().unwrap();
         assert_eq!(

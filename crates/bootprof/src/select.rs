@@ -1,13 +1,14 @@
 //! Step 1 of the analysis: which boots the inputs hold, and the records of the one to
-//! analyze. A boot is a sandbox id's lines written by one shim process (`pid=`); lines
-//! that name no shim pid (CRI errors) join the sandbox's current boot unless a long
-//! silence separates them from it. Lines that name no sandbox (dmesg, agent JSON, host
-//! traces, `kubectl describe`) go with whichever boot is analyzed; later steps keep the
-//! ones that fit its time window.
+//! analyze. A boot is a sandbox id's lines written by one shim process (`pid=`) on one
+//! node (the journal's host field; a line without one belongs to the host the rest of its
+//! file names); lines that name no shim pid (CRI errors) join the sandbox's current boot
+//! unless a long silence separates them from it. Lines that name no sandbox (dmesg, agent
+//! JSON, host traces, `kubectl describe`) go with whichever boot is analyzed; later steps
+//! keep the ones that fit its time window.
 
 use std::collections::HashMap;
 
-use crate::ingest::{Body, Event, Ingest};
+use crate::ingest::{Body, ClockSamples, Event, Ingest};
 use crate::model::BootSummary;
 use crate::time::{format_rfc3339, Nanos, NS_PER_S};
 
@@ -42,6 +43,8 @@ pub enum SelectError {
 #[derive(Debug, Clone)]
 struct Entry {
     sandbox: u32,
+    /// Index into [`Ingest::nodes`].
+    node: Option<u32>,
     pid: Option<u32>,
     first: Option<Nanos>,
     last: Option<Nanos>,
@@ -62,6 +65,9 @@ pub struct Boots {
 #[derive(Debug, Clone)]
 pub struct Selection<'a> {
     pub ing: &'a Ingest,
+    /// What the inputs of this boot say about their clocks (all of them for one boot; the
+    /// boot's node's in a fleet).
+    pub clocks: &'a ClockSamples,
     pub boot: Option<BootSummary>,
     pub other_boots: Vec<BootSummary>,
     pub other_sandboxes: Vec<String>,
@@ -69,17 +75,41 @@ pub struct Selection<'a> {
     pub events: Vec<&'a Event>,
 }
 
+/// The host each input file's lines name most (index into [`Ingest::nodes`]): the node of
+/// the file's lines that name none.
+pub fn file_nodes(ing: &Ingest) -> Vec<Option<u32>> {
+    let mut counts: Vec<HashMap<u32, u64>> = vec![HashMap::new(); ing.files.len()];
+    for e in &ing.events {
+        if let (Some(n), Some(c)) = (e.node, counts.get_mut(e.src.file as usize)) {
+            *c.entry(n).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .map(|c| {
+            c.into_iter()
+                .max_by_key(|(n, k)| (*k, std::cmp::Reverse(*n)))
+                .map(|(n, _)| n)
+        })
+        .collect()
+}
+
 /// Split every sandbox's lines into boots.
 pub fn boots(ing: &Ingest) -> Boots {
     let mut of_event = vec![u32::MAX; ing.events.len()];
     let mut list: Vec<Entry> = Vec::new();
-    // per sandbox: its boots, and the one lines without a pid join
-    let mut by_sandbox: HashMap<u32, (Vec<usize>, usize)> = HashMap::new();
+    let file_node = file_nodes(ing);
+    // per sandbox and node: its boots, and the one lines without a pid join
+    let mut by_sandbox: HashMap<(u32, Option<u32>), (Vec<usize>, usize)> = HashMap::new();
     for (i, e) in ing.events.iter().enumerate() {
         let Some(s) = e.sandbox else { continue };
+        let node = e
+            .node
+            .or_else(|| file_node.get(e.src.file as usize).copied().flatten());
         let new_entry = |list: &mut Vec<Entry>, pid| {
             list.push(Entry {
                 sandbox: s,
+                node,
                 pid,
                 first: None,
                 last: None,
@@ -89,10 +119,10 @@ pub fn boots(ing: &Ingest) -> Boots {
             });
             list.len() - 1
         };
-        let k = match by_sandbox.get_mut(&s) {
+        let k = match by_sandbox.get_mut(&(s, node)) {
             None => {
                 let k = new_entry(&mut list, e.pid);
-                by_sandbox.insert(s, (vec![k], k));
+                by_sandbox.insert((s, node), (vec![k], k));
                 k
             }
             Some((mine, current)) => {
@@ -176,6 +206,7 @@ impl Boots {
         let mine = self.of_sandbox(b.sandbox);
         Some(BootSummary {
             sandbox: ing.sandboxes.get(b.sandbox as usize).cloned(),
+            node: b.node.and_then(|n| ing.nodes.get(n as usize)).cloned(),
             shim_pid: b.pid,
             boot: mine.iter().position(|&x| x == k).map_or(1, |p| p + 1),
             boots_of_sandbox: mine.len(),
@@ -223,9 +254,67 @@ impl Boots {
             .collect();
         Selection {
             ing,
+            clocks: &ing.clocks,
             boot: k.and_then(|k| self.summary(ing, k)),
             other_boots,
             other_sandboxes,
+            events,
+        }
+    }
+
+    /// The boot of each event, in input order (`None`: a line that names no sandbox).
+    pub fn of_events(&self) -> impl Iterator<Item = Option<usize>> + '_ {
+        self.of_event
+            .iter()
+            .map(|&b| (b != u32::MAX).then_some(b as usize))
+    }
+
+    /// The node of boot `k` (index into [`Ingest::nodes`]), if its lines name one.
+    pub fn node(&self, k: usize) -> Option<u32> {
+        self.list.get(k).and_then(|b| b.node)
+    }
+
+    /// The records of boot `k` for a fleet view: its own lines and `shared` (the lines that
+    /// name no sandbox, of its node), merged in input order and analyzed against `clocks`;
+    /// other sandboxes are not listed.
+    pub fn fleet_records<'a>(
+        &self,
+        ing: &'a Ingest,
+        k: usize,
+        own: &[u32],
+        shared: &[u32],
+        clocks: &'a ClockSamples,
+    ) -> Selection<'a> {
+        let mut events = Vec::with_capacity(own.len() + shared.len());
+        let (mut a, mut b) = (own.iter().peekable(), shared.iter().peekable());
+        loop {
+            let i = match (a.peek(), b.peek()) {
+                (Some(&&x), Some(&&y)) if x <= y => a.next(),
+                (Some(_), Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, Some(_)) => b.next(),
+                (None, None) => break,
+            };
+            if let Some(e) = i.and_then(|&i| ing.events.get(i as usize)) {
+                events.push(e);
+            }
+        }
+        let me = self.list.get(k);
+        let other_boots = me
+            .map(|b| {
+                self.of_sandbox(b.sandbox)
+                    .into_iter()
+                    .filter(|&x| x != k)
+                    .filter_map(|x| self.summary(ing, x))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Selection {
+            ing,
+            clocks,
+            boot: self.summary(ing, k),
+            other_boots,
+            other_sandboxes: Vec::new(),
             events,
         }
     }
