@@ -331,6 +331,8 @@ pub struct Ingester {
     out: Ingest,
     sandbox_ids: HashMap<String, u32>,
     node_ids: HashMap<String, u32>,
+    /// The node looked up last.
+    last_node: Option<u32>,
     /// Where the clock samples of the line being applied go (besides the inputs' own).
     clock_of: ClockOf,
     /// The sandbox id interned last (a journal's lines of one sandbox come in runs).
@@ -371,6 +373,7 @@ impl Ingester {
             out: Ingest::default(),
             sandbox_ids: HashMap::new(),
             node_ids: HashMap::new(),
+            last_node: None,
             clock_of: ClockOf::File(0),
             last_sandbox: None,
             streams: HashMap::new(),
@@ -664,6 +667,19 @@ impl Ingester {
 
     /// The index of host `name` in [`Ingest::nodes`].
     fn node(&mut self, name: &str) -> u32 {
+        // a journal's lines name one host, or a few in runs
+        if let Some(i) = self
+            .last_node
+            .filter(|&i| self.out.nodes.get(i as usize).is_some_and(|n| n == name))
+        {
+            return i;
+        }
+        let i = self.node_new(name);
+        self.last_node = Some(i);
+        i
+    }
+
+    fn node_new(&mut self, name: &str) -> u32 {
         if let Some(&i) = self.node_ids.get(name) {
             return i;
         }
@@ -956,12 +972,13 @@ fn parse_bytes<'a>(bytes: &'a [u8], want: Option<&str>, buf: &mut String) -> Par
     }
 }
 
-/// A containerd line of a wanted sandbox: its payload parsed, or its message kept.
-fn journal_body(j: &journal::JournalRef<'_>, buf: &mut String) -> JournalBody {
-    if let Some(vc) = &j.vmconsole {
-        let c = parse_console(vc.get_into(buf).trim());
+/// A containerd line of a wanted sandbox: its payload (`console`, already unquoted)
+/// parsed, or its message kept.
+fn journal_body(j: &journal::JournalRef<'_>, console: &str) -> JournalBody {
+    if j.vmconsole.is_some() {
+        let c = parse_console(console.trim());
         return match c {
-            Console::Other => JournalBody::ConsoleText(buf.clone()),
+            Console::Other => JournalBody::ConsoleText(console.to_string()),
             c => JournalBody::Console(c),
         };
     }
@@ -992,7 +1009,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
     }
     // 1. containerd journal (logfmt)
     if contains(s, &TIME_KEY) || contains(s, &MSG_KEY) {
-        match journal::parse_ref(s) {
+        match journal::parse_ref_into(s, buf) {
             Ok(Some(j)) => {
                 // the payload is read only for a line of a wanted sandbox
                 let wanted = j.sandbox.as_deref().is_some_and(|have| match want {
@@ -1000,7 +1017,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
                     None => true,
                 });
                 let body = if wanted {
-                    journal_body(&j, buf)
+                    journal_body(&j, buf.as_str())
                 } else {
                     JournalBody::Skipped
                 };

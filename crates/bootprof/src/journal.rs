@@ -144,6 +144,23 @@ pub fn parse_line(line: &str) -> Result<Option<JournalLine>, JournalError> {
 
 /// Parse one journal line, borrowing from it. `Ok(None)`: not a logfmt journal line.
 pub fn parse_ref(line: &str) -> Result<Option<JournalRef<'_>>, JournalError> {
+    parse_ref_with(line, None)
+}
+
+/// [`parse_ref`], unquoting the `vmconsole=` payload into `console` (cleared first) as it is
+/// read: one pass over the payload where [`RawValue::get_into`] would make two.
+pub fn parse_ref_into<'a>(
+    line: &'a str,
+    console: &mut String,
+) -> Result<Option<JournalRef<'a>>, JournalError> {
+    console.clear();
+    parse_ref_with(line, Some(console))
+}
+
+fn parse_ref_with<'a>(
+    line: &'a str,
+    console: Option<&mut String>,
+) -> Result<Option<JournalRef<'a>>, JournalError> {
     let (prefix, host, unit, body) = split_prefix(line);
     // logfmt body must start with a key=; containerd's start with time=
     let body = body.trim_start();
@@ -163,7 +180,9 @@ pub fn parse_ref(line: &str) -> Result<Option<JournalRef<'_>>, JournalError> {
         error: None,
         vmconsole: None,
     };
-    for kv in LogfmtIter::new(body) {
+    let mut it = LogfmtIter::new(body);
+    it.console = console;
+    for kv in it {
         let (k, v) = kv?;
         match k {
             "time" => {
@@ -302,17 +321,22 @@ fn split_prefix(line: &str) -> Prefixed<'_> {
 /// `msg`, `sandbox`, `pid`, `error`, `vmconsole`); values may be Go-quoted. Every quoted
 /// value is checked (an unterminated one, or a bad escape, is an error whatever its key),
 /// but none is copied.
-pub struct LogfmtIter<'a> {
+pub struct LogfmtIter<'a, 'b> {
     rest: &'a str,
+    /// Where a `vmconsole=` value goes, unquoted, as it is read.
+    console: Option<&'b mut String>,
 }
 
-impl<'a> LogfmtIter<'a> {
+impl<'a> LogfmtIter<'a, '_> {
     pub fn new(s: &'a str) -> Self {
-        LogfmtIter { rest: s }
+        LogfmtIter {
+            rest: s,
+            console: None,
+        }
     }
 }
 
-impl<'a> Iterator for LogfmtIter<'a> {
+impl<'a> Iterator for LogfmtIter<'a, '_> {
     type Item = Result<(&'static str, RawValue<'a>), JournalError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -334,8 +358,16 @@ impl<'a> Iterator for LogfmtIter<'a> {
                 self.rest = after;
                 continue;
             };
+            let into = match (key, self.console.as_deref_mut()) {
+                ("vmconsole", Some(buf)) => Some(buf),
+                _ => None,
+            };
             let (value, rest) = if let Some(q) = val_start.strip_prefix('"') {
-                match scan_quoted(q) {
+                let scanned = match into {
+                    Some(buf) => scan_quoted_into(q, buf),
+                    None => scan_quoted(q),
+                };
+                match scanned {
                     Ok(v) => v,
                     Err(e) => {
                         self.rest = "";
@@ -346,10 +378,12 @@ impl<'a> Iterator for LogfmtIter<'a> {
                     }
                 }
             } else {
-                let vend = val_start
-                    .bytes()
-                    .position(|c| c == b' ')
-                    .unwrap_or(val_start.len());
+                // bare values are ids and paths, tens of bytes: a vector search
+                let vend = memchr::memchr(b' ', val_start.as_bytes()).unwrap_or(val_start.len());
+                if let Some(buf) = into {
+                    buf.clear();
+                    buf.push_str(val_start.get(..vend).unwrap_or(""));
+                }
                 (
                     RawValue {
                         text: val_start.get(..vend).unwrap_or(""),
@@ -379,8 +413,40 @@ enum Unq {
     BadEscape,
 }
 
+/// The first `"` or `\\` in `b`. Escaped payloads have one every few bytes, too often for a
+/// vector search to pay its start-up; eight bytes at a time (SWAR) it is.
+fn quote_or_backslash(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = b.chunks_exact(8);
+    let mut at = 0usize;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        let q = x ^ (ONES * u64::from(b'"'));
+        let s = x ^ (ONES * u64::from(b'\\'));
+        // a zero byte of q or s is a match; the lowest flagged byte is always a true one
+        let m = (q.wrapping_sub(ONES) & !q & HIGH) | (s.wrapping_sub(ONES) & !s & HIGH);
+        if m != 0 {
+            return Some(at + (m.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\')
+        .map(|k| at + k)
+}
+
 /// How many hex digits follow the escape letter `e`, or `None` for a bad escape.
+#[inline]
 fn escape_digits(e: u8) -> Option<usize> {
+    // the escapes of a Go-quoted JSON payload, first, without a jump table
+    if e == b'"' || e == b'\\' {
+        return Some(0);
+    }
     match e {
         b'"' | b'\\' | b'\'' | b'n' | b't' | b'r' | b'a' | b'b' | b'f' | b'v' => Some(0),
         b'x' => Some(2),
@@ -397,13 +463,7 @@ fn scan_quoted(s: &str) -> Result<(RawValue<'_>, &str), Unq> {
     let mut i = 0usize;
     let mut escaped = false;
     loop {
-        // escaped payloads have a quote every few bytes: a plain loop, no vector search
-        let k = b
-            .get(i..)
-            .unwrap_or(&[])
-            .iter()
-            .position(|&c| c == b'"' || c == b'\\')
-            .ok_or(Unq::Unterminated)?;
+        let k = quote_or_backslash(b.get(i..).unwrap_or(&[])).ok_or(Unq::Unterminated)?;
         let at = i + k;
         if b.get(at) == Some(&b'"') {
             let value = RawValue {
@@ -423,6 +483,66 @@ fn scan_quoted(s: &str) -> Result<(RawValue<'_>, &str), Unq> {
             }
         }
         i = at + 2 + n;
+    }
+}
+
+/// [`scan_quoted`], appending the unquoted value to `out` (cleared first) in the same pass.
+fn scan_quoted_into<'s>(s: &'s str, out: &mut String) -> Result<(RawValue<'s>, &'s str), Unq> {
+    out.clear();
+    let b = s.as_bytes();
+    let (mut i, mut from) = (0usize, 0usize);
+    let mut escaped = false;
+    loop {
+        let k = quote_or_backslash(b.get(i..).unwrap_or(&[])).ok_or(Unq::Unterminated)?;
+        let at = i + k;
+        out.push_str(s.get(from..at).unwrap_or(""));
+        if b.get(at) == Some(&b'"') {
+            let value = RawValue {
+                text: s.get(..at).unwrap_or(""),
+                escaped,
+            };
+            return Ok((value, s.get(at + 1..).unwrap_or("")));
+        }
+        escaped = true;
+        let e = *b.get(at + 1).ok_or(Unq::Unterminated)?;
+        let n = escape_digits(e).ok_or(Unq::BadEscape)?;
+        for j in 0..n {
+            match b.get(at + 2 + j) {
+                None => return Err(Unq::Unterminated),
+                Some(h) if h.is_ascii_hexdigit() => {}
+                Some(_) => return Err(Unq::BadEscape),
+            }
+        }
+        push_escape(out, e, s.get(at + 2..at + 2 + n).unwrap_or(""));
+        i = at + 2 + n;
+        from = i;
+    }
+}
+
+/// The character a checked escape `\e` (with its hex digits) stands for, appended to `out`.
+#[inline]
+fn push_escape(out: &mut String, e: u8, hex: &str) {
+    if e == b'"' || e == b'\\' {
+        out.push(char::from(e));
+        return;
+    }
+    match e {
+        b'"' => out.push('"'),
+        b'\\' => out.push('\\'),
+        b'\'' => out.push('\''),
+        b'n' => out.push('\n'),
+        b't' => out.push('\t'),
+        b'r' => out.push('\r'),
+        b'a' => out.push('\u{7}'),
+        b'b' => out.push('\u{8}'),
+        b'f' => out.push('\u{c}'),
+        b'v' => out.push('\u{b}'),
+        _ => {
+            // \xNN is a byte (kept as the code point: ASCII stays ASCII), \uNNNN and
+            // \UNNNNNNNN code points; anything else was refused by the scan
+            let v = u32::from_str_radix(hex, 16).unwrap_or(0xFFFD);
+            out.push(char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER));
+        }
     }
 }
 
@@ -486,6 +606,30 @@ mod tests {
         assert_eq!(j.time.unwrap() % 1_000_000_000, 996_810_781);
         assert!(matches!(j.prefix, Some(PrefixTime::Local(_))));
         assert_eq!(j.pid, Some(3_426_175));
+    }
+
+    #[test]
+    fn swar_finds_the_first_quote_or_backslash() {
+        let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\');
+        let mut cases: Vec<Vec<u8>> = vec![b"".to_vec(), b"abc".to_vec()];
+        for len in 0..24 {
+            for at in 0..=len {
+                for c in [b'"', b'\\'] {
+                    // the match late, with bytes that differ from it by one bit before it
+                    let mut v: Vec<u8> = (0..len)
+                        .map(|i| [b'#', b']', 0x22 ^ 0x80, b'a'][i % 4])
+                        .collect();
+                    if at < len {
+                        v[at] = c;
+                    }
+                    cases.push(v);
+                }
+            }
+        }
+        cases.push("é\"ü".as_bytes().to_vec());
+        for c in &cases {
+            assert_eq!(quote_or_backslash(c), naive(c), "{c:?}");
+        }
     }
 
     #[test]

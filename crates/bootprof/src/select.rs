@@ -78,18 +78,26 @@ pub struct Selection<'a> {
 /// The host each input file's lines name most (index into [`Ingest::nodes`]): the node of
 /// the file's lines that name none.
 pub fn file_nodes(ing: &Ingest) -> Vec<Option<u32>> {
-    let mut counts: Vec<HashMap<u32, u64>> = vec![HashMap::new(); ing.files.len()];
+    // per file, a count per node (nodes are few: a vector indexed by node)
+    let mut counts: Vec<Vec<u64>> = vec![Vec::new(); ing.files.len()];
     for e in &ing.events {
         if let (Some(n), Some(c)) = (e.node, counts.get_mut(e.src.file as usize)) {
-            *c.entry(n).or_default() += 1;
+            if c.len() <= n as usize {
+                c.resize(n as usize + 1, 0);
+            }
+            if let Some(k) = c.get_mut(n as usize) {
+                *k += 1;
+            }
         }
     }
     counts
         .into_iter()
         .map(|c| {
             c.into_iter()
+                .enumerate()
+                .filter(|(_, k)| *k > 0)
                 .max_by_key(|(n, k)| (*k, std::cmp::Reverse(*n)))
-                .map(|(n, _)| n)
+                .map(|(n, _)| n as u32)
         })
         .collect()
 }
@@ -101,6 +109,8 @@ pub fn boots(ing: &Ingest) -> Boots {
     let file_node = file_nodes(ing);
     // per sandbox and node: its boots, and the one lines without a pid join
     let mut by_sandbox: HashMap<(u32, Option<u32>), (Vec<usize>, usize)> = HashMap::new();
+    // (sandbox, node, boot) of the last line that named its shim
+    let mut last: Option<(u32, Option<u32>, usize)> = None;
     for (i, e) in ing.events.iter().enumerate() {
         let Some(s) = e.sandbox else { continue };
         let node = e
@@ -119,6 +129,29 @@ pub fn boots(ing: &Ingest) -> Boots {
             });
             list.len() - 1
         };
+        // lines of one boot come in runs: the last one's boot first
+        // (a line naming the same shim as the last one is in its boot: a shim's pid picks
+        // one boot of a sandbox, whatever the silence before it)
+        if let Some((ls, ln, lk)) = last {
+            let same = ls == s
+                && ln == node
+                && e.pid
+                    .is_some_and(|p| list.get(lk).is_some_and(|b| b.pid == Some(p)));
+            if let (true, Some(b)) = (same, list.get_mut(lk)) {
+                b.lines += 1;
+                if matches!(e.body, Body::Kernel(_) | Body::Agent(_)) {
+                    b.console += 1;
+                }
+                if let Some(t) = e.host {
+                    b.first = Some(b.first.map_or(t, |f| f.min(t)));
+                    b.last = Some(b.last.map_or(t, |l| l.max(t)));
+                }
+                if let Some(slot) = of_event.get_mut(i) {
+                    *slot = lk as u32;
+                }
+                continue;
+            }
+        }
         let k = match by_sandbox.get_mut(&(s, node)) {
             None => {
                 let k = new_entry(&mut list, e.pid);
@@ -173,6 +206,7 @@ pub fn boots(ing: &Ingest) -> Boots {
         if let Some(slot) = of_event.get_mut(i) {
             *slot = k as u32;
         }
+        last = e.pid.is_some().then_some((s, node, k));
     }
     Boots { of_event, list }
 }
