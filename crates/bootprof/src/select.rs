@@ -59,6 +59,8 @@ pub struct Boots {
     /// Boot of each event (`u32::MAX`: a line that names no sandbox).
     of_event: Vec<u32>,
     list: Vec<Entry>,
+    /// The boots of each sandbox, in time order.
+    of_sandbox: HashMap<u32, Vec<usize>>,
 }
 
 /// The records of one boot: what [`crate::analyze`] reads.
@@ -208,7 +210,21 @@ pub fn boots(ing: &Ingest) -> Boots {
         }
         last = e.pid.is_some().then_some((s, node, k));
     }
-    Boots { of_event, list }
+    let mut of_sandbox: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (k, b) in list.iter().enumerate() {
+        of_sandbox.entry(b.sandbox).or_default().push(k);
+    }
+    for v in of_sandbox.values_mut() {
+        v.sort_by_key(|&k| {
+            list.get(k)
+                .map(|b| (b.first.unwrap_or(Nanos::MAX), b.first_event))
+        });
+    }
+    Boots {
+        of_event,
+        list,
+        of_sandbox,
+    }
 }
 
 impl Boots {
@@ -223,15 +239,7 @@ impl Boots {
 
     /// The boots of sandbox `s`, in time order.
     fn of_sandbox(&self, s: u32) -> Vec<usize> {
-        let mut v: Vec<usize> = (0..self.list.len())
-            .filter(|&k| self.list.get(k).is_some_and(|b| b.sandbox == s))
-            .collect();
-        v.sort_by_key(|&k| {
-            self.list
-                .get(k)
-                .map(|b| (b.first.unwrap_or(Nanos::MAX), b.first_event))
-        });
-        v
+        self.of_sandbox.get(&s).cloned().unwrap_or_default()
     }
 
     /// What a report says about boot `k`.

@@ -167,15 +167,7 @@ fn check(nodes: &[NodeRecords], f: &Fleet) -> Result<(), String> {
             }
             // the row is what the single-boot analysis of its node's logs says
             // the fleet puts a node's trace on one clock: the single analysis is given it
-            let shift = f.trace_shift_h.get(&node).copied().or_else(|| {
-                f.reports
-                    .iter()
-                    .any(|x| {
-                        x.boot.as_ref().and_then(|b| b.node.as_deref()) == Some(node.as_str())
-                            && x.pin_summary.calls > 0
-                    })
-                    .then_some(0)
-            });
+            let shift = f.trace_shift_h.get(&node).copied();
             let mut one = fleet::row(&single(n, &t.sandbox, shift));
             if spec.journal_format == JournalFormat::Cat {
                 // the single-boot report has no node to name; the fleet names the file

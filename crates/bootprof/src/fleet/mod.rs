@@ -215,9 +215,10 @@ pub struct Fleet {
     /// Nodes with at least one boot row, in order of first appearance.
     pub nodes: Vec<String>,
     pub rows: Vec<BootRow>,
-    /// The single-boot report of each row (same order).
+    /// The single-boot reports of the rows the HTML page charts (the slowest, and the first
+    /// boots that did not complete), by row index.
     #[serde(skip)]
-    pub reports: Vec<Report>,
+    pub charts: BTreeMap<usize, Report>,
     pub phases: Vec<PhaseStats>,
     pub total: PhaseStats,
     /// Indices into `rows`: the slowest complete boots, slowest first.
@@ -228,8 +229,8 @@ pub struct Fleet {
     pub without_boot: Vec<NoBoot>,
     /// Where a file's node came from, for files that name none.
     pub notes: Vec<String>,
-    /// Nodes whose host trace is hours off the journal's clock: the whole hours added to its
-    /// stamps, for every boot of the node (agreed by the boots whose pins it holds).
+    /// Nodes with a host trace: the whole hours added to its stamps (0: on the journal's
+    /// clock), for every boot of the node, as the boots whose pins it holds agree.
     pub trace_shift_h: BTreeMap<String, i64>,
     pub states: BTreeMap<&'static str, usize>,
     pub started_late: usize,
@@ -451,22 +452,46 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         }
         r
     };
+    // each report is reduced to its row in the worker (a fleet's reports need not all be
+    // held at once); the few boots the HTML page charts are analyzed again at the end
+    let to_row = |k: usize, shift: Option<i64>| {
+        let r = analyze_boot(k, shift);
+        let shown = if r.phases.is_empty() && r.state.failure.is_none() && r.total_from != "kubectl"
+        {
+            let b = r.boot.as_ref();
+            Err(NoBoot {
+                node: b.and_then(|b| b.node.clone()),
+                sandbox: r.sandbox.clone(),
+                shim_pid: b.and_then(|b| b.shim_pid),
+                lines: b.map_or(0, |b| b.lines),
+            })
+        } else {
+            Ok(row(&r))
+        };
+        Analyzed {
+            shown,
+            calls: r.pin_summary.calls,
+            shift: r.clocks.trace_shift_h,
+        }
+    };
     let all: Vec<(usize, Option<i64>)> = (0..boots.len()).map(|k| (k, None)).collect();
-    let mut reports = parallel(&all, opts.threads, &analyze_boot);
+    let mut done = parallel(&all, opts.threads, &to_row);
 
     // A node's host trace has one clock. A boot whose own pins are not in the trace (it was
     // not traced) may find another boot's pins hours away that a whole-hour shift lines up
-    // with its GPU enables: the shift the node's traced boots agree on is used for all of
-    // its boots, and those that chose another are analyzed again with it.
-    let mut votes: HashMap<Option<NodeId>, BTreeMap<i64, usize>> = HashMap::new();
-    for (k, r) in reports.iter().enumerate() {
-        if r.pin_summary.calls > 0 && opts.clocks.trace_shift_h.is_none() {
+    // with its GPU enables: the shift that puts the most of the node's pin calls into its
+    // boots is used for all of them (each boot votes for the shift it read the trace with,
+    // by the number of its VM's calls found), and those that chose another are analyzed
+    // again with it.
+    let mut votes: HashMap<Option<NodeId>, BTreeMap<i64, u64>> = HashMap::new();
+    for (k, a) in done.iter().enumerate() {
+        if a.calls > 0 && opts.clocks.trace_shift_h.is_none() {
             let node = boot_node.get(k).cloned().flatten();
             *votes
                 .entry(node)
                 .or_default()
-                .entry(r.clocks.trace_shift_h.unwrap_or(0))
-                .or_default() += 1;
+                .entry(a.shift.unwrap_or(0))
+                .or_default() += a.calls;
         }
     }
     let node_shift: HashMap<Option<NodeId>, i64> = votes
@@ -479,28 +504,27 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
             Some((n, k))
         })
         .collect();
-    let again: Vec<(usize, Option<i64>)> = reports
+    let forced = |k: usize| {
+        let node = boot_node.get(k).cloned().flatten();
+        node_shift.get(&node).copied()
+    };
+    let again: Vec<(usize, Option<i64>)> = done
         .iter()
         .enumerate()
-        .filter_map(|(k, r)| {
-            let node = boot_node.get(k).cloned().flatten();
-            let want = *node_shift.get(&node)?;
-            (r.clocks.trace_shift_h.unwrap_or(0) != want).then_some((k, Some(want)))
+        .filter_map(|(k, a)| {
+            let want = forced(k)?;
+            (a.shift.unwrap_or(0) != want).then_some((k, Some(want)))
         })
         .collect();
     if !again.is_empty() {
-        for ((k, _), r) in again
-            .iter()
-            .zip(parallel(&again, opts.threads, &analyze_boot))
-        {
-            if let Some(slot) = reports.get_mut(*k) {
-                *slot = r;
+        for ((k, _), a) in again.iter().zip(parallel(&again, opts.threads, &to_row)) {
+            if let Some(slot) = done.get_mut(*k) {
+                *slot = a;
             }
         }
     }
     let trace_shift_h: BTreeMap<String, i64> = node_shift
         .iter()
-        .filter(|(_, k)| **k != 0)
         .filter_map(|(n, k)| Some((n.as_ref()?.name(ing), *k)))
         .collect();
 
@@ -508,7 +532,7 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         files: ing.files.clone(),
         nodes: Vec::new(),
         rows: Vec::new(),
-        reports: Vec::new(),
+        charts: BTreeMap::new(),
         phases: Vec::new(),
         total: empty_stats("total"),
         slowest: Vec::new(),
@@ -521,28 +545,54 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         started_late: 0,
         stats: ing.stats.clone(),
     };
-    for r in reports {
-        if r.phases.is_empty() && r.state.failure.is_none() && r.total_from != "kubectl" {
-            let b = r.boot.as_ref();
-            fleet.without_boot.push(NoBoot {
-                node: b.and_then(|b| b.node.clone()),
-                sandbox: r.sandbox.clone(),
-                shim_pid: b.and_then(|b| b.shim_pid),
-                lines: b.map_or(0, |b| b.lines),
-            });
-            continue;
+    let mut boot_of_row = Vec::new();
+    for (k, a) in done.into_iter().enumerate() {
+        match a.shown {
+            Ok(r) => {
+                fleet.rows.push(r);
+                boot_of_row.push(k);
+            }
+            Err(nb) => fleet.without_boot.push(nb),
         }
-        fleet.rows.push(row(&r));
-        fleet.reports.push(r);
     }
     summarize(&mut fleet, opts.top);
+    // the reports of the boots the HTML page charts: the slowest, and the first incomplete
+    let charted: Vec<usize> = fleet
+        .slowest
+        .iter()
+        .chain(fleet.incomplete.iter().take(CHARTED_INCOMPLETE))
+        .copied()
+        .collect();
+    let jobs: Vec<(usize, Option<i64>)> = charted
+        .iter()
+        .filter_map(|&i| boot_of_row.get(i).map(|&k| (k, forced(k))))
+        .collect();
+    for (&i, r) in charted
+        .iter()
+        .zip(parallel(&jobs, opts.threads, &analyze_boot))
+    {
+        fleet.charts.insert(i, r);
+    }
     fleet
 }
 
+/// How many boots that did not complete the HTML page charts.
+pub const CHARTED_INCOMPLETE: usize = 10;
+
+/// One boot analyzed: its row (or why it shows no boot), and what its trace said.
+struct Analyzed {
+    shown: Result<BootRow, NoBoot>,
+    /// This VM's pin calls found in the trace.
+    calls: u64,
+    /// The whole-hour shift its trace was read with.
+    shift: Option<i64>,
+}
+
 /// Run `f` on each job on `threads` threads (`None`: one per CPU); results in job order.
-fn parallel<F>(jobs: &[(usize, Option<i64>)], threads: Option<usize>, f: &F) -> Vec<Report>
+fn parallel<T, F>(jobs: &[(usize, Option<i64>)], threads: Option<usize>, f: &F) -> Vec<T>
 where
-    F: Fn(usize, Option<i64>) -> Report + Sync,
+    T: Send,
+    F: Fn(usize, Option<i64>) -> T + Sync,
 {
     let n = jobs.len();
     let threads = threads
@@ -550,7 +600,7 @@ where
         .clamp(1, n.max(1));
     let next = AtomicUsize::new(0);
     let work = || {
-        let mut done: Vec<(usize, Report)> = Vec::new();
+        let mut done: Vec<(usize, T)> = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(&(k, shift)) = jobs.get(i) else {
@@ -560,7 +610,7 @@ where
         }
         done
     };
-    let mut out: Vec<(usize, Report)> = if threads == 1 {
+    let mut out: Vec<(usize, T)> = if threads == 1 {
         work()
     } else {
         std::thread::scope(|s| {

@@ -730,7 +730,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
     if !f.slowest.is_empty() {
         o.push_str("<h2>Slowest boots</h2>");
         for (i, &k) in f.slowest.iter().enumerate() {
-            let (Some(r), Some(rep)) = (f.rows.get(k), f.reports.get(k)) else {
+            let (Some(r), Some(rep)) = (f.rows.get(k), f.charts.get(&k)) else {
                 continue;
             };
             let _ = write!(
@@ -759,8 +759,8 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
             "<h2>Boots that did not complete or started late ({})</h2>",
             f.incomplete.len()
         );
-        for &k in f.incomplete.iter().take(10) {
-            let (Some(r), Some(rep)) = (f.rows.get(k), f.reports.get(k)) else {
+        for &k in f.incomplete.iter().take(super::CHARTED_INCOMPLETE) {
+            let (Some(r), Some(rep)) = (f.rows.get(k), f.charts.get(&k)) else {
                 continue;
             };
             let _ = write!(
@@ -772,11 +772,11 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
                 esc(r.finding.as_deref().unwrap_or(""))
             );
         }
-        if f.incomplete.len() > 10 {
+        if f.incomplete.len() > super::CHARTED_INCOMPLETE {
             let _ = write!(
                 o,
                 "<p>and {} more in the table below.</p>",
-                f.incomplete.len() - 10
+                f.incomplete.len() - super::CHARTED_INCOMPLETE
             );
         }
     }
