@@ -214,10 +214,11 @@ fn work(
                     r.steps.len(),
                     r.failed
                 ));
+                // and what each hugepage give-back returned and could not
                 msgs.extend(
                     r.steps
                         .iter()
-                        .filter(|s| s.result != "restored")
+                        .filter(|s| s.result != "restored" || s.pages.is_some())
                         .map(|s| step_line(&s.result, &s.target, s.note.as_deref())),
                 );
                 msgs.extend(r.notes);
