@@ -34,13 +34,19 @@
 //! So a hugepage-backed guest whose RAM came from the memory limit (as the Kata GPU boot
 //! study's pod does: `memory: 100Gi` and `hugepages-1Gi: 125Gi` for a 110 GiB VM) is reserved
 //! twice: once as hugepages, which it uses, and once as memory, which it does not (rule 3).
-//! vmtune therefore sizes such a guest through `default_memory` (the annotation, which the
-//! scheduler does not see) and asks for exactly its pages: the scheduler reserves the VM's
-//! RAM once. The memory limit is then only the container's ceiling inside the guest (rule
-//! 4): [`MIN_CONTAINER_MEMORY_MIB`] unless the plan is emitted with a larger one
-//! ([`KataOptions::container_memory_mib`], `--kata-container-memory`), which the scheduler
-//! reserves a second time; on today's Kata there is no Pod that gives the workload the
-//! guest's RAM without that (kata-containers issue 13561).
+//! On today's Kata no Pod avoids that and still lets the workload use the guest's RAM
+//! (kata-containers issue 13561): the memory limit is both added to the guest and the
+//! container's ceiling in it (rule 4). vmtune sizes the guest as Kata's floor in
+//! `default_memory` plus the container's limit, and asks for exactly the guest's pages: by
+//! default the container may use all of the guest's RAM but that floor, and the scheduler
+//! reserves the RAM about twice (as hugepages and as memory), which the Pod says. A workload
+//! known to need less can be given a lower ceiling
+//! ([`KataOptions::container_memory_mib`], `--kata-container-memory`): the VM keeps the
+//! plan's size (the rest moves to `default_memory`, which the scheduler does not see) and
+//! the double reservation shrinks to that ceiling — down to [`MIN_CONTAINER_MEMORY_MIB`],
+//! the RAM reserved once. A ceiling is never chosen silently below the guest: a container
+//! killed by the guest's OOM killer inside a running VM is a worse surprise than a
+//! reservation the Pod states.
 //!
 //! A 4 KiB guest's RAM is ordinary memory (rule 5): the memory limit carries all of it but
 //! `default_memory`, which is kept at Kata's floor ([`KATA_MIN_MEMORY_MIB`]) since the runtime
@@ -79,8 +85,8 @@ pub const ANNOTATION_PREFIX: &str = "io.katacontainers.config.hypervisor.";
 pub const KATA_MIN_MEMORY_MIB: u64 = 256;
 /// runtime-rs's floor for the `default_memory` annotation (`MIN_QEMU_MEMORY_SIZE_MB`), MiB.
 pub const KATA_RS_MIN_MEMORY_MIB: u64 = 64;
-/// vmtune's floor for the container's memory limit, MiB: a Guaranteed pod needs one; also
-/// the default ceiling of a container in a hugepage-backed guest (see the module docs).
+/// vmtune's floor for the container's memory limit, MiB: a Guaranteed pod needs one (and
+/// the lowest `--kata-container-memory`: the guest's RAM then reserved once).
 pub const MIN_CONTAINER_MEMORY_MIB: u64 = 64;
 /// Root ports the Go runtime creates at most (`maxPCIeRootPorts`); more are clamped.
 pub const KATA_MAX_ROOT_PORTS: usize = 16;
@@ -100,10 +106,9 @@ pub const PLAN_ANNOTATIONS: &[&str] = &["default_vcpus", "default_memory", "enab
 /// Choices the plan does not make.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KataOptions {
-    /// The container's memory limit, MiB: its ceiling inside the guest. `None`: for a
-    /// hugepage-backed guest [`MIN_CONTAINER_MEMORY_MIB`] (the guest is sized by
-    /// `default_memory`, and the scheduler reserves its RAM once, as hugepages); for a 4 KiB
-    /// guest all of the plan's memory but Kata's floor for `default_memory`.
+    /// The container's memory limit, MiB: its ceiling inside the guest. `None`: all of the
+    /// plan's memory but Kata's floor for `default_memory` (for a hugepage-backed guest the
+    /// scheduler then reserves the RAM about twice; see the module docs).
     pub container_memory_mib: Option<u64>,
 }
 
@@ -152,14 +157,12 @@ pub fn sizing_with(plan: &Plan, opts: &KataOptions) -> Sizing {
     let n = u32::try_from(vcpu_count(plan)).unwrap_or(u32::MAX).max(1);
     let mem_mib = plan.request.memory_bytes.div_ceil(1 << 20).max(1);
     let huge = hugepage_quantity(plan.memory.hugepage_size_kb);
-    let container = match (opts.container_memory_mib, &huge) {
-        (Some(c), _) => c,
-        // hugepage-backed: the guest comes from default_memory, the limit is a ceiling
-        (None, Some(_)) => MIN_CONTAINER_MEMORY_MIB,
-        // 4 KiB: the limit carries the guest RAM, all but Kata's floor
-        (None, None) => mem_mib.saturating_sub(KATA_MIN_MEMORY_MIB),
-    }
-    .max(MIN_CONTAINER_MEMORY_MIB);
+    // by default the container may use the guest's RAM, all but Kata's floor (a 4 KiB
+    // guest's limit carries its RAM; a hugepage guest's is its ceiling, see the module docs)
+    let container = opts
+        .container_memory_mib
+        .unwrap_or(mem_mib.saturating_sub(KATA_MIN_MEMORY_MIB))
+        .max(MIN_CONTAINER_MEMORY_MIB);
     let base = mem_mib.saturating_sub(container).max(KATA_MIN_MEMORY_MIB);
     let vm_mib = base + container;
     let hugepages = huge.map(|name| {
@@ -450,16 +453,27 @@ pub fn pod_spec_yaml_with(plan: &Plan, opts: &KataOptions) -> String {
                 quantity(pages),
                 quantity(mem)
             );
-            let _ = writeln!(
-                y,
-                "# Kata applies the memory limit inside the guest too: the container may use\n\
-                 # {} MiB of the guest's RAM. For a workload that needs more, plan with\n\
-                 # --kata-container-memory SIZE: the VM stays {} MiB, and the scheduler reserves\n\
-                 # SIZE a second time, as memory (Kata adds the limit to the guest and caps the\n\
-                 # container with it; kata-containers issue 13561).",
-                s.container_memory_mib,
-                s.vm_memory_mib()
-            );
+            if s.container_memory_mib > MIN_CONTAINER_MEMORY_MIB {
+                let _ = writeln!(
+                    y,
+                    "# Kata applies the memory limit inside the guest too: the container may use\n\
+                     # {} MiB of the guest's RAM, and the scheduler reserves that a second time (Kata\n\
+                     # adds the limit to the guest and caps the container with it; kata-containers\n\
+                     # issue 13561). For a workload that needs less, plan with\n\
+                     # --kata-container-memory SIZE ({MIN_CONTAINER_MEMORY_MIB}M or more): the VM stays\n\
+                     # {} MiB and only SIZE is reserved twice.",
+                    s.container_memory_mib,
+                    s.vm_memory_mib()
+                );
+            } else {
+                let _ = writeln!(
+                    y,
+                    "# Kata applies the memory limit inside the guest too: the container may use\n\
+                     # only {} MiB of the guest's RAM (--kata-container-memory); without that\n\
+                     # flag it may use all but {KATA_MIN_MEMORY_MIB} MiB, reserved a second time.",
+                    s.container_memory_mib
+                );
+            }
         }
         None => {
             let _ = writeln!(

@@ -591,8 +591,9 @@ spec:
 
 /// Every Pod vmtune emits, by the rules: Kata makes the plan's VM (or a bigger one, and says
 /// so); a hugepage-backed guest's pages are all mapped and none idle, and the scheduler
-/// reserves its RAM once (as hugepages) plus the container's ceiling inside the guest — 64
-/// MiB unless asked for more; a 4 KiB guest's RAM is reserved as memory, all but
+/// reserves its RAM once (as hugepages) plus the container's ceiling inside the guest — all
+/// of the guest but Kata's 256 MiB floor unless a lower ceiling is asked for, and the Pod says
+/// it is reserved twice; a 4 KiB guest's RAM is reserved as memory, all but
 /// `default_memory`, kept at the 256 MiB the runtime class's overhead must then hold.
 #[test]
 fn kata_pods_reserve_what_the_vm_uses() {
@@ -624,14 +625,18 @@ fn kata_pods_reserve_what_the_vm_uses() {
                 // the memory request is the ceiling inside the guest, nothing more
                 assert_eq!(use_mem, 0, "{what}");
                 assert_eq!(res_mem, m.guest_ceiling(), "{what}");
-                let want = ceiling.unwrap_or(emit::kata::MIN_CONTAINER_MEMORY_MIB);
+                let want = ceiling.unwrap_or(plan_mib.saturating_sub(256));
                 assert_eq!(m.guest_ceiling(), want.max(64) << 20, "{what}");
-                if ceiling.is_none() {
-                    // not twice: the VM's RAM once, plus 64 MiB
+                // the RAM once, plus exactly the ceiling, which the Pod states
+                assert!(
+                    res_mem + res_huge < (vm << 20) + page + m.guest_ceiling(),
+                    "{what}: reserves {} for a {vm} MiB VM",
+                    res_mem + res_huge
+                );
+                if m.guest_ceiling() > 64 << 20 {
                     assert!(
-                        res_mem + res_huge < (vm << 20) + page + (64 << 20),
-                        "{what}: reserves {} for a {vm} MiB VM",
-                        res_mem + res_huge
+                        text.contains("reserves that a second time"),
+                        "{what}:\n{text}"
                     );
                 }
                 assert!(text.contains("--kata-container-memory"), "{what}");

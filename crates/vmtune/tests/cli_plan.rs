@@ -495,9 +495,9 @@ fn kata_prints_the_dropin_and_a_guaranteed_pod() {
     }
 }
 
-/// A hugepage-backed guest is sized by default_memory and reserved once, as hugepages; the
-/// container's ceiling inside the guest is --kata-container-memory (64 MiB without it), and
-/// the VM stays --memory either way. The flag without a Kata format is refused.
+/// A hugepage-backed guest's pages are asked for exactly; the container's ceiling inside the
+/// guest is all of it but Kata's 256 MiB floor, or --kata-container-memory, the rest moving to
+/// default_memory so the VM stays --memory either way. The flag without a Kata format is refused.
 #[test]
 fn kata_container_memory_is_the_ceiling_and_the_vm_stays() {
     let pod = |extra: &[&str]| {
@@ -527,8 +527,9 @@ fn kata_container_memory_is_the_ceiling_and_the_vm_stays() {
             .to_string()
     };
     for (extra, base, mem) in [
-        (&[][..], "8128", "64Mi"),
+        (&[][..], "256", "7936Mi"),
         (&["--kata-container-memory", "3G"][..], "5120", "3Gi"),
+        (&["--kata-container-memory", "64M"][..], "8128", "64Mi"),
     ] {
         let p = pod(extra);
         assert_eq!(

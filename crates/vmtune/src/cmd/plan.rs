@@ -76,9 +76,9 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub emit: Option<EmitArg>,
     /// With --emit kata/kata-config/kata-pod: the container's memory limit, its ceiling inside
-    /// the guest (Kata applies it there). A hugepage-backed guest is sized by default_memory
-    /// and reserved once, as hugepages, with a 64 MiB container limit unless this is given;
-    /// the scheduler reserves SIZE again, as memory. The VM stays --memory.
+    /// the guest (Kata applies it there); default: all of --memory but Kata's 256 MiB floor.
+    /// For a hugepage-backed guest the scheduler reserves this limit a second time, as
+    /// memory: a lower SIZE (64M at least) reserves less. The VM stays --memory.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub kata_container_memory: Option<u64>,
     /// Existing libvirt domain XML: the plan keeps its Hyper-V, KVM and hypervisor-bit
