@@ -7,6 +7,41 @@ use topo::{DeviceKind, Host};
 use crate::model::DeviceInfo;
 use crate::{PlanError, Request, Tenant};
 
+/// First PCI domain an Intel VMD controller gives its devices (`vmd_find_free_domain` in
+/// Linux's `drivers/pci/controller/vmd.c` counts up from 0x10000).
+const VMD_FIRST_DOMAIN: u32 = 0x10000;
+
+/// A warning when `bdf` sits in an Intel VMD domain: the VMD endpoint puts its own requester
+/// ID on its devices' DMA (Linux `x86/PCI: Allow DMA ops specific to a PCI domain`), so the
+/// IOMMU cannot tell them apart, gives them no IOMMU group, and VFIO cannot take one.
+fn behind_vmd(host: &topo::Host, bdf: &str) -> Option<String> {
+    let domain = u32::from_str_radix(bdf.split(':').next()?, 16).ok()?;
+    if domain < VMD_FIRST_DOMAIN {
+        return None;
+    }
+    // the VMD endpoint: the first device up the parent chain outside the VMD domain
+    let mut endpoint = None;
+    let mut cur = host.pci(bdf).and_then(|d| d.parent.clone());
+    for _ in 0..32 {
+        let Some(p) = cur else { break };
+        let d = p
+            .split(':')
+            .next()
+            .and_then(|d| u32::from_str_radix(d, 16).ok());
+        if d.is_some_and(|d| d < VMD_FIRST_DOMAIN) {
+            endpoint = Some(p);
+            break;
+        }
+        cur = host.pci(&p).and_then(|d| d.parent.clone());
+    }
+    let by = endpoint.map_or("an Intel VMD controller".to_string(), |e| {
+        format!("the Intel VMD controller {e}")
+    });
+    Some(format!(
+        "{bdf} is in PCI domain {domain:x}, behind {by}: VMD puts its own requester ID on its devices' DMA, so the IOMMU gives {bdf} no group of its own and VFIO cannot take it; turn VMD off for that slot in the firmware (the device then appears in domain 0000) before passing it through"
+    ))
+}
+
 /// The devices the VM gets, in BDF order.
 pub fn resolve(
     req: &Request,
@@ -48,6 +83,9 @@ pub fn resolve(
             return Err(PlanError::Refused(format!(
                 "{bdf} is a PCI bridge, not a device to pass through"
             )));
+        }
+        if let Some(vmd) = behind_vmd(host, &bdf) {
+            warnings.push(vmd);
         }
         let slot = dev.slot().to_string();
         let mut added = Vec::new();

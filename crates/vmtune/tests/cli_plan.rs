@@ -690,3 +690,38 @@ fn the_housekeeping_is_kept_and_moving_it_must_be_accepted() {
         v["warnings"]
     );
 }
+
+/// A device behind Intel VMD (PCI domain 10000 and up) is planned with a warning naming the
+/// VMD controller and why VFIO cannot take it; a device outside the VMD domain gets none.
+#[test]
+fn vmd_device_is_planned_with_a_warning() {
+    let snap = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/vfio/server-vmd.tar.gz")
+        .to_string_lossy()
+        .into_owned();
+    let plan = |gpu: &str| {
+        let o = run(&[
+            "plan",
+            "--topology",
+            &snap,
+            "--vcpus",
+            "2",
+            "--memory",
+            "2G",
+            "--gpu",
+            gpu,
+        ]);
+        assert!(o.status.success(), "{gpu}: {}", stderr(&o));
+        format!("{}{}", stdout(&o), stderr(&o))
+    };
+    let err = plan("10000:e1:00.0");
+    assert!(
+        err.contains(
+            "10000:e1:00.0 is in PCI domain 10000, behind the Intel VMD controller 0000:64:00.5"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("VFIO cannot take it"), "{err}");
+    let err = plan("18:00.0");
+    assert!(!err.contains("VMD"), "{err}");
+}
