@@ -289,6 +289,29 @@ pub fn thread_steps(
     Ok(out)
 }
 
+/// How long a restore waits for a hugepage pool another apply or restore holds.
+const POOL_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Lock the `nr_hugepages` of every pool the plan may grow, in node order (so two applies
+/// never wait on each other crosswise). A pool that does not exist is left to
+/// [`hugepage_steps`] to refuse.
+fn lock_pools(plan: &Plan, paths: &HostPaths, wait: Duration) -> Result<Vec<Lock>> {
+    let size = plan.memory.hugepage_size_kb;
+    let mut nodes: Vec<u32> = hugepage_demand(plan)?.into_iter().map(|(n, _)| n).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+        .into_iter()
+        .map(|node| {
+            paths.sys_root.join(format!(
+                "devices/system/node/node{node}/hugepages/hugepages-{size}kB/nr_hugepages"
+            ))
+        })
+        .filter(|p| p.exists())
+        .map(|p| Lock::acquire_existing(&p, wait))
+        .collect()
+}
+
 /// Pages to reserve per node: (node, pages). Pure.
 pub fn hugepage_demand(plan: &Plan) -> Result<Vec<(u32, u64)>> {
     let m = &plan.memory;
@@ -582,6 +605,15 @@ pub fn apply(plan: &Plan, qemu: Option<&QemuRef>, opts: &ApplyOptions) -> Result
             "a journal of an earlier apply exists: run `vmtune restore` first",
         ));
     }
+    // the hugepage pools this apply may grow, locked from the read that decides how many
+    // pages to add until the apply is journaled and done: two applies with different
+    // journals would otherwise both grow the pool from the same count (one VM's pages lost,
+    // and each restore giving back pages the other counted)
+    let pools = if opts.dry_run || !opts.phases.hugepages {
+        Vec::new()
+    } else {
+        lock_pools(plan, &opts.paths, opts.lock_wait)?
+    };
     let (steps, notes, pid) = plan_steps(plan, qemu, opts)?;
     let mut rep = ApplyReport {
         journal: opts.journal.clone(),
@@ -604,6 +636,8 @@ pub fn apply(plan: &Plan, qemu: Option<&QemuRef>, opts: &ApplyOptions) -> Result
     };
     if let Err(e) = run_steps(&mut j, &steps, opts.crash_after_step, &mut rep.steps) {
         drop(j);
+        // the rollback's give-back takes the pools' locks itself
+        drop(pools);
         let undo = restore_locked(&opts.journal);
         let how = match undo {
             Ok(r) if r.failed == 0 => "everything applied so far was rolled back".to_string(),
@@ -615,6 +649,7 @@ pub fn apply(plan: &Plan, qemu: Option<&QemuRef>, opts: &ApplyOptions) -> Result
         };
         return Err(ApplyError::Other(format!("{e}; {how}")));
     }
+    drop(pools);
     Ok(rep)
 }
 
@@ -865,12 +900,15 @@ fn give_back(
     s: &JournalStep,
     r: &mut StepReport,
 ) -> Result<bool> {
-    if let Target::Hugepages { path, .. } = &s.target {
-        if !path.exists() {
+    // the pool locked while its count is read and lowered (see `apply`)
+    let _pool = match &s.target {
+        Target::Hugepages { path, .. } if !path.exists() => {
             // the pool is gone (node offline): rollback says so
             return Ok(false);
         }
-    }
+        Target::Hugepages { path, .. } => Some(Lock::acquire_existing(path, POOL_LOCK_WAIT)?),
+        _ => None,
+    };
     let (from, to, plan) = match &s.undo {
         Some(u) if u.done => {
             r.previous = u.from.clone();
@@ -1192,6 +1230,67 @@ mod tests {
             proptest::prop_assert_eq!(r.failed, 0);
             proptest::prop_assert_eq!(read_trim(&nr).unwrap(), total.to_string());
         }
+    }
+
+    /// The pool is read under its lock: an apply waits while another holds the pool, and
+    /// then grows it from what the pool holds after the other is done, not from before.
+    #[test]
+    fn an_apply_reads_the_pool_only_under_its_lock() {
+        let (_d, o) = fake_host(0, 0);
+        let nr = o
+            .paths
+            .sys_root
+            .join("devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages");
+        let held = Lock::acquire_existing(&nr, Duration::from_secs(1)).unwrap();
+        let o2 = o.clone();
+        let t = std::thread::spawn(move || apply(&plan_with_pages(10), None, &o2));
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!o.journal.exists(), "applied while the pool was locked");
+        // what another apply did meanwhile
+        std::fs::write(&nr, "7\n").unwrap();
+        drop(held);
+        let rep = t.join().unwrap().unwrap();
+        assert_eq!(rep.steps.len(), 1);
+        assert_eq!(rep.steps[0].previous, "7");
+        assert_eq!(rep.steps[0].new, "17");
+        // a restore gives back its 10 pages, leaving the other's 7
+        restore(&o.journal, Duration::from_secs(1)).unwrap();
+        assert_eq!(read_trim(&nr).unwrap(), "7");
+    }
+
+    /// Applies with different journals growing one pool at once: every apply's pages are
+    /// added (none computed from a count another was changing), and restoring all of them,
+    /// in any order, brings the pool back to where it was.
+    #[test]
+    fn concurrent_applies_with_their_own_journals_add_every_page() {
+        let (d, o) = fake_host(3, 0);
+        let nr = o
+            .paths
+            .sys_root
+            .join("devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages");
+        let wants = [4u64, 10, 1, 7, 2, 5];
+        let opts: Vec<ApplyOptions> = (0..wants.len())
+            .map(|i| {
+                let mut oi = o.clone();
+                oi.journal = d.path().join(format!("run{i}/journal"));
+                oi
+            })
+            .collect();
+        let threads: Vec<_> = wants
+            .iter()
+            .zip(opts.clone())
+            .map(|(&w, oi)| std::thread::spawn(move || apply(&plan_with_pages(w), None, &oi)))
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        let total: u64 = wants.iter().sum();
+        assert_eq!(read_trim(&nr).unwrap(), (3 + total).to_string());
+        for oi in opts.iter().rev().step_by(2).chain(opts.iter().step_by(2)) {
+            let r = restore(&oi.journal, Duration::from_secs(5)).unwrap();
+            assert_eq!(r.failed, 0);
+        }
+        assert_eq!(read_trim(&nr).unwrap(), "3");
     }
 
     #[test]

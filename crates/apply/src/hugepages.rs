@@ -28,6 +28,12 @@
 //! stops, then frees them; the report says how many were freed at once and how many later.
 //! For one apply and its restore (also after a crash or `kill -9`), this is exactly the
 //! old value.
+//!
+//! Each apply and each give-back holds an `flock` on the pool's `nr_hugepages` from the read
+//! that decides the count to the write (the engine's `lock_pools`), so applies with
+//! different journals never grow the pool from the same count. Pages an apply added stay
+//! free until its QEMU maps them and the kernel does not say for whom they were added: an
+//! apply in between counts them as available (not settled here).
 
 use std::path::Path;
 

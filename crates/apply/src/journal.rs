@@ -367,7 +367,6 @@ pub struct Lock {
 impl Lock {
     /// Take the lock, waiting at most `wait`.
     pub fn acquire(path: &Path, wait: Duration) -> Result<Lock> {
-        use rustix::fs::{flock, FlockOperation};
         let dir = parent_dir(path);
         std::fs::create_dir_all(&dir).map_err(|e| ApplyError::io(&dir, e))?;
         let file = OpenOptions::new()
@@ -376,6 +375,23 @@ impl Lock {
             .write(true)
             .open(path)
             .map_err(|e| ApplyError::io(path, e))?;
+        Lock::wait_for(file, path, wait, "another vmtune apply/restore")
+    }
+
+    /// Lock a file that exists, opened read-only (a sysfs attribute such as a hugepage
+    /// pool's `nr_hugepages`: `flock` works on any inode, and nothing is created).
+    pub fn acquire_existing(path: &Path, wait: Duration) -> Result<Lock> {
+        let file = File::open(path).map_err(|e| ApplyError::io(path, e))?;
+        Lock::wait_for(
+            file,
+            path,
+            wait,
+            "another vmtune apply/restore of this pool",
+        )
+    }
+
+    fn wait_for(file: File, path: &Path, wait: Duration, who: &str) -> Result<Lock> {
+        use rustix::fs::{flock, FlockOperation};
         let start = Instant::now();
         loop {
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -386,7 +402,7 @@ impl Lock {
                 Err(rustix::io::Errno::WOULDBLOCK) => {
                     return Err(ApplyError::journal(
                         path,
-                        format!("locked by another vmtune apply/restore (waited {wait:?})"),
+                        format!("locked by {who} (waited {wait:?})"),
                     ))
                 }
                 Err(e) => return Err(ApplyError::io(path, e.into())),
