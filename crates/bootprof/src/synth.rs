@@ -735,6 +735,9 @@ pub fn render(spec: &Spec) -> Records {
     };
     let wait_end = done.or(fail_at).unwrap_or(c0);
     let mut tries = 0u32;
+    // when the journal got the first try's line (the console adds a delay): a log cut after
+    // it has lost the start of the wait
+    let mut first_try_logged: Option<Nanos> = None;
     loop {
         let at = c0 + s(interval * f64::from(tries));
         if at >= wait_end || tries > 100 {
@@ -746,6 +749,9 @@ pub fn render(spec: &Spec) -> Records {
             format!("waiting for CDI spec(s) to be generated ({tries} of 100 max tries) \"unresolvable CDI devices {list}\"")
         };
         g.agent(at, "rpc", &msg, None);
+        if tries == 0 {
+            first_try_logged = g.out.lines.last().map(|l| l.t);
+        }
         tries += 1;
     }
     let end_of_boot = match spec.outcome {
@@ -856,8 +862,8 @@ pub fn render(spec: &Spec) -> Records {
                 gt.checkable = false;
             }
         }
-        // the CDI wait is whole when the log starts before its first try
-        if h + s(0.05) > c0 {
+        // the CDI wait is whole when the log still has its first try
+        if first_try_logged.is_none_or(|t| t < h) {
             truth.cdi_wait_s = None;
             truth.cdi_tries = None;
         }
