@@ -466,7 +466,8 @@ pub(crate) fn merge(
 ) -> String {
     let range = node.range();
     let (start_end, self_closing) = start_tag_end(src, range.start);
-    let start_tag = if ours.keep_start {
+    // the user's start tag, byte for byte (opened if it was self-closing)
+    let kept = || {
         let t = src.get(range.start..start_end).unwrap_or("");
         if self_closing {
             format!(
@@ -476,6 +477,9 @@ pub(crate) fn merge(
         } else {
             t.to_string()
         }
+    };
+    let start_tag = if ours.keep_start {
+        kept()
     } else if node.attributes().len() == ours.attrs.len()
         && ours
             .attrs
@@ -484,15 +488,7 @@ pub(crate) fn merge(
     {
         // the start tag already says what ours would: its bytes stay (a later patch of a
         // file whose quote style the first one tipped over writes nothing new)
-        let t = src.get(range.start..start_end).unwrap_or("");
-        if self_closing {
-            format!(
-                "{}>",
-                t.trim_end_matches('>').trim_end_matches('/').trim_end()
-            )
-        } else {
-            t.to_string()
-        }
+        kept()
     } else {
         format!("{}>", ours.start(st))
     };
