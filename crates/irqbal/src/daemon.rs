@@ -332,10 +332,13 @@ pub fn observe(
     let vcpus: Vec<VcpuView> = w
         .iter()
         .map(|c| VcpuView {
-            vcpu: c.cpu,
-            online: c.online,
-            load: c.irq_frac,
-            eligible: eligible.is_none_or_contains(c.cpu),
+            steal: Some(c.steal_frac),
+            ..VcpuView::new(
+                c.cpu,
+                c.online,
+                c.irq_frac,
+                eligible.is_none_or_contains(c.cpu),
+            )
         })
         .collect();
     let irqs = irqs

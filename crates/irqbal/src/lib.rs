@@ -12,6 +12,7 @@
 //! - [`load`]: turning cumulative counters into windowed rates.
 //! - [`daemon`]: the guest-mode and host-mode I/O shells around the policy.
 
+pub mod avail;
 pub mod daemon;
 pub mod ebpf;
 pub mod host;
@@ -20,8 +21,8 @@ pub mod policy;
 pub mod procstat;
 
 pub use policy::{
-    algorithm1, Decision, IrqView, Mapping, Placement, Policy, PolicyConfig, Reason, Snapshot,
-    Vcpu, VcpuView,
+    algorithm1, Decision, IrqView, Mapping, MoveKind, Placement, Policy, PolicyConfig, Reason,
+    Snapshot, Vcpu, VcpuView,
 };
 
 /// Errors of this crate; each names the file or thing and the problem.

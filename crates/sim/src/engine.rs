@@ -240,6 +240,14 @@ struct Vcpu {
     episode_seen: bool,
     /// Waiting in the runqueue after a wake-up from halt (not preempted).
     woken: bool,
+    /// Idle (halted) time so far, and since when it is halted (what `/proc/stat` idle shows).
+    idle_ns: u64,
+    blocked_since: u64,
+    /// What the eBPF program counts at each exit from idle: wake-ups, and the steal each
+    /// waited for the host after it (sum ns, sum of squares µs²).
+    wakes: u64,
+    wake_wait_ns: u64,
+    wake_wait_sq_us2: u64,
 }
 
 struct Pcpu {
@@ -439,12 +447,23 @@ impl Sim {
                 last_queue_ns: vec![0; spec.queues as usize],
                 queue_ns: vec![0; spec.queues as usize],
             };
+            let config = sc
+                .vbalance
+                .policy_config()
+                .with_moves(policy.policy_moves());
             if policy.is_vbalance() {
-                vm.policy =
-                    Some(Policy::new(sc.vbalance.policy_config()).map_err(|e| e.to_string())?);
+                vm.policy = Some(Policy::new(config).map_err(|e| e.to_string())?);
             }
             if let Some(det) = policy.detector().filter(|&d| d != Detector::Oracle) {
-                vm.daemon = Some(Daemon::new(det, spec.vcpus, spec.queues));
+                let windows_only = config.moves == irqbal::MoveKind::Deferred;
+                let avail_window = (sc.vbalance.avail_window_ms * MS as f64) as u64;
+                vm.daemon = Some(Daemon::new(
+                    det,
+                    spec.vcpus,
+                    spec.queues,
+                    avail_window,
+                    windows_only,
+                ));
             }
             for i in 0..spec.vcpus {
                 let pcpu = match &spec.pin {
@@ -486,6 +505,11 @@ impl Sim {
                     preempted_at: None,
                     episode_seen: false,
                     woken: false,
+                    idle_ns: 0,
+                    blocked_since: 0,
+                    wakes: 0,
+                    wake_wait_ns: 0,
+                    wake_wait_sq_us2: 0,
                 });
             }
             for q in 0..spec.queues {
@@ -588,8 +612,18 @@ impl Sim {
             if policy == PolicyKind::Irqbalance {
                 sim.push(sim.irqbalance_period, Ev::PolicyTick { vm });
             }
-            if policy.detector() == Some(Detector::Procstat) {
-                let first = sim.procstat_interval();
+            // the /proc/stat daemon decides at its windows; the eBPF and tick daemons react to
+            // each ring-buffer event (their load windows are not modelled: loads are read when
+            // they run), except on a deferred-move guest, where they decide only at windows
+            let windows = sim.vms[vm as usize]
+                .daemon
+                .as_ref()
+                .is_some_and(|d| d.windows_only || d.det == Detector::Procstat);
+            if let Some(det) = policy
+                .detector()
+                .filter(|&d| d != Detector::Oracle && windows)
+            {
+                let first = sim.daemon_interval(det);
                 sim.push(first, Ev::DaemonTimer { vm });
             }
         }
@@ -878,6 +912,9 @@ impl Sim {
         v.run_start = now;
         v.state = to;
         v.tick_gen = v.tick_gen.wrapping_add(1);
+        if to == RunState::Blocked {
+            v.blocked_since = now;
+        }
         if to == RunState::Runnable {
             v.kvm_preempted = true;
             v.runnable_since = now;
@@ -953,7 +990,14 @@ impl Sim {
         let was_halted = std::mem::take(&mut x.woken);
         x.state = RunState::Running;
         x.run_start = now;
-        x.steal_clock += now.saturating_sub(x.runnable_since);
+        let waited = now.saturating_sub(x.runnable_since);
+        x.steal_clock += waited;
+        if was_halted {
+            x.wakes += 1;
+            x.wake_wait_ns += waited;
+            let us = waited / US;
+            x.wake_wait_sq_us2 = x.wake_wait_sq_us2.saturating_add(us * us);
+        }
         x.kvm_preempted = false;
         let vm = x.vm;
         self.vms[vm as usize].running += 1;
@@ -1060,6 +1104,8 @@ impl Sim {
                 x.deadline = x.vruntime + slice;
             }
         }
+        let x = &mut self.vcpus[v as usize];
+        x.idle_ns += self.now.saturating_sub(x.blocked_since);
         self.vcpus[v as usize].state = RunState::Runnable;
         self.vcpus[v as usize].run_start = self.now;
         self.vcpus[v as usize].runnable_since = self.now;
@@ -1378,6 +1424,8 @@ impl Sim {
                     online: x.state == RunState::Running,
                     load: self.load_frac(&x.load),
                     eligible: true,
+                    steal: None,
+                    wait_ns: None,
                 }
             })
             .collect();

@@ -113,6 +113,10 @@ pub enum PolicyKind {
     /// Upper bound: exact running state at every switch, instant rebinds that carry a pending
     /// interrupt along, and (with credit) the paper's SMP_BOOST fast path.
     VbalanceOracle,
+    /// The daemon's former default on a deferred-move guest, kept for comparison: the exact
+    /// flag via eBPF, and the policy chasing it (moving the IRQs of a preempted holder at
+    /// once) although every move waits for the IRQ's next interrupt on the old vCPU.
+    VbalanceChase,
 }
 
 /// How a vBalance variant learns that a vCPU is preempted.
@@ -139,13 +143,14 @@ pub enum MoveSemantics {
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 9] = [
+    pub const ALL: [PolicyKind; 10] = [
         PolicyKind::Static,
         PolicyKind::Irqbalance,
         PolicyKind::VbalanceProcstat,
         PolicyKind::VbalanceProcstatIr,
         PolicyKind::VbalanceTick,
         PolicyKind::VbalanceTickIr,
+        PolicyKind::VbalanceChase,
         PolicyKind::Vbalance,
         PolicyKind::VbalanceIr,
         PolicyKind::VbalanceOracle,
@@ -162,6 +167,7 @@ impl PolicyKind {
             PolicyKind::VbalanceTick => "vbalance-tick",
             PolicyKind::VbalanceTickIr => "vbalance-tick-ir",
             PolicyKind::VbalanceOracle => "vbalance-oracle",
+            PolicyKind::VbalanceChase => "vbalance-chase",
         }
     }
 
@@ -178,7 +184,9 @@ impl PolicyKind {
                 Some(Detector::Procstat)
             }
             PolicyKind::VbalanceTick | PolicyKind::VbalanceTickIr => Some(Detector::Tick),
-            PolicyKind::Vbalance | PolicyKind::VbalanceIr => Some(Detector::Flag),
+            PolicyKind::Vbalance | PolicyKind::VbalanceIr | PolicyKind::VbalanceChase => {
+                Some(Detector::Flag)
+            }
             PolicyKind::VbalanceOracle => Some(Detector::Oracle),
         }
     }
@@ -191,6 +199,16 @@ impl PolicyKind {
             | PolicyKind::VbalanceProcstatIr
             | PolicyKind::VbalanceTickIr => MoveSemantics::Direct,
             _ => MoveSemantics::Deferred,
+        }
+    }
+
+    /// How the daemon runs the policy on this guest: what it detects of the guest's moves
+    /// (`vbalance-chase` ignores it, as the former default did).
+    pub fn policy_moves(self) -> irqbal::MoveKind {
+        match (self, self.moves()) {
+            (PolicyKind::VbalanceChase, _) => irqbal::MoveKind::Direct,
+            (_, MoveSemantics::Deferred) => irqbal::MoveKind::Deferred,
+            _ => irqbal::MoveKind::Direct,
         }
     }
 
@@ -409,6 +427,15 @@ pub struct VbalanceSpec {
     pub wake_us: f64,
     /// The daemon's decision and affinity write (`/proc/irq/N/smp_affinity_list`), µs.
     pub write_us: f64,
+    /// eBPF and tick daemons: the load window (`/proc/stat`, `/proc/interrupts` sampled and a
+    /// decision made), ms (the daemon's default with eBPF: 1000).
+    pub window_ms: f64,
+    /// Deferred-move guests: the availability window (preemption episodes, steal), ms.
+    pub avail_window_ms: f64,
+    /// Deferred-move guests: a vCPU is clearly worse than another when its expected interrupt
+    /// wait exceeds the other's times this ratio plus `avail_margin_us`.
+    pub avail_ratio: f64,
+    pub avail_margin_us: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -434,6 +461,10 @@ impl Default for VbalanceSpec {
             scan_gap_us: 100.0,
             wake_us: DAEMON_WAKE_US,
             write_us: DAEMON_WRITE_US,
+            window_ms: irqbal::daemon::INTERVAL_EBPF.as_secs_f64() * 1e3,
+            avail_window_ms: irqbal::avail::DEFAULT_WINDOW_NS as f64 / 1e6,
+            avail_ratio: irqbal::policy::DEFAULT_AVAIL_RATIO,
+            avail_margin_us: irqbal::policy::DEFAULT_AVAIL_MARGIN_NS / 1e3,
         }
     }
 }
@@ -455,6 +486,8 @@ impl VbalanceSpec {
         };
         c.threshold = self.threshold;
         c.load_floor = self.load_floor;
+        c.avail_ratio = self.avail_ratio;
+        c.avail_margin_ns = self.avail_margin_us * 1e3;
         c
     }
 }
@@ -673,11 +706,18 @@ impl Scenario {
             (vb.scan_gap_us, "vbalance.scan_gap_us"),
             (vb.wake_us, "vbalance.wake_us"),
             (vb.write_us, "vbalance.write_us"),
+            (vb.window_ms * 1000.0, "vbalance.window_ms"),
+            (vb.avail_window_ms * 1000.0, "vbalance.avail_window_ms"),
         ] {
             finite_pos(v, what)?;
             if v > 3.6e9 {
                 return Err(format!("{what} is too large"));
             }
+        }
+        if vb.window_ms < 10.0 || vb.avail_window_ms < 10.0 {
+            return Err(
+                "vbalance.window_ms and vbalance.avail_window_ms must be at least 10".into(),
+            );
         }
         if vb.procstat_interval_ms < 10.0 {
             return Err("vbalance.procstat_interval_ms must be at least 10 (USER_HZ ticks)".into());

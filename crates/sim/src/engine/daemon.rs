@@ -16,6 +16,14 @@
 //!   events, its own for its `/proc` timer) and needs that vCPU to run for `wake_us +
 //!   write_us` (or `procstat_read_us + write_us`); if the vCPU is preempted meanwhile, so is the
 //!   daemon. When done it runs `irqbal::Policy` on what it has learnt and writes the moves.
+//! - **Availability** (what the policy needs on a deferred-move guest): every daemon samples
+//!   `/proc/stat` steal at its window (`window_ms`; `procstat_interval_ms` for the `/proc/stat`
+//!   detector) into an `irqbal::avail::CounterWindow`; the eBPF daemon also keeps each vCPU's
+//!   preemption episodes as the ring buffer reports them (seen preempted; running again, with
+//!   the episode's length by the steal clock) in an `irqbal::avail::Episodes`, and samples
+//!   the program's per-CPU wake-up counters (exits from idle and the steal each waited) and
+//!   `/proc/stat` idle with steal — the same bookkeeping the real daemon does. On a deferred-move guest the policy is run only at
+//!   windows: it does not act on single preemptions.
 
 use serde::Serialize;
 
@@ -23,13 +31,23 @@ use super::*;
 
 /// One daemon of one VM.
 pub(super) struct Daemon {
-    det: Detector,
+    pub(super) det: Detector,
     /// The daemon's belief per VM-local vCPU: online (not preempted).
     view: Vec<bool>,
     /// The detector's last verdict per vCPU (what the eBPF maps hold): preempted.
     seen_preempted: Vec<bool>,
-    /// Verdict changes not yet read by the daemon: (local vCPU, online).
-    inbox: Vec<(u32, bool)>,
+    /// Verdict changes not yet read by the daemon.
+    inbox: Vec<Seen>,
+    /// eBPF: each vCPU's steal clock when it was seen preempted (the program's
+    /// `steal_at_preempt`).
+    steal_at_preempt: Vec<u64>,
+    /// Preemption episodes as the daemon has read them (eBPF only).
+    episodes: irqbal::avail::Episodes,
+    /// `/proc/stat` steal and idle, and the eBPF wake-up counters, over the availability
+    /// window.
+    counters: irqbal::avail::CounterWindow,
+    /// The policy is run only at windows (deferred moves: no reaction to single preemptions).
+    pub(super) windows_only: bool,
     /// The holder the daemon believes each queue has: the last CPU it wrote.
     held: Vec<u32>,
     /// Last guest event per vCPU (tick, switch) and whether the vCPU was going idle then.
@@ -48,14 +66,42 @@ pub(super) struct Daemon {
     runs: u64,
 }
 
+/// One change the detector reported.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    vcpu: u32,
+    online: bool,
+    at: u64,
+    /// A resume: the episode's length by the steal clock (eBPF).
+    episode_ns: Option<u64>,
+}
+
 impl Daemon {
-    pub(super) fn new(det: Detector, vcpus: u32, queues: u32) -> Self {
+    pub(super) fn new(
+        det: Detector,
+        vcpus: u32,
+        queues: u32,
+        avail_window_ns: u64,
+        windows_only: bool,
+    ) -> Self {
         let n = vcpus as usize;
         Self {
             det,
             view: vec![true; n],
             seen_preempted: vec![false; n],
             inbox: Vec::new(),
+            steal_at_preempt: vec![0; n],
+            episodes: irqbal::avail::Episodes::new(avail_window_ns, 0),
+            counters: {
+                // the daemon's first sample, at its start
+                let mut c = irqbal::avail::CounterWindow::new(avail_window_ns);
+                c.push(
+                    0,
+                    (0..vcpus).map(|u| (u, irqbal::avail::CpuCounters::default())),
+                );
+                c
+            },
+            windows_only,
             held: vec![0; queues as usize],
             heartbeat: vec![(0, false); n],
             last_scan: vec![None; n],
@@ -99,6 +145,14 @@ pub struct Detection {
 impl Sim {
     pub(super) fn procstat_interval(&self) -> u64 {
         (self.vb.procstat_interval_ms * MS as f64) as u64
+    }
+
+    /// The daemon's sampling window for its detector.
+    pub(super) fn daemon_interval(&self, det: Detector) -> u64 {
+        match det {
+            Detector::Procstat => self.procstat_interval(),
+            _ => ((self.vb.window_ms * MS as f64) as u64).max(1),
+        }
     }
 
     fn us(v: f64) -> u64 {
@@ -189,15 +243,29 @@ impl Sim {
             .iter()
             .map(|&g| self.vcpus[g as usize].kvm_preempted)
             .collect();
+        // the steal clock in each vCPU's kvm_steal_time (updated when it enters the guest)
+        let clocks: Vec<u64> = vcpus
+            .iter()
+            .map(|&g| self.vcpus[g as usize].steal_clock)
+            .collect();
         let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
             return;
         };
         d.heartbeat[me] = (now, halting);
         let mut changed = false;
+        let flag = d.det == Detector::Flag;
+        // a resume as the program reports it: the episode's length by the steal clock
+        let resumed = |d: &mut Daemon, u: usize| Seen {
+            vcpu: u as u32,
+            online: true,
+            at: now,
+            episode_ns: flag.then(|| clocks[u].saturating_sub(d.steal_at_preempt[u])),
+        };
         // this vCPU runs: if it was reported preempted, report it back
         if d.seen_preempted[me] {
             d.seen_preempted[me] = false;
-            d.inbox.push((me as u32, true));
+            let ev = resumed(d, me);
+            d.inbox.push(ev);
             changed = true;
         }
         match d.det {
@@ -207,7 +275,18 @@ impl Sim {
                     for (u, &f) in flags.iter().enumerate() {
                         if u != me && d.seen_preempted[u] != f {
                             d.seen_preempted[u] = f;
-                            d.inbox.push((u as u32, !f));
+                            let ev = if f {
+                                d.steal_at_preempt[u] = clocks[u];
+                                Seen {
+                                    vcpu: u as u32,
+                                    online: false,
+                                    at: now,
+                                    episode_ns: None,
+                                }
+                            } else {
+                                resumed(d, u)
+                            };
+                            d.inbox.push(ev);
                             changed = true;
                         }
                     }
@@ -219,7 +298,12 @@ impl Sim {
                     let silent = u != me && !halted && now.saturating_sub(hb) > tick_miss;
                     if silent != d.seen_preempted[u] {
                         d.seen_preempted[u] = silent;
-                        d.inbox.push((u as u32, !silent));
+                        d.inbox.push(Seen {
+                            vcpu: u as u32,
+                            online: !silent,
+                            at: now,
+                            episode_ns: None,
+                        });
                         changed = true;
                     }
                 }
@@ -266,21 +350,32 @@ impl Sim {
         self.push(at, Ev::DaemonDone { vm, gen });
     }
 
-    /// The `/proc/stat` daemon's timer.
+    /// The daemon's window timer: sample `/proc/stat` (and `/proc/interrupts`) and decide.
     pub(super) fn daemon_timer(&mut self, vm: u32) {
         let now = self.now;
-        let interval = self.procstat_interval();
+        let Some(det) = self.vms[vm as usize].daemon.as_ref().map(|d| d.det) else {
+            return;
+        };
+        let interval = self.daemon_interval(det);
         self.push(now + interval, Ev::DaemonTimer { vm });
         let work = Self::us(self.vb.procstat_read_us) + Self::us(self.vb.write_us);
+        let running = self.vms[vm as usize]
+            .vcpus
+            .iter()
+            .copied()
+            .find(|&g| self.vcpus[g as usize].state == RunState::Running);
+        let first = self.vms[vm as usize].vcpus[0];
         let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
             return;
         };
         d.sample_due = true;
-        // the daemon sleeps on the vCPU it last ran on (vCPU 0 at start)
-        let home = if d.runs == 0 {
-            self.vms[vm as usize].vcpus[0]
-        } else {
-            d.home
+        // the /proc/stat daemon sleeps on the vCPU it last ran on (vCPU 0 at start); the
+        // eBPF daemon's window work runs, like its ring-buffer wake-ups, on a running vCPU
+        // (so that it never holds those back behind a preempted one)
+        let last = if d.runs == 0 { first } else { d.home };
+        let home = match d.det {
+            Detector::Procstat => last,
+            _ => running.unwrap_or(last),
         };
         self.daemon_post(vm, home, work);
     }
@@ -294,14 +389,36 @@ impl Sim {
             .iter()
             .map(|&g| self.vcpus[g as usize].steal_accounted / (10 * MS))
             .collect();
+        let counters: Vec<irqbal::avail::CpuCounters> = vcpus
+            .iter()
+            .zip(&steal_ticks)
+            .map(|(&g, &ticks)| {
+                let x = &self.vcpus[g as usize];
+                let halted = x.state == RunState::Blocked;
+                let ebpf = self.policy.detector() == Some(Detector::Flag);
+                irqbal::avail::CpuCounters {
+                    steal_ns: ticks * 10 * MS,
+                    idle_ns: x.idle_ns + if halted { now - x.blocked_since } else { 0 },
+                    wakes: if ebpf { x.wakes } else { 0 },
+                    wake_wait_ns: if ebpf { x.wake_wait_ns } else { 0 },
+                    wake_wait_sq_us2: if ebpf { x.wake_wait_sq_us2 } else { 0 },
+                }
+            })
+            .collect();
         let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
             return;
         };
         d.busy = false;
         d.running_since = None;
+        let window = std::mem::take(&mut d.sample_due);
+        if window {
+            d.counters.push(
+                now,
+                counters.iter().enumerate().map(|(u, &c)| (u as u32, c)),
+            );
+        }
         if d.det == Detector::Procstat {
-            if d.sample_due {
-                d.sample_due = false;
+            if window {
                 if let Some((t0, before)) = &d.last_sample {
                     let dt = now.saturating_sub(*t0).max(1) as f64;
                     for (u, (&a, &b)) in steal_ticks.iter().zip(before).enumerate() {
@@ -312,12 +429,26 @@ impl Sim {
                 d.last_sample = Some((now, steal_ticks));
             }
         } else {
-            for (u, online) in d.inbox.drain(..) {
-                d.view[u as usize] = online;
+            for ev in d.inbox.drain(..) {
+                d.view[ev.vcpu as usize] = ev.online;
+                match (ev.online, ev.episode_ns) {
+                    (false, _) if d.det == Detector::Flag => d.episodes.preempted(ev.vcpu, ev.at),
+                    (true, Some(len)) => d.episodes.resumed(ev.vcpu, ev.at, len),
+                    _ => {}
+                }
             }
         }
         let view = d.view.clone();
         let held = d.held.clone();
+        let decide = window || !d.windows_only;
+        let avail: Vec<(Option<f64>, Option<f64>)> = (0..vcpus.len() as u32)
+            .map(|u| {
+                let wait = (d.det == Detector::Flag)
+                    .then(|| irqbal::avail::expected_wait_ns(&d.episodes, &d.counters, u, now))
+                    .flatten();
+                (d.counters.steal(u), wait)
+            })
+            .collect();
         // detection statistics: preempted vCPUs the daemon now knows about
         for (u, &g) in vcpus.iter().enumerate() {
             let x = &mut self.vcpus[g as usize];
@@ -329,6 +460,9 @@ impl Sim {
             }
         }
         self.detect.runs += 1;
+        if !decide {
+            return;
+        }
         let snap = Snapshot {
             now_ns: now,
             vcpus: vcpus
@@ -339,6 +473,8 @@ impl Sim {
                     online: view[u],
                     load: self.load_frac(&self.vcpus[g as usize].load),
                     eligible: true,
+                    steal: avail[u].0,
+                    wait_ns: avail[u].1,
                 })
                 .collect(),
             irqs: self.vms[vm as usize]
