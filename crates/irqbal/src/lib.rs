@@ -17,6 +17,7 @@ pub mod daemon;
 pub mod ebpf;
 pub mod host;
 pub mod load;
+pub mod moves;
 pub mod policy;
 pub mod procstat;
 

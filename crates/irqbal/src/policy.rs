@@ -767,12 +767,11 @@ impl Policy {
             self.config.load_floor,
         );
         let (to, reason) = if reason == Reason::Imbalance {
-            // the move must lower the peak by a tenth: the loads are estimates, and moving the
-            // only IRQ of a vCPU just moves its load elsewhere
+            // the target, with the IRQ, must stay a tenth below the holder: the loads are
+            // estimates, and moving the only IRQ of a vCPU just moves its load elsewhere
             let share = irq_load.unwrap_or(0.0).max(0.0);
             let load_of = |v: Vcpu| vcpus.iter().find(|x| x.vcpu == v).map_or(0.0, |x| x.load);
-            let peak = (load_of(holder) - share).max(load_of(to) + share);
-            if self.config.require_improvement && peak > 0.9 * load_of(holder) {
+            if self.config.require_improvement && load_of(to) + share >= 0.9 * load_of(holder) {
                 (holder, Reason::NoImprovement)
             } else {
                 self.guard_balance(now, irq, holder, to, &peers, irq_load)
