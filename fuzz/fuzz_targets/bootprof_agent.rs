@@ -6,8 +6,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(s) = std::str::from_utf8(data) {
         for line in s.lines() {
             if let Ok(r) = bootprof::agent::parse_line(line) {
-                if let bootprof::agent::AgentKind::Uevent { devpath, .. } = &r.kind {
-                    let _ = bootprof::agent::devpath_bdf(devpath);
+                if let bootprof::agent::AgentKind::Uevent { bdf: Some(b), .. } = &r.kind {
+                    assert!(bootprof::dmesg::is_bdf(b));
                 }
             }
         }

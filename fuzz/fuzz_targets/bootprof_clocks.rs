@@ -25,7 +25,11 @@ fuzz_target!(|data: &[u8]| {
     let year = zoned.map(|z| bootprof::time::civil_from_nanos(z.0).0);
     let opts = bootprof::AnalyzeOptions {
         sandbox: None,
-        clocks: bootprof::clocks::ClockOptions { year, tz },
+        clocks: bootprof::clocks::ClockOptions {
+            year,
+            tz,
+            trace_shift_h: None,
+        },
     };
     if let Ok(r) = bootprof::build_with(&ing, &opts) {
         let _ = bootprof::report::text(&r);

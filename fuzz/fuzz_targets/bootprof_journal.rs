@@ -1,6 +1,6 @@
 #![no_main]
 // containerd journal lines (journald prefix + logfmt, Go-quoted vmconsole payloads), then the
-// whole pipeline: streaming ingest of the bytes and the timeline.
+// whole pipeline: streaming ingest of the bytes, the timeline and the fleet view.
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,4 +14,16 @@ fuzz_target!(|data: &[u8]| {
         let _ = bootprof::report::text(&r);
         let _ = bootprof::report::html(&r);
     }
+    // every boot of the input (`analyze --all`), in every output
+    let f = bootprof::fleet::analyze(
+        &ing,
+        &bootprof::fleet::FleetOptions {
+            threads: Some(1),
+            ..Default::default()
+        },
+    );
+    let _ = bootprof::fleet::render::text(&f);
+    let _ = bootprof::fleet::render::json_lines(&f);
+    let _ = bootprof::fleet::render::html(&f);
+    let _ = bootprof::fleet::render::prometheus(&f);
 });

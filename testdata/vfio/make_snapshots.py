@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the two VFIO sysfs snapshots in this folder as .tar.gz (run from anywhere; rewrites
+"""Write the VFIO sysfs snapshots in this folder as .tar.gz (run from anywhere; rewrites
 them; the archives are byte-for-byte reproducible: sorted entries, fixed times and owners).
 
 Hand-made, in the shapes a Linux kernel gives these files (see README.md for the sources):
@@ -10,6 +10,8 @@ only what vmtune reads is there, and the CPU part is trimmed.
                    one IOMMU group with only one port on vfio-pci (a group that is not viable).
   desktop-5.15-legacy/  Linux 5.15 (no VFIO cdevs): a GTX 1080 Ti on vfio-pci whose HDMI audio
                    function is still on snd_hda_intel, and an NVMe on vfio-pci in its own group.
+  server-vmd/      Linux 6.8, 1 socket, Intel VMD: NVMe drives in PCI domain 10000 (five hex
+                   digits) behind the VMD endpoint, without IOMMU groups; an L40S on vfio-pci.
 """
 
 import gzip
@@ -230,6 +232,37 @@ def desktop() -> None:
     vfio_class(t, [1, 13], group_major=242, iommufd_minor=None)
 
 
+def vmd() -> None:
+    """Intel Volume Management Device (drivers/pci/controller/vmd.c): the VMD endpoint owns
+    a PCI domain numbered from 0x10000 (`vmd_find_free_domain`), so its devices are named
+    `10000:BB:DD.F` (five hex digits: `%04x`) and sit below `pci10000:BB` under the
+    endpoint. They have no `iommu_group` (the VT-d driver keeps VMD child devices from
+    being remapping targets: they reach the IOMMU with the endpoint's requester ID), so
+    VFIO cannot take them."""
+    t = Tree(WORK / "server-vmd")
+    cpus(t, packages=1, cores=4, smt=2, hostname="vmd-server")
+    local = "0-7\n"
+    bridge = 0x060400
+    vmd_ep = "pci0000:64/0000:64:00.5"
+    Pci(t, vmd_ep, 0x8086, 0x28C0, 0x010400, 0, local, "vmd", 30,
+        [(0, (0x2_0000_0000, 32 << 20, 0x0014_220C)), (2, (0xC500_0000, 32 << 20, 0x0004_0200))])
+    for port, bus, dev in [(0x02, 0xE1, 0xA80A), (0x03, 0xE2, 0xA80A)]:
+        rp = f"{vmd_ep}/pci10000:e0/10000:e0:{port:02x}.0"
+        Pci(t, rp, 0x8086, 0x347A, bridge, 0, local, "pcieport", None)
+        Pci(t, f"{rp}/10000:{bus:02x}:00.0", 0x144D, dev, 0x010802, 0, local, "nvme", None,
+            [(0, (0xC500_0000 + (bus - 0xE1) * 0x10_0000, 16 << 10, 0x0014_0204))],
+            ("16.0 GT/s PCIe", 4))
+    # a GPU outside the VMD domain, on vfio-pci
+    Pci(t, "pci0000:17/0000:17:01.0", 0x8086, 0x352A, bridge, 0, local, "pcieport", 12)
+    gpu = Pci(t, "pci0000:17/0000:17:01.0/0000:18:00.0", 0x10DE, 0x26B9, 0x030200, 0, local,
+              "vfio-pci", 13, [(0, (0xD800_0000, 16 << 20, 0x0004_0200)),
+                               (1, (0x3_0000_0000_00, 64 << 30, 0x0014_220C))],
+              ("32.0 GT/s PCIe", 16))
+    gpu.cdev(0, 511)
+    t.file("sys/module/vfio/parameters/enable_unsafe_noiommu_mode", "N\n")
+    vfio_class(t, [13], group_major=243, iommufd_minor=124)
+
+
 def pack(name: str) -> None:
     """`name/` from the work dir as HERE/name.tar.gz, deterministically."""
     root = WORK / name
@@ -255,6 +288,7 @@ def pack(name: str) -> None:
 if __name__ == "__main__":
     hgx()
     desktop()
-    for n in ["hgx-h100-vfio", "desktop-5.15-legacy"]:
+    vmd()
+    for n in ["hgx-h100-vfio", "desktop-5.15-legacy", "server-vmd"]:
         pack(n)
     shutil.rmtree(WORK)

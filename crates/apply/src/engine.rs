@@ -12,7 +12,8 @@ use serde::Serialize;
 use topo::CpuSet;
 
 use crate::error::{read_trim, ApplyError, Result};
-use crate::journal::{self, Header, Journal, Lock, State};
+use crate::hugepages::{self, Pool, Returned};
+use crate::journal::{self, Header, Journal, JournalStep, Lock, State};
 use crate::qemu::{self, QemuThreads};
 pub use crate::step::PlannedStep;
 use crate::step::{Actuator, Outcome, Target};
@@ -134,6 +135,9 @@ pub struct StepReport {
     pub note: Option<String>,
     /// Read back after the change.
     pub observed: Option<String>,
+    /// A hugepage restore: what it gave back and what it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages: Option<Returned>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -328,14 +332,28 @@ fn hugepage_steps(
                 dir.display()
             )));
         }
-        let total: u64 = read_num(&dir.join("nr_hugepages"))?;
-        let free: u64 = read_num(&dir.join("free_hugepages"))?;
-        if free >= pages {
-            notes.push(format!(
-                "node {node}: {free} free {size} kB pages already, {pages} needed"
-            ));
+        let pool = Pool::read(&dir)?;
+        // pages mappings reserved but have not touched are counted free: not the VM's
+        let resv_file = paths.sys_root.join(format!(
+            "kernel/mm/hugepages/hugepages-{size}kB/resv_hugepages"
+        ));
+        let resv = if resv_file.exists() {
+            read_num(&resv_file)?
+        } else {
+            0
+        };
+        let Some(new) = hugepages::grow_to(&pool, resv, pages) else {
+            let avail = pool.available(resv);
+            notes.push(if resv == 0 {
+                format!("node {node}: {avail} free {size} kB pages already, {pages} needed")
+            } else {
+                format!(
+                    "node {node}: {avail} free {size} kB pages already ({} free, {resv} of them reserved by mappings), {pages} needed",
+                    pool.free
+                )
+            });
             continue;
-        }
+        };
         out.push(PlannedStep {
             target: Target::Hugepages {
                 node,
@@ -343,9 +361,11 @@ fn hugepage_steps(
                 path: dir.join("nr_hugepages"),
                 compact: paths.proc_root.join("sys/vm/compact_memory"),
                 asked: pages,
+                reserved: resv_file.exists().then_some(resv_file),
+                own_pages: true,
             },
-            previous: total.to_string(),
-            new: (total + (pages - free)).to_string(),
+            previous: pool.persistent().to_string(),
+            new: new.to_string(),
         });
     }
     Ok(out)
@@ -541,6 +561,7 @@ fn report(
         result: result.into(),
         note,
         observed,
+        pages: None,
     }
 }
 
@@ -633,7 +654,12 @@ fn run_steps(
                     )),
                     (_, n) => n,
                 };
-                j.outcome(n, State::Done, note.clone())?;
+                // a hugepage step's restore gives back what the pool read back here
+                let applied = match (&s.target, &v) {
+                    (Target::Hugepages { .. }, Some(v)) => Some(v.observed.clone()),
+                    _ => None,
+                };
+                j.outcome_applied(n, State::Done, note.clone(), applied)?;
                 out.push(report(Some(n), s, "done", note, v.map(|v| v.observed)));
             }
             Ok(Outcome::Skipped(why)) => {
@@ -682,6 +708,39 @@ pub fn restore_dry_run(journal_path: &Path) -> Result<RestoreReport> {
         }
         .into();
         r.observed = s.target.read_current().ok();
+        if s.state != State::Skipped {
+            match &s.undo {
+                Some(u) => {
+                    r.previous = u.from.clone();
+                    r.new = u.to.clone();
+                    if u.done {
+                        r.result = "skipped".into();
+                        r.note = Some("undone by an earlier restore".into());
+                    }
+                }
+                None => {
+                    if let Ok(Some(g)) =
+                        s.target
+                            .give_back(&s.previous, &s.new, s.applied.as_deref())
+                    {
+                        r.previous = g.from.to_string();
+                        r.new = g.to.to_string();
+                        let mut note = format!(
+                            "would give back {} of the {} pages this apply added",
+                            g.returned(),
+                            g.added
+                        );
+                        if g.missing() > 0 {
+                            note += &format!(
+                                "; {} are gone already (the pool was lowered by someone else)",
+                                g.missing()
+                            );
+                        }
+                        r.note = Some(note);
+                    }
+                }
+            }
+        }
         rep.steps.push(r);
     }
     Ok(rep)
@@ -723,6 +782,7 @@ fn undo_report(s: &journal::JournalStep) -> StepReport {
         result: String::new(),
         note: None,
         observed: None,
+        pages: None,
     }
 }
 
@@ -733,12 +793,28 @@ fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
         return Ok(rep);
     }
     let (_, steps) = journal::read(journal_path)?;
+    // opened when a step's undo must be journaled (a hugepage give-back)
+    let mut j: Option<Journal> = None;
     for s in steps.iter().rev() {
         let mut r = undo_report(s);
         if s.state == State::Skipped {
             r.result = "unchanged".into();
             rep.steps.push(r);
             continue;
+        }
+        match give_back(journal_path, &mut j, s, &mut r) {
+            Ok(true) => {
+                rep.steps.push(r);
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                r.result = "failed".into();
+                r.note = Some(e.to_string());
+                rep.failed += 1;
+                rep.steps.push(r);
+                continue;
+            }
         }
         match s.target.rollback(&s.previous) {
             Ok(Outcome::Done(note)) => {
@@ -777,6 +853,73 @@ fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
         ));
     }
     Ok(rep)
+}
+
+/// Undo a step that owns what it changed (a hugepage reservation) by giving back what it
+/// added, journaled before the write; `Ok(false)`: not such a step, roll it back as usual.
+/// An undo an earlier restore journaled is finished (its value written again) or, when it
+/// was written, left alone.
+fn give_back(
+    journal_path: &Path,
+    j: &mut Option<Journal>,
+    s: &JournalStep,
+    r: &mut StepReport,
+) -> Result<bool> {
+    if let Target::Hugepages { path, .. } = &s.target {
+        if !path.exists() {
+            // the pool is gone (node offline): rollback says so
+            return Ok(false);
+        }
+    }
+    let (from, to, plan) = match &s.undo {
+        Some(u) if u.done => {
+            r.previous = u.from.clone();
+            r.new = u.to.clone();
+            r.result = "skipped".into();
+            r.note = Some("undone by an earlier restore".into());
+            return Ok(true);
+        }
+        // an earlier restore journaled this undo and stopped (crash, kill -9): write its
+        // value again, as for an intended step
+        Some(u) => (u.from.clone(), u.to.clone(), None),
+        None => match s
+            .target
+            .give_back(&s.previous, &s.new, s.applied.as_deref())?
+        {
+            Some(g) => (g.from.to_string(), g.to.to_string(), Some(g)),
+            None => return Ok(false),
+        },
+    };
+    let before = s.target.pool().transpose()?;
+    if j.is_none() {
+        *j = Some(Journal::open_append(journal_path)?);
+    }
+    let jr = j.as_mut().expect("opened above");
+    if plan.is_some() {
+        jr.undoing(s.step, &from, &to)?;
+    }
+    r.previous = from;
+    r.new = to.clone();
+    match s.target.rollback(&to)? {
+        Outcome::Skipped(why) => {
+            r.result = "skipped".into();
+            r.note = Some(why);
+        }
+        Outcome::Done(_) => {
+            let after = s.target.pool().transpose()?;
+            r.result = "restored".into();
+            r.observed = after.map(|p| p.persistent().to_string());
+            if let (Some(g), Some(b), Some(a)) = (plan, before, after) {
+                let ret = Returned::new(&g, &b, &a);
+                r.note = Some(ret.sentence());
+                r.pages = Some(ret);
+            } else {
+                r.note = Some("the give-back an earlier restore began, written again".into());
+            }
+        }
+    }
+    jr.undone(s.step, r.note.clone())?;
+    Ok(true)
 }
 
 /// Whether the journal has this IRQ (same number and name) as refused by the kernel.

@@ -1,13 +1,21 @@
 //! The libvirt qemu hook: `/etc/libvirt/hooks/qemu DOMAIN OP SUB-OP EXTRA` with the domain
 //! XML on stdin (<https://libvirt.org/hooks.html>). libvirt waits for the hook and a non-zero
-//! exit stops the VM start, so this hook is bounded in time and never fails: every problem is
-//! logged and the VM starts.
+//! exit stops the VM start (on `reconnect`, kills the running QEMU), so this hook is bounded in
+//! time and never fails: every problem is logged and the VM starts.
 //!
-//! - `prepare begin`: reserve the plan's hugepages (before QEMU allocates guest memory).
-//! - `started begin`: pin QEMU's threads, route IRQs, shield the guest CPUs; then start a
-//!   detached `vmtune apply --only irqs --watch` that routes the VFIO vectors the guest
-//!   driver enables later.
-//! - `release end`: restore everything from the domain's journal.
+//! What libvirt sends (its hooks documentation), and what this hook does with it:
+//!
+//! | call | when | here |
+//! |---|---|---|
+//! | `prepare begin -` | before resources are labelled (also on a migration's destination) | reserve the plan's hugepages, before QEMU allocates guest memory |
+//! | `start begin -` | labelled, QEMU not yet started | nothing |
+//! | `started begin -` | QEMU runs (on a migration's destination: paused, `-incoming`) | pin QEMU's threads, route IRQs, shield the guest CPUs; start a detached `vmtune apply --only irqs --watch` for the VFIO vectors the guest driver enables later |
+//! | `stopped end -` | QEMU exited, labels not yet restored | nothing |
+//! | `release end REASON` | all resources released; REASON (libvirt ≥ 10.5, else `-`) is `shutdown`, `destroyed`, `crashed`, `migrated`, `saved`, `failed`, `from snapshot`, `daemon` or `unknown` | restore everything from the domain's journal, whatever the reason |
+//! | `migrate begin -` | an incoming migration, before `prepare` | nothing; a *filter*: libvirt reads stdout as the new domain XML (empty: unchanged), so nothing may be printed there |
+//! | `restore begin -` | a saved image is restored, before `prepare` | the same filter rule (not `vmtune restore`) |
+//! | `reconnect begin -` | libvirtd restarted while the VM runs; failing kills the VM | nothing is re-applied and the journal is kept (the changes outlive libvirtd); an IRQ watcher that died is started again |
+//! | `attach begin -` | libvirt adopts a QEMU it did not start | nothing |
 //!
 //! The plan comes from `PLAN_DIR/<domain>.json` (default `/etc/vmtune`, written from
 //! `vmtune plan --json`), or else from the domain XML's
@@ -61,7 +69,9 @@ pub enum HookAction {
     Prepare,
     Started,
     Release,
-    /// Any other operation (start, stopped, migrate, restore, reconnect, attach, …).
+    /// libvirtd restarted with the VM running: keep everything, restart a dead IRQ watcher.
+    Reconnect,
+    /// Any other operation (start, stopped, migrate, restore, attach, …).
     Ignore,
 }
 
@@ -70,8 +80,17 @@ pub fn action(op: &str, sub_op: &str) -> HookAction {
         ("prepare", "begin") => HookAction::Prepare,
         ("started", "begin") => HookAction::Started,
         ("release", "end") => HookAction::Release,
+        ("reconnect", "begin") => HookAction::Reconnect,
         _ => HookAction::Ignore,
     }
+}
+
+/// Whether libvirt reads the hook's stdout as the new domain XML for this operation
+/// (`migrate begin`, `restore begin`): the hook must print nothing there (empty output
+/// leaves the XML unchanged; anything else that is not a domain XML aborts the migration or
+/// the restore).
+pub fn is_filter(op: &str) -> bool {
+    matches!(op, "migrate" | "restore")
 }
 
 /// What the hook did, for the log and `--json`.
@@ -206,6 +225,10 @@ fn work(
     msgs: &mut Vec<String>,
 ) -> Option<String> {
     let journal = journal_path(cfg, domain);
+    if act == HookAction::Reconnect {
+        reconnect(domain, xml, cfg, &journal, msgs);
+        return None;
+    }
     if act == HookAction::Release {
         match engine::restore(&journal, Duration::from_secs(5)) {
             Ok(r) => {
@@ -214,10 +237,11 @@ fn work(
                     r.steps.len(),
                     r.failed
                 ));
+                // and what each hugepage give-back returned and could not
                 msgs.extend(
                     r.steps
                         .iter()
-                        .filter(|s| s.result != "restored")
+                        .filter(|s| s.result != "restored" || s.pages.is_some())
                         .map(|s| step_line(&s.result, &s.target, s.note.as_deref())),
                 );
                 msgs.extend(r.notes);
@@ -299,8 +323,94 @@ fn work(
     Some(src)
 }
 
+/// libvirtd restarted while the VM runs: the pins, IRQ routes and shielding are still in
+/// place and the journal still records them, so nothing is applied again. An IRQ watcher
+/// started for this VM that is no longer running (its daemon's cgroup was killed) is started
+/// again.
+fn reconnect(domain: &str, xml: &str, cfg: &HookConfig, journal: &Path, msgs: &mut Vec<String>) {
+    if !journal.exists() {
+        msgs.push(format!(
+            "no journal at {}: nothing was applied, nothing to do",
+            journal.display()
+        ));
+        return;
+    }
+    msgs.push(format!(
+        "journal {} kept, nothing applied again",
+        journal.display()
+    ));
+    let pidfile = cfg.libvirt_run_dir.join(format!("{domain}.pid"));
+    let qemu = std::fs::read_to_string(&pidfile)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .filter(|p| crate::proc::process_running(&cfg.paths.proc_root, *p));
+    let Some(pid) = qemu else {
+        msgs.push(format!(
+            "QEMU of {domain} is not running ({}): libvirt calls release, which restores",
+            pidfile.display()
+        ));
+        return;
+    };
+    let Some(old) = watcher_pid(journal) else {
+        return;
+    };
+    if watcher_running(&cfg.paths.proc_root, old, journal) {
+        msgs.push(format!("IRQ watcher running (pid {old})"));
+        return;
+    }
+    let Some(exe) = &cfg.watcher_exe else {
+        msgs.push(format!(
+            "IRQ watcher (pid {old}) is gone; not started again (--no-watch)"
+        ));
+        return;
+    };
+    match find_plan(domain, xml, &cfg.plan_dir) {
+        Ok(Some((plan, src))) => match spawn_watcher(exe, &src, &plan, pid, journal, cfg) {
+            Ok(w) => msgs.push(format!(
+                "IRQ watcher (pid {old}) was gone: started again (pid {w})"
+            )),
+            Err(e) => msgs.push(format!(
+                "IRQ watcher (pid {old}) is gone; not started again: {e}"
+            )),
+        },
+        Ok(None) => msgs.push(format!(
+            "IRQ watcher (pid {old}) is gone, and the plan with it: not started again"
+        )),
+        Err(e) => msgs.push(format!(
+            "IRQ watcher (pid {old}) is gone; not started again: {e}"
+        )),
+    }
+}
+
+/// `<journal>.watch.pid`: the IRQ watcher started for this journal.
+fn watcher_pid_path(journal: &Path) -> PathBuf {
+    let mut p = journal.as_os_str().to_owned();
+    p.push(".watch.pid");
+    PathBuf::from(p)
+}
+
+fn watcher_pid(journal: &Path) -> Option<i32> {
+    std::fs::read_to_string(watcher_pid_path(journal))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether `pid` is a watcher of this journal (not a process that reused the number): its
+/// command line has `--watch` and the journal's path.
+fn watcher_running(proc_root: &Path, pid: i32, journal: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(proc_root.join(pid.to_string()).join("cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let j = journal.as_os_str().as_encoded_bytes();
+    args.contains(&b"--watch".as_slice()) && args.contains(&j)
+}
+
 /// Start `vmtune apply PLAN --pid PID --journal J --append --only irqs --watch` detached:
-/// own process group, stdio to `<domain>.watch.log`, so libvirt does not wait for it.
+/// own process group, stdio to `<domain>.watch.log`, so libvirt does not wait for it. Its pid
+/// goes to `<journal>.watch.pid`, for `reconnect`.
 fn spawn_watcher(
     exe: &Path,
     src: &str,
@@ -351,6 +461,9 @@ fn spawn_watcher(
     let child = cmd
         .spawn()
         .map_err(|e| ApplyError::Other(format!("{}: {e}", exe.display())))?;
+    let pidfile = watcher_pid_path(journal);
+    std::fs::write(&pidfile, format!("{}\n", child.id()))
+        .map_err(|e| ApplyError::io(&pidfile, e))?;
     Ok(child.id())
 }
 
@@ -371,6 +484,10 @@ mod tests {
         assert_eq!(action("stopped", "end"), HookAction::Ignore);
         assert_eq!(action("start", "begin"), HookAction::Ignore);
         assert_eq!(action("migrate", "begin"), HookAction::Ignore);
+        assert_eq!(action("restore", "begin"), HookAction::Ignore);
+        assert_eq!(action("reconnect", "begin"), HookAction::Reconnect);
+        assert_eq!(action("attach", "begin"), HookAction::Ignore);
+        assert!(is_filter("migrate") && is_filter("restore") && !is_filter("prepare"));
     }
 
     #[test]

@@ -143,6 +143,12 @@ mod tests {
             Some("0000:00:1f.3")
         );
         assert_eq!(normalize_bdf("01:00.0"), "0000:01:00.0");
+        // Intel VMD: five domain digits, as the kernel names the vfio action
+        assert_eq!(normalize_bdf("10000:E1:00.0"), "10000:e1:00.0");
+        assert_eq!(
+            vfio_device("vfio-msix[0](10000:e1:00.0)").as_deref(),
+            Some("10000:e1:00.0")
+        );
     }
 
     #[test]

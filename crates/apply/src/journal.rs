@@ -12,6 +12,19 @@
 //! previous value back — also for steps with no outcome line (a crash between the change and
 //! its record), because writing a previous value again is harmless. A torn last line (a crash
 //! inside `write`) is ignored: its change was never made.
+//!
+//! A hugepage reservation is undone by giving back the pages it added, not by writing its
+//! previous value ([`crate::hugepages`]), which is not harmless to repeat. Its outcome line
+//! carries the pool read back after the change (`applied`), and `restore` journals the
+//! give-back too: an `undoing` line with the values it will write (fsync'd first), then
+//! `undone`. A restore that is run again (after a crash, or after another step failed) writes
+//! an `undoing` step's value again and leaves an `undone` step alone.
+//!
+//! ```text
+//! {"step":1,"state":"done","note":"…","applied":"1030"}
+//! {"step":1,"state":"undoing","previous":"1030","new":"1024"}
+//! {"step":1,"state":"undone"}
+//! ```
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -49,6 +62,10 @@ pub enum State {
     Skipped,
     /// The change failed; nothing was changed.
     Failed,
+    /// A restore is about to undo the step by writing `new` (the pool was `previous`).
+    Undoing,
+    /// The restore's write was made.
+    Undone,
 }
 
 /// One line after the header.
@@ -64,6 +81,9 @@ pub struct Record {
     pub new: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The value read back right after the change (hugepages: the persistent pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<String>,
 }
 
 /// A step as read back from a journal: its intended record and its last outcome.
@@ -75,6 +95,21 @@ pub struct JournalStep {
     pub new: String,
     /// `Intended` when no outcome line was written (crash).
     pub state: State,
+    /// The value read back right after the change, when the outcome line has it.
+    pub applied: Option<String>,
+    /// A restore's give-back of this step, when one was started.
+    pub undo: Option<Undo>,
+}
+
+/// A restore's journaled undo of one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undo {
+    /// The value before the undo.
+    pub from: String,
+    /// The value the undo writes.
+    pub to: String,
+    /// Whether the write was made (`undone` recorded).
+    pub done: bool,
 }
 
 /// An open journal being appended to.
@@ -148,12 +183,24 @@ impl Journal {
             previous: Some(previous.to_string()),
             new: Some(new.to_string()),
             note: None,
+            applied: None,
         })?;
         Ok(step)
     }
 
     /// Record the outcome of a step.
     pub fn outcome(&mut self, step: u32, state: State, note: Option<String>) -> Result<()> {
+        self.outcome_applied(step, state, note, None)
+    }
+
+    /// Record the outcome of a step with the value read back right after it.
+    pub fn outcome_applied(
+        &mut self,
+        step: u32,
+        state: State,
+        note: Option<String>,
+        applied: Option<String>,
+    ) -> Result<()> {
         self.append(&Record {
             step,
             state,
@@ -161,7 +208,26 @@ impl Journal {
             previous: None,
             new: None,
             note,
+            applied,
         })
+    }
+
+    /// Record, before it is made, a restore's undo of `step`: from `from` to `to`.
+    pub fn undoing(&mut self, step: u32, from: &str, to: &str) -> Result<()> {
+        self.append(&Record {
+            step,
+            state: State::Undoing,
+            target: None,
+            previous: Some(from.to_string()),
+            new: Some(to.to_string()),
+            note: None,
+            applied: None,
+        })
+    }
+
+    /// Record that a restore's undo of `step` was written.
+    pub fn undone(&mut self, step: u32, note: Option<String>) -> Result<()> {
+        self.outcome(step, State::Undone, note)
     }
 
     fn append(&mut self, rec: &Record) -> Result<()> {
@@ -233,17 +299,48 @@ pub fn parse(path: &Path, text: &str) -> Result<(Header, Vec<JournalStep>)> {
                     previous,
                     new,
                     state: State::Intended,
+                    applied: None,
+                    undo: None,
                 });
             }
-            other => match steps.iter_mut().rev().find(|s| s.step == rec.step) {
-                Some(s) => s.state = other,
-                None => {
+            other => {
+                let Some(s) = steps.iter_mut().rev().find(|s| s.step == rec.step) else {
                     return Err(ApplyError::journal(
                         path,
                         format!("line {}: outcome for unknown step {}", i + 1, rec.step),
-                    ))
+                    ));
+                };
+                match other {
+                    State::Undoing => {
+                        let (Some(from), Some(to)) = (rec.previous, rec.new) else {
+                            return Err(ApplyError::journal(
+                                path,
+                                format!("line {}: undoing record without previous/new", i + 1),
+                            ));
+                        };
+                        s.undo = Some(Undo {
+                            from,
+                            to,
+                            done: false,
+                        });
+                    }
+                    State::Undone => match s.undo.as_mut() {
+                        Some(u) => u.done = true,
+                        None => {
+                            return Err(ApplyError::journal(
+                                path,
+                                format!("line {}: undone before undoing step {}", i + 1, rec.step),
+                            ))
+                        }
+                    },
+                    _ => {
+                        s.state = other;
+                        if rec.applied.is_some() {
+                            s.applied = rec.applied;
+                        }
+                    }
                 }
-            },
+            }
         }
     }
     let header = header.ok_or_else(|| ApplyError::journal(path, "empty or torn header"))?;

@@ -18,6 +18,7 @@
 pub mod engine;
 pub mod error;
 pub mod hook;
+pub mod hugepages;
 pub mod irq;
 pub mod journal;
 pub mod proc;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use topo::CpuSet;
 
 use crate::error::{read_trim, write_value, ApplyError, Result};
+use crate::hugepages::{self, GiveBack, Pool};
 use crate::{proc, shield};
 
 /// Which side of the plan an IRQ belongs to.
@@ -46,7 +47,8 @@ pub struct ThreadCpus {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "actuator", rename_all = "snake_case")]
 pub enum Target {
-    /// `nr_hugepages` of one size on one NUMA node.
+    /// `nr_hugepages` of one size on one NUMA node. Values are persistent page counts
+    /// (surplus pages not counted; see [`crate::hugepages`]).
     Hugepages {
         node: u32,
         size_kb: u64,
@@ -56,6 +58,15 @@ pub enum Target {
         /// Free pages the plan asked for on this node.
         #[serde(default)]
         asked: u64,
+        /// The size's `resv_hugepages` (pages mappings reserved, counted in
+        /// `free_hugepages`), to say how many free pages the VM can take.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reserved: Option<PathBuf>,
+        /// Restore gives back only the pages this step added, from whatever the pool holds
+        /// then ([`crate::hugepages`]). Journals written before this field have `false`:
+        /// their restore writes `previous` back.
+        #[serde(default)]
+        own_pages: bool,
     },
     /// CPU affinity of one QEMU thread (`sched_setaffinity`).
     Thread {
@@ -152,6 +163,7 @@ pub trait Actuator {
     /// Read back and compare with what was asked.
     fn verify(&self, new: &str) -> Result<Verified>;
     /// Put the previous value back. Idempotent; a target that no longer exists is skipped.
+    /// (A hugepage step that owns its pages is undone with [`Target::give_back`]'s value.)
     fn rollback(&self, previous: &str) -> Result<Outcome>;
 }
 
@@ -240,7 +252,7 @@ impl Actuator for Target {
 
     fn read_current(&self) -> Result<String> {
         match self {
-            Target::Hugepages { path, .. } => read_trim(path),
+            Target::Hugepages { path, .. } => Ok(pool_of(path)?.persistent().to_string()),
             Target::Thread {
                 pid,
                 tid,
@@ -274,25 +286,30 @@ impl Actuator for Target {
                 compact,
                 asked,
                 node,
+                reserved,
                 ..
             } => {
                 let want: u64 = new
                     .parse()
                     .map_err(|_| ApplyError::parse(path, format!("bad page count {new:?}")))?;
                 write_value(path, new)?;
-                let mut got = read_count(path)?;
+                let mut got = pool_of(path)?.persistent();
                 let mut compacted = false;
                 if got < want && compact.exists() {
                     // fragmentation: compact memory, then ask again
                     write_value(compact, "1")?;
                     compacted = true;
                     write_value(path, new)?;
-                    got = read_count(path)?;
+                    got = pool_of(path)?.persistent();
                 }
-                let free = read_count(&path.with_file_name("free_hugepages")).unwrap_or(got);
+                let resv = reserved
+                    .as_deref()
+                    .and_then(|r| read_count(r).ok())
+                    .unwrap_or(0);
+                let avail = pool_of(path).map_or(got, |p| p.available(resv));
                 Ok(Outcome::Done(Some(format!(
                     "node {node}: {} of {asked} pages free for the VM (nr_hugepages {got} of {want}){}",
-                    free.min(*asked),
+                    avail.min(*asked),
                     if compacted { ", after compacting memory" } else { "" }
                 ))))
             }
@@ -536,6 +553,52 @@ impl Actuator for Target {
             }
         }
     }
+}
+
+impl Target {
+    /// How a restore undoes this step when writing `previous` back would be wrong: for a
+    /// hugepage reservation that owns its pages, the give-back computed from the pool now
+    /// ([`crate::hugepages`]); `None` for every other step (write `previous` back).
+    /// `applied` is the value read back right after the change, when the journal has it.
+    pub fn give_back(
+        &self,
+        previous: &str,
+        new: &str,
+        applied: Option<&str>,
+    ) -> Result<Option<GiveBack>> {
+        let Target::Hugepages {
+            path,
+            own_pages: true,
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        if !path.exists() {
+            return Ok(None);
+        }
+        let num = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| ApplyError::parse(path, format!("journal: bad page count {v:?}")))
+        };
+        let now = pool_of(path)?.persistent();
+        let applied = applied.map(num).transpose()?;
+        let added = hugepages::added(num(previous)?, num(new)?, applied, now);
+        Ok(Some(GiveBack::new(now, added)))
+    }
+
+    /// The hugepage pool this step writes, read now (`None` for other steps).
+    pub fn pool(&self) -> Option<Result<Pool>> {
+        match self {
+            Target::Hugepages { path, .. } => Some(pool_of(path)),
+            _ => None,
+        }
+    }
+}
+
+/// The pool whose `nr_hugepages` is `path`.
+fn pool_of(path: &Path) -> Result<Pool> {
+    Pool::read(path.parent().unwrap_or(Path::new("/")))
 }
 
 impl MovedTask {

@@ -28,6 +28,8 @@ fn tree() -> Tree {
     for (p, v) in &files {
         std::fs::write(p, v).unwrap();
     }
+    // the pool's other file (the pages are "used" at once, so it stays 0)
+    std::fs::write(r.join("free_hugepages"), "0").unwrap();
     let journal = r.join("run/journal");
     Tree {
         _dir: dir,
@@ -46,6 +48,8 @@ fn steps(t: &Tree) -> Vec<PlannedStep> {
                 path: f(0),
                 compact: PathBuf::from("/nonexistent"),
                 asked: 512,
+                reserved: None,
+                own_pages: true,
             },
             "0",
             "512",
@@ -228,4 +232,72 @@ proptest! {
         let _ = apply::qemu::classify_comm(&s);
         let _ = apply::proc::parse_start_time(&s);
     }
+}
+
+/// A restore that failed on another step is run again after the cause is fixed: the
+/// hugepage give-back it made is not made twice (another VM's 100 pages, reserved between the
+/// two restores, stay).
+#[test]
+fn a_give_back_is_not_repeated_by_a_second_restore() {
+    let t = tree();
+    apply_until(&t, 4, true);
+    std::fs::remove_file(&t.files[3].0).unwrap();
+    std::fs::create_dir(&t.files[3].0).unwrap();
+    let r = apply::restore(&t.journal, Duration::from_secs(1)).unwrap();
+    assert_eq!(r.failed, 1);
+    let h = r.steps.iter().find(|s| s.actuator == "hugepages").unwrap();
+    assert_eq!((h.previous.as_str(), h.new.as_str()), ("512", "0"));
+    assert_eq!(h.pages.unwrap().returned, 512);
+    // fixed; meanwhile another VM reserved 100 pages
+    std::fs::remove_dir(&t.files[3].0).unwrap();
+    std::fs::write(&t.files[3].0, "0-3").unwrap();
+    std::fs::write(&t.files[0].0, "100").unwrap();
+    let r = apply::restore(&t.journal, Duration::from_secs(1)).unwrap();
+    assert_eq!(r.failed, 0, "{r:#?}");
+    let h = r.steps.iter().find(|s| s.actuator == "hugepages").unwrap();
+    assert_eq!(h.result, "skipped", "{h:#?}");
+    assert_eq!(std::fs::read_to_string(&t.files[0].0).unwrap(), "100");
+    assert_eq!(std::fs::read_to_string(&t.files[3].0).unwrap(), "0-7");
+}
+
+/// A restore killed between journaling a give-back and writing it: the next restore writes
+/// the journaled value (it does not compute a second give-back from the pool).
+#[test]
+fn a_give_back_interrupted_by_a_crash_is_finished() {
+    for written in [false, true] {
+        let t = tree();
+        apply_until(&t, 1, true);
+        let mut j = Journal::open_append(&t.journal).unwrap();
+        j.undoing(1, "512", "0").unwrap();
+        if written {
+            std::fs::write(&t.files[0].0, "0").unwrap();
+        }
+        drop(j);
+        let r = apply::restore(&t.journal, Duration::from_secs(1)).unwrap();
+        assert_eq!(r.failed, 0);
+        assert_eq!(r.steps[0].new, "0", "{:#?}", r.steps);
+        assert_eq!(std::fs::read_to_string(&t.files[0].0).unwrap(), "0");
+    }
+}
+
+/// A journal written before hugepage steps owned their pages (no `own_pages`): restore
+/// writes its previous value back, as that version did.
+#[test]
+fn an_older_journals_hugepage_step_is_restored_absolutely() {
+    let t = tree();
+    let mut j = Journal::create(&t.journal, &header()).unwrap();
+    let target: Target = serde_json::from_value(serde_json::json!({
+        "actuator": "hugepages", "node": 0, "size_kb": 2048,
+        "path": t.files[0].0, "compact": "/nonexistent", "asked": 8
+    }))
+    .unwrap();
+    let n = j.intend(&target, "0", "8").unwrap();
+    target.apply("8").unwrap();
+    j.outcome(n, State::Done, None).unwrap();
+    drop(j);
+    std::fs::write(&t.files[0].0, "20").unwrap();
+    let r = apply::restore(&t.journal, Duration::from_secs(1)).unwrap();
+    assert_eq!(r.failed, 0);
+    assert!(r.steps[0].pages.is_none());
+    assert_eq!(std::fs::read_to_string(&t.files[0].0).unwrap(), "0");
 }

@@ -1,5 +1,8 @@
 //! kata-agent JSON log records (slog JSON: `msg`, `level`, `ts`, `subsystem`, extra keys).
 
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
 use serde::Deserialize;
 
 use crate::time::{parse_rfc3339, Nanos};
@@ -23,37 +26,78 @@ pub enum AgentKind {
     /// The agent gave up on CDI: `failed to inject devices after CDI timeout of N seconds`,
     /// or the spec exists but lacks the devices.
     CdiFailed(String),
-    /// `got uevent message` with the kernel uevent it carries.
+    /// `got uevent message` with the kernel uevent it carries (`Uevent { action: "add",
+    /// devpath: "/devices/system/memory/memory80", subsystem: "memory", … }`).
     Uevent {
-        action: String,
-        devpath: String,
-        subsystem: String,
+        /// `add`, `bind`, …
+        action: UeventAction,
+        /// A memory block (subsystem `memory`, or a devpath under `/devices/system/memory/`).
+        memory: bool,
+        /// The PCI device at the end of the devpath, if it ends in one.
+        bdf: Option<String>,
     },
     /// Anything else.
     Other,
 }
 
-/// One parsed kata-agent record.
+/// A kernel uevent's action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UeventAction {
+    Add,
+    Remove,
+    Bind,
+    Unbind,
+    Change,
+    Move,
+    Online,
+    Offline,
+    /// Missing or another word.
+    Other,
+}
+
+impl UeventAction {
+    fn parse(s: &str) -> Self {
+        match s {
+            "add" => Self::Add,
+            "remove" => Self::Remove,
+            "bind" => Self::Bind,
+            "unbind" => Self::Unbind,
+            "change" => Self::Change,
+            "move" => Self::Move,
+            "online" => Self::Online,
+            "offline" => Self::Offline,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// One parsed kata-agent record: the guest's clock and what the record means (the rest of
+/// the record — level, subsystem, the message of records that mean nothing to the
+/// timeline — is checked and dropped).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentRecord {
     /// `ts`: the guest's wall clock (UTC).
     pub ts: Nanos,
-    pub level: String,
-    pub subsystem: String,
-    pub msg: String,
     pub kind: AgentKind,
 }
 
+/// The fields read; the text fields are borrowed from the line unless they hold escapes.
+/// `level` and `subsystem` are read (a record where they are not strings is bad) but not
+/// kept.
 #[derive(Deserialize)]
-struct Raw {
-    msg: String,
-    #[serde(default)]
-    level: String,
-    ts: String,
-    #[serde(default)]
-    subsystem: String,
-    #[serde(default)]
-    event: Option<String>,
+struct Raw<'a> {
+    #[serde(borrow)]
+    msg: Cow<'a, str>,
+    #[serde(default, borrow)]
+    #[allow(dead_code)]
+    level: Cow<'a, str>,
+    #[serde(borrow)]
+    ts: Cow<'a, str>,
+    #[serde(default, borrow)]
+    #[allow(dead_code)]
+    subsystem: Cow<'a, str>,
+    #[serde(default, borrow)]
+    event: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,17 +115,110 @@ pub fn looks_like(line: &str) -> bool {
 
 /// Parse one kata-agent JSON line.
 pub fn parse_line(line: &str) -> Result<AgentRecord, AgentError> {
-    let raw: Raw =
-        serde_json::from_str(line.trim()).map_err(|e| AgentError::Json(e.to_string()))?;
-    let ts = parse_rfc3339(&raw.ts).ok_or_else(|| AgentError::BadTs(raw.ts.clone()))?;
+    let line = line.trim();
+    let raw: Raw<'_> = match flat(line) {
+        Some(raw) => raw,
+        None => serde_json::from_str(line).map_err(|e| AgentError::Json(e.to_string()))?,
+    };
+    let ts = parse_rfc3339(&raw.ts).ok_or_else(|| AgentError::BadTs(raw.ts.to_string()))?;
     let kind = classify(&raw.msg, raw.event.as_deref());
-    Ok(AgentRecord {
-        ts,
-        level: raw.level,
-        subsystem: raw.subsystem,
-        msg: raw.msg,
-        kind,
+    Ok(AgentRecord { ts, kind })
+}
+
+/// The record as the kata-agent's slog writes it — one flat object of string values, no
+/// whitespace — read without a general JSON parser: the fields [`Raw`] takes, or `None` for
+/// anything else (another value type, whitespace, a `\\u` escape, a control character, a
+/// field twice, a missing `msg` or `ts`, text after the object), which `serde_json` then
+/// reads (or refuses) as before. Whatever this accepts, `serde_json` reads the same
+/// (checked by a differential property test).
+fn flat(s: &str) -> Option<Raw<'_>> {
+    let b = s.as_bytes();
+    if b.first() != Some(&b'{') {
+        return None;
+    }
+    let mut i = 1usize;
+    let mut fields: [Option<Cow<'_, str>>; 5] = [None, None, None, None, None];
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let (key, next) = json_str(s, i + 1)?;
+        if b.get(next) != Some(&b':') || b.get(next + 1) != Some(&b'"') {
+            return None;
+        }
+        let (value, next) = json_str(s, next + 2)?;
+        let slot = match key.as_ref() {
+            "msg" => 0,
+            "level" => 1,
+            "ts" => 2,
+            "subsystem" => 3,
+            "event" => 4,
+            _ => usize::MAX,
+        };
+        if let Some(f) = fields.get_mut(slot) {
+            if f.is_some() {
+                return None;
+            }
+            *f = Some(value);
+        }
+        match b.get(next) {
+            Some(b',') => i = next + 1,
+            Some(b'}') if next + 1 == b.len() => break,
+            _ => return None,
+        }
+    }
+    let [msg, level, ts, subsystem, event] = fields;
+    Some(Raw {
+        msg: msg?,
+        level: level.unwrap_or_default(),
+        ts: ts?,
+        subsystem: subsystem.unwrap_or_default(),
+        event,
     })
+}
+
+/// A JSON string whose opening quote is before `start`: its value and the index after its
+/// closing quote; `None` for a control character, a `\\u` escape or an unknown one.
+fn json_str(s: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
+    let b = s.as_bytes();
+    let mut owned: Option<String> = None;
+    let mut from = start;
+    let mut i = start;
+    loop {
+        let c = *b.get(i)?;
+        match c {
+            b'"' => {
+                let run = s.get(from..i)?;
+                let v = match owned {
+                    Some(mut o) => {
+                        o.push_str(run);
+                        Cow::Owned(o)
+                    }
+                    None => Cow::Borrowed(run),
+                };
+                return Some((v, i + 1));
+            }
+            b'\\' => {
+                let o = owned.get_or_insert_with(String::new);
+                o.push_str(s.get(from..i)?);
+                o.push(match *b.get(i + 1)? {
+                    b'"' => '"',
+                    b'\\' => '\\',
+                    b'/' => '/',
+                    b'n' => '\n',
+                    b't' => '\t',
+                    b'r' => '\r',
+                    b'b' => '\u{8}',
+                    b'f' => '\u{c}',
+                    _ => return None,
+                });
+                i += 2;
+                from = i;
+            }
+            0..=0x1f => return None,
+            _ => i += 1,
+        }
+    }
 }
 
 /// GPUs named by an `unresolvable CDI devices a=1, b=2` list: entries of a `…gpu` kind
@@ -142,23 +279,30 @@ fn classify(msg: &str, event: Option<&str>) -> AgentKind {
     }
     if msg == "got uevent message" {
         if let Some(ev) = event {
+            let devpath = debug_field(ev, &DEVPATH).unwrap_or_default();
+            let subsystem = debug_field(ev, &SUBSYSTEM).unwrap_or_default();
             return AgentKind::Uevent {
-                action: debug_field(ev, "action").unwrap_or_default(),
-                devpath: debug_field(ev, "devpath").unwrap_or_default(),
-                subsystem: debug_field(ev, "subsystem").unwrap_or_default(),
+                action: UeventAction::parse(debug_field(ev, &ACTION).unwrap_or_default()),
+                memory: subsystem == "memory" || devpath.starts_with("/devices/system/memory/"),
+                bdf: devpath_bdf(devpath).map(str::to_string),
             };
         }
     }
     AgentKind::Other
 }
 
-/// Field of a Rust `Debug` struct rendering: `Uevent { action: "add", devpath: "/x", … }`.
-fn debug_field(s: &str, name: &str) -> Option<String> {
-    let pat = format!("{name}: \"");
-    let start = s.find(&pat)? + pat.len();
+type Finder = LazyLock<memchr::memmem::Finder<'static>>;
+static ACTION: Finder = LazyLock::new(|| memchr::memmem::Finder::new("action: \""));
+static DEVPATH: Finder = LazyLock::new(|| memchr::memmem::Finder::new("devpath: \""));
+static SUBSYSTEM: Finder = LazyLock::new(|| memchr::memmem::Finder::new("subsystem: \""));
+
+/// Field of a Rust `Debug` struct rendering: `Uevent { action: "add", devpath: "/x", … }`;
+/// `pat` finds the field's name followed by `: "`.
+fn debug_field<'a>(s: &'a str, pat: &memchr::memmem::Finder<'_>) -> Option<&'a str> {
+    let start = pat.find(s.as_bytes())? + pat.needle().len();
     let rest = s.get(start..)?;
-    let end = rest.find('"')?;
-    rest.get(..end).map(str::to_string)
+    let end = memchr::memchr(b'"', rest.as_bytes())?;
+    rest.get(..end)
 }
 
 /// PCI BDF at the end of a sysfs devpath (`/devices/pci0000:00/0000:00:0a.0/0000:07:00.0`).
@@ -185,18 +329,84 @@ mod tests {
             }
         );
         let r = parse_line(r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","version":"0.1.0","source":"agent","name":"kata-agent","event":"Uevent { action: \"add\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\", seqnum: \"1379\", interface: \"\" }"}"#).unwrap();
-        match r.kind {
+        assert_eq!(
+            r.kind,
             AgentKind::Uevent {
-                action,
-                devpath,
-                subsystem,
-            } => {
-                assert_eq!(action, "add");
-                assert_eq!(subsystem, "pci");
-                assert_eq!(devpath_bdf(&devpath), Some("0000:07:00.0"));
+                action: UeventAction::Add,
+                memory: false,
+                bdf: Some("0000:07:00.0".into()),
             }
-            k => panic!("{k:?}"),
-        }
+        );
+        let r = parse_line(r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T17:58:13.5Z","subsystem":"uevent","event":"Uevent { action: \"add\", devpath: \"/devices/system/memory/memory176\", devname: \"\", subsystem: \"memory\", seqnum: \"2001\", interface: \"\" }"}"#).unwrap();
+        assert!(matches!(
+            r.kind,
+            AgentKind::Uevent {
+                action: UeventAction::Add,
+                memory: true,
+                bdf: None
+            }
+        ));
+    }
+
+    /// Whatever the fast path reads, serde_json reads the same; what it does not, serde_json
+    /// decides. Records built from the agent's fields and pieces that break the fast path.
+    #[test]
+    fn flat_records_read_as_serde_reads_them() {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just(r#""msg":"got uevent message""#.to_string()),
+            Just(r#""msg":"a \"quoted\" \\ \/ \n\t\r\b\f word""#.to_string()),
+            Just(r#""msg":"\u00e9t\u00e9""#.to_string()),
+            Just(r#""level":"INFO""#.to_string()),
+            Just(r#""level":3"#.to_string()),
+            Just(r#""ts":"2025-11-20T17:58:13.5Z""#.to_string()),
+            Just(r#""ts":"2025-11-20T17:58:13.5Z ""#.to_string()),
+            Just(r#""subsystem":"uevent""#.to_string()),
+            Just(r#""subsystem":null"#.to_string()),
+            Just(r#""event":"Uevent { action: \"add\", devpath: \"/devices/system/memory/memory9\", subsystem: \"memory\" }""#.to_string()),
+            Just(r#""pid":"1""#.to_string()),
+            Just(r#""pid":1"#.to_string()),
+            Just(r#""version":{"a":["b"]}"#.to_string()),
+            Just(r#" "name" : "kata-agent" "#.to_string()),
+            Just("\"ctl\":\"a\u{1}b\"".to_string()),
+            Just(r#""bad":"\q""#.to_string()),
+            Just(r#""m\u0073g":"x""#.to_string()),
+            "[a-z\\\\\":,{} ]{0,12}",
+        ];
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(4000));
+        runner
+            .run(
+                &(
+                    prop::collection::vec(piece, 0..9),
+                    any::<bool>(),
+                    "[ x}]{0,2}",
+                ),
+                |(pieces, brace, tail)| {
+                    let mut s = String::from("{");
+                    s.push_str(&pieces.join(","));
+                    if brace {
+                        s.push('}');
+                    }
+                    s.push_str(&tail);
+                    let serde: Result<Raw<'_>, _> = serde_json::from_str(s.trim());
+                    if let Some(f) = flat(s.trim()) {
+                        let Ok(r) = serde else {
+                            panic!("fast path read what serde refuses: {s}");
+                        };
+                        prop_assert_eq!(
+                            (&f.msg, &f.level, &f.ts, &f.subsystem, &f.event),
+                            (&r.msg, &r.level, &r.ts, &r.subsystem, &r.event),
+                            "{}",
+                            s
+                        );
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
+        // and it reads the agent's own records
+        let rec = r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","version":"0.1.0","source":"agent","name":"kata-agent","event":"Uevent { action: \"add\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\", seqnum: \"1379\", interface: \"\" }"}"#;
+        assert!(flat(rec).is_some());
     }
 
     #[test]

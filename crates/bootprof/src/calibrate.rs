@@ -2,8 +2,8 @@
 //! backend of 4 KiB pages (tmpfs `/dev/shm`, as Kata uses without hugepages), anonymous RAM
 //! (eligible for THP) and 2 MiB hugetlbfs pages, time start-up until QMP answers, and read
 //! the process's page-table memory (`VmPTE`). Hugepages are reserved through
-//! `/proc/sys/vm/nr_hugepages` and the previous value is restored afterwards (also on error);
-//! a hugetlbfs mount made for the run is unmounted.
+//! `/proc/sys/vm/nr_hugepages` and the pages added are given back afterwards (also on error),
+//! from whatever the shared pool holds then; a hugetlbfs mount made for the run is unmounted.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -54,6 +54,40 @@ pub struct Calibration {
 struct Qemu {
     child: Child,
     sock: PathBuf,
+}
+
+impl Qemu {
+    /// The error for a QMP conversation that failed with `err`: when QEMU has exited (or
+    /// exits within a few seconds: a reset connection comes before the exit status), it says
+    /// so with its status and the last line it wrote on stderr; else `err`.
+    fn failed(&mut self, backend: &str, err: CalibrateError) -> CalibrateError {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(st)) => return self.exited(backend, st),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => return err,
+            }
+        }
+    }
+
+    /// QEMU exited with `st`: its status and the last line it wrote on stderr.
+    fn exited(&mut self, backend: &str, st: std::process::ExitStatus) -> CalibrateError {
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        let last = err
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("nothing on stderr");
+        CalibrateError::Failed(format!(
+            "QEMU ({backend}) exited with {st} before answering QMP: {last}"
+        ))
+    }
 }
 
 impl Drop for Qemu {
@@ -127,25 +161,31 @@ fn one(
     let deadline = start + Duration::from_secs(120);
     let stream = loop {
         if let Ok(Some(st)) = q.child.try_wait() {
-            let mut err = String::new();
-            if let Some(mut e) = q.child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
-            return Err(CalibrateError::Failed(format!(
-                "qemu ({backend}) exited with {st}: {}",
-                err.trim()
-            )));
+            return Err(q.exited(backend, st));
         }
         if let Ok(s) = UnixStream::connect(&sock) {
             break s;
         }
         if Instant::now() > deadline {
             return Err(CalibrateError::Failed(format!(
-                "qemu ({backend}) did not open QMP within 120 s"
+                "QEMU ({backend}) did not open QMP within 120 s"
             )));
         }
         std::thread::sleep(Duration::from_millis(2));
     };
+    qmp_status(&stream, backend).map_err(|e| q.failed(backend, e))?;
+    let secs = start.elapsed().as_secs_f64();
+    let pte = status_kb(pid, "VmPTE:");
+    let rss = status_kb(pid, "VmRSS:");
+    let huge = status_kb(pid, "HugetlbPages:");
+    let _ = (&stream).write_all(b"{\"execute\":\"quit\"}\n");
+    let _ = q.child.wait();
+    Ok((secs, pte, rss, huge))
+}
+
+/// Read QEMU's QMP greeting, enter command mode and ask for the status; `Ok` once both
+/// commands are answered.
+fn qmp_status(stream: &UnixStream, backend: &str) -> Result<(), CalibrateError> {
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
         .map_err(io("qmp"))?;
@@ -155,7 +195,7 @@ fn one(
     r.read_line(&mut line).map_err(io("qmp greeting"))?;
     if !line.contains("QMP") {
         return Err(CalibrateError::Failed(format!(
-            "unexpected QMP greeting {line:?}"
+            "QEMU ({backend}): unexpected QMP greeting {line:?}"
         )));
     }
     w.write_all(b"{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"query-status\"}\n")
@@ -164,37 +204,47 @@ fn one(
     while answered < 2 {
         line.clear();
         if r.read_line(&mut line).map_err(io("qmp"))? == 0 {
-            return Err(CalibrateError::Failed("QMP closed".into()));
+            return Err(CalibrateError::Failed(format!(
+                "QEMU ({backend}) closed QMP before answering"
+            )));
         }
         if line.contains("\"return\"") {
             answered += 1;
         }
     }
-    let secs = start.elapsed().as_secs_f64();
-    let pte = status_kb(pid, "VmPTE:");
-    let rss = status_kb(pid, "VmRSS:");
-    let huge = status_kb(pid, "HugetlbPages:");
-    let _ = w.write_all(b"{\"execute\":\"quit\"}\n");
-    let _ = q.child.wait();
-    Ok((secs, pte, rss, huge))
+    Ok(())
 }
 
-/// Restores `nr_hugepages` and unmounts a hugetlbfs it mounted, on drop.
+/// Gives back the hugepages calibration added and unmounts a hugetlbfs it mounted, on drop.
 struct HugeGuard {
-    prev: Option<u64>,
+    /// Pages calibration added to the persistent pool.
+    added: Option<u64>,
     mounted: bool,
 }
 
 const NR: &str = "/proc/sys/vm/nr_hugepages";
+const FREE: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
+const RESV: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages";
+
+impl HugeGuard {
+    /// Lower the pool by the pages calibration added, from whatever it holds now (other
+    /// programs and VMs share it: writing the old value back would take their pages or leave
+    /// ours); (pool before, pool written). Once.
+    fn give_back(&mut self) -> Option<(u64, u64)> {
+        let added = self.added.take()?;
+        let now = read_u64(NR)?;
+        let to = now.saturating_sub(added);
+        std::fs::write(NR, to.to_string()).ok()?;
+        Some((now, to))
+    }
+}
 
 impl Drop for HugeGuard {
     fn drop(&mut self) {
         if self.mounted {
             let _ = Command::new("umount").arg("/dev/hugepages").status();
         }
-        if let Some(p) = self.prev {
-            let _ = std::fs::write(NR, p.to_string());
-        }
+        self.give_back();
     }
 }
 
@@ -213,14 +263,20 @@ fn read_u64(p: &str) -> Option<u64> {
 }
 
 fn prepare_hugepages(pages: u64, guard: &mut HugeGuard) -> Result<(), CalibrateError> {
-    let free = read_u64("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").unwrap_or(0);
+    // free pages some mapping has reserved are not ours to use
+    let avail = || {
+        read_u64(FREE)
+            .unwrap_or(0)
+            .saturating_sub(read_u64(RESV).unwrap_or(0))
+    };
+    let free = avail();
     if free < pages {
         let prev =
             read_u64(NR).ok_or_else(|| CalibrateError::Failed(format!("cannot read {NR}")))?;
-        guard.prev = Some(prev);
         std::fs::write(NR, (prev + pages - free).to_string())
             .map_err(io(format!("writing {NR} (needs root)")))?;
-        let now = read_u64("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").unwrap_or(0);
+        guard.added = Some(read_u64(NR).unwrap_or(prev).saturating_sub(prev));
+        let now = avail();
         if now < pages {
             return Err(CalibrateError::Failed(format!(
                 "only {now} of {pages} 2 MiB hugepages could be reserved"
@@ -267,21 +323,17 @@ pub fn calibrate(qemu: &str, memory: u64, runs: usize) -> Result<Calibration, Ca
         notes: Vec::new(),
     };
     let mut guard = HugeGuard {
-        prev: None,
+        added: None,
         mounted: false,
     };
-    let huge_ok = match prepare_hugepages(memory.div_ceil(2 << 20) + 8, &mut guard) {
-        Ok(()) => true,
-        Err(e) => {
-            out.notes.push(format!("2 MiB hugepages skipped: {e}"));
-            false
+    'backends: for b in ["baseline", "shm-4k", "ram-thp", "hugetlbfs-2m"] {
+        // the shared pool is asked for pages only once the 4 KiB runs are done
+        if b == "hugetlbfs-2m" {
+            if let Err(e) = prepare_hugepages(memory.div_ceil(2 << 20) + 8, &mut guard) {
+                out.notes.push(format!("2 MiB hugepages skipped: {e}"));
+                continue;
+            }
         }
-    };
-    let mut backends = vec!["baseline", "shm-4k", "ram-thp"];
-    if huge_ok {
-        backends.push("hugetlbfs-2m");
-    }
-    'backends: for b in backends {
         let mut samples = Vec::new();
         let mut last = (0, 0, 0);
         for n in 0..runs.max(1) {
@@ -310,12 +362,15 @@ pub fn calibrate(qemu: &str, memory: u64, runs: usize) -> Result<Calibration, Ca
             samples_s: samples,
         });
     }
-    let changed = guard.prev;
+    let added = guard.added;
+    let given = guard.give_back();
     drop(guard);
-    out.notes.push(match (changed, read_u64(NR)) {
-        (Some(prev), Some(p)) => format!("nr_hugepages restored to {prev}: read back {p}"),
-        (Some(prev), None) => format!("nr_hugepages restored to {prev}: cannot read it back"),
-        (None, _) => "nr_hugepages not changed (enough 2 MiB pages were free)".into(),
+    out.notes.push(match (added, given, read_u64(NR)) {
+        (Some(a), Some((from, to)), Some(p)) => {
+            format!("nr_hugepages restored to {to}: read back {p} (gave back the {a} pages calibration added; the pool was {from})")
+        }
+        (Some(a), _, _) => format!("nr_hugepages: the {a} pages calibration added could not be given back"),
+        (None, _, _) => "nr_hugepages not changed (enough 2 MiB pages were free)".into(),
     });
     let get = |n: &str| out.runs.iter().find(|r| r.backend == n);
     let base = get("baseline").map_or(0.0, |b| b.startup_s);
@@ -333,4 +388,48 @@ pub fn calibrate(qemu: &str, memory: u64, runs: usize) -> Result<Calibration, Ca
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A QEMU that dies on an option it cannot accept (a memory backend whose alignment is
+    /// not a power of two), started the way calibration starts it: the error says QEMU
+    /// exited, with what it said last, whether it died before or after opening its QMP socket.
+    #[test]
+    fn a_qemu_that_dies_is_named_with_its_last_words() {
+        let Some(qemu) = testkit::which("qemu-system-x86_64") else {
+            return testkit::skip(
+                "a_qemu_that_dies_is_named_with_its_last_words",
+                "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)",
+            );
+        };
+        let d = tempfile::tempdir().unwrap();
+        let wrapper = d.path().join("qemu");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\necho 'a first line of noise' >&2\nexec {} \"$@\" -object memory-backend-file,id=bad,size=2M,mem-path=/dev/shm,align=3M\n",
+                qemu.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for n in 0..3 {
+            let e = one(wrapper.to_str().unwrap(), "baseline", 64 << 20, d.path(), n)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("QEMU (baseline) exited with exit status: 1 before answering QMP: "),
+                "{e}"
+            );
+            assert!(
+                e.ends_with("alignment 0x300000 must be a power of two"),
+                "{e}"
+            );
+            assert!(!e.contains("noise") && !e.contains('\n'), "{e}");
+        }
+    }
 }

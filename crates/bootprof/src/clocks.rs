@@ -26,6 +26,9 @@ pub struct ClockOptions {
     pub year: Option<i64>,
     /// Zone of journald prefixes, seconds east of UTC (default: inferred).
     pub tz: Option<i64>,
+    /// Whole hours to add to the host trace's stamps, instead of inferring them per boot
+    /// (a fleet's node: one trace clock, agreed by the boots whose pins it holds).
+    pub trace_shift_h: Option<i64>,
 }
 
 /// Every clock of the inputs, placed on the host's.

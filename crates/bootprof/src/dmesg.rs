@@ -50,16 +50,18 @@ pub struct KernelLine {
     pub kind: KernelKind,
 }
 
-/// Is `s` a PCI address `dddd:bb:dd.f`?
+/// Is `s` a PCI address as the kernel prints it, `dddd:bb:dd.f`? The domain has four hex
+/// digits or more (`%04x`: Intel VMD's domains start at 0x10000, `10000:e1:00.0`).
 pub fn is_bdf(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() == 12
-        && b.get(4) == Some(&b':')
-        && b.get(7) == Some(&b':')
-        && b.get(10) == Some(&b'.')
+    let d = b.len().wrapping_sub(8); // domain digits
+    (4..=8).contains(&d)
+        && b.get(d) == Some(&b':')
+        && b.get(d + 3) == Some(&b':')
+        && b.get(d + 6) == Some(&b'.')
         && b.iter()
             .enumerate()
-            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+            .all(|(i, c)| i == d || i == d + 3 || i == d + 6 || c.is_ascii_hexdigit())
 }
 
 /// Does this line start like a kernel line (`[ 1.23]` or `<6>[ 1.23]`)?
@@ -355,6 +357,22 @@ mod tests {
         assert!(parse_line("[ .5] x").is_none());
         assert!(!is_bdf("0000:02:00.g"));
         assert!(is_bdf("0000:0a:1f.7"));
+        assert!(is_bdf("10000:e1:00.0"));
+        // a device behind Intel VMD, as the host kernel prints it
+        let l = parse_line(
+            "[    5.118210] pci 10000:e1:00.0: [144d:a80a] type 00 class 0x010802 PCIe Endpoint",
+        )
+        .unwrap();
+        assert!(
+            matches!(&l.kind, KernelKind::PciFound { bdf, .. } if bdf == "10000:e1:00.0"),
+            "{:?}",
+            l.kind
+        );
+        assert!(is_bdf("ffffffff:e1:00.0"));
+        assert!(!is_bdf("000:0a:1f.7"));
+        assert!(!is_bdf("100000000:e1:00.0"));
+        assert!(!is_bdf("10000:e1:00:0"));
+        assert!(!is_bdf(""));
     }
 
     /// BAR lines of older kernels (the shape of the WSL2 boot log in microsoft/WSL#5289 and

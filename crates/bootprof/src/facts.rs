@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::agent::{devpath_bdf, AgentKind};
+use crate::agent::{AgentKind, UeventAction};
 use crate::bpftrace::BpfLine;
 use crate::clocks::{secs, secs_ns, Axis};
 use crate::dmesg::{is_passthrough_gpu, KernelKind, GPU_DRIVERS};
@@ -208,6 +208,7 @@ pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
     let mut bars: HashMap<String, Vec<(u8, u64)>> = HashMap::new();
     let mut pin_open: Vec<OpenCall> = Vec::new();
     let mut ftrace_stack: HashMap<u32, Vec<String>> = HashMap::new();
+    let mut pods: Vec<Pod> = Vec::new();
     for e in events {
         let at: Option<Nanos> = match &e.body {
             Body::Kernel(k) => axis.kernel(k.t).or_else(|| axis.host(e)),
@@ -314,14 +315,14 @@ pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
                     }
                     AgentKind::Uevent {
                         action,
-                        devpath,
-                        subsystem,
+                        memory,
+                        bdf,
                     } => {
-                        if subsystem == "memory" || devpath.starts_with("/devices/system/memory/") {
+                        if *memory {
                             f.mem_uevents.push(m);
-                        } else if action == "bind" {
-                            if let Some(b) = devpath_bdf(devpath) {
-                                f.binds.push((b.to_string(), m));
+                        } else if *action == UeventAction::Bind {
+                            if let Some(b) = bdf {
+                                f.binds.push((b.clone(), m));
                             }
                         }
                     }
@@ -430,21 +431,28 @@ pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
                 }
                 FtraceLine::Meta => {}
             },
-            Body::Kube(k) => match k {
-                KubectlLine::StartTime(_) => {
-                    if let Some(m) = mark {
-                        note(m, &mut f.kube_start);
-                    }
+            Body::Kube(k) => {
+                // a pod's lines: from its `Name:` (or the start of its file) to the next
+                let new_pod = matches!(k, KubectlLine::Name(_))
+                    || pods.last().is_none_or(|p| p.file != e.src.file);
+                if new_pod {
+                    pods.push(Pod {
+                        file: e.src.file,
+                        start: None,
+                        started: None,
+                    });
                 }
-                KubectlLine::Started(_) => {
-                    if let Some(m) = mark {
-                        if f.kube_started.is_none_or(|s| m.t > s.t) {
-                            f.kube_started = Some(m);
-                        }
+                let (Some(pod), Some(m)) = (pods.last_mut(), mark) else {
+                    continue;
+                };
+                match k {
+                    KubectlLine::StartTime(_) => note(m, &mut pod.start),
+                    KubectlLine::Started(_) if pod.started.is_none_or(|s| m.t > s.t) => {
+                        pod.started = Some(m);
                     }
+                    _ => {}
                 }
-                _ => {}
-            },
+            }
         }
     }
     f.unreturned = pin_open.len() as u64;
@@ -455,23 +463,51 @@ pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
     }
     f.enables.sort_by_key(|(_, m)| m.t);
     f.binds.sort_by_key(|(_, m)| m.t);
-    kubectl_of_this_boot(&mut f, files);
+    kubectl_of_this_boot(&mut f, &pods, files);
     f
 }
 
-/// A `kubectl describe pod` of another boot (a different pod or day) must not stretch this
-/// one: its Start Time → Started must overlap the logs' span, give or take the time a pod
-/// can spend before its VM starts (image pull) or after its last logged line.
-fn kubectl_of_this_boot(f: &mut Facts, files: &[String]) {
+/// One pod of `kubectl describe pod(s)` output: its Start Time and its containers' latest
+/// Started.
+struct Pod {
+    file: u32,
+    start: Option<Mark>,
+    started: Option<Mark>,
+}
+
+/// The pod of this boot among the `kubectl describe` output (`kubectl describe pods`
+/// lists many): the one whose Start Time → Started overlaps the logs' span, give or take the
+/// time a pod can spend before its VM starts (image pull) or after its last logged line, and
+/// of those the one that starts nearest the logs. A pod of another boot (a different pod or
+/// day) must not stretch this one.
+fn kubectl_of_this_boot(f: &mut Facts, pods: &[Pod], files: &[String]) {
+    let told: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.start.is_some() || p.started.is_some())
+        .collect();
     let (Some(first), Some(last)) = (f.first_any, f.last_any) else {
+        // kubectl alone: its (first) pod is the boot
+        if let Some(p) = told.first() {
+            f.kube_start = p.start;
+            f.kube_started = p.started;
+        }
         return;
     };
     const SLACK_NS: Nanos = 15 * 60 * NS_PER_S;
-    let s = f.kube_start.map_or(first.t, |m| m.t);
-    let e = f.kube_started.map_or(last.t, |m| m.t);
-    if (f.kube_start.is_some() || f.kube_started.is_some())
-        && (s > last.t.saturating_add(SLACK_NS) || e < first.t.saturating_sub(SLACK_NS))
-    {
+    let fits = |p: &Pod| {
+        let s = p.start.map_or(first.t, |m| m.t);
+        let e = p.started.map_or(last.t, |m| m.t);
+        !(s > last.t.saturating_add(SLACK_NS) || e < first.t.saturating_sub(SLACK_NS))
+    };
+    let pick = told.iter().filter(|p| fits(p)).min_by_key(|p| {
+        let s = p.start.or(p.started).map_or(0, |m| m.t);
+        (i128::from(s) - i128::from(first.t)).abs()
+    });
+    if let Some(p) = pick.or(told.first()) {
+        f.kube_start = p.start;
+        f.kube_started = p.started;
+    }
+    if !told.is_empty() && pick.is_none() {
         let which = f.kube_start.or(f.kube_started).map(|m| m.src);
         f.notes.push(format!(
             "kubectl times ({} → {}) are not this boot's (logs span {} → {}); ignored{}",

@@ -11,12 +11,13 @@
 //!   the prefilter and the parsing on newline-aligned blocks on all CPUs, and apply the
 //!   results block by block in file order — the same `Ingest`, bit for bit.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Condvar, Mutex, PoisonError};
+use std::sync::{mpsc, Condvar, LazyLock, Mutex, PoisonError};
 
 use serde::Serialize;
 
@@ -79,6 +80,9 @@ pub struct Event {
     /// The shim process that wrote a journal line (`pid=`): boots of one sandbox id are
     /// told apart by it.
     pub pid: Option<u32>,
+    /// Index into [`Ingest::nodes`]: the host a journal line names (journald's host
+    /// field, `_HOSTNAME`).
+    pub node: Option<u32>,
     /// Host clock of the line (journal `time=` or a complete prefix), if it has one.
     pub host: Option<Nanos>,
     /// A journald prefix without year or zone, for lines that have no `time=`: placed on
@@ -108,6 +112,35 @@ impl ClockSamples {
         self.first_full = Some(self.first_full.map_or(t, |f| f.min(t)));
         self.last_full = Some(self.last_full.map_or(t, |l| l.max(t)));
     }
+
+    fn journal_time(&mut self, t: Nanos) {
+        self.full(t);
+        self.last_journal = Some(self.last_journal.map_or(t, |l| l.max(t)));
+    }
+
+    /// Add another set of samples (of the same host's other inputs) to these.
+    pub fn merge(&mut self, o: &ClockSamples) {
+        for (z, n) in &o.prefix_zones {
+            *self.prefix_zones.entry(*z).or_default() += n;
+        }
+        for (z, n) in &o.time_zones {
+            *self.time_zones.entry(*z).or_default() += n;
+        }
+        for t in [o.first_full, o.last_full].into_iter().flatten() {
+            self.full(t);
+        }
+        if let Some(t) = o.last_journal {
+            self.last_journal = Some(self.last_journal.map_or(t, |l| l.max(t)));
+        }
+    }
+}
+
+/// Whose clock samples a line adds to, besides the inputs' own: its node's (a journal line
+/// that names its host), else its file's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClockOf {
+    Node(u32),
+    File(u32),
 }
 
 /// Counts of lines that were skipped, by reason.
@@ -160,9 +193,18 @@ impl Stats {
 pub struct Ingest {
     pub files: Vec<String>,
     pub sandboxes: Vec<String>,
+    /// The hosts journal lines name (journald's host field), in order of first appearance.
+    pub nodes: Vec<String>,
     pub events: Vec<Event>,
     pub stats: Stats,
+    /// What all the inputs say about their clocks.
     pub clocks: ClockSamples,
+    /// The same per node (index into `nodes`): one host's lines, for a fleet whose hosts
+    /// run in different zones.
+    pub node_clocks: Vec<ClockSamples>,
+    /// The same per file (index into `files`), over the lines that name no host (traces,
+    /// kubectl, journals without a host field).
+    pub file_clocks: Vec<ClockSamples>,
 }
 
 /// Options for reading.
@@ -266,14 +308,15 @@ impl Drop for GateOpener<'_> {
     }
 }
 
-/// A block's prefilter counts and its kept lines, parsed.
-type Scanned = (Counts, Vec<(Kept, Parsed)>);
+/// A block's prefilter counts and its kept lines, parsed (borrowing from the block).
+type Scanned<'a> = (Counts, Vec<(Kept, Parsed<'a>)>);
 
 /// What a scanning thread does with a block: prefilter it and parse the lines it keeps.
-fn scan_and_parse(pre: &Prefilter, want: Option<&str>, block: &[u8]) -> Scanned {
+fn scan_and_parse<'a>(pre: &Prefilter, want: Option<&str>, block: &'a [u8]) -> Scanned<'a> {
     let mut lines = Vec::new();
+    let mut buf = String::new();
     let c = pre.scan(block, |k| {
-        let p = parse_bytes(block.get(k.start..k.end).unwrap_or(&[]), want);
+        let p = parse_bytes(block.get(k.start..k.end).unwrap_or(&[]), want, &mut buf);
         lines.push((k, p));
     });
     (c, lines)
@@ -287,11 +330,29 @@ pub struct Ingester {
     opts: Options,
     out: Ingest,
     sandbox_ids: HashMap<String, u32>,
-    /// latest host time, guest time and agent ts per (file, sandbox, shim pid)
-    max_host: HashMap<Stream, Nanos>,
-    max_guest: HashMap<Stream, f64>,
-    max_agent: HashMap<Stream, Nanos>,
+    node_ids: HashMap<String, u32>,
+    /// The node looked up last.
+    last_node: Option<u32>,
+    /// Where the clock samples of the line being applied go (besides the inputs' own).
+    clock_of: ClockOf,
+    /// The sandbox id interned last (a journal's lines of one sandbox come in runs).
+    last_sandbox: Option<(String, u32)>,
+    /// Latest host time, guest time and agent ts per (file, sandbox, shim pid); the
+    /// stream of the last line is kept out of the map (lines of one stream come in runs).
+    streams: HashMap<Stream, StreamMax>,
+    current: Option<(Stream, StreamMax)>,
     last_pin_call: HashMap<u32, Nanos>,
+    /// A line's console payload, unquoted (the streaming path's; scanning threads have their
+    /// own).
+    buf: String,
+}
+
+/// The latest clocks of one [`Stream`].
+#[derive(Debug, Clone, Copy, Default)]
+struct StreamMax {
+    host: Option<Nanos>,
+    guest: Option<f64>,
+    agent: Option<Nanos>,
 }
 
 /// One stream of lines whose clocks must move forward: (file, sandbox, shim pid).
@@ -311,16 +372,21 @@ impl Ingester {
             opts,
             out: Ingest::default(),
             sandbox_ids: HashMap::new(),
-            max_host: HashMap::new(),
-            max_guest: HashMap::new(),
-            max_agent: HashMap::new(),
+            node_ids: HashMap::new(),
+            last_node: None,
+            clock_of: ClockOf::File(0),
+            last_sandbox: None,
+            streams: HashMap::new(),
+            current: None,
             last_pin_call: HashMap::new(),
+            buf: String::new(),
         }
     }
 
     /// Register an input; returns its index for the [`SrcRef`]s of [`Ingester::feed_bytes`].
     pub fn add_file(&mut self, name: &str) -> u32 {
         self.out.files.push(name.to_string());
+        self.out.file_clocks.push(ClockSamples::default());
         (self.out.files.len() - 1) as u32
     }
 
@@ -399,7 +465,7 @@ impl Ingester {
         // so parsed lines waiting for their turn stay a few blocks' worth.
         let applied = Gate::default();
         let ahead = threads * 2;
-        let (tx, rx) = mpsc::channel::<(usize, Scanned)>();
+        let (tx, rx) = mpsc::channel::<(usize, Scanned<'_>)>();
         std::thread::scope(|s| {
             // opens the gate for good when this thread leaves the scope, even by a panic
             let _open = applied.opener();
@@ -424,7 +490,7 @@ impl Ingester {
                 }
             }
             drop(tx);
-            let mut pending: Vec<Option<Scanned>> = Vec::new();
+            let mut pending: Vec<Option<Scanned<'_>>> = Vec::new();
             pending.resize_with(blocks.len(), || None);
             let mut fed = 0usize;
             while fed < blocks.len() {
@@ -496,19 +562,22 @@ impl Ingester {
 
     /// Feed one line (without or with its trailing newline).
     pub fn feed_bytes(&mut self, src: SrcRef, bytes: &[u8]) {
-        let p = parse_bytes(bytes, self.opts.want());
+        let mut buf = std::mem::take(&mut self.buf);
+        let p = parse_bytes(bytes, self.opts.want(), &mut buf);
+        self.buf = buf;
         self.apply(src, p);
     }
 
     /// The stateful half of reading a line: out-of-order checks, sandbox interning, pin-call
     /// bookkeeping, counting. Lines must come in file order.
-    fn apply(&mut self, src: SrcRef, p: Parsed) {
+    fn apply(&mut self, src: SrcRef, p: Parsed<'_>) {
+        self.clock_of = ClockOf::File(src.file);
         let r = match p {
             Parsed::Unrecognized => {
                 self.out.stats.unrecognized += 1;
                 Ok(())
             }
-            Parsed::Journal(j, console) => self.journal(src, *j, console),
+            Parsed::Journal(j) => self.journal(src, j),
             Parsed::Console(c) => self.console(src, None, None, None, c).map(|_| ()),
             Parsed::Bpf(b) => self.bpf(src, b),
             Parsed::Ftrace(f) => {
@@ -519,8 +588,8 @@ impl Ingester {
                 match k {
                     KubectlLine::StartTime(t)
                     | KubectlLine::Started(t)
-                    | KubectlLine::Finished(t) => self.out.clocks.full(t),
-                    KubectlLine::Name(_) => {}
+                    | KubectlLine::Finished(t) => self.clocks(|c| c.full(t)),
+                    KubectlLine::Name(_) | KubectlLine::Node(_) => {}
                 }
                 self.push(src, None, None, (None, None), Body::Kube(k));
                 Ok(())
@@ -567,6 +636,61 @@ impl Ingester {
     }
 
     fn intern(&mut self, id: &str) -> u32 {
+        if let Some((last, i)) = &self.last_sandbox {
+            if last == id {
+                return *i;
+            }
+        }
+        let i = self.intern_new(id);
+        match &mut self.last_sandbox {
+            Some((last, k)) => {
+                last.clear();
+                last.push_str(id);
+                *k = i;
+            }
+            None => self.last_sandbox = Some((id.to_string(), i)),
+        }
+        i
+    }
+
+    /// Add to the clock samples of the inputs and of the line's node (or file).
+    fn clocks(&mut self, f: impl Fn(&mut ClockSamples)) {
+        f(&mut self.out.clocks);
+        let keyed = match self.clock_of {
+            ClockOf::Node(n) => self.out.node_clocks.get_mut(n as usize),
+            ClockOf::File(i) => self.out.file_clocks.get_mut(i as usize),
+        };
+        if let Some(c) = keyed {
+            f(c);
+        }
+    }
+
+    /// The index of host `name` in [`Ingest::nodes`].
+    fn node(&mut self, name: &str) -> u32 {
+        // a journal's lines name one host, or a few in runs
+        if let Some(i) = self
+            .last_node
+            .filter(|&i| self.out.nodes.get(i as usize).is_some_and(|n| n == name))
+        {
+            return i;
+        }
+        let i = self.node_new(name);
+        self.last_node = Some(i);
+        i
+    }
+
+    fn node_new(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.node_ids.get(name) {
+            return i;
+        }
+        let i = self.out.nodes.len() as u32;
+        self.out.nodes.push(name.to_string());
+        self.out.node_clocks.push(ClockSamples::default());
+        self.node_ids.insert(name.to_string(), i);
+        i
+    }
+
+    fn intern_new(&mut self, id: &str) -> u32 {
         if let Some(&i) = self.sandbox_ids.get(id) {
             return i;
         }
@@ -585,18 +709,38 @@ impl Ingester {
         body: Body,
     ) {
         self.out.stats.events += 1;
+        let node = match self.clock_of {
+            ClockOf::Node(n) => Some(n),
+            ClockOf::File(_) => None,
+        };
         self.out.events.push(Event {
             src,
             sandbox,
             pid,
+            node,
             host: host.0,
             local: host.1,
             body,
         });
     }
 
+    /// The latest clocks of stream `key`.
+    fn stream(&mut self, key: Stream) -> &mut StreamMax {
+        match self.current {
+            Some((k, _)) if k == key => {}
+            _ => {
+                let now = self.streams.remove(&key).unwrap_or_default();
+                if let Some((k, v)) = self.current.replace((key, now)) {
+                    self.streams.insert(k, v);
+                }
+            }
+        }
+        let (_, v) = self.current.get_or_insert((key, StreamMax::default()));
+        v
+    }
+
     fn check_host(&mut self, key: Stream, t: Nanos) -> Result<(), Bad> {
-        let m = self.max_host.entry(key).or_insert(t);
+        let m = self.stream(key).host.get_or_insert(t);
         if t.saturating_add(OOO_TOLERANCE_NS) < *m {
             return Err(Bad::OutOfOrder(format!(
                 "host time {:.3} s before the latest",
@@ -604,9 +748,7 @@ impl Ingester {
             )));
         }
         *m = (*m).max(t);
-        self.out.clocks.full(t);
-        let c = &mut self.out.clocks;
-        c.last_journal = Some(c.last_journal.map_or(t, |l| l.max(t)));
+        self.clocks(|c| c.journal_time(t));
         Ok(())
     }
 
@@ -625,9 +767,9 @@ impl Ingester {
             Console::BadAgent(e) => Err(Bad::Json(e)),
             Console::Agent(rec) => {
                 let m = self
-                    .max_agent
-                    .entry((src.file, sandbox, pid))
-                    .or_insert(rec.ts);
+                    .stream((src.file, sandbox, pid))
+                    .agent
+                    .get_or_insert(rec.ts);
                 if rec.ts.saturating_add(OOO_TOLERANCE_NS) < *m {
                     return Err(Bad::OutOfOrder(format!(
                         "agent ts {:.3} s before the latest",
@@ -635,15 +777,15 @@ impl Ingester {
                     )));
                 }
                 *m = (*m).max(rec.ts);
-                self.out.clocks.full(rec.ts);
+                self.clocks(|c| c.full(rec.ts));
                 self.push(src, sandbox, pid, host, Body::Agent(rec));
                 Ok(true)
             }
             Console::Kernel(k) => {
                 let m = self
-                    .max_guest
-                    .entry((src.file, sandbox, pid))
-                    .or_insert(k.t);
+                    .stream((src.file, sandbox, pid))
+                    .guest
+                    .get_or_insert(k.t);
                 if k.t + 1.0 < *m {
                     return Err(Bad::OutOfOrder(format!(
                         "guest time {:.6} s after {:.6} s",
@@ -658,14 +800,9 @@ impl Ingester {
         }
     }
 
-    /// A containerd line; `console` is its `vmconsole=` payload parsed by [`parse_str`]
-    /// (parsed here if it was not).
-    fn journal(
-        &mut self,
-        src: SrcRef,
-        j: journal::JournalLine,
-        console: Option<Console>,
-    ) -> Result<(), Bad> {
+    /// A containerd line, parsed by [`parse_str`] as far as it can be without the reader's
+    /// state.
+    fn journal(&mut self, src: SrcRef, j: JournalParsed<'_>) -> Result<(), Bad> {
         if let (Some(want), Some(have)) = (self.opts.want(), &j.sandbox) {
             if !have.starts_with(want) {
                 self.out.stats.other_sandbox += 1;
@@ -677,13 +814,17 @@ impl Ingester {
             Some(PrefixTime::Local(l)) => (None, Some(l)),
             None => (None, None),
         };
+        let node = j.host.map(|h| self.node(h));
+        if let Some(n) = node {
+            self.clock_of = ClockOf::Node(n);
+        }
         if let (Some(l), Some(t)) = (local, j.time) {
             if let Some(z) = l.zone_against(t) {
-                *self.out.clocks.prefix_zones.entry(z).or_default() += 1;
+                self.clocks(|c| *c.prefix_zones.entry(z).or_default() += 1);
             }
         }
         if let Some(z) = j.time_zone {
-            *self.out.clocks.time_zones.entry(z).or_default() += 1;
+            self.clocks(|c| *c.time_zones.entry(z).or_default() += 1);
         }
         let host = j.time.or(abs);
         let Some(sb) = j.sandbox.as_deref() else {
@@ -698,24 +839,23 @@ impl Ingester {
         }
         // a line with a complete time needs no prefix; one without keeps it for the analysis
         let stamp = (host, if host.is_none() { local } else { None });
-        if let Some(vc) = j.vmconsole {
-            let c = console.unwrap_or_else(|| parse_console(vc.trim()));
-            if !self.console(src, sandbox, pid, Some(stamp), c)? {
-                // console text that is neither kernel nor agent (e.g. NVRC output)
-                let line = HostLine {
-                    msg: vc,
-                    is_error: false,
-                    error: None,
-                };
-                self.push(src, sandbox, pid, stamp, Body::Host(line));
+        let line = match j.body {
+            JournalBody::Console(c) => {
+                self.console(src, sandbox, pid, Some(stamp), c)?;
+                return Ok(());
             }
-            return Ok(());
-        }
-        let is_error = matches!(j.level.as_deref(), Some("error" | "fatal" | "panic"));
-        let line = HostLine {
-            msg: j.msg.unwrap_or_default(),
-            is_error,
-            error: j.error,
+            // console text that is neither kernel nor agent (e.g. NVRC output)
+            JournalBody::ConsoleText(msg) => HostLine {
+                msg,
+                is_error: false,
+                error: None,
+            },
+            JournalBody::Host(h) => h,
+            // `parse_str` skips only lines of no sandbox or of another one, seen above
+            JournalBody::Skipped => {
+                self.out.stats.unrecognized += 1;
+                return Ok(());
+            }
         };
         self.push(src, sandbox, pid, stamp, Body::Host(line));
         Ok(())
@@ -726,7 +866,8 @@ impl Ingester {
         | BpfLine::PinTook { ts: Some(t), .. }
         | BpfLine::MapIoctl { ts: Some(t), .. } = &b
         {
-            self.out.clocks.full(*t);
+            let t = *t;
+            self.clocks(|c| c.full(t));
         }
         let b = match b {
             BpfLine::PinCall { ts: Some(t), .. } => {
@@ -762,17 +903,39 @@ impl Ingester {
 
 /// A line parsed without the reader's state: the part of reading a line that the scanning
 /// threads do. [`Ingester::apply`] does the rest, in file order.
-enum Parsed {
+enum Parsed<'a> {
     Unrecognized,
-    /// A containerd line, with its `vmconsole=` payload parsed when the line is for a
-    /// wanted sandbox.
-    Journal(Box<journal::JournalLine>, Option<Console>),
+    /// A containerd line.
+    Journal(JournalParsed<'a>),
     /// A console line outside a journal (kernel line or agent JSON).
     Console(Console),
     Bpf(BpfLine),
     Ftrace(FtraceLine),
     Kube(KubectlLine),
     Bad(Bad),
+}
+
+/// A containerd line: what the reader needs of it, borrowed from the line where it can be.
+struct JournalParsed<'a> {
+    prefix: Option<PrefixTime>,
+    host: Option<&'a str>,
+    time: Option<Nanos>,
+    time_zone: Option<i64>,
+    sandbox: Option<Cow<'a, str>>,
+    pid: Option<u32>,
+    body: JournalBody,
+}
+
+/// What a containerd line of a wanted sandbox carries.
+enum JournalBody {
+    /// A `vmconsole=` payload, parsed (a kernel line, an agent record, a bad agent record).
+    Console(Console),
+    /// A `vmconsole=` payload that is neither, as logged.
+    ConsoleText(String),
+    /// Shim or CRI activity (no payload).
+    Host(HostLine),
+    /// Not read further: the line names no sandbox, or another one than `--sandbox`.
+    Skipped,
 }
 
 /// A console payload, parsed.
@@ -798,51 +961,75 @@ fn parse_console(s: &str) -> Console {
     }
 }
 
-/// Parse one line (without or with its line end); `want` is `--sandbox`.
-fn parse_bytes(bytes: &[u8], want: Option<&str>) -> Parsed {
+/// Parse one line (without or with its line end); `want` is `--sandbox`; `buf` is scratch
+/// space for a console payload.
+fn parse_bytes<'a>(bytes: &'a [u8], want: Option<&str>, buf: &mut String) -> Parsed<'a> {
     let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     match std::str::from_utf8(bytes) {
-        Ok(s) => parse_str(s, want),
+        Ok(s) => parse_str(s, want, buf),
         Err(_) => Parsed::Bad(Bad::Encoding),
     }
 }
 
+/// A containerd line of a wanted sandbox: its payload (`console`, already unquoted)
+/// parsed, or its message kept.
+fn journal_body(j: &journal::JournalRef<'_>, console: &str) -> JournalBody {
+    if j.vmconsole.is_some() {
+        let c = parse_console(console.trim());
+        return match c {
+            Console::Other => JournalBody::ConsoleText(console.to_string()),
+            c => JournalBody::Console(c),
+        };
+    }
+    let is_error = j
+        .level
+        .is_some_and(|l| l.is("error") || l.is("fatal") || l.is("panic"));
+    JournalBody::Host(HostLine {
+        msg: j.msg.map(|m| m.get().into_owned()).unwrap_or_default(),
+        is_error,
+        error: j.error.map(|e| e.get().into_owned()),
+    })
+}
+
+static TIME_KEY: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new("time="));
+static MSG_KEY: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new("msg="));
+
+fn contains(s: &str, f: &memchr::memmem::Finder<'_>) -> bool {
+    f.find(s.as_bytes()).is_some()
+}
+
 /// Detect the line's format and parse it: the first format that claims the line wins.
-fn parse_str(s: &str, want: Option<&str>) -> Parsed {
+fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a> {
     let trimmed = s.trim();
     if trimmed.is_empty() {
         return Parsed::Unrecognized;
     }
     // 1. containerd journal (logfmt)
-    if s.contains("time=") || s.contains("msg=") {
-        match journal::parse_line(s) {
+    if contains(s, &TIME_KEY) || contains(s, &MSG_KEY) {
+        match journal::parse_ref_into(s, buf) {
             Ok(Some(j)) => {
                 // the payload is read only for a line of a wanted sandbox
                 let wanted = j.sandbox.as_deref().is_some_and(|have| match want {
                     Some(w) => have.starts_with(w),
                     None => true,
                 });
-                let console = match (&j.vmconsole, wanted) {
-                    (Some(vc), true) => Some(parse_console(vc.trim())),
-                    _ => None,
+                let body = if wanted {
+                    journal_body(&j, buf.as_str())
+                } else {
+                    JournalBody::Skipped
                 };
-                // Drop what `Ingester::journal` does not read, so that it is freed by the
-                // thread that allocated it (frees across threads contend in malloc).
-                let mut j = j;
-                j.unit = None;
-                if !matches!(j.level.as_deref(), Some("error" | "fatal" | "panic")) {
-                    j.level = None;
-                }
-                if j.vmconsole.is_some() {
-                    j.msg = None;
-                    j.error = None;
-                }
-                if matches!(console, Some(ref c) if !matches!(c, Console::Other)) {
-                    // parsed: the text itself is no longer needed
-                    j.vmconsole = Some(String::new());
-                }
-                return Parsed::Journal(Box::new(j), console);
+                return Parsed::Journal(JournalParsed {
+                    prefix: j.prefix,
+                    host: j.host,
+                    time: j.time,
+                    time_zone: j.time_zone,
+                    sandbox: j.sandbox,
+                    pid: j.pid,
+                    body,
+                });
             }
             Ok(None) => {}
             Err(e @ journal::JournalError::BadTime) => {

@@ -6,6 +6,8 @@
 //! that name their sandbox only in the text (`RunPodSandbox … failed to start sandbox "ID"`,
 //! `CreateContainer within sandbox "ID" …`) are attributed to that sandbox.
 
+use std::borrow::Cow;
+
 use crate::time::{parse_rfc3339, parse_rfc3339_zoned, parse_utc_offset, LocalStamp, Nanos};
 
 /// The fields of one containerd journal line that the boot timeline uses.
@@ -13,6 +15,8 @@ use crate::time::{parse_rfc3339, parse_rfc3339_zoned, parse_utc_offset, LocalSta
 pub struct JournalLine {
     /// journald prefix time (short format has no year or zone; see [`PrefixTime`]).
     pub prefix: Option<PrefixTime>,
+    /// The journal's host field (`_HOSTNAME`: the node), when the journald prefix is present.
+    pub host: Option<String>,
     /// Syslog identifier (`containerd`, `kata`), when the journald prefix is present.
     pub unit: Option<String>,
     /// logrus `time=` (UTC, nanoseconds) — the host clock of record.
@@ -28,6 +32,89 @@ pub struct JournalLine {
     pub error: Option<String>,
     /// Unquoted `vmconsole=` value: one guest console line.
     pub vmconsole: Option<String>,
+}
+
+/// [`JournalLine`] borrowed from the line: values are unquoted only when asked for, so a
+/// reader pays for the fields it uses (the ingest reads a console payload straight into
+/// its parser and never copies the message of a console line).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalRef<'a> {
+    pub prefix: Option<PrefixTime>,
+    pub host: Option<&'a str>,
+    pub unit: Option<&'a str>,
+    pub time: Option<Nanos>,
+    pub time_zone: Option<i64>,
+    pub level: Option<RawValue<'a>>,
+    pub msg: Option<RawValue<'a>>,
+    /// `sandbox=`, or the sandbox a CRI error names in its text.
+    pub sandbox: Option<Cow<'a, str>>,
+    pub pid: Option<u32>,
+    pub error: Option<RawValue<'a>>,
+    pub vmconsole: Option<RawValue<'a>>,
+}
+
+impl JournalRef<'_> {
+    /// The owned line.
+    pub fn to_owned_line(&self) -> JournalLine {
+        let get = |v: &Option<RawValue<'_>>| v.map(|v| v.get().into_owned());
+        JournalLine {
+            prefix: self.prefix,
+            host: self.host.map(str::to_string),
+            unit: self.unit.map(str::to_string),
+            time: self.time,
+            time_zone: self.time_zone,
+            level: get(&self.level),
+            msg: get(&self.msg),
+            sandbox: self.sandbox.as_ref().map(|s| s.to_string()),
+            pid: self.pid,
+            error: get(&self.error),
+            vmconsole: get(&self.vmconsole),
+        }
+    }
+}
+
+/// A logfmt value as written: bare, or the text between the quotes of a Go-quoted one,
+/// its escapes still in it (they were checked when the value was read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawValue<'a> {
+    text: &'a str,
+    /// Holds a backslash escape.
+    escaped: bool,
+}
+
+impl<'a> RawValue<'a> {
+    /// The value, unquoted; borrowed when it holds no escape.
+    pub fn get(&self) -> Cow<'a, str> {
+        if self.escaped {
+            Cow::Owned(unescape(self.text))
+        } else {
+            Cow::Borrowed(self.text)
+        }
+    }
+
+    /// The value unquoted into `buf` (cleared first): a reader that parses it at once
+    /// needs no allocation per line.
+    pub fn get_into<'b>(&self, buf: &'b mut String) -> &'b str
+    where
+        'a: 'b,
+    {
+        buf.clear();
+        if self.escaped {
+            unescape_into(self.text, buf);
+        } else {
+            buf.push_str(self.text);
+        }
+        buf.as_str()
+    }
+
+    /// Whether the unquoted value is `s`.
+    pub fn is(&self, s: &str) -> bool {
+        if self.escaped {
+            unescape(self.text) == s
+        } else {
+            self.text == s
+        }
+    }
 }
 
 /// journald prefix time as written.
@@ -52,14 +139,37 @@ pub enum JournalError {
 
 /// Parse one journal line. `Ok(None)`: not a logfmt journal line at all.
 pub fn parse_line(line: &str) -> Result<Option<JournalLine>, JournalError> {
-    let (prefix, unit, body) = split_prefix(line);
+    Ok(parse_ref(line)?.map(|j| j.to_owned_line()))
+}
+
+/// Parse one journal line, borrowing from it. `Ok(None)`: not a logfmt journal line.
+pub fn parse_ref(line: &str) -> Result<Option<JournalRef<'_>>, JournalError> {
+    parse_ref_with(line, None)
+}
+
+/// [`parse_ref`], unquoting the `vmconsole=` payload into `console` (cleared first) as it is
+/// read: one pass over the payload where [`RawValue::get_into`] would make two.
+pub fn parse_ref_into<'a>(
+    line: &'a str,
+    console: &mut String,
+) -> Result<Option<JournalRef<'a>>, JournalError> {
+    console.clear();
+    parse_ref_with(line, Some(console))
+}
+
+fn parse_ref_with<'a>(
+    line: &'a str,
+    console: Option<&mut String>,
+) -> Result<Option<JournalRef<'a>>, JournalError> {
+    let (prefix, host, unit, body) = split_prefix(line);
     // logfmt body must start with a key=; containerd's start with time=
     let body = body.trim_start();
     if !(body.starts_with("time=") || body.starts_with("level=") || body.starts_with("msg=")) {
         return Ok(None);
     }
-    let mut out = JournalLine {
+    let mut out = JournalRef {
         prefix,
+        host,
         unit,
         time: None,
         time_zone: None,
@@ -70,18 +180,20 @@ pub fn parse_line(line: &str) -> Result<Option<JournalLine>, JournalError> {
         error: None,
         vmconsole: None,
     };
-    for kv in LogfmtIter::new(body) {
+    let mut it = LogfmtIter::new(body);
+    it.console = console;
+    for kv in it {
         let (k, v) = kv?;
         match k {
             "time" => {
-                let (t, z) = parse_rfc3339_zoned(&v).ok_or(JournalError::BadTime)?;
+                let (t, z) = parse_rfc3339_zoned(&v.get()).ok_or(JournalError::BadTime)?;
                 out.time = Some(t);
                 out.time_zone = z;
             }
             "level" => out.level = Some(v),
             "msg" => out.msg = Some(v),
-            "sandbox" => out.sandbox = Some(v),
-            "pid" => out.pid = v.parse().ok(),
+            "sandbox" => out.sandbox = Some(v.get()),
+            "pid" => out.pid = v.get().parse().ok(),
             "error" => out.error = Some(v),
             "vmconsole" => out.vmconsole = Some(v),
             _ => {}
@@ -91,7 +203,8 @@ pub fn parse_line(line: &str) -> Result<Option<JournalLine>, JournalError> {
         out.sandbox = [&out.msg, &out.error]
             .into_iter()
             .flatten()
-            .find_map(|t| sandbox_in_text(t));
+            .find_map(|t| sandbox_in_text(&t.get()))
+            .map(Cow::Owned);
     }
     Ok(Some(out))
 }
@@ -115,13 +228,21 @@ fn is_hms(s: &str) -> bool {
             .all(|(i, c)| i == 2 || i == 5 || c.is_ascii_digit())
 }
 
-/// Split a journald-prefixed line into prefix time, identifier and message. Prefixes:
-/// short / short-precise in any locale (`Nov 20 16:25:32`, `Nov  2 …`, `1月 19 21:11:37`),
-/// short-iso (`2025-11-20T16:25:32+0000`) and short-full (`Thu 2025-11-20 16:25:32 UTC`),
-/// then `host ident[pid]: message`. Lines without a recognisable prefix return the whole
-/// line.
-fn split_prefix(line: &str) -> (Option<PrefixTime>, Option<String>, &str) {
-    let none = (None, None, line);
+/// What [`split_prefix`] finds: prefix time, host, identifier, and the message.
+type Prefixed<'a> = (
+    Option<PrefixTime>,
+    Option<&'a str>,
+    Option<&'a str>,
+    &'a str,
+);
+
+/// Split a journald-prefixed line into prefix time, host, identifier and message.
+/// Prefixes: short / short-precise in any locale (`Nov 20 16:25:32`, `Nov  2 …`,
+/// `1月 19 21:11:37`), short-iso (`2025-11-20T16:25:32+0000`) and short-full (`Thu
+/// 2025-11-20 16:25:32 UTC`), then `host ident[pid]: message`. Lines without a
+/// recognisable prefix return the whole line.
+fn split_prefix(line: &str) -> Prefixed<'_> {
+    let none = (None, None, None, line);
     let mut words = line.split(' ').filter(|w| !w.is_empty());
     let Some(first) = words.next() else {
         return none;
@@ -142,12 +263,28 @@ fn split_prefix(line: &str) -> (Option<PrefixTime>, Option<String>, &str) {
             return none;
         };
         if second.len() == 10 && second.as_bytes().get(4) == Some(&b'-') && is_hms(third) {
-            // short-full: weekday, date, time, zone
-            let Some(zone) = words.next().and_then(parse_utc_offset) else {
+            // short-full: weekday, date, time, zone — an offset (`UTC`, `+0800`) gives the
+            // instant; a zone's abbreviation (`CST`, `EDT`: ambiguous across the world) gives
+            // the local wall clock, whose zone is inferred like short's
+            let Some(zone) = words.next() else {
                 return none;
             };
-            match crate::time::parse_rfc3339(&format!("{second}T{third}Z")) {
-                Some(ns) => (PrefixTime::Absolute(ns - zone * crate::time::NS_PER_S), 4),
+            match parse_utc_offset(zone) {
+                Some(off) => match crate::time::parse_rfc3339(&format!("{second}T{third}Z")) {
+                    Some(ns) => (PrefixTime::Absolute(ns - off * crate::time::NS_PER_S), 4),
+                    None => return none,
+                },
+                None if (2..=6).contains(&zone.len())
+                    && zone.bytes().all(|c| c.is_ascii_alphabetic()) =>
+                {
+                    let (Some(month), Some(day)) = (second.get(5..7), second.get(8..10)) else {
+                        return none;
+                    };
+                    match LocalStamp::parse(month, day, third) {
+                        Some(l) => (PrefixTime::Local(l), 4),
+                        None => return none,
+                    }
+                }
                 None => return none,
             }
         } else if first.len() <= 12
@@ -167,7 +304,7 @@ fn split_prefix(line: &str) -> (Option<PrefixTime>, Option<String>, &str) {
         return none;
     };
     // host then `ident[pid]: message`
-    let Some((_host, ident_msg)) = rest.split_once(' ') else {
+    let Some((host, ident_msg)) = rest.split_once(' ') else {
         return none;
     };
     let Some((ident, msg)) = ident_msg.split_once(": ") else {
@@ -176,23 +313,31 @@ fn split_prefix(line: &str) -> (Option<PrefixTime>, Option<String>, &str) {
     if ident.contains(' ') {
         return none;
     }
-    let unit = ident.split('[').next().unwrap_or(ident).to_string();
-    (Some(prefix), Some(unit), msg)
+    let unit = ident.split('[').next().unwrap_or(ident);
+    (Some(prefix), Some(host), Some(unit), msg)
 }
 
-/// Iterator over logfmt `key=value` pairs; values may be Go-quoted.
-pub struct LogfmtIter<'a> {
+/// Iterator over logfmt `key=value` pairs of the keys the timeline reads (`time`, `level`,
+/// `msg`, `sandbox`, `pid`, `error`, `vmconsole`); values may be Go-quoted. Every quoted
+/// value is checked (an unterminated one, or a bad escape, is an error whatever its key),
+/// but none is copied.
+pub struct LogfmtIter<'a, 'b> {
     rest: &'a str,
+    /// Where a `vmconsole=` value goes, unquoted, as it is read.
+    console: Option<&'b mut String>,
 }
 
-impl<'a> LogfmtIter<'a> {
+impl<'a> LogfmtIter<'a, '_> {
     pub fn new(s: &'a str) -> Self {
-        LogfmtIter { rest: s }
+        LogfmtIter {
+            rest: s,
+            console: None,
+        }
     }
 }
 
-impl Iterator for LogfmtIter<'_> {
-    type Item = Result<(&'static str, String), JournalError>;
+impl<'a> Iterator for LogfmtIter<'a, '_> {
+    type Item = Result<(&'static str, RawValue<'a>), JournalError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -200,8 +345,12 @@ impl Iterator for LogfmtIter<'_> {
             if self.rest.is_empty() {
                 return None;
             }
-            // key: up to '=' or space
-            let kend = self.rest.find(['=', ' ']).unwrap_or(self.rest.len());
+            // key: up to '=' or space (keys are short: a plain loop beats a vector search)
+            let kend = self
+                .rest
+                .bytes()
+                .position(|c| c == b'=' || c == b' ')
+                .unwrap_or(self.rest.len());
             let key = self.rest.get(..kend).unwrap_or("");
             let after = self.rest.get(kend..).unwrap_or("");
             let Some(val_start) = after.strip_prefix('=') else {
@@ -209,9 +358,17 @@ impl Iterator for LogfmtIter<'_> {
                 self.rest = after;
                 continue;
             };
+            let into = match (key, self.console.as_deref_mut()) {
+                ("vmconsole", Some(buf)) => Some(buf),
+                _ => None,
+            };
             let (value, rest) = if let Some(q) = val_start.strip_prefix('"') {
-                match unquote_go(q) {
-                    Ok((v, rest)) => (v, rest),
+                let scanned = match into {
+                    Some(buf) => scan_quoted_into(q, buf),
+                    None => scan_quoted(q),
+                };
+                match scanned {
+                    Ok(v) => v,
                     Err(e) => {
                         self.rest = "";
                         return Some(Err(match e {
@@ -221,9 +378,17 @@ impl Iterator for LogfmtIter<'_> {
                     }
                 }
             } else {
-                let vend = val_start.find(' ').unwrap_or(val_start.len());
+                // bare values are ids and paths, tens of bytes: a vector search
+                let vend = memchr::memchr(b' ', val_start.as_bytes()).unwrap_or(val_start.len());
+                if let Some(buf) = into {
+                    buf.clear();
+                    buf.push_str(val_start.get(..vend).unwrap_or(""));
+                }
                 (
-                    val_start.get(..vend).unwrap_or("").to_string(),
+                    RawValue {
+                        text: val_start.get(..vend).unwrap_or(""),
+                        escaped: false,
+                    },
                     val_start.get(vend..).unwrap_or(""),
                 )
             };
@@ -236,11 +401,8 @@ impl Iterator for LogfmtIter<'_> {
                 "vmconsole" => "vmconsole",
                 "pid" => "pid",
                 "error" => "error",
-                _ => "",
+                _ => continue,
             };
-            if k.is_empty() {
-                continue;
-            }
             return Some(Ok((k, value)));
         }
     }
@@ -251,48 +413,178 @@ enum Unq {
     BadEscape,
 }
 
-/// Unquote a Go `%q` string whose opening quote is already consumed; returns the value and
-/// the text after the closing quote.
-fn unquote_go(s: &str) -> Result<(String, &str), Unq> {
-    let mut out = String::with_capacity(s.len().min(512));
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Ok((out, s.get(i + 1..).unwrap_or(""))),
-            '\\' => {
-                let (_, e) = chars.next().ok_or(Unq::Unterminated)?;
-                match e {
-                    '"' => out.push('"'),
-                    '\\' => out.push('\\'),
-                    '\'' => out.push('\''),
-                    'n' => out.push('\n'),
-                    't' => out.push('\t'),
-                    'r' => out.push('\r'),
-                    'a' => out.push('\u{7}'),
-                    'b' => out.push('\u{8}'),
-                    'f' => out.push('\u{c}'),
-                    'v' => out.push('\u{b}'),
-                    'x' | 'u' | 'U' => {
-                        let n = match e {
-                            'x' => 2,
-                            'u' => 4,
-                            _ => 8,
-                        };
-                        let mut v: u32 = 0;
-                        for _ in 0..n {
-                            let (_, h) = chars.next().ok_or(Unq::Unterminated)?;
-                            v = v * 16 + h.to_digit(16).ok_or(Unq::BadEscape)?;
-                        }
-                        // \xNN is a byte; keep ASCII, replace others
-                        out.push(char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER));
-                    }
-                    _ => return Err(Unq::BadEscape),
-                }
+/// The first `"` or `\\` in `b`. Escaped payloads have one every few bytes, too often for a
+/// vector search to pay its start-up; eight bytes at a time (SWAR) it is.
+fn quote_or_backslash(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = b.chunks_exact(8);
+    let mut at = 0usize;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        let q = x ^ (ONES * u64::from(b'"'));
+        let s = x ^ (ONES * u64::from(b'\\'));
+        // a zero byte of q or s is a match; the lowest flagged byte is always a true one
+        let m = (q.wrapping_sub(ONES) & !q & HIGH) | (s.wrapping_sub(ONES) & !s & HIGH);
+        if m != 0 {
+            return Some(at + (m.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\')
+        .map(|k| at + k)
+}
+
+/// How many hex digits follow the escape letter `e`, or `None` for a bad escape.
+#[inline]
+fn escape_digits(e: u8) -> Option<usize> {
+    // the escapes of a Go-quoted JSON payload, first, without a jump table
+    if e == b'"' || e == b'\\' {
+        return Some(0);
+    }
+    match e {
+        b'"' | b'\\' | b'\'' | b'n' | b't' | b'r' | b'a' | b'b' | b'f' | b'v' => Some(0),
+        b'x' => Some(2),
+        b'u' => Some(4),
+        b'U' => Some(8),
+        _ => None,
+    }
+}
+
+/// Find the end of a Go `%q` string whose opening quote is already consumed, checking its
+/// escapes: the value (between the quotes) and the text after the closing quote.
+fn scan_quoted(s: &str) -> Result<(RawValue<'_>, &str), Unq> {
+    let b = s.as_bytes();
+    let mut i = 0usize;
+    let mut escaped = false;
+    loop {
+        let k = quote_or_backslash(b.get(i..).unwrap_or(&[])).ok_or(Unq::Unterminated)?;
+        let at = i + k;
+        if b.get(at) == Some(&b'"') {
+            let value = RawValue {
+                text: s.get(..at).unwrap_or(""),
+                escaped,
+            };
+            return Ok((value, s.get(at + 1..).unwrap_or("")));
+        }
+        escaped = true;
+        let e = *b.get(at + 1).ok_or(Unq::Unterminated)?;
+        let n = escape_digits(e).ok_or(Unq::BadEscape)?;
+        for j in 0..n {
+            match b.get(at + 2 + j) {
+                None => return Err(Unq::Unterminated),
+                Some(h) if h.is_ascii_hexdigit() => {}
+                Some(_) => return Err(Unq::BadEscape),
             }
-            c => out.push(c),
+        }
+        i = at + 2 + n;
+    }
+}
+
+/// [`scan_quoted`], appending the unquoted value to `out` (cleared first) in the same pass.
+fn scan_quoted_into<'s>(s: &'s str, out: &mut String) -> Result<(RawValue<'s>, &'s str), Unq> {
+    out.clear();
+    let b = s.as_bytes();
+    let (mut i, mut from) = (0usize, 0usize);
+    let mut escaped = false;
+    loop {
+        let k = quote_or_backslash(b.get(i..).unwrap_or(&[])).ok_or(Unq::Unterminated)?;
+        let at = i + k;
+        out.push_str(s.get(from..at).unwrap_or(""));
+        if b.get(at) == Some(&b'"') {
+            let value = RawValue {
+                text: s.get(..at).unwrap_or(""),
+                escaped,
+            };
+            return Ok((value, s.get(at + 1..).unwrap_or("")));
+        }
+        escaped = true;
+        let e = *b.get(at + 1).ok_or(Unq::Unterminated)?;
+        let n = escape_digits(e).ok_or(Unq::BadEscape)?;
+        for j in 0..n {
+            match b.get(at + 2 + j) {
+                None => return Err(Unq::Unterminated),
+                Some(h) if h.is_ascii_hexdigit() => {}
+                Some(_) => return Err(Unq::BadEscape),
+            }
+        }
+        push_escape(out, e, s.get(at + 2..at + 2 + n).unwrap_or(""));
+        i = at + 2 + n;
+        from = i;
+    }
+}
+
+/// The character a checked escape `\e` (with its hex digits) stands for, appended to `out`.
+#[inline]
+fn push_escape(out: &mut String, e: u8, hex: &str) {
+    if e == b'"' || e == b'\\' {
+        out.push(char::from(e));
+        return;
+    }
+    match e {
+        b'"' => out.push('"'),
+        b'\\' => out.push('\\'),
+        b'\'' => out.push('\''),
+        b'n' => out.push('\n'),
+        b't' => out.push('\t'),
+        b'r' => out.push('\r'),
+        b'a' => out.push('\u{7}'),
+        b'b' => out.push('\u{8}'),
+        b'f' => out.push('\u{c}'),
+        b'v' => out.push('\u{b}'),
+        _ => {
+            // \xNN is a byte (kept as the code point: ASCII stays ASCII), \uNNNN and
+            // \UNNNNNNNN code points; anything else was refused by the scan
+            let v = u32::from_str_radix(hex, 16).unwrap_or(0xFFFD);
+            out.push(char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER));
         }
     }
-    Err(Unq::Unterminated)
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    unescape_into(s, &mut out);
+    out
+}
+
+/// Append the checked text of a quoted value to `out`, its escapes resolved: runs without
+/// a backslash are copied whole.
+fn unescape_into(s: &str, out: &mut String) {
+    let mut rest = s;
+    while let Some(k) = rest.bytes().position(|c| c == b'\\') {
+        out.push_str(rest.get(..k).unwrap_or(""));
+        let b = rest.as_bytes();
+        let e = b.get(k + 1).copied().unwrap_or(b'\\');
+        let n = escape_digits(e).unwrap_or(0);
+        match e {
+            b'"' => out.push('"'),
+            b'\\' => out.push('\\'),
+            b'\'' => out.push('\''),
+            b'n' => out.push('\n'),
+            b't' => out.push('\t'),
+            b'r' => out.push('\r'),
+            b'a' => out.push('\u{7}'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'v' => out.push('\u{b}'),
+            _ => {
+                // \xNN is a byte (kept as the code point: ASCII stays ASCII), \uNNNN and
+                // \UNNNNNNNN code points; anything else was refused by the scan
+                let v = rest
+                    .get(k + 2..k + 2 + n)
+                    .and_then(|h| u32::from_str_radix(h, 16).ok())
+                    .unwrap_or(0xFFFD);
+                out.push(char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER));
+            }
+        }
+        rest = rest.get(k + 2 + n..).unwrap_or("");
+    }
+    out.push_str(rest);
 }
 
 #[cfg(test)]
@@ -314,6 +606,30 @@ mod tests {
         assert_eq!(j.time.unwrap() % 1_000_000_000, 996_810_781);
         assert!(matches!(j.prefix, Some(PrefixTime::Local(_))));
         assert_eq!(j.pid, Some(3_426_175));
+    }
+
+    #[test]
+    fn swar_finds_the_first_quote_or_backslash() {
+        let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\');
+        let mut cases: Vec<Vec<u8>> = vec![b"".to_vec(), b"abc".to_vec()];
+        for len in 0..24 {
+            for at in 0..=len {
+                for c in [b'"', b'\\'] {
+                    // the match late, with bytes that differ from it by one bit before it
+                    let mut v: Vec<u8> = (0..len)
+                        .map(|i| [b'#', b']', 0x22 ^ 0x80, b'a'][i % 4])
+                        .collect();
+                    if at < len {
+                        v[at] = c;
+                    }
+                    cases.push(v);
+                }
+            }
+        }
+        cases.push("é\"ü".as_bytes().to_vec());
+        for c in &cases {
+            assert_eq!(quote_or_backslash(c), naive(c), "{c:?}");
+        }
     }
 
     #[test]
@@ -361,6 +677,14 @@ mod tests {
             parse_line(iso).unwrap().unwrap().prefix,
             Some(PrefixTime::Absolute(_))
         ));
+        let named =
+            r#"Thu 2025-11-20 12:25:32 EST gpu-7.example.com containerd[1]: msg=x sandbox=s"#;
+        let j = parse_line(named).unwrap().unwrap();
+        let Some(PrefixTime::Local(l)) = j.prefix else {
+            panic!("{:?}", j.prefix)
+        };
+        assert_eq!((l.month, l.day), (Some(11), 20));
+        assert_eq!(j.host.as_deref(), Some("gpu-7.example.com"));
         let full = r#"Thu 2025-11-20 17:25:32 +01:00 h containerd[1]: msg=x sandbox=s"#;
         let j = parse_line(full).unwrap().unwrap();
         assert_eq!(

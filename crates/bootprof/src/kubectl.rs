@@ -7,6 +7,9 @@ use crate::time::{parse_rfc1123, Nanos};
 pub enum KubectlLine {
     /// `Name:  cdi-vfio-gpu0-test-160` (the first, unindented one is the pod).
     Name(String),
+    /// `Node:  dal03-sgpu-160/10.0.0.160`: the node the pod runs on (its name, without the
+    /// address).
+    Node(String),
     /// Pod `Start Time:`.
     StartTime(Nanos),
     /// A container state's `Started:`.
@@ -37,6 +40,11 @@ pub fn parse_line(line: &str) -> Result<Option<KubectlLine>, KubectlError> {
         }
         "Finished" if value.contains(' ') => Ok(Some(KubectlLine::Finished(time()?))),
         "Name" if !indented && !value.is_empty() => Ok(Some(KubectlLine::Name(value.to_string()))),
+        "Node" if !indented => {
+            // `<none>` while the pod is not scheduled
+            let name = value.split('/').next().unwrap_or("").trim();
+            Ok((!name.is_empty() && name != "<none>").then(|| KubectlLine::Node(name.to_string())))
+        }
         _ => Ok(None),
     }
 }
@@ -61,5 +69,11 @@ mod tests {
             parse_line("Name:         cdi-vfio-gpu0-test-160").unwrap(),
             Some(KubectlLine::Name("cdi-vfio-gpu0-test-160".into()))
         );
+        assert_eq!(
+            parse_line("Node:             dal03-sgpu-160/10.0.0.160").unwrap(),
+            Some(KubectlLine::Node("dal03-sgpu-160".into()))
+        );
+        assert_eq!(parse_line("Node:             <none>").unwrap(), None);
+        assert_eq!(parse_line("    Node:  x").unwrap(), None);
     }
 }

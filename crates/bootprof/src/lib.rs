@@ -25,6 +25,7 @@ pub mod dmesg;
 pub mod estimate;
 pub mod facts;
 pub mod findings;
+pub mod fleet;
 pub mod ftrace;
 pub mod gen;
 pub mod ingest;

@@ -205,6 +205,8 @@ pub struct BootState {
 #[derive(Debug, Clone, Serialize)]
 pub struct BootSummary {
     pub sandbox: Option<String>,
+    /// The host the journal names (its host field), if it names one.
+    pub node: Option<String>,
     /// The shim's `pid=`, when the journal names it.
     pub shim_pid: Option<u32>,
     /// 1-based number of this boot among the boots of its sandbox, in time order.

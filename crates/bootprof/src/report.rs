@@ -378,14 +378,16 @@ pub fn estimate_text(e: &Estimate) -> String {
     o
 }
 
-fn esc(s: &str) -> String {
+/// Text escaped for HTML.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
 
-fn color(name: &str) -> &'static str {
+/// The colour of a phase in every chart.
+pub fn color(name: &str) -> &'static str {
     match name {
         "vm_create" => "#8c8c8c",
         "kernel_boot" => "#4e79a7",
@@ -399,8 +401,9 @@ fn color(name: &str) -> &'static str {
     }
 }
 
-/// A self-contained HTML page: summary, Gantt chart of the phases, table, findings.
-pub fn html(r: &Report) -> String {
+/// The Gantt chart of a report's phases: one inline SVG (no scripts), a row per phase (RAM
+/// pin calls folded into one), on a 1-2-5 time axis.
+pub fn gantt_svg(r: &Report) -> String {
     let rows = table_rows(r);
     let span = rows
         .iter()
@@ -471,6 +474,13 @@ pub fn html(r: &Report) -> String {
         );
     }
     svg.push_str("</svg>");
+    svg
+}
+
+/// A self-contained HTML page: summary, Gantt chart of the phases, table, findings.
+pub fn html(r: &Report) -> String {
+    let rows = table_rows(r);
+    let svg = gantt_svg(r);
 
     let mut o = String::new();
     let _ = write!(

@@ -1,13 +1,14 @@
 //! Step 1 of the analysis: which boots the inputs hold, and the records of the one to
-//! analyze. A boot is a sandbox id's lines written by one shim process (`pid=`); lines
-//! that name no shim pid (CRI errors) join the sandbox's current boot unless a long
-//! silence separates them from it. Lines that name no sandbox (dmesg, agent JSON, host
-//! traces, `kubectl describe`) go with whichever boot is analyzed; later steps keep the
-//! ones that fit its time window.
+//! analyze. A boot is a sandbox id's lines written by one shim process (`pid=`) on one
+//! node (the journal's host field; a line without one belongs to the host the rest of its
+//! file names); lines that name no shim pid (CRI errors) join the sandbox's current boot
+//! unless a long silence separates them from it. Lines that name no sandbox (dmesg, agent
+//! JSON, host traces, `kubectl describe`) go with whichever boot is analyzed; later steps
+//! keep the ones that fit its time window.
 
 use std::collections::HashMap;
 
-use crate::ingest::{Body, Event, Ingest};
+use crate::ingest::{Body, ClockSamples, Event, Ingest};
 use crate::model::BootSummary;
 use crate::time::{format_rfc3339, Nanos, NS_PER_S};
 
@@ -42,6 +43,8 @@ pub enum SelectError {
 #[derive(Debug, Clone)]
 struct Entry {
     sandbox: u32,
+    /// Index into [`Ingest::nodes`].
+    node: Option<u32>,
     pid: Option<u32>,
     first: Option<Nanos>,
     last: Option<Nanos>,
@@ -56,12 +59,17 @@ pub struct Boots {
     /// Boot of each event (`u32::MAX`: a line that names no sandbox).
     of_event: Vec<u32>,
     list: Vec<Entry>,
+    /// The boots of each sandbox, in time order.
+    of_sandbox: HashMap<u32, Vec<usize>>,
 }
 
 /// The records of one boot: what [`crate::analyze`] reads.
 #[derive(Debug, Clone)]
 pub struct Selection<'a> {
     pub ing: &'a Ingest,
+    /// What the inputs of this boot say about their clocks (all of them for one boot; the
+    /// boot's node's in a fleet).
+    pub clocks: &'a ClockSamples,
     pub boot: Option<BootSummary>,
     pub other_boots: Vec<BootSummary>,
     pub other_sandboxes: Vec<String>,
@@ -69,17 +77,51 @@ pub struct Selection<'a> {
     pub events: Vec<&'a Event>,
 }
 
+/// The host each input file's lines name most (index into [`Ingest::nodes`]): the node of
+/// the file's lines that name none.
+pub fn file_nodes(ing: &Ingest) -> Vec<Option<u32>> {
+    // per file, a count per node (nodes are few: a vector indexed by node)
+    let mut counts: Vec<Vec<u64>> = vec![Vec::new(); ing.files.len()];
+    for e in &ing.events {
+        if let (Some(n), Some(c)) = (e.node, counts.get_mut(e.src.file as usize)) {
+            if c.len() <= n as usize {
+                c.resize(n as usize + 1, 0);
+            }
+            if let Some(k) = c.get_mut(n as usize) {
+                *k += 1;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|c| {
+            c.into_iter()
+                .enumerate()
+                .filter(|(_, k)| *k > 0)
+                .max_by_key(|(n, k)| (*k, std::cmp::Reverse(*n)))
+                .map(|(n, _)| n as u32)
+        })
+        .collect()
+}
+
 /// Split every sandbox's lines into boots.
 pub fn boots(ing: &Ingest) -> Boots {
     let mut of_event = vec![u32::MAX; ing.events.len()];
     let mut list: Vec<Entry> = Vec::new();
-    // per sandbox: its boots, and the one lines without a pid join
-    let mut by_sandbox: HashMap<u32, (Vec<usize>, usize)> = HashMap::new();
+    let file_node = file_nodes(ing);
+    // per sandbox and node: its boots, and the one lines without a pid join
+    let mut by_sandbox: HashMap<(u32, Option<u32>), (Vec<usize>, usize)> = HashMap::new();
+    // (sandbox, node, boot) of the last line that named its shim
+    let mut last: Option<(u32, Option<u32>, usize)> = None;
     for (i, e) in ing.events.iter().enumerate() {
         let Some(s) = e.sandbox else { continue };
+        let node = e
+            .node
+            .or_else(|| file_node.get(e.src.file as usize).copied().flatten());
         let new_entry = |list: &mut Vec<Entry>, pid| {
             list.push(Entry {
                 sandbox: s,
+                node,
                 pid,
                 first: None,
                 last: None,
@@ -89,10 +131,33 @@ pub fn boots(ing: &Ingest) -> Boots {
             });
             list.len() - 1
         };
-        let k = match by_sandbox.get_mut(&s) {
+        // lines of one boot come in runs: the last one's boot first
+        // (a line naming the same shim as the last one is in its boot: a shim's pid picks
+        // one boot of a sandbox, whatever the silence before it)
+        if let Some((ls, ln, lk)) = last {
+            let same = ls == s
+                && ln == node
+                && e.pid
+                    .is_some_and(|p| list.get(lk).is_some_and(|b| b.pid == Some(p)));
+            if let (true, Some(b)) = (same, list.get_mut(lk)) {
+                b.lines += 1;
+                if matches!(e.body, Body::Kernel(_) | Body::Agent(_)) {
+                    b.console += 1;
+                }
+                if let Some(t) = e.host {
+                    b.first = Some(b.first.map_or(t, |f| f.min(t)));
+                    b.last = Some(b.last.map_or(t, |l| l.max(t)));
+                }
+                if let Some(slot) = of_event.get_mut(i) {
+                    *slot = lk as u32;
+                }
+                continue;
+            }
+        }
+        let k = match by_sandbox.get_mut(&(s, node)) {
             None => {
                 let k = new_entry(&mut list, e.pid);
-                by_sandbox.insert(s, (vec![k], k));
+                by_sandbox.insert((s, node), (vec![k], k));
                 k
             }
             Some((mine, current)) => {
@@ -143,8 +208,23 @@ pub fn boots(ing: &Ingest) -> Boots {
         if let Some(slot) = of_event.get_mut(i) {
             *slot = k as u32;
         }
+        last = e.pid.is_some().then_some((s, node, k));
     }
-    Boots { of_event, list }
+    let mut of_sandbox: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (k, b) in list.iter().enumerate() {
+        of_sandbox.entry(b.sandbox).or_default().push(k);
+    }
+    for v in of_sandbox.values_mut() {
+        v.sort_by_key(|&k| {
+            list.get(k)
+                .map(|b| (b.first.unwrap_or(Nanos::MAX), b.first_event))
+        });
+    }
+    Boots {
+        of_event,
+        list,
+        of_sandbox,
+    }
 }
 
 impl Boots {
@@ -159,15 +239,7 @@ impl Boots {
 
     /// The boots of sandbox `s`, in time order.
     fn of_sandbox(&self, s: u32) -> Vec<usize> {
-        let mut v: Vec<usize> = (0..self.list.len())
-            .filter(|&k| self.list.get(k).is_some_and(|b| b.sandbox == s))
-            .collect();
-        v.sort_by_key(|&k| {
-            self.list
-                .get(k)
-                .map(|b| (b.first.unwrap_or(Nanos::MAX), b.first_event))
-        });
-        v
+        self.of_sandbox.get(&s).cloned().unwrap_or_default()
     }
 
     /// What a report says about boot `k`.
@@ -176,6 +248,7 @@ impl Boots {
         let mine = self.of_sandbox(b.sandbox);
         Some(BootSummary {
             sandbox: ing.sandboxes.get(b.sandbox as usize).cloned(),
+            node: b.node.and_then(|n| ing.nodes.get(n as usize)).cloned(),
             shim_pid: b.pid,
             boot: mine.iter().position(|&x| x == k).map_or(1, |p| p + 1),
             boots_of_sandbox: mine.len(),
@@ -223,9 +296,67 @@ impl Boots {
             .collect();
         Selection {
             ing,
+            clocks: &ing.clocks,
             boot: k.and_then(|k| self.summary(ing, k)),
             other_boots,
             other_sandboxes,
+            events,
+        }
+    }
+
+    /// The boot of each event, in input order (`None`: a line that names no sandbox).
+    pub fn of_events(&self) -> impl Iterator<Item = Option<usize>> + '_ {
+        self.of_event
+            .iter()
+            .map(|&b| (b != u32::MAX).then_some(b as usize))
+    }
+
+    /// The node of boot `k` (index into [`Ingest::nodes`]), if its lines name one.
+    pub fn node(&self, k: usize) -> Option<u32> {
+        self.list.get(k).and_then(|b| b.node)
+    }
+
+    /// The records of boot `k` for a fleet view: its own lines and `shared` (the lines that
+    /// name no sandbox, of its node), merged in input order and analyzed against `clocks`;
+    /// other sandboxes are not listed.
+    pub fn fleet_records<'a>(
+        &self,
+        ing: &'a Ingest,
+        k: usize,
+        own: &[u32],
+        shared: &[u32],
+        clocks: &'a ClockSamples,
+    ) -> Selection<'a> {
+        let mut events = Vec::with_capacity(own.len() + shared.len());
+        let (mut a, mut b) = (own.iter().peekable(), shared.iter().peekable());
+        loop {
+            let i = match (a.peek(), b.peek()) {
+                (Some(&&x), Some(&&y)) if x <= y => a.next(),
+                (Some(_), Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, Some(_)) => b.next(),
+                (None, None) => break,
+            };
+            if let Some(e) = i.and_then(|&i| ing.events.get(i as usize)) {
+                events.push(e);
+            }
+        }
+        let me = self.list.get(k);
+        let other_boots = me
+            .map(|b| {
+                self.of_sandbox(b.sandbox)
+                    .into_iter()
+                    .filter(|&x| x != k)
+                    .filter_map(|x| self.summary(ing, x))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Selection {
+            ing,
+            clocks,
+            boot: self.summary(ing, k),
+            other_boots,
+            other_sandboxes: Vec::new(),
             events,
         }
     }

@@ -42,6 +42,24 @@ pub enum Outcome {
     ColdPlugFailed,
 }
 
+/// How `journalctl` printed the journal (`-o FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalFormat {
+    /// `Nov 20 17:55:38 host containerd[pid]: …` (zh_CN: `11月 20 …`).
+    Short,
+    /// `Nov 20 17:55:38.490120 host …`.
+    ShortPrecise,
+    /// `2025-11-20T17:55:38+0000 host …` (systemd before 254: no colon in the offset).
+    ShortIso,
+    /// `2025-11-20T17:55:38.490120+00:00 host …`.
+    ShortIsoPrecise,
+    /// `Thu 2025-11-20 17:55:38 CST host …` (the zone's abbreviation).
+    ShortFull,
+    /// `-o cat`: the message alone, no time, no host (and no other units' lines: `-u
+    /// containerd`).
+    Cat,
+}
+
 /// Pages backing guest RAM (they set how fast the host pins it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RamPages {
@@ -97,6 +115,12 @@ pub struct Spec {
     /// The logs end this far (0..1) from the first CDI try to the container start.
     pub tail_cut: Option<f64>,
     pub kubectl: bool,
+    /// The node's host name (journald's host field, kubectl's `Node:`).
+    pub host: String,
+    pub journal_format: JournalFormat,
+    /// When the boot starts (its first line); `None`: a time within a year of the study's
+    /// boot, from the seed.
+    pub start: Option<Nanos>,
 }
 
 impl Spec {
@@ -129,6 +153,9 @@ impl Spec {
             head_cut: None,
             tail_cut: None,
             kubectl: false,
+            host: "gpu-node-3".to_string(),
+            journal_format: JournalFormat::Short,
+            start: None,
         }
     }
 }
@@ -169,6 +196,14 @@ pub struct Truth {
     pub vm_start: Nanos,
     /// Whether that line has only a prefix time (whole seconds).
     pub vm_start_prefix_only: bool,
+    /// First line (or kubectl's Start Time) to the container started (or kubectl's
+    /// Started), for a complete boot whose logs hold all of it.
+    pub total_s: Option<f64>,
+    /// Seconds of this VM's host pin calls of 10 ms or more (as the trace prints them),
+    /// with a trace; `None` without one.
+    pub pins_s: Option<f64>,
+    /// The pages backing guest RAM.
+    pub ram_pages: RamPages,
 }
 
 /// The generated inputs.
@@ -223,10 +258,29 @@ fn rfc3339(t: Nanos, zone_s: Option<i64>) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{sub:09}{z}")
 }
 
-/// A journald short prefix in the host's zone.
-fn prefix(t: Nanos, zone_s: i64, zh: bool) -> String {
-    let (_, mo, d, h, mi, s, _) = civil_from_nanos(t + zone_s * NS_PER_S);
-    let month = if zh {
+/// The abbreviation `short-full` prints for a zone (`%Z`).
+fn zone_name(zone_s: i64) -> String {
+    match zone_s {
+        0 => "UTC".into(),
+        28_800 => "CST".into(),
+        -14_400 => "EDT".into(),
+        19_800 => "IST".into(),
+        3_600 => "CET".into(),
+        o => crate::time::format_offset(o).replace(':', ""),
+    }
+}
+
+/// A journald prefix of `spec`'s format in the host's zone, with the host and the
+/// identifier: `Nov 20 17:55:38 host ident: ` (nothing for `-o cat`).
+fn prefix(t: Nanos, zone_s: i64, spec: &Spec, ident: &str) -> String {
+    let local = t + zone_s * NS_PER_S;
+    let (y, mo, d, h, mi, s, sub) = civil_from_nanos(local);
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    let wd = DAYS
+        .get(local.div_euclid(86_400 * NS_PER_S).rem_euclid(7) as usize)
+        .copied()
+        .unwrap_or("Mon");
+    let month = if spec.zh_prefix {
         format!("{mo}月")
     } else {
         MONTHS
@@ -235,7 +289,27 @@ fn prefix(t: Nanos, zone_s: i64, zh: bool) -> String {
             .unwrap_or("Jan")
             .to_string()
     };
-    format!("{month} {d:02} {h:02}:{mi:02}:{s:02}")
+    let off = crate::time::format_offset(zone_s);
+    let stamp = match spec.journal_format {
+        JournalFormat::Short => format!("{month} {d:02} {h:02}:{mi:02}:{s:02}"),
+        JournalFormat::ShortPrecise => {
+            format!("{month} {d:02} {h:02}:{mi:02}:{s:02}.{:06}", sub / 1000)
+        }
+        JournalFormat::ShortIso => format!(
+            "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}{}",
+            off.replace(':', "")
+        ),
+        JournalFormat::ShortIsoPrecise => format!(
+            "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:06}{off}",
+            sub / 1000
+        ),
+        JournalFormat::ShortFull => format!(
+            "{wd} {y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} {}",
+            zone_name(zone_s)
+        ),
+        JournalFormat::Cat => return String::new(),
+    };
+    format!("{stamp} {} {ident}: ", spec.host)
 }
 
 /// Go `%q` of a console payload.
@@ -369,6 +443,7 @@ pub fn render(spec: &Spec) -> Records {
     // 2025-11-20 17:55:38.49 UTC plus up to a year, on a whole second plus a fraction
     let day = days_from_civil(2025, 11, 20) + (rng.next() % 365) as i64;
     let t0 = day * 86_400 * NS_PER_S + ns(64_538.0 + rng.f(0.0, 3600.0).floor() + rng.f(0.2, 0.8));
+    let t0 = spec.start.unwrap_or(t0);
     let sandbox = rng.hex(64);
     let shim_pid = 1000 + (rng.next() % 4_000_000) as u32;
     let qemu_pid = shim_pid + 48;
@@ -391,7 +466,7 @@ pub fn render(spec: &Spec) -> Records {
         boot: 0,
         agent_offset: spec.agent_offset_ms * 1_000_000,
     };
-    let first_prefix_only = spec.prefix_only_pct > 50;
+    let first_prefix_only = spec.prefix_only_pct > 50 && spec.journal_format != JournalFormat::Cat;
     g.shim(t0, "info", "Creating sandbox", None, first_prefix_only);
     let mut truth = Truth {
         sandbox: sandbox.clone(),
@@ -408,6 +483,9 @@ pub fn render(spec: &Spec) -> Records {
         trace_shift_h: -spec.trace_shift_h,
         vm_start: t0,
         vm_start_prefix_only: first_prefix_only,
+        total_s: None,
+        pins_s: None,
+        ram_pages: spec.ram_pages,
     };
     let prefix_only = |rng: &mut Rng| (rng.next() % 100) < u64::from(spec.prefix_only_pct);
 
@@ -724,6 +802,7 @@ pub fn render(spec: &Spec) -> Records {
                 "rpc call from shim to agent: \"start_container\"",
                 None,
             );
+            truth.total_s = Some((started - t0) as f64 / 1e9);
             started
         }
         Outcome::CdiNeverResolved => {
@@ -777,9 +856,13 @@ pub fn render(spec: &Spec) -> Records {
                 gt.checkable = false;
             }
         }
-        truth.cdi_wait_s = None;
-        truth.cdi_tries = None;
+        // the CDI wait is whole when the log starts before its first try
+        if h + s(0.05) > c0 {
+            truth.cdi_wait_s = None;
+            truth.cdi_tries = None;
+        }
         truth.vm_start = h;
+        truth.total_s = None;
     }
     if let Some(tc) = tail {
         for (i, gt) in per_gpu.iter_mut().enumerate() {
@@ -793,6 +876,7 @@ pub fn render(spec: &Spec) -> Records {
             truth.cdi_tries = None;
         }
         truth.memory_hotplug_s = None;
+        truth.total_s = None;
         // the logs end before the container started (or the failure was logged)
         truth.status = "unfinished";
         truth.failure_step = None;
@@ -860,6 +944,14 @@ pub fn render(spec: &Spec) -> Records {
         end_of_boot,
     );
 
+    truth.pins_s = spec.pin_trace.then(|| {
+        out.pins
+            .iter()
+            .filter(|p| p.4 == qemu_pid && p.1 >= 10)
+            .filter(|p| p.0 + (p.1 as Nanos) * 1_000_000 <= last_logged)
+            .map(|p| p.1 as f64 / 1e3)
+            .sum()
+    });
     let bpftrace = spec.pin_trace.then(|| {
         let mut pins: Vec<(Nanos, u64, u64, u64, u32)> = out
             .pins
@@ -914,8 +1006,15 @@ pub fn render(spec: &Spec) -> Records {
     let kubectl = (spec.kubectl && spec.outcome == Outcome::Complete && tail.is_none()).then(|| {
         let start = t0 - s(rest.f(0.5, 3.0));
         let started = end_of_boot + s(rest.f(0.0, 0.5));
+        // the describe output has whole seconds
+        let whole = |t: Nanos| t.div_euclid(NS_PER_S) * NS_PER_S;
+        if head.is_none() {
+            truth.total_s = Some((whole(started) - whole(start)) as f64 / 1e9);
+        }
         format!(
-            "Name:             gpu-job\nNamespace:        default\nStart Time:       {}\nStatus:           Running\nContainers:\n  cuda:\n    State:          Running\n      Started:      {}\n",
+            "Name:             gpu-job\nNamespace:        default\nNode:             {}/10.0.0.{}\nStart Time:       {}\nStatus:           Running\nContainers:\n  cuda:\n    State:          Running\n      Started:      {}\n",
+            spec.host,
+            1 + spec.seed % 250,
             rfc1123(start, zone_s),
             rfc1123(started, zone_s)
         )
@@ -926,6 +1025,73 @@ pub fn render(spec: &Spec) -> Records {
         kubectl,
         truth,
     }
+}
+
+/// One node of a generated fleet: its containerd journal, its host pin trace, its pods'
+/// `kubectl describe` output, and what happened in each boot.
+#[derive(Debug, Clone)]
+pub struct NodeRecords {
+    pub host: String,
+    pub journal: String,
+    /// `None` when no boot of the node was traced.
+    pub bpftrace: Option<String>,
+    /// `kubectl describe pods` of the node's pods that have one (`None`: none has).
+    pub kubectl: Option<String>,
+    /// Each boot's spec (as rendered: its host and start set) and truth, in time order.
+    pub boots: Vec<(Spec, Truth)>,
+}
+
+/// Boots of several nodes with known truth. Each node's specs are rendered one after
+/// another, `spacing_s` apart from `start` on, on that node's host (a node has one zone,
+/// one locale, one journal format and one trace clock: the first spec's are used for all
+/// its boots), and their
+/// logs are joined as one host keeps them: one journal, one pin trace, one `kubectl
+/// describe pods`.
+pub fn fleet(nodes: &[(String, Vec<Spec>)], start: Nanos, spacing_s: i64) -> Vec<NodeRecords> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(ni, (host, specs))| {
+            let first = specs.first().cloned();
+            let mut out = NodeRecords {
+                host: host.clone(),
+                journal: String::new(),
+                bpftrace: None,
+                kubectl: None,
+                boots: Vec::new(),
+            };
+            for (i, spec) in specs.iter().enumerate() {
+                let mut spec = spec.clone();
+                // every boot its own sandbox id and shim, even from equal specs
+                spec.seed = spec.seed.wrapping_add(
+                    (ni as u64 * 1_000 + i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                );
+                spec.host = host.clone();
+                spec.start = Some(start + i as Nanos * spacing_s * NS_PER_S);
+                if let Some(f) = &first {
+                    spec.zone_min = f.zone_min;
+                    spec.zh_prefix = f.zh_prefix;
+                    spec.zoned_time_field = f.zoned_time_field;
+                    spec.trace_shift_h = f.trace_shift_h;
+                    spec.journal_format = f.journal_format;
+                }
+                let rec = render(&spec);
+                out.journal.push_str(&rec.journal);
+                if let Some(b) = &rec.bpftrace {
+                    out.bpftrace.get_or_insert_with(String::new).push_str(b);
+                }
+                if let Some(k) = &rec.kubectl {
+                    let all = out.kubectl.get_or_insert_with(String::new);
+                    if !all.is_empty() {
+                        all.push('\n');
+                    }
+                    all.push_str(k);
+                }
+                out.boots.push((spec, rec.truth));
+            }
+            out
+        })
+        .collect()
 }
 
 fn rng_for_rest(spec: &Spec) -> Rng {
@@ -985,7 +1151,7 @@ fn finish(
         })
         .collect();
     out.lines.sort_by_key(|l| l.t);
-    let host = "gpu-node-3";
+    let cat = spec.journal_format == JournalFormat::Cat;
     let field_zone = spec.zoned_time_field.then_some(zone_s);
     let mut text = String::new();
     let mut ni = noise.into_iter().peekable();
@@ -994,17 +1160,21 @@ fn finish(
             if *t > l.t {
                 break;
             }
-            text.push_str(&format!(
-                "{} {host} {n}\n",
-                prefix(*t, zone_s, spec.zh_prefix)
-            ));
+            if !cat {
+                // `kubelet[2211]: message`: the identifier is the noise line's own
+                if let Some((ident, msg)) = n.split_once(": ") {
+                    text.push_str(&prefix(*t, zone_s, spec, ident));
+                    text.push_str(msg);
+                    text.push('\n');
+                }
+            }
             ni.next();
         }
-        let pre = prefix(l.t, zone_s, spec.zh_prefix);
+        let pre = prefix(l.t, zone_s, spec, "containerd[2771108]");
         let time = rfc3339(l.t, field_zone);
         match &l.body {
             Body::Console(payload) => text.push_str(&format!(
-                "{pre} {host} containerd[2771108]: time=\"{time}\" level=debug msg=\"reading guest console\" console-protocol=unix console-url=/run/vc/vm/{sb}/console.sock name=containerd-shim-v2 pid={pid} sandbox={sb} source=virtcontainers subsystem=sandbox vmconsole={}\n",
+                "{pre}time=\"{time}\" level=debug msg=\"reading guest console\" console-protocol=unix console-url=/run/vc/vm/{sb}/console.sock name=containerd-shim-v2 pid={pid} sandbox={sb} source=virtcontainers subsystem=sandbox vmconsole={}\n",
                 go_quote(payload),
                 sb = l.sandbox,
                 pid = l.shim
@@ -1015,7 +1185,8 @@ fn finish(
                 error,
                 prefix_only,
             } => {
-                let t = if *prefix_only {
+                // `-o cat` has no prefix: every line keeps its time=
+                let t = if *prefix_only && !cat {
                     String::new()
                 } else {
                     format!("time=\"{time}\" ")
@@ -1024,14 +1195,14 @@ fn finish(
                     .as_ref()
                     .map_or(String::new(), |e| format!(" error={}", go_quote(e)));
                 text.push_str(&format!(
-                    "{pre} {host} containerd[2771108]: {t}level={level} msg={}{err} name=containerd-shim-v2 pid={} sandbox={} source=virtcontainers subsystem=sandbox\n",
+                    "{pre}{t}level={level} msg={}{err} name=containerd-shim-v2 pid={} sandbox={} source=virtcontainers subsystem=sandbox\n",
                     go_quote(msg),
                     l.shim,
                     l.sandbox
                 ));
             }
             Body::Cri { msg, error } => text.push_str(&format!(
-                "{pre} {host} containerd[2771108]: time=\"{time}\" level=error msg={} error={}\n",
+                "{pre}time=\"{time}\" level=error msg={} error={}\n",
                 go_quote(msg),
                 go_quote(error)
             )),

@@ -90,7 +90,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let ing = sel.ing;
     let files = &ing.files;
     let mut clocks = Clocks::default();
-    let mut axis = clocks::align(&sel.events, &ing.clocks, opts, &mut clocks);
+    let mut axis = clocks::align(&sel.events, sel.clocks, opts, &mut clocks);
     let mut f = facts::collect(&sel.events, &axis, files);
     clocks.notes.append(&mut f.notes);
     clocks.disagreements += f.pin_disagreements;
@@ -107,8 +107,19 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         })
         .collect();
     let enables: Vec<Nanos> = f.enables.iter().map(|(_, m)| m.t).collect();
-    let zone = clocks::journal_zone_known(&ing.clocks, opts);
-    axis.trace_shift = clocks::trace_shift(&calls, f.window(), &enables, zone, &mut clocks);
+    let zone = clocks::journal_zone_known(sel.clocks, opts);
+    axis.trace_shift = match opts.trace_shift_h {
+        Some(k) => {
+            if k != 0 {
+                clocks.trace_shift_h = Some(k);
+                clocks.notes.push(format!(
+                    "the host trace's stamps are shifted by {k:+} h, as for the other boots of this node"
+                ));
+            }
+            k * 3600 * crate::time::NS_PER_S
+        }
+        None => clocks::trace_shift(&calls, f.window(), &enables, zone, &mut clocks),
+    };
     for p in &mut f.pins {
         p.start = p.start.map(|s| axis.trace(s));
     }

@@ -70,7 +70,11 @@ fn analyze(files: &[(&str, &str)], sandbox: Option<&str>, tz: Option<i64>) -> Re
         &ing.finish(),
         &AnalyzeOptions {
             sandbox: sandbox.map(str::to_string),
-            clocks: bootprof::clocks::ClockOptions { year: None, tz },
+            clocks: bootprof::clocks::ClockOptions {
+                year: None,
+                tz,
+                trace_shift_h: None,
+            },
         },
     )
     .unwrap_or_else(|e| panic!("{e}"))

@@ -5,7 +5,7 @@
 //! locales, clock offsets, cuts, other VMs' pins, other sandboxes and failures.
 
 use bootprof::ingest::{Ingester, Options};
-use bootprof::synth::{render, Bind, Outcome, RamPages, Records, Spec};
+use bootprof::synth::{render, Bind, JournalFormat, Outcome, RamPages, Records, Spec};
 use bootprof::time::parse_rfc3339;
 use bootprof::{build, Report};
 use proptest::prelude::*;
@@ -256,6 +256,17 @@ fn spec() -> impl Strategy<Value = Spec> {
             head_cut: head_cut.filter(|_| outcome == Outcome::Complete && tail_cut.is_none()),
             tail_cut: tail_cut.filter(|_| outcome != Outcome::ColdPlugFailed),
             kubectl,
+            host: "gpu-node-3".to_string(),
+            // every `journalctl -o` shape, from the seed
+            journal_format: [
+                JournalFormat::Short,
+                JournalFormat::ShortPrecise,
+                JournalFormat::ShortIso,
+                JournalFormat::ShortIsoPrecise,
+                JournalFormat::ShortFull,
+                JournalFormat::Cat,
+            ][(seed >> 58) as usize % 6],
+            start: None,
         }
     })
 }

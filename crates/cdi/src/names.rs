@@ -189,7 +189,15 @@ mod tests {
 
     #[test]
     fn device_names() {
-        for good in ["0", "gpu0", "0000:01:00.0", "vfio12", "a_b-c.d:e", "Z"] {
+        for good in [
+            "0",
+            "gpu0",
+            "0000:01:00.0",
+            "10000:e1:00.0",
+            "vfio12",
+            "a_b-c.d:e",
+            "Z",
+        ] {
             assert_eq!(validate_device_name(good), Ok(()), "{good}");
         }
         for bad in ["", ":0", "0:", "gpu/0", "gpu 0", "gpu=0", "-a", "a-", "é"] {

@@ -1,28 +1,56 @@
 //! Kata Containers: a `configuration.toml` drop-in, pod annotations and the pod's resources.
 //!
-//! How Kata sizes a VM with `static_sandbox_resource_mgmt = true` (the GPU runtime classes'
-//! default; everything at boot, no hotplug, which matters with VFIO: hot-added RAM must be
-//! pinned and mapped again):
-//! - Kata's Go runtime: vCPUs = `default_vcpus` + the containers' CPU limits, memory =
-//!   `default_memory` + the containers' memory limits (`oci.SandboxConfig`);
-//! - runtime-rs: vCPUs = `overhead_vcpus` + the CPU limits, memory = `overhead_memory` + the
-//!   memory limits (`InitialSizeManager::setup_config`).
+//! # How Kata and Kubernetes count a VM's memory
 //!
-//! So the plan is split into a base and the container's limits whose sums are the plan's:
-//! - vCPUs: the base is 0 (the `default_vcpus` annotation; `overhead_vcpus` for runtime-rs)
-//!   and the container asks for all of them as a whole-CPU limit. The pod is Guaranteed
-//!   (requests = limits for CPU and memory), so the kubelet's static CPU manager gives it
-//!   exactly that many exclusive CPUs, and `enable_vcpus_pinning` pins vCPU *n* to the *n*th
-//!   of them — Kata pins only when the vCPU count equals the cpuset's size.
-//! - Memory: the base is half the plan, at least [`KATA_MIN_MEMORY_MIB`] (below it the Go
-//!   runtime replaces a configured `default_memory` with 2048 and refuses the annotation) and
-//!   at most Kata's default 2048 MiB; the container gets the rest, at least
-//!   [`MIN_CONTAINER_MEMORY_MIB`]. A plan too small for both gets a bigger VM, and the
-//!   output says by how much.
+//! Read from the sources (kata-containers/kata-containers at 7c6ba40c, Kubernetes' kubelet);
+//! `crates/emit/tests/consumers.rs` holds the same rules as a table and checks every emitted
+//! Pod against it:
 //!
-//! The hugepages resource covers the whole guest RAM (Kata GPU boot study: without it, QEMU
-//! cannot use the node's pre-allocated 1 GiB pages and boot spends minutes in page pinning;
-//! the kubelet also caps the pod's hugetlb cgroup at it).
+//! 1. **Kata sizes the VM from `default_memory` and the memory limits only.** With
+//!    `static_sandbox_resource_mgmt = true` (the GPU classes' default: everything at boot, no
+//!    hotplug, which matters with VFIO) the Go runtime starts the VM with `default_memory` +
+//!    the pod's memory limits (`oci.SandboxConfig`: `MemorySize += WorkloadMemMB`, from
+//!    `CalculateSandboxSizing`/`CalculateContainerSizing`, which read `Memory.Limit` and
+//!    nothing else); runtime-rs with `overhead_memory` + the memory limits
+//!    (`InitialSizeManager`). A `hugepages-<size>` limit adds no guest RAM in this mode (only
+//!    the hotplug path, `calculateSandboxMemory`, adds it, for hugetlbfs volumes *inside* the
+//!    guest). vCPUs: `default_vcpus` + the CPU limits.
+//! 2. **The hugepages resource must cover all of the guest RAM.** With `enable_hugepages`,
+//!    QEMU backs the whole guest RAM with the hugetlbfs at `/dev/hugepages`; the GPU classes
+//!    run QEMU inside the pod's cgroup (`sandbox_cgroup_only = true`), and the kubelet caps
+//!    the pod's hugetlb usage at its `hugepages-<size>` requests (0 for a size not
+//!    requested). Fewer pages than the guest RAM and QEMU cannot preallocate it (the Kata GPU
+//!    boot study's pods ask for `hugepages-1Gi` for this reason).
+//! 3. **The scheduler counts memory and hugepages apart.** The kubelet takes the
+//!    pre-allocated hugepages out of the node's allocatable memory, so a pod's `memory` and
+//!    `hugepages-<size>` requests are reserved from disjoint pools.
+//! 4. **A container's memory limit is also its ceiling inside the guest.** Kata passes
+//!    `Linux.Resources.Memory` to the agent, which sets it on the container's cgroup in the
+//!    guest.
+//! 5. **4 KiB guest RAM is ordinary memory of the pod.** Without hugepages, QEMU's guest RAM
+//!    is charged to the pod's memory cgroup, whose limit is the memory limits plus the runtime
+//!    class's `overhead.podFixed.memory`.
+//!
+//! So a hugepage-backed guest whose RAM came from the memory limit (as the Kata GPU boot
+//! study's pod does: `memory: 100Gi` and `hugepages-1Gi: 125Gi` for a 110 GiB VM) is reserved
+//! twice: once as hugepages, which it uses, and once as memory, which it does not (rule 3).
+//! vmtune therefore sizes such a guest through `default_memory` (the annotation, which the
+//! scheduler does not see) and asks for exactly its pages: the scheduler reserves the VM's
+//! RAM once. The memory limit is then only the container's ceiling inside the guest (rule
+//! 4): [`MIN_CONTAINER_MEMORY_MIB`] unless the plan is emitted with a larger one
+//! ([`KataOptions::container_memory_mib`], `--kata-container-memory`), which the scheduler
+//! reserves a second time; on today's Kata there is no Pod that gives the workload the
+//! guest's RAM without that (kata-containers issue 13561).
+//!
+//! A 4 KiB guest's RAM is ordinary memory (rule 5): the memory limit carries all of it but
+//! `default_memory`, which is kept at Kata's floor ([`KATA_MIN_MEMORY_MIB`]) since the runtime
+//! class's overhead must hold it besides QEMU itself; the Pod says so.
+//!
+//! vCPUs: the base is 0 (the `default_vcpus` annotation; `overhead_vcpus` for runtime-rs)
+//! and the container asks for all of them as a whole-CPU limit. The pod is Guaranteed
+//! (requests = limits for CPU and memory), so the kubelet's static CPU manager gives it
+//! exactly that many exclusive CPUs, and `enable_vcpus_pinning` pins vCPU *n* to the *n*th
+//! of them — Kata pins only when the vCPU count equals the cpuset's size.
 //!
 //! What Kata cannot be told: which host CPUs. To put the vCPUs on the plan's CPUs exactly,
 //! run `vmtune apply PLAN.json --pid QEMU_PID` after the start. Kata always backs hugepage
@@ -51,10 +79,8 @@ pub const ANNOTATION_PREFIX: &str = "io.katacontainers.config.hypervisor.";
 pub const KATA_MIN_MEMORY_MIB: u64 = 256;
 /// runtime-rs's floor for the `default_memory` annotation (`MIN_QEMU_MEMORY_SIZE_MB`), MiB.
 pub const KATA_RS_MIN_MEMORY_MIB: u64 = 64;
-/// Kata's own default base memory (`DEFMEMSZ`), MiB: the most vmtune puts in the base.
-const KATA_BASE_MEMORY_MIB: u64 = 2048;
-/// vmtune's floor for the container's memory limit, MiB: a Guaranteed pod needs one, and a
-/// workload needs some memory besides the guest kernel and agent in the base.
+/// vmtune's floor for the container's memory limit, MiB: a Guaranteed pod needs one; also
+/// the default ceiling of a container in a hugepage-backed guest (see the module docs).
 pub const MIN_CONTAINER_MEMORY_MIB: u64 = 64;
 /// Root ports the Go runtime creates at most (`maxPCIeRootPorts`); more are clamped.
 pub const KATA_MAX_ROOT_PORTS: usize = 16;
@@ -71,6 +97,16 @@ pub const CONFIDENTIAL_ANNOTATIONS: &[&str] = &["cc_init_data"];
 /// The annotations the pod carries (base names), added to the distribution's list.
 pub const PLAN_ANNOTATIONS: &[&str] = &["default_vcpus", "default_memory", "enable_hugepages"];
 
+/// Choices the plan does not make.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KataOptions {
+    /// The container's memory limit, MiB: its ceiling inside the guest. `None`: for a
+    /// hugepage-backed guest [`MIN_CONTAINER_MEMORY_MIB`] (the guest is sized by
+    /// `default_memory`, and the scheduler reserves its RAM once, as hugepages); for a 4 KiB
+    /// guest all of the plan's memory but Kata's floor for `default_memory`.
+    pub container_memory_mib: Option<u64>,
+}
+
 /// The plan split into Kata's base sandbox size and the container limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sizing {
@@ -80,27 +116,53 @@ pub struct Sizing {
     pub container_cpus: u32,
     /// `default_memory` (Go) and `overhead_memory` (runtime-rs), MiB.
     pub default_memory_mib: u64,
+    /// The container's memory limit, MiB (added to the guest, and its ceiling there).
     pub container_memory_mib: u64,
-    /// MiB the VM gets beyond the plan (a plan too small for Kata's floor and a container).
+    /// MiB the VM gets beyond the plan (a plan too small for Kata's floor and a container,
+    /// or a container limit larger than the plan leaves).
     pub extra_memory_mib: u64,
-    /// `hugepages-2Mi`/`hugepages-1Gi` and the quantity in bytes, when the plan has them.
+    /// `hugepages-2Mi`/`hugepages-1Gi` and the quantity in bytes, when the plan has them:
+    /// the whole guest RAM in whole pages.
     pub hugepages: Option<(String, u64)>,
 }
 
-/// Split the plan (see the module docs).
+impl Sizing {
+    /// The VM's RAM as Kata computes it (rule 1), MiB.
+    pub fn vm_memory_mib(&self) -> u64 {
+        self.default_memory_mib + self.container_memory_mib
+    }
+
+    /// What the scheduler reserves for the pod besides the runtime class's overhead (rule 3):
+    /// (memory, hugepages) in bytes.
+    pub fn reserved_bytes(&self) -> (u64, u64) {
+        (
+            self.container_memory_mib << 20,
+            self.hugepages.as_ref().map_or(0, |(_, b)| *b),
+        )
+    }
+}
+
+/// Split the plan with the default choices (see the module docs).
 pub fn sizing(plan: &Plan) -> Sizing {
+    sizing_with(plan, &KataOptions::default())
+}
+
+/// Split the plan (see the module docs).
+pub fn sizing_with(plan: &Plan, opts: &KataOptions) -> Sizing {
     let n = u32::try_from(vcpu_count(plan)).unwrap_or(u32::MAX).max(1);
     let mem_mib = plan.request.memory_bytes.div_ceil(1 << 20).max(1);
-    let (base, container) = if mem_mib >= KATA_MIN_MEMORY_MIB + MIN_CONTAINER_MEMORY_MIB {
-        let base = (mem_mib / 2)
-            .clamp(KATA_MIN_MEMORY_MIB, KATA_BASE_MEMORY_MIB)
-            .min(mem_mib - MIN_CONTAINER_MEMORY_MIB);
-        (base, mem_mib - base)
-    } else {
-        (KATA_MIN_MEMORY_MIB, MIN_CONTAINER_MEMORY_MIB)
-    };
+    let huge = hugepage_quantity(plan.memory.hugepage_size_kb);
+    let container = match (opts.container_memory_mib, &huge) {
+        (Some(c), _) => c,
+        // hugepage-backed: the guest comes from default_memory, the limit is a ceiling
+        (None, Some(_)) => MIN_CONTAINER_MEMORY_MIB,
+        // 4 KiB: the limit carries the guest RAM, all but Kata's floor
+        (None, None) => mem_mib.saturating_sub(KATA_MIN_MEMORY_MIB),
+    }
+    .max(MIN_CONTAINER_MEMORY_MIB);
+    let base = mem_mib.saturating_sub(container).max(KATA_MIN_MEMORY_MIB);
     let vm_mib = base + container;
-    let hugepages = hugepage_quantity(plan.memory.hugepage_size_kb).map(|name| {
+    let hugepages = huge.map(|name| {
         let size = plan.memory.hugepage_size_kb * 1024;
         // whole pages covering the guest RAM (the plan's count, or computed if absent)
         let pages = if plan.memory.pages > 0 && vm_mib == mem_mib {
@@ -177,7 +239,12 @@ pub fn enable_annotations() -> Vec<&'static str> {
 
 /// A `config.d/` drop-in for the runtime class that runs VMs of this plan's shape.
 pub fn config_toml(plan: &Plan) -> String {
-    let s = sizing(plan);
+    config_toml_with(plan, &KataOptions::default())
+}
+
+/// [`config_toml`] with the choices in `opts`.
+pub fn config_toml_with(plan: &Plan, opts: &KataOptions) -> String {
+    let s = sizing_with(plan, opts);
     let hp = s.hugepages.is_some();
     let devices = plan.devices.len();
     let cfg = Config {
@@ -254,7 +321,12 @@ pub fn config_toml(plan: &Plan) -> String {
 /// Pod annotations (`io.katacontainers.config.hypervisor.*`) for the plan; they need the
 /// names in `enable_annotations` (as `config_toml` writes it).
 pub fn pod_annotations(plan: &Plan) -> Vec<(String, String)> {
-    let s = sizing(plan);
+    pod_annotations_with(plan, &KataOptions::default())
+}
+
+/// [`pod_annotations`] with the choices in `opts`.
+pub fn pod_annotations_with(plan: &Plan, opts: &KataOptions) -> Vec<(String, String)> {
+    let s = sizing_with(plan, opts);
     vec![
         (
             format!("{ANNOTATION_PREFIX}default_vcpus"),
@@ -321,8 +393,14 @@ pub(crate) fn gpu_count(plan: &Plan) -> usize {
 /// A Pod manifest with the annotations and the container's `resources`: limits = requests
 /// for every resource, whole CPUs, so the pod is Guaranteed and the kubelet's static CPU
 /// manager gives it one exclusive CPU per vCPU (as the Kata GPU boot study writes its pods).
+/// Its comment says how Kata sizes the VM and what the scheduler reserves for it.
 pub fn pod_spec_yaml(plan: &Plan) -> String {
-    let s = sizing(plan);
+    pod_spec_yaml_with(plan, &KataOptions::default())
+}
+
+/// [`pod_spec_yaml`] with the choices in `opts`.
+pub fn pod_spec_yaml_with(plan: &Plan, opts: &KataOptions) -> String {
+    let s = sizing_with(plan, opts);
     let gpus = gpu_count(plan);
     let runtime_class = if gpus > 0 {
         "kata-qemu-nvidia-gpu"
@@ -339,6 +417,7 @@ pub fn pod_spec_yaml(plan: &Plan) -> String {
     if let Some((name, bytes)) = &s.hugepages {
         res.push((name.clone(), quantity(*bytes)));
     }
+    let plan_mib = plan.request.memory_bytes.div_ceil(1 << 20);
     let mut y = String::new();
     y.push_str("# vmtune: Kata sizes the VM as the annotations' base plus these limits:\n");
     let _ = writeln!(
@@ -349,17 +428,51 @@ pub fn pod_spec_yaml(plan: &Plan) -> String {
         s.default_memory_mib,
         s.container_memory_mib,
         s.default_vcpus + s.container_cpus,
-        s.default_memory_mib + s.container_memory_mib,
+        s.vm_memory_mib(),
         if s.extra_memory_mib > 0 {
             format!(
-                ": {} MiB more than the plan's {} MiB, since Kata's base is at least {KATA_MIN_MEMORY_MIB} MiB and the container needs a memory limit ({MIN_CONTAINER_MEMORY_MIB} MiB at least) for a Guaranteed pod",
-                s.extra_memory_mib,
-                plan.request.memory_bytes.div_ceil(1 << 20)
+                ": {} MiB more than the plan's {plan_mib} MiB, since Kata's base is at least {KATA_MIN_MEMORY_MIB} MiB and the container needs a memory limit ({} MiB) for a Guaranteed pod",
+                s.extra_memory_mib, s.container_memory_mib
             )
         } else {
             ", the plan's".into()
         }
     );
+    let (mem, pages) = s.reserved_bytes();
+    match &s.hugepages {
+        Some((name, bytes)) => {
+            let _ = writeln!(
+                y,
+                "# The guest RAM is {} of {name}, every page of it (QEMU maps it inside the pod's\n\
+                 # hugetlb limit). The memory limit is not guest RAM on the host, so the scheduler\n\
+                 # reserves {} {name} + {} memory, plus the runtime class's overhead for QEMU.",
+                quantity(*bytes),
+                quantity(pages),
+                quantity(mem)
+            );
+            let _ = writeln!(
+                y,
+                "# Kata applies the memory limit inside the guest too: the container may use\n\
+                 # {} MiB of the guest's RAM. For a workload that needs more, plan with\n\
+                 # --kata-container-memory SIZE: the VM stays {} MiB, and the scheduler reserves\n\
+                 # SIZE a second time, as memory (Kata adds the limit to the guest and caps the\n\
+                 # container with it; kata-containers issue 13561).",
+                s.container_memory_mib,
+                s.vm_memory_mib()
+            );
+        }
+        None => {
+            let _ = writeln!(
+                y,
+                "# The guest RAM is ordinary memory charged to the pod: the {} memory limit plus\n\
+                 # the runtime class's overhead.podFixed.memory must hold all {} MiB of it, so that\n\
+                 # overhead must cover default_memory ({} MiB) as well as QEMU itself.",
+                quantity(mem),
+                s.vm_memory_mib(),
+                s.default_memory_mib
+            );
+        }
+    }
     y.push_str("# Guaranteed QoS (requests = limits): the static CPU manager gives the pod\n");
     let _ = writeln!(
         y,
@@ -368,7 +481,7 @@ pub fn pod_spec_yaml(plan: &Plan) -> String {
     );
     y.push_str("apiVersion: v1\nkind: Pod\nmetadata:\n");
     let _ = writeln!(y, "  name: {}\n  annotations:", k8s_name(plan));
-    for (k, v) in pod_annotations(plan) {
+    for (k, v) in pod_annotations_with(plan, opts) {
         let _ = writeln!(y, "    {k}: {}", q(&v));
     }
     let _ = writeln!(y, "spec:\n  runtimeClassName: {runtime_class}");

@@ -230,9 +230,21 @@ pub fn args(plan: &Plan) -> Vec<String> {
         }
     }
     for d in &plan.devices {
-        push("-device", format!("vfio-pci,host={}", d.bdf));
+        push("-device", vfio_device(&d.bdf));
     }
     a
+}
+
+/// `vfio-pci` for a host device: `host=BDF`, or for a PCI domain above 0xffff (Intel VMD's
+/// `10000:e1:00.0`), which QEMU's `host` property refuses (it takes four domain digits),
+/// `sysfsdev=/sys/bus/pci/devices/BDF`.
+fn vfio_device(bdf: &str) -> String {
+    let domain_digits = bdf.rsplitn(3, ':').nth(2).map_or(0, str::len);
+    if domain_digits > 4 {
+        format!("vfio-pci,sysfsdev=/sys/bus/pci/devices/{bdf}")
+    } else {
+        format!("vfio-pci,host={bdf}")
+    }
 }
 
 /// The arguments as one shell-quoted command line (for `vmtune plan --emit qemu`).

@@ -451,6 +451,210 @@ fn kata_pod_is_guaranteed_and_sums_to_the_plan() {
 }
 
 // ---------------------------------------------------------------------------------------
+// How Kata and the kubelet count a Kata VM's memory
+// ---------------------------------------------------------------------------------------
+
+/// A Kata pod's memory as the consumers see it: the `default_memory` annotation, the
+/// container's memory limit (= request), its `hugepages-<size>` limit, `enable_hugepages`.
+#[derive(Debug, Clone, Copy)]
+struct PodMemory {
+    default_memory_mib: u64,
+    memory_limit: u64,
+    /// (page size, bytes).
+    hugepages: Option<(u64, u64)>,
+    enable_hugepages: bool,
+}
+
+/// The rules, each with its source (read there, written here):
+///
+/// | consumer | rule | source |
+/// |---|---|---|
+/// | Kata Go runtime, `static_sandbox_resource_mgmt` | VM RAM = `default_memory` + the memory limits; `hugepages-<size>` adds nothing | `oci.SandboxConfig` (`MemorySize += WorkloadMemMB`), `CalculateSandboxSizing`/`CalculateContainerSizing` (read `Memory.Limit` only); `Sandbox.updateResources` returns early under static management, so `calculateSandboxMemory` (which adds `HugepageLimits`) never runs |
+/// | Kata runtime-rs, static | VM RAM = `overhead_memory` + the memory limits | `InitialSizeManager` (`initial_size.rs`: `memory().limit()`) |
+/// | QEMU under Kata with `enable_hugepages` | all guest RAM from `/dev/hugepages`, preallocated | `govmm` `memory-backend-file,...,mem-path=/dev/hugepages` |
+/// | kubelet | pod hugetlb limit per size = its `hugepages-<size>` requests, **0 for a size not requested**; QEMU runs in the pod's cgroup on the GPU classes (`sandbox_cgroup_only = true`, `DEFSANDBOXCGROUPONLY_NV`) | `cgroup_manager_linux.go` `maybeSetHugetlb` ("for each page size omitted, limit to 0") |
+/// | kubelet / scheduler | allocatable memory excludes the pre-allocated hugepages: `memory` and `hugepages-<size>` are reserved from disjoint pools | kubelet node status (`allocatableMemory.Sub(hugepages)`) |
+/// | Kata agent | a container's memory limit is its cgroup's limit inside the guest | `constrainGRPCSpec` keeps `Linux.Resources.Memory`; rustjail `set_memory_resources` |
+/// | 4 KiB guest | guest RAM is ordinary memory charged to the pod: memory limits + `overhead.podFixed.memory` must hold it | kubelet pod cgroup `memory.max`; the Kata GPU boot study's 20Gi overhead note |
+impl PodMemory {
+    /// Kata's VM RAM, MiB (Go and runtime-rs, static sizing).
+    fn kata_vm_mib(&self) -> u64 {
+        self.default_memory_mib + self.memory_limit / (1 << 20)
+    }
+
+    /// Whether QEMU can map the guest RAM inside the pod's hugetlb limit.
+    fn qemu_maps_guest_ram(&self) -> Result<(), String> {
+        if !self.enable_hugepages {
+            return Ok(());
+        }
+        let cap = self.hugepages.map_or(0, |(_, b)| b);
+        let need = self.kata_vm_mib() << 20;
+        if cap < need {
+            return Err(format!(
+                "hugetlb limit {cap} < guest RAM {need}: QEMU cannot preallocate"
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the scheduler reserves besides the runtime class's overhead: (memory, hugepages).
+    fn reserved(&self) -> (u64, u64) {
+        (self.memory_limit, self.hugepages.map_or(0, |(_, b)| b))
+    }
+
+    /// What the VM's guest RAM takes on the host: (memory, hugepages).
+    fn used(&self) -> (u64, u64) {
+        let ram = self.kata_vm_mib() << 20;
+        if self.enable_hugepages {
+            (0, ram)
+        } else {
+            (ram, 0)
+        }
+    }
+
+    /// The container's ceiling inside the guest.
+    fn guest_ceiling(&self) -> u64 {
+        self.memory_limit
+    }
+
+    fn from_pod(pod: &Yaml) -> PodMemory {
+        let ann = &pod["metadata"]["annotations"];
+        let a = |n: &str| {
+            ann[format!("{}{n}", emit::kata::ANNOTATION_PREFIX).as_str()]
+                .as_str()
+                .map(str::to_string)
+        };
+        let lim = &pod["spec"]["containers"][0]["resources"]["limits"];
+        let mut hugepages = None;
+        for (k, v) in lim.as_hash().expect("limits") {
+            let k = k.as_str().unwrap();
+            if let Some(size) = k.strip_prefix("hugepages-") {
+                hugepages = Some((bytes(&Yaml::String(size.into())), bytes(v)));
+            }
+        }
+        PodMemory {
+            default_memory_mib: a("default_memory").map_or(0, |v| v.parse().unwrap()),
+            memory_limit: bytes(&lim["memory"]),
+            hugepages,
+            enable_hugepages: a("enable_hugepages").as_deref() == Some("true"),
+        }
+    }
+}
+
+/// The rules on the Kata GPU boot study's own hugepage pod (in its shape: `default_memory`
+/// 10240, `memory: 100Gi`, `hugepages-1Gi: 125Gi`): Kata makes a 110 GiB VM (the study's
+/// QEMU has `-m 10240M` plus a 100 GiB backend), its pages are mapped, and the scheduler
+/// reserves 225 GiB for it: the guest RAM twice over (100 GiB as memory it does not use,
+/// and 15 idle 1 GiB pages).
+#[test]
+fn the_rules_on_the_boot_studys_pod() {
+    let study = yaml(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: gpu-pod
+  annotations:
+    io.katacontainers.config.hypervisor.default_memory: "10240"
+    io.katacontainers.config.hypervisor.enable_hugepages: "true"
+spec:
+  runtimeClassName: kata-qemu-nvidia-gpu
+  containers:
+  - name: check
+    image: ubuntu:22.04
+    resources:
+      limits:
+        nvidia.com/gpu: 7
+        cpu: 500m
+        memory: 100Gi
+        hugepages-1Gi: 125Gi
+      requests:
+        nvidia.com/gpu: 7
+        cpu: 500m
+        memory: 100Gi
+        hugepages-1Gi: 125Gi
+"#,
+        "study pod",
+    );
+    let m = PodMemory::from_pod(&study);
+    assert_eq!(m.kata_vm_mib(), 110 << 10);
+    assert!(m.qemu_maps_guest_ram().is_ok());
+    let (mem, huge) = m.reserved();
+    assert_eq!(mem + huge, 225 << 30);
+    assert_eq!(m.used(), (0, 110 << 30));
+    // without the hugepages resource QEMU could not map a page (the kubelet's 0)
+    let without = PodMemory {
+        hugepages: None,
+        ..m
+    };
+    assert!(without.qemu_maps_guest_ram().is_err());
+}
+
+/// Every Pod vmtune emits, by the rules: Kata makes the plan's VM (or a bigger one, and says
+/// so); a hugepage-backed guest's pages are all mapped and none idle, and the scheduler
+/// reserves its RAM once (as hugepages) plus the container's ceiling inside the guest — 64
+/// MiB unless asked for more; a 4 KiB guest's RAM is reserved as memory, all but
+/// `default_memory`, kept at the 256 MiB the runtime class's overhead must then hold.
+#[test]
+fn kata_pods_reserve_what_the_vm_uses() {
+    for (name, p) in kata_plans() {
+        let plan_mib = p.request.memory_bytes.div_ceil(1 << 20);
+        for ceiling in [None, Some(4096u64), Some(plan_mib / 2)] {
+            let opts = emit::kata::KataOptions {
+                container_memory_mib: ceiling,
+            };
+            let what = format!("{name}, ceiling {ceiling:?}");
+            let text = emit::kata::pod_spec_yaml_with(&p, &opts);
+            let m = PodMemory::from_pod(&yaml(&text, &what));
+            let s = emit::kata::sizing_with(&p, &opts);
+            let vm = m.kata_vm_mib();
+            assert_eq!(vm, s.vm_memory_mib(), "{what}");
+            assert!(vm >= plan_mib, "{what}");
+            if vm > plan_mib {
+                assert!(text.contains("more than the plan's"), "{what}:\n{text}");
+            }
+            m.qemu_maps_guest_ram()
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (res_mem, res_huge) = m.reserved();
+            let (use_mem, use_huge) = m.used();
+            assert_eq!(m.enable_hugepages, p.memory.hugepage_size_kb > 4, "{what}");
+            if let Some((page, huge)) = m.hugepages {
+                // every page mapped, none idle
+                assert!(huge >= use_huge && huge - use_huge < page, "{what}");
+                assert_eq!(res_huge, huge, "{what}");
+                // the memory request is the ceiling inside the guest, nothing more
+                assert_eq!(use_mem, 0, "{what}");
+                assert_eq!(res_mem, m.guest_ceiling(), "{what}");
+                let want = ceiling.unwrap_or(emit::kata::MIN_CONTAINER_MEMORY_MIB);
+                assert_eq!(m.guest_ceiling(), want.max(64) << 20, "{what}");
+                if ceiling.is_none() {
+                    // not twice: the VM's RAM once, plus 64 MiB
+                    assert!(
+                        res_mem + res_huge < (vm << 20) + page + (64 << 20),
+                        "{what}: reserves {} for a {vm} MiB VM",
+                        res_mem + res_huge
+                    );
+                }
+                assert!(text.contains("--kata-container-memory"), "{what}");
+            } else {
+                assert_eq!(res_huge, 0, "{what}");
+                // the overhead must hold the rest: default_memory, at Kata's floor
+                assert_eq!(use_mem - res_mem, m.default_memory_mib << 20, "{what}");
+                if ceiling.is_none() {
+                    assert_eq!(m.default_memory_mib, 256, "{what}");
+                }
+                assert!(
+                    text.contains(&format!(
+                        "overhead must cover default_memory ({} MiB)",
+                        m.default_memory_mib
+                    )),
+                    "{what}:\n{text}"
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // KubeVirt
 // ---------------------------------------------------------------------------------------
 

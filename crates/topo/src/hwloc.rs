@@ -1592,6 +1592,15 @@ mod tests {
         assert!(parse_pci_type("0302 10de:1db1").is_none());
         assert!(parse_pci_type("").is_none());
         assert_eq!(parse_busid("0000:5D:00.0").as_deref(), Some("0000:5d:00.0"));
+        // Intel VMD domain (hwloc writes the 32-bit domain as %04x): the name sysfs gives
+        assert_eq!(
+            parse_busid("10000:e1:00.0").as_deref(),
+            Some("10000:e1:00.0")
+        );
+        assert_eq!(
+            parse_busid("10000:e1:00.0").as_deref(),
+            crate::normalize_bdf("10000:e1:00.0").as_deref()
+        );
         assert!(parse_busid("0000:00:20.0").is_none());
         assert!(parse_busid("00:00.0").is_none());
     }

@@ -505,7 +505,9 @@ pub fn is_vfio_pci_driver(name: &str) -> bool {
         || name.ends_with("-vfio-pci")
 }
 
-/// Normalize `1:00.0`, `01:00.0`, `0000:01:00.0` (any case) to `0000:01:00.0`.
+/// Normalize `1:00.0`, `01:00.0`, `0000:01:00.0` (any case) to `0000:01:00.0`. The domain
+/// is 32 bits, written with at least four hex digits as sysfs does (`%04x`): Intel VMD's
+/// domains start at 0x10000, so its devices are `10000:e1:00.0`.
 pub fn normalize_bdf(s: &str) -> Option<String> {
     let s = s.trim().to_ascii_lowercase();
     let (rest, func) = s.rsplit_once('.')?;
@@ -515,11 +517,14 @@ pub fn normalize_bdf(s: &str) -> Option<String> {
         [dom, bus, dev] => (*dom, *bus, *dev),
         _ => return None,
     };
+    if dom.len() > 8 {
+        return None;
+    }
     let dom = u32::from_str_radix(dom, 16).ok()?;
     let bus = u8::from_str_radix(bus, 16).ok()?;
     let dev = u8::from_str_radix(dev, 16).ok()?;
     let func = u8::from_str_radix(func, 16).ok()?;
-    if dom > 0xffff || dev > 0x1f || func > 7 {
+    if dev > 0x1f || func > 7 {
         return None;
     }
     Some(format!("{dom:04x}:{bus:02x}:{dev:02x}.{func:x}"))
@@ -873,6 +878,39 @@ mod tests {
         CpuSet::parse_list(s).unwrap()
     }
 
+    proptest::proptest! {
+        /// Any address, spelled as people and tools write it (lspci drops a zero domain,
+        /// sysfs pads to four digits, upper or lower case, unpadded bus/device), normalizes
+        /// to sysfs's name: at least four domain digits (five for VMD's 0x10000 and up).
+        #[test]
+        fn any_spelling_normalizes_to_the_sysfs_name(
+            dom in proptest::prop_oneof![0u32..4, 0x10000u32..0x10010, proptest::num::u32::ANY],
+            bus in 0u8..=255, dev in 0u8..32, func in 0u8..8,
+            upper in proptest::bool::ANY, pad in proptest::bool::ANY,
+        ) {
+            let canonical = format!("{dom:04x}:{bus:02x}:{dev:02x}.{func:x}");
+            let mut spellings = vec![
+                canonical.clone(),
+                format!("{dom:08x}:{bus:02x}:{dev:02x}.{func:x}"),
+                if pad { format!(" {dom:x}:{bus:x}:{dev:x}.{func} ") } else { format!("{dom:x}:{bus:x}:{dev:x}.{func}") },
+            ];
+            if dom == 0 {
+                spellings.push(format!("{bus:02x}:{dev:02x}.{func}"));
+            }
+            for s in spellings {
+                let s = if upper { s.to_ascii_uppercase() } else { s };
+                proptest::prop_assert_eq!(normalize_bdf(&s), Some(canonical.clone()), "{}", s);
+            }
+            // a device or function out of range, a domain of nine digits: not an address
+            let bad_dev = format!("{dom:x}:{bus:02x}:{:02x}.{func}", dev + 32);
+            proptest::prop_assert_eq!(normalize_bdf(&bad_dev), None);
+            let bad_func = format!("{dom:x}:{bus:02x}:{dev:02x}.{}", func + 8);
+            proptest::prop_assert_eq!(normalize_bdf(&bad_func), None);
+            let long = format!("1{dom:08x}:{bus:02x}:{dev:02x}.{func}");
+            proptest::prop_assert_eq!(normalize_bdf(&long), None);
+        }
+    }
+
     #[test]
     fn bdf_normalization() {
         assert_eq!(normalize_bdf("01:00.0").as_deref(), Some("0000:01:00.0"));
@@ -882,6 +920,20 @@ mod tests {
         );
         assert_eq!(normalize_bdf("1:0.0").as_deref(), Some("0000:01:00.0"));
         assert_eq!(normalize_bdf("garbage"), None);
+        // Intel VMD domains start at 0x10000: five hex digits, as sysfs and lspci name them
+        assert_eq!(
+            normalize_bdf("10000:E1:00.0").as_deref(),
+            Some("10000:e1:00.0")
+        );
+        assert_eq!(
+            normalize_bdf("ffffffff:00:1f.7").as_deref(),
+            Some("ffffffff:00:1f.7")
+        );
+        assert_eq!(normalize_bdf("100000000:00:00.0"), None);
+        assert_eq!(
+            normalize_bdf("010000:e1:00.0").as_deref(),
+            Some("10000:e1:00.0")
+        );
         assert_eq!(normalize_bdf("00:20.0"), None);
         assert_eq!(normalize_bdf("00:1f.8"), None);
     }

@@ -146,3 +146,37 @@ fn variant_drivers_are_vfio() {
         assert!(!topo::is_vfio_pci_driver(d), "{d}");
     }
 }
+
+/// Intel VMD: the endpoint's PCI domain is 0x10000, so its devices are named with five hex
+/// digits (`10000:e1:00.0`), as sysfs names them. They are loaded under that name, found by
+/// it in any spelling, below the VMD endpoint, with no IOMMU group (VFIO cannot take them).
+#[test]
+fn vmd_domain_devices_keep_their_five_digit_names() {
+    let h = load("server-vmd");
+    let ep = h.pci("0000:64:00.5").unwrap();
+    assert_eq!((ep.vendor_id, ep.device_id), (0x8086, 0x28c0));
+    assert_eq!(ep.driver.as_deref(), Some("vmd"));
+    for (bdf, port) in [
+        ("10000:e1:00.0", "10000:e0:02.0"),
+        ("10000:e2:00.0", "10000:e0:03.0"),
+    ] {
+        let d = h.pci(bdf).unwrap_or_else(|| panic!("{bdf} not loaded"));
+        assert_eq!(d.bdf, bdf);
+        assert_eq!(d.kind, DeviceKind::Storage, "{bdf}");
+        assert_eq!(d.driver.as_deref(), Some("nvme"));
+        assert_eq!(d.iommu_group, None, "{bdf}");
+        assert_eq!(d.numa, Some(vec![0]));
+        assert_eq!(d.parent.as_deref(), Some(port));
+        // the root port of the VMD domain hangs below the VMD endpoint
+        let rp = h.pci(port).unwrap();
+        assert_eq!(rp.kind, DeviceKind::Bridge);
+        assert_eq!(rp.parent.as_deref(), Some("0000:64:00.5"), "{port}");
+    }
+    // any spelling of the name
+    assert!(h.pci("10000:E1:00.0").is_some());
+    assert_eq!(h.pci("10000:e1:00.0"), h.pci(" 10000:e1:0.0 "));
+    // and the GPU outside it as before
+    let g = h.pci("18:00.0").unwrap();
+    assert_eq!(g.iommu_group, Some(13));
+    assert_eq!(g.vfio_cdev.as_ref().unwrap().name, "vfio0");
+}

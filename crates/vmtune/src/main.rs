@@ -55,7 +55,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        // a libvirt hook must exit 0 whatever it is given (cmd::apply::hook_bad_arguments)
+        Err(e) if e.use_stderr() && std::env::args().nth(1).as_deref() == Some("hook") => {
+            return cmd::apply::hook_bad_arguments(&e)
+        }
+        Err(e) => e.exit(),
+    };
     if !changes_host(cli.command.as_ref()) {
         default_sigpipe();
     }

@@ -363,9 +363,20 @@ fn calibrate_restores_hugepages() {
         .filter_map(|n| n.as_str())
         .collect();
     let restored = notes.iter().find_map(|n| {
+        // "nr_hugepages restored to 0: read back 0 (gave back the 72 pages calibration
+        // added; the pool was 72)"
         let (a, b) = n
             .strip_prefix("nr_hugepages restored to ")?
             .split_once(": read back ")?;
+        let (b, gave) = b.split_once(" (gave back the ")?;
+        let (added, was) = gave.split_once(" pages calibration added; the pool was ")?;
+        let (added, was): (u64, u64) =
+            (added.parse().ok()?, was.trim_end_matches(')').parse().ok()?);
+        assert_eq!(
+            a.parse::<u64>().ok()?,
+            was.saturating_sub(added),
+            "lowered by what it added: {n}"
+        );
         Some((a.to_string(), b.to_string()))
     });
     match restored {
@@ -392,4 +403,43 @@ fn calibrate_restores_hugepages() {
             .unwrap_or_else(|| panic!("the 2 MiB run neither ran nor said why: {notes:?}"));
         testkit::skip(test, format!("its 2 MiB half did not run: {why}"));
     }
+}
+
+/// A QEMU that dies at start-up (here: a memory backend whose alignment is not a power of
+/// two, added by a wrapper) is named as such, with the last line it wrote, not as a reset
+/// QMP connection. Nothing on the host is touched: the first run (no hugepages) fails.
+#[test]
+fn calibrate_names_a_qemu_that_exited() {
+    let test = "calibrate_names_a_qemu_that_exited";
+    let Some(qemu) = testkit::which("qemu-system-x86_64") else {
+        return testkit::skip(
+            test,
+            "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)",
+        );
+    };
+    let d = tempfile::tempdir().unwrap();
+    let wrapper = d.path().join("qemu-bad-backend");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec {} \"$@\" -object memory-backend-file,id=bad,size=2M,mem-path=/dev/shm,align=3M\n",
+            qemu.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fails_with(
+        &[
+            "boot",
+            "calibrate",
+            "--qemu",
+            wrapper.to_str().unwrap(),
+            "--memory",
+            "64M",
+            "--runs",
+            "1",
+        ],
+        "QEMU (baseline) exited with exit status: 1 before answering QMP: qemu-system-x86_64: alignment 0x300000 must be a power of two",
+    );
 }

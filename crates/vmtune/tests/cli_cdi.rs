@@ -446,3 +446,36 @@ fn topo_shows_groups_and_cdevs() {
         .iter()
         .all(|d| d["vfio_cdev"].is_null()));
 }
+
+/// Intel VMD: devices in PCI domain 10000 are named with five hex digits in `topo`, asked for
+/// by that name in any spelling, and refused by it (VFIO cannot take them: no IOMMU group,
+/// bound to nvme); the host's VFIO GPU beside them goes into the spec as before.
+#[test]
+fn vmd_devices_keep_their_five_digit_names() {
+    let snap = snapshot("server-vmd");
+    let o = run(&["topo", "--topology", &snap, "--json"]);
+    let topo: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let bdfs: Vec<&str> = topo["pci_devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["bdf"].as_str())
+        .collect();
+    for want in [
+        "10000:e0:02.0",
+        "10000:e1:00.0",
+        "10000:e2:00.0",
+        "0000:64:00.5",
+    ] {
+        assert!(bdfs.contains(&want), "{want} in {bdfs:?}");
+    }
+    for spelling in ["10000:e1:00.0", "10000:E1:0.0"] {
+        fails(
+            &["cdi", "--topology", &snap, "--device", spelling],
+            "10000:e1:00.0 bound to nvme, not vfio-pci",
+        );
+    }
+    let spec = ok_json(&["cdi", "--topology", &snap, "--iommufd"]);
+    valid(&spec);
+    assert_eq!(names(&spec), vec!["0", "0000:18:00.0", "vfio0"]);
+}

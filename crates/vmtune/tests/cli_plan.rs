@@ -495,6 +495,66 @@ fn kata_prints_the_dropin_and_a_guaranteed_pod() {
     }
 }
 
+/// A hugepage-backed guest is sized by default_memory and reserved once, as hugepages; the
+/// container's ceiling inside the guest is --kata-container-memory (64 MiB without it), and
+/// the VM stays --memory either way. The flag without a Kata format is refused.
+#[test]
+fn kata_container_memory_is_the_ceiling_and_the_vm_stays() {
+    let pod = |extra: &[&str]| {
+        let mut a = vec![
+            "plan",
+            "--topology",
+            "builtin",
+            "--vcpus",
+            "4",
+            "--memory",
+            "8G",
+            "--hugepages",
+            "2M",
+            "--emit",
+            "kata-pod",
+        ];
+        a.extend(extra);
+        let o = run(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let line = |p: &str, key: &str| -> String {
+        p.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .unwrap_or_else(|| panic!("{key} in {p}"))
+            .trim_matches('"')
+            .to_string()
+    };
+    for (extra, base, mem) in [
+        (&[][..], "8128", "64Mi"),
+        (&["--kata-container-memory", "3G"][..], "5120", "3Gi"),
+    ] {
+        let p = pod(extra);
+        assert_eq!(
+            line(&p, "io.katacontainers.config.hypervisor.default_memory: "),
+            base,
+            "{p}"
+        );
+        assert_eq!(line(&p, "memory: "), mem, "{p}");
+        assert_eq!(line(&p, "hugepages-2Mi: "), "8Gi", "{p}");
+        assert!(p.contains("= 4 vCPUs, 8192 MiB, the plan's."), "{p}");
+    }
+    let o = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "8G",
+        "--kata-container-memory",
+        "1G",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--kata-container-memory goes with --emit kata"));
+}
+
 #[test]
 fn qemu_has_no_unused_iothread() {
     let mut args = GAMING.to_vec();

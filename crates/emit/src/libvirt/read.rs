@@ -369,12 +369,18 @@ fn pci_part(n: roxmltree::Node, attr: &str) -> Result<u32, EmitError> {
 
 fn pci_bdf(addr: roxmltree::Node) -> Result<String, EmitError> {
     let (d, b, s, f) = (
-        pci_part(addr, "domain").unwrap_or(0),
+        // no domain attribute: domain 0; one that is not a number is an error
+        if addr.has_attribute("domain") {
+            pci_part(addr, "domain")?
+        } else {
+            0
+        },
         pci_part(addr, "bus")?,
         pci_part(addr, "slot")?,
         pci_part(addr, "function")?,
     );
-    if d > 0xffff || b > 0xff || s > 0x1f || f > 7 {
+    // the domain is a uint32 in libvirt's schema (`pciDomain`): Intel VMD's start at 0x10000
+    if b > 0xff || s > 0x1f || f > 7 {
         return Err(EmitError::Invalid(format!(
             "hostdev PCI address {d:x}:{b:x}:{s:x}.{f:x} is out of range"
         )));

@@ -114,7 +114,12 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
     let parent = fs.resolve(&dir).and_then(|real| {
         let mut comps = real.rsplit('/');
         comps.next(); // the device itself
-        comps.next().and_then(normalize_bdf)
+        match comps.next()? {
+            // a root bus (`pci0000:00`, or `pci10000:e0` of an Intel VMD domain): the device
+            // above it, if any, is the parent (the VMD endpoint; a host bridge is none)
+            bus if bus.starts_with("pci") => comps.next().and_then(normalize_bdf),
+            up => normalize_bdf(up),
+        }
     });
 
     Some(PciDevice {

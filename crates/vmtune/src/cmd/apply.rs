@@ -80,13 +80,18 @@ pub struct RestoreArgs {
 /// JOURNAL_DIR/DOMAIN.log.
 #[derive(clap::Args, Debug)]
 pub struct HookArgs {
-    /// Domain name (libvirt's first argument).
+    /// Domain name (libvirt's first argument; may begin with `-`).
+    #[arg(allow_hyphen_values = true)]
     pub domain: String,
     /// Operation: prepare, start, started, stopped, release, migrate, restore, reconnect, attach.
+    #[arg(allow_hyphen_values = true)]
     pub op: String,
     /// Sub-operation: begin or end.
+    #[arg(allow_hyphen_values = true)]
     pub sub_op: String,
-    /// libvirt's extra argument (`-`); ignored.
+    /// libvirt's extra argument: `-`, or on `release end` the shutoff reason (libvirt ≥ 10.5:
+    /// shutdown, destroyed, crashed, migrated, saved, failed, `from snapshot`, daemon, unknown).
+    #[arg(allow_hyphen_values = true)]
     pub extra: Option<String>,
     /// Directory of per-domain plans, DOMAIN.json.
     #[arg(long, value_name = "DIR", default_value = "/etc/vmtune")]
@@ -272,13 +277,7 @@ pub fn run_hook(a: HookArgs) -> Result<ExitCode> {
         paths: Default::default(),
     };
     // stdin (the domain XML) is read within the time limit too
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::stdin().take(16 << 20).read_to_string(&mut s);
-        let _ = tx.send(s);
-    });
-    let xml = rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default();
+    let xml = read_stdin_within(Duration::from_secs(2));
     let rep = hook::run(&a.domain, &a.op, &a.sub_op, xml, &cfg);
     let lines: Vec<String> = rep
         .messages
@@ -303,9 +302,41 @@ pub fn run_hook(a: HookArgs) -> Result<ExitCode> {
             }
         }
     }
-    if a.json {
+    // on `migrate begin` / `restore begin` libvirt reads stdout as the new domain XML:
+    // nothing may go there (empty output keeps the XML)
+    if a.json && !hook::is_filter(&a.op) {
         // never fail the hook on output problems
         let _ = print_json(&rep);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The hook was called with arguments vmtune cannot read: say so on stderr (libvirt's log)
+/// and exit 0, so a VM start (or, on `reconnect`, a running VM) is never stopped by it.
+pub fn hook_bad_arguments(e: &clap::Error) -> ExitCode {
+    // clap's message up to its usage block, on one line
+    let msg = e.to_string();
+    let what: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let what = what.join(" ");
+    let what = what.trim_start_matches("error: ");
+    eprintln!("vmtune hook: cannot read its arguments ({what}): nothing done");
+    // take the domain XML libvirt is writing, so its write does not fail
+    let _ = read_stdin_within(Duration::from_secs(2));
+    ExitCode::SUCCESS
+}
+
+/// stdin (the domain XML, at most 16 MiB), read for at most `limit`: libvirt closes it after
+/// writing, a caller that never does gets what came.
+fn read_stdin_within(limit: Duration) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::stdin().take(16 << 20).read_to_string(&mut s);
+        let _ = tx.send(s);
+    });
+    rx.recv_timeout(limit).unwrap_or_default()
 }

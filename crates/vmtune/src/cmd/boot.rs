@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use bootprof::estimate::{self, Backend, Constants, Input, PageSize};
-use bootprof::{report, timeline, Ingester, Options};
+use bootprof::{fleet, report, timeline, Ingester, Options};
 use clap::{Args as ClapArgs, Subcommand};
 use serde::Serialize;
 
@@ -37,6 +37,7 @@ enum Cmd {
     /// Build a boot timeline from logs: containerd journals (`journalctl -u containerd`),
     /// kata-agent/guest console text, dmesg, bpftrace and ftrace output of `vmtune boot trace`,
     /// `kubectl describe pod`. Formats are detected per line; give as many files as you have.
+    /// With --all: every boot of every node in the inputs, side by side.
     Analyze(AnalyzeArgs),
     /// Print the host-side tracing scripts (bpftrace pin-pages and map-ioctl probes, ftrace
     /// recipe), or run one with bpftrace while a VM boots.
@@ -65,8 +66,22 @@ struct AnalyzeArgs {
     files: Vec<PathBuf>,
     /// Sandbox id (or a unique prefix) to report, `ID@N` for its N-th boot (default: its
     /// latest); default: the boot with most guest console records.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", conflicts_with = "all")]
     sandbox: Option<String>,
+    /// Every boot in the inputs (journals of many nodes; the node is the journal's host
+    /// field; a trace, dmesg or kubectl file goes with the journal given before it): one
+    /// row per boot, percentiles per phase, the slowest boots and the phase that made each
+    /// slow, groupings by node, GPU count and page size. With --json: JSON lines.
+    #[arg(long)]
+    all: bool,
+    /// With --all: also write the fleet's metrics (histograms `vmtune_boot_phase_seconds` by
+    /// phase, boots by node and state) to FILE in node_exporter's textfile-collector format,
+    /// atomically (a temporary file in the same directory, renamed).
+    #[arg(long, value_name = "FILE", requires = "all")]
+    prometheus: Option<PathBuf>,
+    /// With --all: how many of the slowest boots to list (and chart, in HTML).
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "all")]
+    top: usize,
     /// Year of journald prefixes on lines without `time=` (default: from the inputs'
     /// complete timestamps).
     #[arg(long)]
@@ -75,10 +90,12 @@ struct AnalyzeArgs {
     /// `-04:00`, `UTC`); default: inferred from lines that carry both.
     #[arg(long, value_name = "OFFSET")]
     tz: Option<String>,
-    /// Machine-readable report.
+    /// Machine-readable report (with --all: JSON lines, one object per boot, then summary
+    /// objects).
     #[arg(long)]
     json: bool,
-    /// Also write a self-contained HTML page with a Gantt chart of the phases.
+    /// Also write a self-contained HTML page with a Gantt chart of the phases (with --all:
+    /// histograms per phase and the slowest boots' charts).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
 }
@@ -194,6 +211,10 @@ struct GenArgs {
 struct BenchArgs {
     /// Journal to parse (e.g. from `vmtune boot gen-journal`).
     file: PathBuf,
+    /// Also time `analyze --all` (every boot) against analyzing one sandbox, in the same
+    /// run, and skip the shell baselines.
+    #[arg(long)]
+    all: bool,
     /// Sandbox to extract (default: the generator's first sandbox).
     #[arg(long, default_value = bootprof::gen::TEMPLATE_SANDBOX)]
     sandbox: String,
@@ -234,7 +255,7 @@ fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
     Ok(ing.finish())
 }
 
-fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
+fn clock_options(a: &AnalyzeArgs) -> Result<bootprof::clocks::ClockOptions> {
     let tz = match &a.tz {
         Some(s) => Some(bootprof::time::parse_utc_offset(s).with_context(|| {
             format!("invalid --tz {s:?}: give a UTC offset such as +08:00, -04:00 or UTC")
@@ -246,11 +267,24 @@ fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
             bail!("--year {y} is outside 1970..=2200");
         }
     }
+    Ok(bootprof::clocks::ClockOptions {
+        year: a.year,
+        tz,
+        trace_shift_h: None,
+    })
+}
+
+/// One boot's report: `sandbox`'s, or (without it) the busiest boot's.
+fn one_boot(
+    files: &[PathBuf],
+    sandbox: Option<&str>,
+    clocks: bootprof::clocks::ClockOptions,
+) -> Result<bootprof::Report> {
     // Without --sandbox, a byte-level census of the files picks the sandbox with the most
     // guest console lines, so that only its lines are parsed (stdin cannot be read twice).
-    let census = if a.sandbox.is_none() && a.files.iter().all(|f| f.as_os_str() != "-") {
+    let census = if sandbox.is_none() && files.iter().all(|f| f.as_os_str() != "-") {
         let mut c = bootprof::ingest::Census::default();
-        for f in &a.files {
+        for f in files {
             c.add_path(f)
                 .with_context(|| format!("reading {}", f.display()))?;
         }
@@ -258,23 +292,117 @@ fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let filter = a.sandbox.clone().or_else(|| {
+    let filter = sandbox.map(str::to_string).or_else(|| {
         census
             .as_ref()
             .and_then(|c| c.busiest())
             .map(str::to_string)
     });
-    let ing = read_inputs(&a.files, Options { sandbox: filter })?;
+    let ing = read_inputs(files, Options { sandbox: filter })?;
     let mut r = timeline::build_with(
         &ing,
         &timeline::AnalyzeOptions {
-            sandbox: a.sandbox.clone(),
-            clocks: bootprof::clocks::ClockOptions { year: a.year, tz },
+            sandbox: sandbox.map(str::to_string),
+            clocks,
         },
     )?;
     if let Some(c) = &census {
         timeline::other_sandboxes_from(&mut r, c);
     }
+    Ok(r)
+}
+
+/// Every boot of the inputs, read in one pass.
+fn all_boots(files: &[PathBuf], opts: &fleet::FleetOptions) -> Result<fleet::Fleet> {
+    let ing = read_inputs(files, Options::default())?;
+    if ing.events.is_empty() {
+        bail!(
+            "no boot events found ({} lines read, {} bad)",
+            ing.stats.lines,
+            ing.stats.bad.total()
+        );
+    }
+    Ok(fleet::analyze(&ing, opts))
+}
+
+/// Replace `path` with `text` atomically, as node_exporter's textfile collector needs: a
+/// temporary file in the same directory (a name not ending in `.prom`, so the collector
+/// never reads it half-written), synced, then renamed over `path`.
+fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file name", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // the rename is durable once the directory is synced (best effort)
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::anyhow!("writing {}: {e}", path.display())
+    })
+}
+
+fn analyze_all(a: AnalyzeArgs) -> Result<ExitCode> {
+    let opts = fleet::FleetOptions {
+        clocks: clock_options(&a)?,
+        threads: None,
+        top: a.top,
+    };
+    let f = all_boots(&a.files, &opts)?;
+    if let Some(h) = &a.html {
+        std::fs::write(h, fleet::render::html(&f))
+            .with_context(|| format!("writing {}", h.display()))?;
+    }
+    if let Some(p) = &a.prometheus {
+        write_atomic(p, &fleet::render::prometheus(&f))?;
+        if p.extension().is_none_or(|e| e != "prom") {
+            eprintln!(
+                "note: node_exporter's textfile collector reads only files named *.prom; {} is not",
+                p.display()
+            );
+        }
+    }
+    if f.rows.is_empty() {
+        eprintln!("note: no boot could be told from these inputs (no phase, no failure); see the input summary");
+    }
+    if a.json {
+        print!("{}", fleet::render::json_lines(&f)?);
+    } else {
+        print!("{}", fleet::render::text(&f));
+        if let Some(h) = &a.html {
+            println!("HTML written to {}", h.display());
+        }
+        if let Some(p) = &a.prometheus {
+            println!("Metrics written to {}", p.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
+    if a.all {
+        return analyze_all(a);
+    }
+    let r = one_boot(&a.files, a.sandbox.as_deref(), clock_options(&a)?)?;
     if let Some(h) = &a.html {
         std::fs::write(h, report::html(&r)).with_context(|| format!("writing {}", h.display()))?;
     }
@@ -608,7 +736,115 @@ fn time_sh(script: &str, file: &Path, runs: usize) -> Result<(f64, String)> {
     Ok((best, out))
 }
 
+#[derive(Serialize)]
+struct BenchAllOut {
+    file: String,
+    bytes: u64,
+    runs: usize,
+    /// `analyze --all`: every line read, every boot analyzed (best of the runs, wall).
+    all_s: f64,
+    boots: usize,
+    nodes: usize,
+    /// `analyze --sandbox ID`: one sandbox's lines parsed, its boot analyzed.
+    one_s: f64,
+    /// `analyze` without --sandbox: the census picks the busiest sandbox, its boot analyzed.
+    default_s: f64,
+    /// all_s / one_s: what every boot costs, in analyses of one sandbox.
+    all_vs_one: f64,
+    /// all_s / default_s.
+    all_vs_default: f64,
+    /// Process CPU seconds (all threads) of the best run of each.
+    all_cpu_s: f64,
+    one_cpu_s: f64,
+    default_cpu_s: f64,
+    /// all_cpu_s / one_cpu_s.
+    all_vs_one_cpu: f64,
+}
+
+/// CPU seconds (user + system, all threads) this process has used.
+fn cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// Wall and CPU seconds of `f`.
+fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, f64, T)> {
+    let (t, c) = (Instant::now(), cpu_s());
+    let v = f()?;
+    Ok((t.elapsed().as_secs_f64(), cpu_s() - c, v))
+}
+
+/// `analyze --all` against one sandbox's analysis, the runs interleaved so that the load
+/// of the machine falls on both alike.
+fn bench_all(a: BenchArgs) -> Result<ExitCode> {
+    let bytes = std::fs::metadata(&a.file)
+        .with_context(|| format!("reading {}", a.file.display()))?
+        .len();
+    let files = std::slice::from_ref(&a.file);
+    let opts = fleet::FleetOptions::default();
+    let clocks = bootprof::clocks::ClockOptions::default();
+    let (mut one, mut default, mut all) = (
+        (f64::INFINITY, 0.0),
+        (f64::INFINITY, 0.0),
+        (f64::INFINITY, 0.0),
+    );
+    let (mut boots, mut nodes) = (0, 0);
+    for _ in 0..a.runs.max(1) {
+        let (w, c, r) = timed(|| one_boot(files, Some(&a.sandbox), clocks))?;
+        std::hint::black_box(r);
+        if w < one.0 {
+            one = (w, c);
+        }
+        let (w, c, r) = timed(|| one_boot(files, None, clocks))?;
+        std::hint::black_box(r);
+        if w < default.0 {
+            default = (w, c);
+        }
+        let (w, c, f) = timed(|| all_boots(files, &opts))?;
+        (boots, nodes) = (f.rows.len(), f.nodes.len());
+        drop(f);
+        if w < all.0 {
+            all = (w, c);
+        }
+    }
+    let o = BenchAllOut {
+        file: a.file.display().to_string(),
+        bytes,
+        runs: a.runs.max(1),
+        all_s: all.0,
+        boots,
+        nodes,
+        one_s: one.0,
+        default_s: default.0,
+        all_vs_one: all.0 / one.0,
+        all_vs_default: all.0 / default.0,
+        all_cpu_s: all.1,
+        one_cpu_s: one.1,
+        default_cpu_s: default.1,
+        all_vs_one_cpu: all.1 / one.1.max(1e-9),
+    };
+    if a.json {
+        print_json(&o)?;
+    } else {
+        let mb = bytes as f64 / 1e6;
+        println!(
+            "{}: {:.0} MB, best of {} runs each, interleaved\n  analyze --all ({} boots, {} node{}): {:.3} s ({:.0} MB/s), {:.2} s CPU\n  analyze --sandbox ID (one boot):   {:.3} s, {:.2} s CPU\n  analyze (the busiest boot):        {:.3} s, {:.2} s CPU\n  ratio: every boot costs {:.2}x one sandbox's analysis ({:.2}x its CPU), {:.2}x the busiest boot's",
+            o.file, mb, o.runs, o.boots, o.nodes, if o.nodes == 1 { "" } else { "s" }, o.all_s, mb / o.all_s, o.all_cpu_s, o.one_s, o.one_cpu_s, o.default_s, o.default_cpu_s, o.all_vs_one, o.all_vs_one_cpu, o.all_vs_default
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench(a: BenchArgs) -> Result<ExitCode> {
+    if a.all {
+        return bench_all(a);
+    }
     let bytes = std::fs::metadata(&a.file)
         .with_context(|| format!("reading {}", a.file.display()))?
         .len();

@@ -75,6 +75,12 @@ pub struct Args {
     /// kata-pod (one of the two), kubevirt (VMI spec.domain). Warnings go to stderr.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub emit: Option<EmitArg>,
+    /// With --emit kata/kata-config/kata-pod: the container's memory limit, its ceiling inside
+    /// the guest (Kata applies it there). A hugepage-backed guest is sized by default_memory
+    /// and reserved once, as hugepages, with a 64 MiB container limit unless this is given;
+    /// the scheduler reserves SIZE again, as memory. The VM stays --memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub kata_container_memory: Option<u64>,
     /// Existing libvirt domain XML: the plan keeps its Hyper-V, KVM and hypervisor-bit
     /// choices (and says where it must override them); with --emit libvirt (implied when no
     /// other format is asked for) the whole domain is printed patched with the plan.
@@ -234,6 +240,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (None, Some(_)) => Some(EmitArg::Libvirt),
         (None, None) => None,
     };
+    let is_kata = matches!(
+        emit,
+        Some(EmitArg::Kata | EmitArg::KataConfig | EmitArg::KataPod)
+    );
+    if args.kata_container_memory.is_some() && !is_kata {
+        bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
+    }
+    let kata = emit::kata::KataOptions {
+        container_memory_mib: args.kata_container_memory.map(|b| b.div_ceil(1 << 20)),
+    };
     if emit.is_some_and(|e| e != EmitArg::Json) {
         // the output is a file to save: what a person must know goes to stderr
         for w in &plan.warnings {
@@ -255,11 +271,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(EmitArg::Qemu) => print!("{}", ensure_newline(emit::qemu::command_line(&plan))),
         Some(EmitArg::Kata) => print!(
             "# ---- config.d/50-vmtune.toml ----\n{}# ---- pod.yaml ----\n{}",
-            ensure_newline(emit::kata::config_toml(&plan)),
-            ensure_newline(emit::kata::pod_spec_yaml(&plan))
+            ensure_newline(emit::kata::config_toml_with(&plan, &kata)),
+            ensure_newline(emit::kata::pod_spec_yaml_with(&plan, &kata))
         ),
-        Some(EmitArg::KataConfig) => print!("{}", ensure_newline(emit::kata::config_toml(&plan))),
-        Some(EmitArg::KataPod) => print!("{}", ensure_newline(emit::kata::pod_spec_yaml(&plan))),
+        Some(EmitArg::KataConfig) => print!(
+            "{}",
+            ensure_newline(emit::kata::config_toml_with(&plan, &kata))
+        ),
+        Some(EmitArg::KataPod) => print!(
+            "{}",
+            ensure_newline(emit::kata::pod_spec_yaml_with(&plan, &kata))
+        ),
         Some(EmitArg::Kubevirt) => {
             print!(
                 "{}",
