@@ -654,14 +654,23 @@ pub fn plan_sentence(moves: MoveKind, ebpf: bool, wakes: bool, policy: &PolicyCo
             policy.avail_dwell_ns / 1_000_000_000,
         ),
         (MoveKind::Direct, _) => format!(
-            "{}; IRQs are balanced at each window (max/min > {})",
+            "{}; IRQs are balanced at each window (max/min > {}){}",
             if ebpf {
                 "the IRQs of a vCPU seen preempted move to a running vCPU at once (the next \
                  interrupt goes there)"
             } else {
                 "the IRQs of a vCPU whose steal exceeds the threshold move at each window"
             },
-            policy.threshold
+            policy.threshold,
+            if policy.chase_max_load > 0.0 {
+                format!(
+                    "; a busy queue (over {} % of a CPU) stays on a preempted vCPU, whose raised \
+                     interrupt would not follow it, and is placed by availability instead",
+                    policy.chase_max_load * 100.0
+                )
+            } else {
+                String::new()
+            }
         ),
     }
 }
@@ -1575,6 +1584,20 @@ mod tests {
         }
         let mask = std::fs::read_to_string(dir.path().join("irq/38/smp_affinity_list")).unwrap();
         assert_eq!(mask.trim(), "0-1");
+    }
+
+    #[test]
+    fn the_plan_says_how_busy_queues_are_placed_on_a_direct_guest() {
+        let p = plan_sentence(MoveKind::Direct, true, true, &PolicyConfig::extended());
+        assert!(p.contains("a busy queue (over 2 % of a CPU) stays"), "{p}");
+        let paper_like = PolicyConfig {
+            chase_max_load: 0.0,
+            ..PolicyConfig::extended()
+        };
+        let p = plan_sentence(MoveKind::Direct, true, true, &paper_like);
+        assert!(!p.contains("busy queue"), "{p}");
+        let p = plan_sentence(MoveKind::Deferred, true, true, &PolicyConfig::extended());
+        assert!(p.contains("never moved on a single preemption"), "{p}");
     }
 
     #[test]

@@ -447,10 +447,7 @@ impl Sim {
                 last_queue_ns: vec![0; spec.queues as usize],
                 queue_ns: vec![0; spec.queues as usize],
             };
-            let config = sc
-                .vbalance
-                .policy_config()
-                .with_moves(policy.policy_moves());
+            let config = policy.policy_config(&sc.vbalance);
             if policy.is_vbalance() {
                 vm.policy = Some(Policy::new(config).map_err(|e| e.to_string())?);
             }

@@ -98,9 +98,11 @@ pub enum PolicyKind {
     /// blind to vCPU scheduling.
     Irqbalance,
     /// The daemon's default on a KVM guest: the exact preempted flag via eBPF; moves deferred
-    /// to the IRQ's next interrupt (x86 MSI without interrupt remapping).
+    /// to the IRQ's next interrupt (x86 MSI without interrupt remapping), so every IRQ is
+    /// placed by availability (never moved on a single preemption).
     Vbalance,
-    /// The exact preempted flag via eBPF, in a guest with interrupt remapping.
+    /// The exact preempted flag via eBPF, in a guest with interrupt remapping: light IRQs
+    /// follow the flag, busy queues are placed by availability.
     VbalanceIr,
     /// The `/proc/stat` steal window (the daemon's fallback without eBPF); deferred moves.
     VbalanceProcstat,
@@ -210,6 +212,18 @@ impl PolicyKind {
             (_, MoveSemantics::Deferred) => irqbal::MoveKind::Deferred,
             _ => irqbal::MoveKind::Direct,
         }
+    }
+
+    /// The policy configuration this variant runs: the scenario's, with the move semantics
+    /// the daemon would detect; `vbalance-chase` (the former default) and the oracle (the
+    /// paper's design, where a rebind carries a raised interrupt along) follow the preempted
+    /// flag with every IRQ.
+    pub fn policy_config(self, spec: &VbalanceSpec) -> irqbal::PolicyConfig {
+        let mut c = spec.policy_config().with_moves(self.policy_moves());
+        if matches!(self, PolicyKind::VbalanceChase | PolicyKind::VbalanceOracle) {
+            c.chase_max_load = 0.0;
+        }
+        c
     }
 
     /// Runs the `irqbal` policy.
@@ -436,6 +450,10 @@ pub struct VbalanceSpec {
     /// wait exceeds the other's times this ratio plus `avail_margin_us`.
     pub avail_ratio: f64,
     pub avail_margin_us: f64,
+    /// Direct-move guests: an IRQ with at least this load (fraction of a CPU) is a busy queue,
+    /// placed by availability instead of following the preempted flag (0: every IRQ follows
+    /// it). `vbalance-chase` and `vbalance-oracle` always use 0.
+    pub chase_max_load: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -465,6 +483,7 @@ impl Default for VbalanceSpec {
             avail_window_ms: irqbal::avail::DEFAULT_WINDOW_NS as f64 / 1e6,
             avail_ratio: irqbal::policy::DEFAULT_AVAIL_RATIO,
             avail_margin_us: irqbal::policy::DEFAULT_AVAIL_MARGIN_NS / 1e3,
+            chase_max_load: irqbal::policy::DEFAULT_CHASE_MAX_LOAD,
         }
     }
 }
@@ -488,6 +507,7 @@ impl VbalanceSpec {
         c.load_floor = self.load_floor;
         c.avail_ratio = self.avail_ratio;
         c.avail_margin_ns = self.avail_margin_us * 1e3;
+        c.chase_max_load = self.chase_max_load;
         c
     }
 }
@@ -833,6 +853,11 @@ pub const BUILTINS: &[&str] = &[
     "vbalance-fig6",
     "vbalance-fig6-tcp",
     "vbalance-fig6-udp",
+    "vbalance-more",
+    "vbalance-mixed",
+    "vbalance-shared-core",
+    "vbalance-two-vms",
+    "vbalance-wide",
 ];
 
 fn paper_vm() -> VmSpec {
@@ -897,7 +922,113 @@ pub fn builtin(name: &str) -> Result<Vec<Scenario>, ScenarioError> {
         s.sweep.message_sizes = FIG6_SIZES.to_vec();
         s
     };
+    let vm = |vcpus: u32, pin: Option<Vec<u32>>, workload: Workload, queues: u32| VmSpec {
+        vcpus,
+        pin,
+        workload,
+        queues,
+        ring: 256,
+    };
+    let ping = |vm: u32, queue: u32| SourceSpec::Ping {
+        vm,
+        queue,
+        interval_ms: 100,
+        size: 64,
+    };
+    let tcp = |vm: u32, queue: u32, message_size: u32| SourceSpec::Tcp {
+        vm,
+        queue,
+        message_size,
+        window_kb: 128,
+    };
+    let udp = |vm: u32, queue: u32, message_size: u32| SourceSpec::Udp {
+        vm,
+        queue,
+        message_size,
+    };
+    let more =
+        |name: &str| -> Scenario {
+            match name {
+                "vbalance-mixed" => {
+                    let mut s = base(
+                    name,
+                    "fig5's VM (4 vCPUs on one core, CPU burn) with a ping on one NIC queue and \
+                     TCP_STREAM 4 KiB on another",
+                    30_000,
+                    vec![ping(0, 0), tcp(0, 1, 4096)],
+                );
+                    s.vms = vec![vm(4, Some(vec![0, 0, 0, 0]), Workload::Burn, 2)];
+                    s
+                }
+                "vbalance-shared-core" => {
+                    let mut s = base(
+                        name,
+                        "a 2-vCPU I/O-bound VM whose vCPU0 shares its core with a busy 1-vCPU \
+                     co-tenant while vCPU1 has a core to itself; ping and UDP_STREAM 1 KiB",
+                        30_000,
+                        vec![ping(0, 0), udp(0, 1, 1024)],
+                    );
+                    s.pcpus = 2;
+                    let io = Workload::Io {
+                        compute_us: 2000,
+                        io_us: 1000,
+                    };
+                    s.vms = vec![
+                        vm(2, Some(vec![0, 1]), io, 2),
+                        vm(1, Some(vec![0]), Workload::Burn, 1),
+                    ];
+                    s
+                }
+                "vbalance-two-vms" => {
+                    let mut s = base(
+                    name,
+                    "two VMs on two cores: a 4-vCPU CPU burner (vCPUs on cores 0,0,1,1) pinged \
+                     and receiving TCP_STREAM 4 KiB, beside a 2-vCPU I/O-bound VM",
+                    30_000,
+                    vec![ping(0, 0), tcp(0, 1, 4096)],
+                );
+                    s.pcpus = 2;
+                    s.vms = vec![
+                        vm(4, Some(vec![0, 0, 1, 1]), Workload::Burn, 2),
+                        vm(
+                            2,
+                            Some(vec![0, 1]),
+                            Workload::Io {
+                                compute_us: 500,
+                                io_us: 2000,
+                            },
+                            1,
+                        ),
+                    ];
+                    s
+                }
+                _ => {
+                    let mut s = base(
+                    "vbalance-wide",
+                    "8 vCPUs on 2 cores (4:1), CPU burn, a 4-queue NIC: ping, UDP_STREAM 1 KiB \
+                     and 4 KiB, TCP_STREAM 4 KiB",
+                    30_000,
+                    vec![ping(0, 0), udp(0, 1, 1024), udp(0, 2, 4096), tcp(0, 3, 4096)],
+                );
+                    s.pcpus = 2;
+                    s.vms = vec![vm(8, None, Workload::Burn, 4)];
+                    s
+                }
+            }
+        };
     match name {
+        "vbalance-more" => Ok([
+            "vbalance-mixed",
+            "vbalance-shared-core",
+            "vbalance-two-vms",
+            "vbalance-wide",
+        ]
+        .into_iter()
+        .map(more)
+        .collect()),
+        "vbalance-mixed" | "vbalance-shared-core" | "vbalance-two-vms" | "vbalance-wide" => {
+            Ok(vec![more(name)])
+        }
         "vbalance-fig5" => Ok(vec![base(
             "vbalance-fig5",
             "vBalance paper 5.2.1: 4-vCPU VM, all vCPUs on one physical core, CPU burn in every \
