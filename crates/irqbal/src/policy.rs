@@ -60,7 +60,11 @@
 //! load is at least [`PolicyConfig::chase_max_load`] is therefore placed by availability as
 //! above, among the vCPUs running now (a direct move to a preempted vCPU would make the next
 //! interrupt wait there), and stays on a preempted holder ([`Reason::BusyQueue`]); lighter
-//! IRQs follow the flag as in Algorithm 1.
+//! IRQs follow the flag as in Algorithm 1. Where availability figures are given, a light IRQ
+//! leaving a preempted holder goes to the least loaded of the running vCPUs that are as
+//! available as the best running one, and one whose running holder has made interrupts wait
+//! clearly longer than the best running vCPU moves too ([`Reason::HolderStarved`]): a vCPU
+//! that is slow to run after each wake-up, behind a busy co-tenant, is never seen preempted.
 
 use serde::{Deserialize, Serialize};
 
@@ -695,7 +699,11 @@ impl Policy {
         out.into_iter().flatten().collect()
     }
 
-    /// Algorithm 1 plus the extension's guards on balance moves.
+    /// Algorithm 1 plus the extension's guards on balance moves; where availability figures
+    /// are given, a preempted holder's IRQ goes to the least loaded of the running vCPUs that
+    /// are as available as the best running one, and a running holder whose interrupts have
+    /// waited clearly longer than on the best running vCPU loses its IRQ too (a vCPU that is
+    /// slow to run after each wake-up is never seen preempted).
     fn one(
         &self,
         now: u64,
@@ -704,11 +712,37 @@ impl Policy {
         vcpus: &[VcpuView],
         irq_load: Option<f64>,
     ) -> (Vcpu, Reason) {
-        let (to, reason) = algorithm1(holder, vcpus, self.config.threshold, self.config.load_floor);
-        if reason != Reason::Imbalance {
-            return (to, reason);
+        let c = &self.config;
+        let (to, reason) = algorithm1(holder, vcpus, c.threshold, c.load_floor);
+        let running: Vec<&VcpuView> = vcpus.iter().filter(|v| v.online && v.eligible).collect();
+        let h = vcpus.iter().find(|v| v.vcpu == holder);
+        let (to, reason) = if reason == Reason::Imbalance {
+            // balance only towards vCPUs as available as the holder
+            let peers: Vec<VcpuView> = vcpus
+                .iter()
+                .map(|v| VcpuView {
+                    online: v.online && h.is_none_or(|h| Self::as_available(v, h)),
+                    ..*v
+                })
+                .collect();
+            algorithm1(holder, &peers, c.threshold, c.load_floor)
+        } else {
+            (to, reason)
+        };
+        match reason {
+            Reason::Imbalance => self.guard_balance(now, irq, holder, to, vcpus, irq_load),
+            Reason::HolderOffline | Reason::HolderUnknown => {
+                let to = Self::most_available(&running).map_or(to, |(_, t)| t.vcpu);
+                (to, reason)
+            }
+            Reason::Balanced => match (h, Self::most_available(&running)) {
+                (Some(h), Some((best, target))) if self.clearly_worse(h, best) => {
+                    self.starved(now, irq, holder, target.vcpu)
+                }
+                _ => (to, reason),
+            },
+            _ => (to, reason),
         }
-        self.guard_balance(now, irq, holder, to, vcpus, irq_load)
     }
 
     /// The extension's guards on a balance move `holder → to`: dwell, rate limit, improvement.
@@ -765,6 +799,45 @@ impl Policy {
         }
     }
 
+    /// Among `cands`, the most available vCPU (least expected wait, else steal; then load,
+    /// then index) and the least loaded of those as available as it (up to noise): `(best,
+    /// target)`. Without availability figures every candidate is as available as any other,
+    /// and the target is the least loaded (lowest index on ties), as in Algorithm 1.
+    fn most_available<'a>(cands: &[&'a VcpuView]) -> Option<(&'a VcpuView, &'a VcpuView)> {
+        let key = |v: &VcpuView| {
+            (
+                v.wait_ns.or(v.steal).unwrap_or(0.0),
+                v.steal.unwrap_or(0.0),
+                v.load,
+            )
+        };
+        let best = cands.iter().copied().min_by(|a, b| {
+            let (ka, kb) = (key(a), key(b));
+            ka.0.total_cmp(&kb.0)
+                .then(ka.1.total_cmp(&kb.1))
+                .then(ka.2.total_cmp(&kb.2))
+                .then(a.vcpu.cmp(&b.vcpu))
+        })?;
+        let target = cands
+            .iter()
+            .copied()
+            .filter(|v| Self::as_available(v, best))
+            .min_by(|a, b| a.load.total_cmp(&b.load).then(a.vcpu.cmp(&b.vcpu)))
+            .unwrap_or(best);
+        Some((best, target))
+    }
+
+    /// A move off a holder whose interrupts wait clearly longer than on `target`'s, at most
+    /// once per `avail_dwell_ns` per IRQ.
+    fn starved(&self, now: u64, irq: u32, holder: Vcpu, target: Vcpu) -> (Vcpu, Reason) {
+        if let Some(&(_, t)) = self.last_move.iter().find(|(i, _)| *i == irq) {
+            if now.saturating_sub(t) < self.config.avail_dwell_ns {
+                return (holder, Reason::Dwell);
+            }
+        }
+        (target, Reason::HolderStarved)
+    }
+
     /// One IRQ placed by availability: every IRQ on a guest whose moves are deferred, a busy
     /// queue on any guest (see the module documentation).
     fn one_available(
@@ -781,42 +854,14 @@ impl Policy {
         let direct = self.config.moves == MoveKind::Direct;
         let can_take = |v: &VcpuView| v.eligible && (v.online || !direct);
         let eligible: Vec<&VcpuView> = vcpus.iter().filter(|v| can_take(v)).collect();
-        // the most available eligible vCPU: least wait (else steal), then load, then index
-        let key = |v: &VcpuView| {
-            (
-                v.wait_ns.or(v.steal).unwrap_or(0.0),
-                v.steal.unwrap_or(0.0),
-                v.load,
-            )
-        };
-        let best = eligible.iter().copied().min_by(|a, b| {
-            let (ka, kb) = (key(a), key(b));
-            ka.0.total_cmp(&kb.0)
-                .then(ka.1.total_cmp(&kb.1))
-                .then(ka.2.total_cmp(&kb.2))
-                .then(a.vcpu.cmp(&b.vcpu))
-        });
-        let Some(best) = best else {
+        let Some((best, target)) = Self::most_available(&eligible) else {
             return (holder, Reason::NoOnlineVcpu);
         };
-        // among the vCPUs as available as the best, the least loaded
-        let good = |v: &&VcpuView| Self::as_available(v, best);
-        let target = eligible
-            .iter()
-            .copied()
-            .filter(good)
-            .min_by(|a, b| a.load.total_cmp(&b.load).then(a.vcpu.cmp(&b.vcpu)))
-            .unwrap_or(best);
         let Some(h) = vcpus.iter().find(|v| v.vcpu == holder) else {
             return (target.vcpu, Reason::HolderUnknown);
         };
         if self.clearly_worse(h, best) || !h.eligible {
-            if let Some(&(_, t)) = self.last_move.iter().find(|(i, _)| *i == irq) {
-                if now.saturating_sub(t) < self.config.avail_dwell_ns {
-                    return (holder, Reason::Dwell);
-                }
-            }
-            return (target.vcpu, Reason::HolderStarved);
+            return self.starved(now, irq, holder, target.vcpu);
         }
         // balance among the vCPUs at least as available as the holder
         let peers: Vec<VcpuView> = vcpus
@@ -1338,6 +1383,43 @@ mod tests {
         assert_eq!(d.placements[0].reason, Reason::HolderStarved);
         assert!(p.by_availability(DEFAULT_CHASE_MAX_LOAD));
         assert!(!p.by_availability(DEFAULT_CHASE_MAX_LOAD / 2.0));
+    }
+
+    #[test]
+    fn light_irqs_with_direct_moves_follow_the_flag_to_the_most_available_running_vcpu() {
+        let mut p = Policy::new(PolicyConfig::extended()).unwrap();
+        // the holder is preempted; vCPU1 runs but shares its core with a busy co-tenant
+        // (20 ms expected wait), vCPU2 runs with a core of its own: vCPU2, although vCPU1
+        // is less loaded
+        let vs = vec![
+            av(0, false, 0.01, 1.0, 0.2),
+            av(1, true, 0.0, 20.0, 0.5),
+            av(2, true, 0.005, 0.1, 0.0),
+        ];
+        let d = p.decide(&snap(2_000 * MS, vs, vec![(41, 0, 0.0001)]));
+        assert_eq!(d.placements[0].to, 2);
+        assert_eq!(d.placements[0].reason, Reason::HolderOffline);
+        // a running holder that is slow to run after each wake-up (never seen preempted)
+        let vs = vec![av(0, true, 0.001, 7.0, 0.45), av(1, true, 0.3, 0.0, 0.0)];
+        let d = p.decide(&snap(3_000 * MS, vs.clone(), vec![(41, 0, 0.0001)]));
+        assert_eq!(d.placements[0].to, 1);
+        assert_eq!(d.placements[0].reason, Reason::HolderStarved);
+        // and balance never sends it back to the starved vCPU, however idle it is
+        let back = vec![av(0, true, 0.0, 7.0, 0.45), av(1, true, 0.3, 0.0, 0.0)];
+        for k in 1..20 {
+            let d = p.decide(&snap(
+                (3_000 + 500 * k) * MS,
+                back.clone(),
+                vec![(41, 1, 0.0001)],
+            ));
+            assert!(!d.placements[0].moved(), "{d:?}");
+        }
+        // without availability figures the same snapshots are Algorithm 1's
+        let mut p = Policy::new(PolicyConfig::extended()).unwrap();
+        let plain: Vec<VcpuView> = back.iter().map(|x| v(x.vcpu, x.online, x.load)).collect();
+        let d = p.decide(&snap(0, plain, vec![(41, 1, 0.0001)]));
+        assert_eq!(d.placements[0].to, 0);
+        assert_eq!(d.placements[0].reason, Reason::Imbalance);
     }
 
     #[test]

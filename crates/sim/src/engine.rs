@@ -273,6 +273,8 @@ struct Queue {
     acked: bool,
     /// A deferred affinity change (VM-local vCPU), applied when the next interrupt is acked.
     move_pending: Option<u32>,
+    /// Interrupts raised per VM-local vCPU (what `/proc/interrupts` counts).
+    ints: Vec<u64>,
     load: DecayingLoad,
     drops: u64,
 }
@@ -522,6 +524,7 @@ impl Sim {
                     raised_on: None,
                     acked: false,
                     move_pending: None,
+                    ints: vec![0; spec.vcpus as usize],
                     load: DecayingLoad::new(half_life),
                     drops: 0,
                 });
@@ -609,19 +612,16 @@ impl Sim {
             if policy == PolicyKind::Irqbalance {
                 sim.push(sim.irqbalance_period, Ev::PolicyTick { vm });
             }
-            // the /proc/stat daemon decides at its windows; the eBPF and tick daemons react to
-            // each ring-buffer event (their load windows are not modelled: loads are read when
-            // they run), except on a deferred-move guest, where they decide only at windows
-            let windows = sim.vms[vm as usize]
-                .daemon
-                .as_ref()
-                .is_some_and(|d| d.windows_only || d.det == Detector::Procstat);
-            if let Some(det) = policy
-                .detector()
-                .filter(|&d| d != Detector::Oracle && windows)
-            {
-                let first = sim.daemon_interval(det);
-                sim.push(first, Ev::DaemonTimer { vm });
+            // every daemon samples /proc/stat and /proc/interrupts at its window and decides
+            // there; the eBPF and tick daemons also decide when a vCPU holding an IRQ is seen
+            // preempted, except on a deferred-move guest
+            if let Some(det) = policy.detector().filter(|&d| d != Detector::Oracle) {
+                // the daemon's windows have no fixed phase against the host's slices: the
+                // first comes at a random moment of its second interval (its own RNG, so that
+                // the other random draws are those of the static run with the same seed)
+                let every = sim.daemon_interval(det);
+                let phase = Rng(sc.seed ^ 0xDAE_3011 ^ vm as u64).below(every);
+                sim.push(every + phase.max(1), Ev::DaemonTimer { vm });
             }
         }
         Ok(sim)
@@ -1260,8 +1260,13 @@ impl Sim {
 
     /// Make the interrupt of queue `q` pending on vCPU `t` and get it serviced.
     fn raise(&mut self, q: u32, t: u32) {
-        self.queues[q as usize].raised_on = Some(t);
-        self.queues[q as usize].acked = false;
+        let local = self.vcpus[t as usize].index as usize;
+        let qu = &mut self.queues[q as usize];
+        qu.raised_on = Some(t);
+        qu.acked = false;
+        if let Some(n) = qu.ints.get_mut(local) {
+            *n += 1;
+        }
         let x = &mut self.vcpus[t as usize];
         if !x.pending.contains(&q) {
             x.pending.push(q);
