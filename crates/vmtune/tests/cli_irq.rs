@@ -153,6 +153,17 @@ fn bad_arguments_fail_with_one_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("CPU N/KVM"));
+    // a busy-queue load that is not a fraction of a CPU: refused before anything is read
+    for bad in ["--chase-max-load=-0.5", "--chase-max-load=nan"] {
+        let out = vmtune()
+            .args(["irq", "balance", bad, "--dry-run", "--duration", "0.1"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("chase max load"), "{err}");
+    }
 }
 
 /// Helper run in a child pinned with taskset: blast UDP over loopback so that the CPU it runs

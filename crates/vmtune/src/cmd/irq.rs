@@ -112,9 +112,17 @@ pub struct PolicyArgs {
     /// Whether affinity writes take effect at once or at the IRQ's next interrupt on the old
     /// CPU: `auto` (from the IRQs' chips: x86 MSI without interrupt remapping is deferred),
     /// `deferred` (place IRQs by availability, never follow single preemptions), `direct`
-    /// (follow preemptions at once).
+    /// (light IRQs follow preemptions at once; busy queues, see --chase-max-load, are placed
+    /// by availability).
     #[arg(long, value_enum, default_value_t = MovesArg::Auto)]
     pub moves: MovesArg,
+    /// Direct moves, many-to-many: an IRQ with at least this load (fraction of a CPU) is a
+    /// busy queue, whose
+    /// raised interrupt stays on a preempted vCPU whatever is written: it is placed by
+    /// availability instead of following preemptions (0 = every IRQ follows them, as in the
+    /// paper).
+    #[arg(long, default_value_t = irqbal::policy::DEFAULT_CHASE_MAX_LOAD)]
+    pub chase_max_load: f64,
     /// Balance exactly these IRQ numbers (repeatable). Default: virtio-net / NIC queue vectors.
     #[arg(long = "irq")]
     pub irqs: Vec<u32>,
@@ -173,6 +181,7 @@ impl PolicyArgs {
         };
         c.threshold = self.threshold;
         c.load_floor = self.load_floor;
+        c.chase_max_load = self.chase_max_load;
         c.validate()?;
         if !(self.steal_threshold.is_finite() && (0.0..=1.0).contains(&self.steal_threshold)) {
             anyhow::bail!("--steal-threshold must be between 0 and 1");
