@@ -1067,7 +1067,7 @@ mod tests {
 
     #[test]
     fn builtins_round_trip_through_toml() {
-        for s in builtin("vbalance-fig6").unwrap() {
+        for s in BUILTINS.iter().flat_map(|b| builtin(b).unwrap()) {
             let text = toml::to_string(&s).unwrap();
             let back = Scenario::from_toml(&text, "x.toml").unwrap();
             assert_eq!(back, s);
@@ -1120,6 +1120,7 @@ interval_ms = 100
             ("name='x'\nduration_ms=10\npcpus=1\n[[vm]]\nvcpus=1\nring=8\nworkload={kind='burn'}\n[[source]]\nkind='tcp'\nvm=0\nwindow_kb=64", "window_kb"),
             ("name='x'\nduration_ms=10\npcpus=1\nbogus=1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "bogus"),
             ("name='x'\nduration_ms=10\npcpus=1\n[net]\nlink_mbps=-1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "link_mbps"),
+            ("name='x'\nduration_ms=10\npcpus=1\n[vbalance]\nchase_max_load=-1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "chase max load"),
         ];
         for (text, needle) in cases {
             let e = Scenario::from_toml(text, "f.toml").unwrap_err().to_string();
