@@ -20,6 +20,12 @@
  * address at its first context switch (checking rq->cpu), and the loader checks the steal
  * value read there against /proc/stat before it trusts the signal.
  *
+ * Wake-ups from idle. An interrupt that finds a vCPU halted waits for the host to run it again;
+ * that wait is steal, but the preempted flag is not set (the vCPU was not descheduled while
+ * runnable). At every exit from idle (tp_btf/cpu_idle) the program adds the steal the vCPU
+ * accrued since it went idle to per-CPU counters (wakes); the daemon reads them at each window
+ * to estimate how long an interrupt that finds the vCPU idle waits.
+ *
  * Rebuild with crates/irqbal/bpf/build.sh (clang, libbpf headers); the object is checked in.
  */
 
@@ -73,6 +79,22 @@ struct {
 	__type(key, __u32);
 	__type(value, struct vcpu);
 } vcpus SEC(".maps");
+
+/* Per CPU: exits from idle and the steal each waited for the host (read by the daemon). */
+struct wake {
+	__u64 steal_at_idle; /* steal clock when the CPU went idle */
+	__u64 idle;          /* 1 while idle */
+	__u64 count;         /* exits from idle */
+	__u64 wait_ns;       /* steal accrued between going idle and the exit, summed */
+	__u64 wait_sq_us2;   /* the same, squared, in us^2 */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, __u32);
+	__type(value, struct wake);
+} wakes SEC(".maps");
 
 /* Per CPU: time of its last scan of the others (rate limit). */
 struct {
@@ -223,4 +245,38 @@ SEC("tp_btf/local_timer_entry")
 int BPF_PROG(on_tick, int vector)
 {
 	return observe();
+}
+
+#define PWR_EVENT_EXIT ((unsigned int)-1)
+
+/* The CPU goes idle (state >= 0) or leaves it (PWR_EVENT_EXIT); only this CPU touches its
+ * own entry, with preemption off. */
+SEC("tp_btf/cpu_idle")
+int BPF_PROG(on_idle, unsigned int state, unsigned int cpu_id)
+{
+	__u32 me = bpf_get_smp_processor_id();
+	struct vcpu *c = bpf_map_lookup_elem(&vcpus, &me);
+	struct wake *w = bpf_map_lookup_elem(&wakes, &me);
+	__u64 steal = 0, d, us;
+
+	if (!c || !w || !c->st_addr)
+		return 0;
+	if (bpf_probe_read_kernel(&steal, sizeof(steal), (void *)(c->st_addr + ST_STEAL))) {
+		count(4);
+		return 0;
+	}
+	if (state != PWR_EVENT_EXIT) {
+		w->steal_at_idle = steal;
+		w->idle = 1;
+		return 0;
+	}
+	if (!w->idle)
+		return 0;
+	w->idle = 0;
+	d = steal > w->steal_at_idle ? steal - w->steal_at_idle : 0;
+	us = d / 1000;
+	w->count += 1;
+	w->wait_ns += d;
+	w->wait_sq_us2 += us * us;
+	return 0;
 }

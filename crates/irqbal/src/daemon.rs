@@ -15,6 +15,14 @@
 //! exceeds `steal_threshold` is treated as offline. The start event says which signal is in
 //! use and why ([`open_signal`]).
 //!
+//! **Deferred moves.** Where a write takes effect only at the IRQ's next interrupt, on the old
+//! vCPU (x86 MSI without interrupt remapping: [`crate::moves`] tells by the chip names), the
+//! daemon does not follow single preemptions — such a move lands when the old vCPU runs
+//! again and gives the IRQ to a vCPU that has, by then, usually been preempted itself. It
+//! places IRQs by each vCPU's recent availability instead ([`crate::avail`]: preemption
+//! episodes and wake-up waits from eBPF, steal from `/proc/stat`), deciding at each window;
+//! the start event says which semantics were detected and why.
+//!
 //! **What moves.** Only MSI/MSI-X IRQs whose affinity can be written: managed IRQs
 //! (virtio-blk/scsi queue vectors) refuse writes with EIO, virtio-net queues accept them. By
 //! default the daemon balances virtio-net queue IRQs (and other NIC-like queue names);
@@ -28,8 +36,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use topo::{CpuSet, InterruptTable};
 
+use crate::avail::{CounterWindow, CpuCounters, Episodes};
 use crate::ebpf;
-use crate::policy::{Decision, IrqView, Policy, PolicyConfig, Reason, Snapshot, VcpuView};
+use crate::policy::{
+    Decision, IrqView, MoveKind, Policy, PolicyConfig, Reason, Snapshot, VcpuView,
+};
 use crate::procstat::{parse_proc_stat, ProcStat, NS_PER_TICK};
 use crate::Error;
 
@@ -165,6 +176,8 @@ fn is_msi(chip: Option<&str>) -> bool {
 pub struct Candidate {
     pub irq: u32,
     pub name: String,
+    /// The IRQ's chip as `/proc/interrupts` names it (`PCI-MSIX-0000:00:03.0`, `IR-PCI-MSI`).
+    pub chip: Option<String>,
     /// `smp_affinity_list` when the daemon started.
     pub original: String,
     pub movable: bool,
@@ -199,6 +212,7 @@ pub fn discover(
                 out.push(Candidate {
                     irq: n,
                     name: irq.actions.clone(),
+                    chip: irq.chip.clone(),
                     original: String::new(),
                     movable: false,
                     note: e.to_string(),
@@ -219,6 +233,7 @@ pub fn discover(
         out.push(Candidate {
             irq: n,
             name: irq.actions.clone(),
+            chip: irq.chip.clone(),
             original,
             movable,
             note,
@@ -264,6 +279,12 @@ pub struct CpuWindow {
     /// Fraction of the window stolen by the hypervisor.
     pub steal_frac: f64,
     pub online: bool,
+    /// Steal over the availability window (deferred moves; `None` until it has a second of
+    /// samples).
+    pub avail_steal: Option<f64>,
+    /// Expected wait of an interrupt raised on this vCPU at a random moment of the
+    /// availability window, ms (eBPF with its wake-up counters; `None` otherwise).
+    pub wait_ms: Option<f64>,
 }
 
 /// Pure: the window between two samples as per-CPU views.
@@ -289,6 +310,8 @@ pub fn cpu_windows(
                 irq_frac,
                 steal_frac,
                 online: steal_frac <= steal_threshold,
+                avail_steal: None,
+                wait_ms: None,
             }
         })
         .collect()
@@ -332,10 +355,13 @@ pub fn observe(
     let vcpus: Vec<VcpuView> = w
         .iter()
         .map(|c| VcpuView {
-            vcpu: c.cpu,
-            online: c.online,
-            load: c.irq_frac,
-            eligible: eligible.is_none_or_contains(c.cpu),
+            steal: Some(c.steal_frac),
+            ..VcpuView::new(
+                c.cpu,
+                c.online,
+                c.irq_frac,
+                eligible.is_none_or_contains(c.cpu),
+            )
         })
         .collect();
     let irqs = irqs
@@ -559,6 +585,96 @@ pub fn open_signal(
     }
 }
 
+/// How the daemon learns whether the guest's affinity writes are deferred.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MovesChoice {
+    /// From the balanced IRQs' chips ([`crate::moves::detect`]).
+    Auto,
+    /// As told.
+    Deferred,
+    Direct,
+}
+
+/// The move semantics for `cands` as `choice` asks, with the reason.
+pub fn decide_moves(choice: MovesChoice, cands: &[Candidate]) -> crate::moves::MoveDetection {
+    let irqs: Vec<(u32, Option<String>)> = cands.iter().map(|c| (c.irq, c.chip.clone())).collect();
+    let mut d = crate::moves::detect(&irqs, crate::moves::this_arch());
+    match choice {
+        MovesChoice::Auto => {}
+        MovesChoice::Deferred | MovesChoice::Direct => {
+            let want = if choice == MovesChoice::Deferred {
+                MoveKind::Deferred
+            } else {
+                MoveKind::Direct
+            };
+            d.reason = format!("chosen with --moves {want} (detected: {})", d.reason);
+            d.moves = want;
+        }
+    }
+    d
+}
+
+/// What the daemon will do with the detected move semantics, in a sentence (printed at
+/// start-up).
+pub fn plan_sentence(moves: MoveKind, ebpf: bool, wakes: bool, policy: &PolicyConfig) -> String {
+    match (moves, policy.mapping) {
+        (_, crate::policy::Mapping::ManyToOne) => format!(
+            "many-to-one: the paper's Algorithm 1 as published, moving every balanced IRQ off \
+             a preempted vCPU at once{}",
+            if moves == MoveKind::Deferred {
+                " - although moves are deferred here, so they land when that vCPU runs again \
+                 (the default many-to-many mapping places IRQs by availability instead)"
+            } else {
+                ""
+            }
+        ),
+        (MoveKind::Deferred, _) => format!(
+            "IRQs are placed by each vCPU's recent availability ({}, over {} s), decided at \
+             each window: an IRQ leaves a vCPU whose interrupts waited over {}x (+{} ms) \
+             longer than on the best one, at most every {} s; it is never moved on a single \
+             preemption, because the move would land only at the IRQ's next interrupt, on \
+             that vCPU once it runs again, and hand the IRQ to a vCPU that has usually been \
+             preempted since (in the simulator, following preemptions made TCP/UDP streams \
+             5-14x slower than static placement)",
+            match (ebpf, wakes) {
+                (true, true) => {
+                    "expected interrupt wait from eBPF preemption episodes and wake-ups, \
+                     steal from /proc/stat"
+                }
+                (true, false) => {
+                    "steal from /proc/stat; the eBPF wake-up counters are unavailable, so no \
+                     expected wait"
+                }
+                _ => "steal from /proc/stat",
+            },
+            crate::avail::DEFAULT_WINDOW_NS / 1_000_000_000,
+            policy.avail_ratio,
+            policy.avail_margin_ns / 1e6,
+            policy.avail_dwell_ns / 1_000_000_000,
+        ),
+        (MoveKind::Direct, _) => format!(
+            "{}; IRQs are balanced at each window (max/min > {}){}",
+            if ebpf {
+                "the IRQs of a vCPU seen preempted move to a running vCPU at once (the next \
+                 interrupt goes there)"
+            } else {
+                "the IRQs of a vCPU whose steal exceeds the threshold move at each window"
+            },
+            policy.threshold,
+            if policy.chase_max_load > 0.0 {
+                format!(
+                    "; a busy queue (over {} % of a CPU) stays on a preempted vCPU, whose raised \
+                     interrupt would not follow it, and is placed by availability instead",
+                    policy.chase_max_load * 100.0
+                )
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
 /// Guest-mode settings.
 #[derive(Debug, Clone)]
 pub struct GuestConfig {
@@ -586,6 +702,8 @@ pub struct GuestConfig {
     /// Run the daemon's thread as SCHED_FIFO priority 1, so that a ring-buffer wake-up
     /// preempts the guest's own busy tasks at once (it sleeps almost all the time).
     pub realtime: bool,
+    /// Whether affinity writes are deferred on this guest: detected, or as told.
+    pub moves: MovesChoice,
 }
 
 impl Default for GuestConfig {
@@ -602,6 +720,7 @@ impl Default for GuestConfig {
             signal: SignalChoice::Auto,
             scan_gap: Duration::from_micros(100),
             realtime: true,
+            moves: MovesChoice::Auto,
         }
     }
 }
@@ -616,6 +735,11 @@ pub enum DaemonEvent {
         signal: SignalInfo,
         /// The daemon thread's scheduling: `SCHED_FIFO 1`, or `normal` and why.
         scheduling: String,
+        /// Whether affinity writes take effect at once or at the IRQ's next interrupt, and
+        /// what decided it.
+        moves: crate::moves::MoveDetection,
+        /// What the daemon will do, given the signal and the move semantics.
+        plan: String,
     },
     /// One window: CPUs and the decision.
     Decision {
@@ -714,6 +838,8 @@ pub struct Latencies {
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub signal: &'static str,
+    /// The move semantics the policy ran with.
+    pub move_kind: MoveKind,
     pub samples: u64,
     pub moves: u64,
     /// Moves off a vCPU the signal said was preempted.
@@ -780,6 +906,57 @@ fn write_move(
     }
 }
 
+/// The cumulative counters of one sample for the availability window: `/proc/stat` steal and
+/// idle, and the eBPF wake-up counters where they are read.
+pub fn counters_of(
+    stat: &ProcStat,
+    wakes: Option<&[ebpf::WakeCounters]>,
+) -> Vec<(u32, CpuCounters)> {
+    stat.cpus
+        .iter()
+        .map(|(cpu, t)| {
+            let w = wakes
+                .and_then(|ws| ws.iter().find(|w| w.cpu == *cpu))
+                .copied()
+                .unwrap_or_default();
+            (
+                *cpu,
+                CpuCounters {
+                    steal_ns: t.steal.unwrap_or(0).saturating_mul(NS_PER_TICK),
+                    idle_ns: t.idle.saturating_mul(NS_PER_TICK),
+                    wakes: w.wakes,
+                    wake_wait_ns: w.wait_ns,
+                    wake_wait_sq_us2: w.wait_sq_us2,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Fill the availability of every vCPU of `snap` (and of `cpus`, for display): steal over the
+/// window, and with `episodes` (eBPF with wake-up counters) the expected interrupt wait.
+pub fn fill_availability(
+    snap: &mut Snapshot,
+    cpus: Option<&mut Vec<CpuWindow>>,
+    episodes: Option<&Episodes>,
+    counters: &CounterWindow,
+    mono_now_ns: u64,
+) {
+    let wait = |cpu: u32| {
+        episodes.and_then(|e| crate::avail::expected_wait_ns(e, counters, cpu, mono_now_ns))
+    };
+    for v in &mut snap.vcpus {
+        v.steal = counters.steal(v.vcpu);
+        v.wait_ns = wait(v.vcpu);
+    }
+    if let Some(cpus) = cpus {
+        for c in cpus {
+            c.avail_steal = counters.steal(c.cpu);
+            c.wait_ms = wait(c.cpu).map(|w| w / 1e6);
+        }
+    }
+}
+
 /// Run the guest daemon until `stop` is set, the duration passes, or an error.
 /// Installs nothing itself: the caller registers signal handlers that set `stop`
 /// (see [`install_signal_flag`]).
@@ -791,7 +968,7 @@ pub fn run_guest(
     let fs = &cfg.fs;
     let cpu0 = fs.self_cpu_ticks().unwrap_or(0);
     let start = Instant::now();
-    let mut policy = Policy::new(cfg.policy)?;
+    Policy::new(cfg.policy)?;
     let first = Sample::take(fs)?;
     for &irq in &cfg.irqs {
         if !first.ints.irqs.iter().any(|r| r.number == Some(irq)) {
@@ -808,6 +985,23 @@ pub fn run_guest(
         INTERVAL_PROCSTAT
     });
     let cands = discover(fs, &first.ints, &cfg.irqs, !cfg.dry_run);
+    let balanced: Vec<Candidate> = cands
+        .iter()
+        .filter(|c| c.movable || cfg.dry_run)
+        .cloned()
+        .collect();
+    let move_detection = decide_moves(cfg.moves, &balanced);
+    let deferred = move_detection.moves == MoveKind::Deferred;
+    let mut policy = Policy::new(cfg.policy.with_moves(move_detection.moves))?;
+    let wakes_known = reader
+        .as_ref()
+        .is_some_and(|r| r.wakes_unavailable.is_none());
+    let plan = plan_sentence(
+        move_detection.moves,
+        reader.is_some(),
+        wakes_known,
+        &cfg.policy,
+    );
     let scheduling = if cfg.realtime {
         set_fifo_1()
     } else {
@@ -817,7 +1011,18 @@ pub fn run_guest(
         candidates: cands.clone(),
         signal: signal.clone(),
         scheduling,
+        moves: move_detection.clone(),
+        plan,
     });
+    // availability (deferred moves): preemption episodes and wake-ups (eBPF), steal and idle
+    let mono0 = ebpf::monotonic_ns();
+    let mut episodes = Episodes::new(crate::avail::DEFAULT_WINDOW_NS, mono0);
+    let mut counters = CounterWindow::new(crate::avail::DEFAULT_WINDOW_NS);
+    let read_wakes = |r: &Option<ebpf::PreemptReader>| r.as_ref().and_then(|r| r.wakes());
+    counters.push(
+        mono0,
+        counters_of(&first.stat, read_wakes(&reader).as_deref()),
+    );
     let mut guard = AffinityGuard::new(fs.clone());
     // current holder of each balanced IRQ: its effective CPU (or first CPU of its mask).
     // Only IRQs probed movable are balanced; a dry run probes nothing and balances
@@ -838,7 +1043,7 @@ pub fn run_guest(
     // eBPF view: vCPUs currently preempted, with when each was seen
     let mut preempted: std::collections::BTreeMap<u32, ebpf::PreemptEvent> = Default::default();
     let mut lat = Latencies::default();
-    let (mut pts, mut bound, mut ring, mut written, mut writes, mut episodes) =
+    let (mut pts, mut bound, mut ring, mut written, mut writes, mut episode_lens) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     // the daemon's own CPU from here on (start-up, e.g. loading eBPF, is reported apart)
     let cpu_loop0 = fs.self_cpu_ticks().unwrap_or(cpu0);
@@ -872,15 +1077,19 @@ pub fn run_guest(
                         let b = e.ts_ns.saturating_sub(e.last_event_ns) as f64 / 1e3;
                         bound.push(b);
                         preempted.insert(e.cpu, e);
-                        if held.iter().any(|&(_, h)| h == e.cpu) {
+                        episodes.preempted(e.cpu, e.ts_ns);
+                        // with deferred moves a single preemption is not acted on
+                        if !deferred && held.iter().any(|&(_, h)| h == e.cpu) {
                             urgent.push(e);
                         }
                         b
                     } else {
                         lat.resumes += 1;
                         let seen = preempted.remove(&e.cpu);
-                        let ep = e.steal_ns.saturating_sub(e.steal_at_preempt_ns) as f64 / 1e3;
-                        episodes.push(ep);
+                        let ep_ns = e.steal_ns.saturating_sub(e.steal_at_preempt_ns);
+                        episodes.resumed(e.cpu, e.ts_ns, ep_ns);
+                        let ep = ep_ns as f64 / 1e3;
+                        episode_lens.push(ep);
                         // the episode began `ep` before the resume was seen; it was seen
                         // preempted at `seen.ts_ns`: the gap is how late the program was
                         if let (Some(p), Some(s0)) = (seen, e.episode_start_ns()) {
@@ -912,7 +1121,9 @@ pub fn run_guest(
         let mut snap = if sample_due {
             next_sample = Instant::now() + interval;
             let cur = Sample::take(fs)?;
-            let snap = observe(
+            let mono = ebpf::monotonic_ns();
+            counters.push(mono, counters_of(&cur.stat, read_wakes(&reader).as_deref()));
+            let mut snap = observe(
                 &prev,
                 &cur,
                 &held,
@@ -927,6 +1138,8 @@ pub fn run_guest(
                     c.online = !preempted.contains_key(&c.cpu);
                 }
             }
+            let eps = wakes_known.then_some(&episodes);
+            fill_availability(&mut snap, Some(&mut cpus), eps, &counters, mono);
             prev = cur;
             last_window = Some(snap.clone());
             (snap, Some(cpus))
@@ -1045,12 +1258,13 @@ pub fn run_guest(
         seen_to_daemon_us: Dist::of(&ring),
         seen_to_written_us: Dist::of(&written),
         write_us: Dist::of(&writes),
-        episode_us: Dist::of(&episodes),
+        episode_us: Dist::of(&episode_lens),
         counters: r.counters(),
         ..lat.clone()
     });
     let summary = Summary {
         signal: signal.signal,
+        move_kind: move_detection.moves,
         samples,
         moves,
         moves_off_preempted: off_preempted,
@@ -1204,6 +1418,10 @@ mod tests {
 
     /// A fake procfs whose `stat` a thread keeps rewriting: CPU0 has 50 % steal, CPU1 none.
     fn fake_proc(dir: &Path, irq: u32) -> std::thread::JoinHandle<()> {
+        fake_proc_for(dir, irq, Duration::from_millis(900))
+    }
+
+    fn fake_proc_for(dir: &Path, irq: u32, run: Duration) -> std::thread::JoinHandle<()> {
         let irqdir = dir.join(format!("irq/{irq}"));
         std::fs::create_dir_all(&irqdir).unwrap();
         std::fs::write(irqdir.join("smp_affinity_list"), "0-1\n").unwrap();
@@ -1227,7 +1445,7 @@ mod tests {
         write(0);
         std::thread::spawn(move || {
             let start = Instant::now();
-            while start.elapsed() < Duration::from_millis(900) {
+            while start.elapsed() < run {
                 // 100 ticks per second of wall time: 1 tick every 10 ms
                 write(start.elapsed().as_millis() as u64 / 10);
                 std::thread::sleep(Duration::from_millis(5));
@@ -1236,8 +1454,16 @@ mod tests {
     }
 
     fn run_fake(dry_run: bool) -> (Vec<DaemonEvent>, Summary, tempfile::TempDir) {
+        run_fake_with(dry_run, MovesChoice::Direct, Duration::from_millis(700))
+    }
+
+    fn run_fake_with(
+        dry_run: bool,
+        moves: MovesChoice,
+        run: Duration,
+    ) -> (Vec<DaemonEvent>, Summary, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let writer = fake_proc(dir.path(), 38);
+        let writer = fake_proc_for(dir.path(), 38, run + Duration::from_millis(200));
         let cfg = GuestConfig {
             fs: ProcFs {
                 root: dir.path().to_path_buf(),
@@ -1246,8 +1472,9 @@ mod tests {
             interval: Some(Duration::from_millis(100)),
             irqs: vec![38],
             dry_run,
-            duration: Some(Duration::from_millis(700)),
+            duration: Some(run),
             signal: SignalChoice::Procstat,
+            moves,
             ..GuestConfig::default()
         };
         let stop = AtomicBool::new(false);
@@ -1294,6 +1521,83 @@ mod tests {
         let mask = std::fs::read_to_string(dir.path().join("irq/38/smp_affinity_list")).unwrap();
         assert_eq!(mask.trim(), "0-1");
         assert!(summary.latencies.is_none());
+    }
+
+    fn moves_of(evs: &[DaemonEvent]) -> Vec<(u32, u32, u32, Reason, bool, &'static str)> {
+        evs.iter()
+            .filter_map(|e| match e {
+                DaemonEvent::Move {
+                    irq,
+                    from,
+                    to,
+                    reason,
+                    ok,
+                    outcome,
+                    ..
+                } => Some((*irq, *from, *to, *reason, *ok, *outcome)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deferred_moves_are_detected_from_the_chip_and_the_irq_moves_by_availability() {
+        // the fake IRQ's chip is an x86 MSI without remapping (PCI-MSIX-...): on x86 the
+        // daemon detects deferred moves, does not chase CPU0's steal window by window, and
+        // moves the IRQ once its 50 % steal has been seen over a second
+        let (evs, summary, dir) =
+            run_fake_with(false, MovesChoice::Auto, Duration::from_millis(1600));
+        let DaemonEvent::Start { moves, plan, .. } = &evs[0] else {
+            panic!("{:?}", evs[0])
+        };
+        let want = if cfg!(any(target_arch = "x86_64", target_arch = "x86")) {
+            MoveKind::Deferred
+        } else {
+            MoveKind::Direct
+        };
+        assert_eq!(moves.moves, want, "{}", moves.reason);
+        assert_eq!(summary.move_kind, want);
+        if want == MoveKind::Deferred {
+            assert!(
+                moves.reason.contains("PCI-MSIX-0000:00:03.0"),
+                "{}",
+                moves.reason
+            );
+            assert!(
+                plan.contains("never moved on a single preemption"),
+                "{plan}"
+            );
+            let m = moves_of(&evs);
+            assert_eq!(
+                m,
+                vec![(38, 0, 1, Reason::HolderStarved, true, "pending")],
+                "one move, by availability, after a second of samples"
+            );
+            // the decision that moved it saw the window's steal
+            let seen = evs.iter().any(|e| match e {
+                DaemonEvent::Decision { cpus, .. } => cpus
+                    .iter()
+                    .any(|c| c.cpu == 0 && c.avail_steal.is_some_and(|s| s > 0.3)),
+                _ => false,
+            });
+            assert!(seen);
+        }
+        let mask = std::fs::read_to_string(dir.path().join("irq/38/smp_affinity_list")).unwrap();
+        assert_eq!(mask.trim(), "0-1");
+    }
+
+    #[test]
+    fn the_plan_says_how_busy_queues_are_placed_on_a_direct_guest() {
+        let p = plan_sentence(MoveKind::Direct, true, true, &PolicyConfig::extended());
+        assert!(p.contains("a busy queue (over 2 % of a CPU) stays"), "{p}");
+        let paper_like = PolicyConfig {
+            chase_max_load: 0.0,
+            ..PolicyConfig::extended()
+        };
+        let p = plan_sentence(MoveKind::Direct, true, true, &paper_like);
+        assert!(!p.contains("busy queue"), "{p}");
+        let p = plan_sentence(MoveKind::Deferred, true, true, &PolicyConfig::extended());
+        assert!(p.contains("never moved on a single preemption"), "{p}");
     }
 
     #[test]

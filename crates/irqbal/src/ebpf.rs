@@ -109,6 +109,31 @@ struct VcpuRaw {
 // a valid value.
 unsafe impl aya::Pod for VcpuRaw {}
 
+/// The program's per-CPU wake-up record (`struct wake`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct WakeRaw {
+    steal_at_idle: u64,
+    idle: u64,
+    count: u64,
+    wait_ns: u64,
+    wait_sq_us2: u64,
+}
+
+// SAFETY: `WakeRaw` is `#[repr(C)]`, five u64 (40 bytes, no padding), matching `struct wake`
+// in preempt.bpf.c; any bit pattern is a valid value.
+unsafe impl aya::Pod for WakeRaw {}
+
+/// One CPU's exits from idle and the steal they waited for the host, cumulative since the
+/// program was loaded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WakeCounters {
+    pub cpu: u32,
+    pub wakes: u64,
+    pub wait_ns: u64,
+    pub wait_sq_us2: u64,
+}
+
 /// Offsets of the per-CPU variables inside `.data..percpu`, from the kernel's BTF.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PercpuOffsets {
@@ -269,6 +294,9 @@ pub struct PreemptReader {
     pub offsets: PercpuOffsets,
     pub checks: Vec<CpuCheck>,
     pub scan_gap: Duration,
+    /// Why the wake-up counters (`tp_btf/cpu_idle`) are not available, if they are not; the
+    /// preemption signal works without them.
+    pub wakes_unavailable: Option<String>,
 }
 
 impl std::fmt::Debug for PreemptReader {
@@ -375,6 +403,20 @@ impl PreemptReader {
             p.attach()
                 .map_err(|e| unavailable(format!("attaching tp_btf/{tp}: {}", chain(&e))))?;
         }
+        // the wake-up counters are a refinement: the signal works without them
+        let wakes_unavailable = (|| -> Result<(), String> {
+            let p: &mut aya::programs::BtfTracePoint = bpf
+                .program_mut("on_idle")
+                .ok_or("the object has no program on_idle")?
+                .try_into()
+                .map_err(|e| format!("on_idle: {}", chain(&e)))?;
+            p.load("cpu_idle", &btf)
+                .map_err(|e| format!("loading on_idle at tp_btf/cpu_idle: {}", chain(&e)))?;
+            p.attach()
+                .map_err(|e| format!("attaching tp_btf/cpu_idle: {}", chain(&e)))?;
+            Ok(())
+        })()
+        .err();
         let ring = aya::maps::RingBuf::try_from(
             bpf.take_map("events")
                 .ok_or_else(|| unavailable("the object has no ring buffer `events`"))?,
@@ -387,6 +429,7 @@ impl PreemptReader {
             offsets,
             checks: Vec::new(),
             scan_gap,
+            wakes_unavailable,
         };
         // learn every CPU's address, then check the steal read through it
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -435,6 +478,29 @@ impl PreemptReader {
         let m = self.bpf.map("vcpus")?;
         let a = aya::maps::Array::<_, VcpuRaw>::try_from(m).ok()?;
         a.get(&cpu, 0).ok()
+    }
+
+    /// Each CPU's wake-up counters (`None` when `tp_btf/cpu_idle` could not be attached).
+    pub fn wakes(&self) -> Option<Vec<WakeCounters>> {
+        if self.wakes_unavailable.is_some() {
+            return None;
+        }
+        let m = self.bpf.map("wakes")?;
+        let a = aya::maps::Array::<_, WakeRaw>::try_from(m).ok()?;
+        Some(
+            self.cpus
+                .iter()
+                .filter_map(|&cpu| {
+                    let w = a.get(&cpu, 0).ok()?;
+                    Some(WakeCounters {
+                        cpu,
+                        wakes: w.count,
+                        wait_ns: w.wait_ns,
+                        wait_sq_us2: w.wait_sq_us2,
+                    })
+                })
+                .collect(),
+        )
     }
 
     /// The program's counters, summed over CPUs.
@@ -641,13 +707,20 @@ mod tests {
     }
 
     #[test]
-    fn object_is_an_ebpf_elf_with_both_programs_and_its_maps() {
+    fn object_is_an_ebpf_elf_with_its_programs_and_maps() {
         // parse only (no kernel needed): the checked-in object is what the loader expects
         let obj = aya_obj::Object::parse(OBJECT).unwrap();
-        for p in ["on_switch", "on_tick"] {
+        for p in ["on_switch", "on_tick", "on_idle"] {
             assert!(obj.programs.contains_key(p), "{p}");
         }
-        for m in ["vcpus", "last_scan", "counters", "events", ".rodata"] {
+        for m in [
+            "vcpus",
+            "wakes",
+            "last_scan",
+            "counters",
+            "events",
+            ".rodata",
+        ] {
             assert!(
                 obj.maps.keys().any(|k| k == m),
                 "{m}: {:?}",

@@ -12,16 +12,18 @@
 //! - [`load`]: turning cumulative counters into windowed rates.
 //! - [`daemon`]: the guest-mode and host-mode I/O shells around the policy.
 
+pub mod avail;
 pub mod daemon;
 pub mod ebpf;
 pub mod host;
 pub mod load;
+pub mod moves;
 pub mod policy;
 pub mod procstat;
 
 pub use policy::{
-    algorithm1, Decision, IrqView, Mapping, Placement, Policy, PolicyConfig, Reason, Snapshot,
-    Vcpu, VcpuView,
+    algorithm1, Decision, IrqView, Mapping, MoveKind, Placement, Policy, PolicyConfig, Reason,
+    Snapshot, Vcpu, VcpuView,
 };
 
 /// Errors of this crate; each names the file or thing and the problem.

@@ -152,3 +152,88 @@ fn reader_sees_preemptions_of_vcpus_with_steal() {
         p.last_event_ns
     );
 }
+
+/// Per CPU: (idle, steal) from `/proc/stat`, in ns.
+fn idle_steal_ns() -> Vec<(u32, u64, u64)> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| irqbal::procstat::parse_proc_stat(&t).ok())
+        .map_or_else(Vec::new, |s| {
+            s.cpus
+                .iter()
+                .map(|(c, t)| {
+                    let ns = irqbal::procstat::NS_PER_TICK;
+                    (*c, t.idle * ns, t.steal.unwrap_or(0) * ns)
+                })
+                .collect()
+        })
+}
+
+#[test]
+fn wake_counters_count_exits_from_idle_and_their_steal() {
+    if let Err(e) = ebpf::kvm_steal_time_offered() {
+        testkit::skip(&testkit::current_test(), format!("{e}"));
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        testkit::skip(&testkit::current_test(), "loading eBPF needs root");
+        return;
+    }
+    let r = PreemptReader::open(Duration::from_micros(100))
+        .unwrap_or_else(|e| panic!("eBPF reader unavailable on a KVM guest with steal time: {e}"));
+    if let Some(why) = &r.wakes_unavailable {
+        testkit::skip(
+            &testkit::current_test(),
+            format!("no wake-up counters: {why}"),
+        );
+        return;
+    }
+    let before = r.wakes().expect("wake counters");
+    let ps0 = idle_steal_ns();
+    // let every CPU go idle many times: short sleeps
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = r.wakes().expect("wake counters");
+    let ps1 = idle_steal_ns();
+    assert_eq!(before.len(), r.cpus.len());
+    let mut idle_cpus = 0;
+    for (a, b) in before.iter().zip(&after) {
+        assert_eq!(a.cpu, b.cpu);
+        let (wakes, wait) = (b.wakes - a.wakes, b.wait_ns - a.wait_ns);
+        let idle = |ps: &[(u32, u64, u64)]| ps.iter().find(|x| x.0 == a.cpu).map_or(0, |x| x.1);
+        let steal = |ps: &[(u32, u64, u64)]| ps.iter().find(|x| x.0 == a.cpu).map_or(0, |x| x.2);
+        let idle_ns = idle(&ps1).saturating_sub(idle(&ps0));
+        let steal_ns = steal(&ps1).saturating_sub(steal(&ps0));
+        eprintln!(
+            "cpu{}: {wakes} exits from idle, {:.2} ms waited after them; /proc/stat idle {:.0} \
+             ms, steal {:.0} ms",
+            a.cpu,
+            wait as f64 / 1e6,
+            idle_ns as f64 / 1e6,
+            steal_ns as f64 / 1e6
+        );
+        if idle_ns >= 100_000_000 {
+            // a CPU idle for a tenth of a second left idle many times (each tick at least)
+            idle_cpus += 1;
+            assert!(
+                wakes >= 10,
+                "cpu{} idle {idle_ns} ns but {wakes} exits",
+                a.cpu
+            );
+        }
+        // what the exits waited is steal, so it cannot exceed the steal of the window (plus
+        // /proc/stat's tick granularity and the idle period that straddles its start)
+        assert!(
+            wait <= steal_ns + 50_000_000,
+            "cpu{}: waited {wait} ns > steal {steal_ns} ns",
+            a.cpu
+        );
+        assert!(b.wait_sq_us2 >= a.wait_sq_us2);
+    }
+    if idle_cpus == 0 {
+        testkit::skip(
+            &testkit::current_test(),
+            "no CPU was idle during the test (a busy machine)",
+        );
+    }
+}

@@ -240,6 +240,14 @@ struct Vcpu {
     episode_seen: bool,
     /// Waiting in the runqueue after a wake-up from halt (not preempted).
     woken: bool,
+    /// Idle (halted) time so far, and since when it is halted (what `/proc/stat` idle shows).
+    idle_ns: u64,
+    blocked_since: u64,
+    /// What the eBPF program counts at each exit from idle: wake-ups, and the steal each
+    /// waited for the host after it (sum ns, sum of squares µs²).
+    wakes: u64,
+    wake_wait_ns: u64,
+    wake_wait_sq_us2: u64,
 }
 
 struct Pcpu {
@@ -265,6 +273,8 @@ struct Queue {
     acked: bool,
     /// A deferred affinity change (VM-local vCPU), applied when the next interrupt is acked.
     move_pending: Option<u32>,
+    /// Interrupts raised per VM-local vCPU (what `/proc/interrupts` counts).
+    ints: Vec<u64>,
     load: DecayingLoad,
     drops: u64,
 }
@@ -439,12 +449,20 @@ impl Sim {
                 last_queue_ns: vec![0; spec.queues as usize],
                 queue_ns: vec![0; spec.queues as usize],
             };
+            let config = policy.policy_config(&sc.vbalance);
             if policy.is_vbalance() {
-                vm.policy =
-                    Some(Policy::new(sc.vbalance.policy_config()).map_err(|e| e.to_string())?);
+                vm.policy = Some(Policy::new(config).map_err(|e| e.to_string())?);
             }
             if let Some(det) = policy.detector().filter(|&d| d != Detector::Oracle) {
-                vm.daemon = Some(Daemon::new(det, spec.vcpus, spec.queues));
+                let windows_only = config.moves == irqbal::MoveKind::Deferred;
+                let avail_window = (sc.vbalance.avail_window_ms * MS as f64) as u64;
+                vm.daemon = Some(Daemon::new(
+                    det,
+                    spec.vcpus,
+                    spec.queues,
+                    avail_window,
+                    windows_only,
+                ));
             }
             for i in 0..spec.vcpus {
                 let pcpu = match &spec.pin {
@@ -486,6 +504,11 @@ impl Sim {
                     preempted_at: None,
                     episode_seen: false,
                     woken: false,
+                    idle_ns: 0,
+                    blocked_since: 0,
+                    wakes: 0,
+                    wake_wait_ns: 0,
+                    wake_wait_sq_us2: 0,
                 });
             }
             for q in 0..spec.queues {
@@ -501,6 +524,7 @@ impl Sim {
                     raised_on: None,
                     acked: false,
                     move_pending: None,
+                    ints: vec![0; spec.vcpus as usize],
                     load: DecayingLoad::new(half_life),
                     drops: 0,
                 });
@@ -588,9 +612,16 @@ impl Sim {
             if policy == PolicyKind::Irqbalance {
                 sim.push(sim.irqbalance_period, Ev::PolicyTick { vm });
             }
-            if policy.detector() == Some(Detector::Procstat) {
-                let first = sim.procstat_interval();
-                sim.push(first, Ev::DaemonTimer { vm });
+            // every daemon samples /proc/stat and /proc/interrupts at its window and decides
+            // there; the eBPF and tick daemons also decide when a vCPU holding an IRQ is seen
+            // preempted, except on a deferred-move guest
+            if let Some(det) = policy.detector().filter(|&d| d != Detector::Oracle) {
+                // the daemon's windows have no fixed phase against the host's slices: the
+                // first comes at a random moment of its second interval (its own RNG, so that
+                // the other random draws are those of the static run with the same seed)
+                let every = sim.daemon_interval(det);
+                let phase = Rng(sc.seed ^ 0xDAE_3011 ^ vm as u64).below(every);
+                sim.push(every + phase.max(1), Ev::DaemonTimer { vm });
             }
         }
         Ok(sim)
@@ -878,6 +909,9 @@ impl Sim {
         v.run_start = now;
         v.state = to;
         v.tick_gen = v.tick_gen.wrapping_add(1);
+        if to == RunState::Blocked {
+            v.blocked_since = now;
+        }
         if to == RunState::Runnable {
             v.kvm_preempted = true;
             v.runnable_since = now;
@@ -953,7 +987,14 @@ impl Sim {
         let was_halted = std::mem::take(&mut x.woken);
         x.state = RunState::Running;
         x.run_start = now;
-        x.steal_clock += now.saturating_sub(x.runnable_since);
+        let waited = now.saturating_sub(x.runnable_since);
+        x.steal_clock += waited;
+        if was_halted {
+            x.wakes += 1;
+            x.wake_wait_ns += waited;
+            let us = waited / US;
+            x.wake_wait_sq_us2 = x.wake_wait_sq_us2.saturating_add(us * us);
+        }
         x.kvm_preempted = false;
         let vm = x.vm;
         self.vms[vm as usize].running += 1;
@@ -1060,6 +1101,8 @@ impl Sim {
                 x.deadline = x.vruntime + slice;
             }
         }
+        let x = &mut self.vcpus[v as usize];
+        x.idle_ns += self.now.saturating_sub(x.blocked_since);
         self.vcpus[v as usize].state = RunState::Runnable;
         self.vcpus[v as usize].run_start = self.now;
         self.vcpus[v as usize].runnable_since = self.now;
@@ -1217,8 +1260,13 @@ impl Sim {
 
     /// Make the interrupt of queue `q` pending on vCPU `t` and get it serviced.
     fn raise(&mut self, q: u32, t: u32) {
-        self.queues[q as usize].raised_on = Some(t);
-        self.queues[q as usize].acked = false;
+        let local = self.vcpus[t as usize].index as usize;
+        let qu = &mut self.queues[q as usize];
+        qu.raised_on = Some(t);
+        qu.acked = false;
+        if let Some(n) = qu.ints.get_mut(local) {
+            *n += 1;
+        }
         let x = &mut self.vcpus[t as usize];
         if !x.pending.contains(&q) {
             x.pending.push(q);
@@ -1378,6 +1426,8 @@ impl Sim {
                     online: x.state == RunState::Running,
                     load: self.load_frac(&x.load),
                     eligible: true,
+                    steal: None,
+                    wait_ns: None,
                 }
             })
             .collect();

@@ -98,9 +98,11 @@ pub enum PolicyKind {
     /// blind to vCPU scheduling.
     Irqbalance,
     /// The daemon's default on a KVM guest: the exact preempted flag via eBPF; moves deferred
-    /// to the IRQ's next interrupt (x86 MSI without interrupt remapping).
+    /// to the IRQ's next interrupt (x86 MSI without interrupt remapping), so every IRQ is
+    /// placed by availability (never moved on a single preemption).
     Vbalance,
-    /// The exact preempted flag via eBPF, in a guest with interrupt remapping.
+    /// The exact preempted flag via eBPF, in a guest with interrupt remapping: light IRQs
+    /// follow the flag, busy queues are placed by availability.
     VbalanceIr,
     /// The `/proc/stat` steal window (the daemon's fallback without eBPF); deferred moves.
     VbalanceProcstat,
@@ -113,6 +115,10 @@ pub enum PolicyKind {
     /// Upper bound: exact running state at every switch, instant rebinds that carry a pending
     /// interrupt along, and (with credit) the paper's SMP_BOOST fast path.
     VbalanceOracle,
+    /// The daemon's former default on a deferred-move guest, kept for comparison: the exact
+    /// flag via eBPF, and the policy chasing it (moving the IRQs of a preempted holder at
+    /// once) although every move waits for the IRQ's next interrupt on the old vCPU.
+    VbalanceChase,
 }
 
 /// How a vBalance variant learns that a vCPU is preempted.
@@ -139,13 +145,14 @@ pub enum MoveSemantics {
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 9] = [
+    pub const ALL: [PolicyKind; 10] = [
         PolicyKind::Static,
         PolicyKind::Irqbalance,
         PolicyKind::VbalanceProcstat,
         PolicyKind::VbalanceProcstatIr,
         PolicyKind::VbalanceTick,
         PolicyKind::VbalanceTickIr,
+        PolicyKind::VbalanceChase,
         PolicyKind::Vbalance,
         PolicyKind::VbalanceIr,
         PolicyKind::VbalanceOracle,
@@ -162,6 +169,7 @@ impl PolicyKind {
             PolicyKind::VbalanceTick => "vbalance-tick",
             PolicyKind::VbalanceTickIr => "vbalance-tick-ir",
             PolicyKind::VbalanceOracle => "vbalance-oracle",
+            PolicyKind::VbalanceChase => "vbalance-chase",
         }
     }
 
@@ -178,7 +186,9 @@ impl PolicyKind {
                 Some(Detector::Procstat)
             }
             PolicyKind::VbalanceTick | PolicyKind::VbalanceTickIr => Some(Detector::Tick),
-            PolicyKind::Vbalance | PolicyKind::VbalanceIr => Some(Detector::Flag),
+            PolicyKind::Vbalance | PolicyKind::VbalanceIr | PolicyKind::VbalanceChase => {
+                Some(Detector::Flag)
+            }
             PolicyKind::VbalanceOracle => Some(Detector::Oracle),
         }
     }
@@ -192,6 +202,28 @@ impl PolicyKind {
             | PolicyKind::VbalanceTickIr => MoveSemantics::Direct,
             _ => MoveSemantics::Deferred,
         }
+    }
+
+    /// How the daemon runs the policy on this guest: what it detects of the guest's moves
+    /// (`vbalance-chase` ignores it, as the former default did).
+    pub fn policy_moves(self) -> irqbal::MoveKind {
+        match (self, self.moves()) {
+            (PolicyKind::VbalanceChase, _) => irqbal::MoveKind::Direct,
+            (_, MoveSemantics::Deferred) => irqbal::MoveKind::Deferred,
+            _ => irqbal::MoveKind::Direct,
+        }
+    }
+
+    /// The policy configuration this variant runs: the scenario's, with the move semantics
+    /// the daemon would detect; `vbalance-chase` (the former default) and the oracle (the
+    /// paper's design, where a rebind carries a raised interrupt along) follow the preempted
+    /// flag with every IRQ.
+    pub fn policy_config(self, spec: &VbalanceSpec) -> irqbal::PolicyConfig {
+        let mut c = spec.policy_config().with_moves(self.policy_moves());
+        if matches!(self, PolicyKind::VbalanceChase | PolicyKind::VbalanceOracle) {
+            c.chase_max_load = 0.0;
+        }
+        c
     }
 
     /// Runs the `irqbal` policy.
@@ -409,6 +441,19 @@ pub struct VbalanceSpec {
     pub wake_us: f64,
     /// The daemon's decision and affinity write (`/proc/irq/N/smp_affinity_list`), µs.
     pub write_us: f64,
+    /// eBPF and tick daemons: the load window (`/proc/stat`, `/proc/interrupts` sampled and a
+    /// decision made), ms (the daemon's default with eBPF: 1000).
+    pub window_ms: f64,
+    /// Deferred-move guests: the availability window (preemption episodes, steal), ms.
+    pub avail_window_ms: f64,
+    /// Deferred-move guests: a vCPU is clearly worse than another when its expected interrupt
+    /// wait exceeds the other's times this ratio plus `avail_margin_us`.
+    pub avail_ratio: f64,
+    pub avail_margin_us: f64,
+    /// Direct-move guests: an IRQ with at least this load (fraction of a CPU) is a busy queue,
+    /// placed by availability instead of following the preempted flag (0: every IRQ follows
+    /// it). `vbalance-chase` and `vbalance-oracle` always use 0.
+    pub chase_max_load: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -434,6 +479,11 @@ impl Default for VbalanceSpec {
             scan_gap_us: 100.0,
             wake_us: DAEMON_WAKE_US,
             write_us: DAEMON_WRITE_US,
+            window_ms: irqbal::daemon::INTERVAL_EBPF.as_secs_f64() * 1e3,
+            avail_window_ms: irqbal::avail::DEFAULT_WINDOW_NS as f64 / 1e6,
+            avail_ratio: irqbal::policy::DEFAULT_AVAIL_RATIO,
+            avail_margin_us: irqbal::policy::DEFAULT_AVAIL_MARGIN_NS / 1e3,
+            chase_max_load: irqbal::policy::DEFAULT_CHASE_MAX_LOAD,
         }
     }
 }
@@ -455,6 +505,9 @@ impl VbalanceSpec {
         };
         c.threshold = self.threshold;
         c.load_floor = self.load_floor;
+        c.avail_ratio = self.avail_ratio;
+        c.avail_margin_ns = self.avail_margin_us * 1e3;
+        c.chase_max_load = self.chase_max_load;
         c
     }
 }
@@ -673,11 +726,18 @@ impl Scenario {
             (vb.scan_gap_us, "vbalance.scan_gap_us"),
             (vb.wake_us, "vbalance.wake_us"),
             (vb.write_us, "vbalance.write_us"),
+            (vb.window_ms * 1000.0, "vbalance.window_ms"),
+            (vb.avail_window_ms * 1000.0, "vbalance.avail_window_ms"),
         ] {
             finite_pos(v, what)?;
             if v > 3.6e9 {
                 return Err(format!("{what} is too large"));
             }
+        }
+        if vb.window_ms < 10.0 || vb.avail_window_ms < 10.0 {
+            return Err(
+                "vbalance.window_ms and vbalance.avail_window_ms must be at least 10".into(),
+            );
         }
         if vb.procstat_interval_ms < 10.0 {
             return Err("vbalance.procstat_interval_ms must be at least 10 (USER_HZ ticks)".into());
@@ -793,6 +853,11 @@ pub const BUILTINS: &[&str] = &[
     "vbalance-fig6",
     "vbalance-fig6-tcp",
     "vbalance-fig6-udp",
+    "vbalance-more",
+    "vbalance-mixed",
+    "vbalance-shared-core",
+    "vbalance-two-vms",
+    "vbalance-wide",
 ];
 
 fn paper_vm() -> VmSpec {
@@ -857,7 +922,113 @@ pub fn builtin(name: &str) -> Result<Vec<Scenario>, ScenarioError> {
         s.sweep.message_sizes = FIG6_SIZES.to_vec();
         s
     };
+    let vm = |vcpus: u32, pin: Option<Vec<u32>>, workload: Workload, queues: u32| VmSpec {
+        vcpus,
+        pin,
+        workload,
+        queues,
+        ring: 256,
+    };
+    let ping = |vm: u32, queue: u32| SourceSpec::Ping {
+        vm,
+        queue,
+        interval_ms: 100,
+        size: 64,
+    };
+    let tcp = |vm: u32, queue: u32, message_size: u32| SourceSpec::Tcp {
+        vm,
+        queue,
+        message_size,
+        window_kb: 128,
+    };
+    let udp = |vm: u32, queue: u32, message_size: u32| SourceSpec::Udp {
+        vm,
+        queue,
+        message_size,
+    };
+    let more =
+        |name: &str| -> Scenario {
+            match name {
+                "vbalance-mixed" => {
+                    let mut s = base(
+                    name,
+                    "fig5's VM (4 vCPUs on one core, CPU burn) with a ping on one NIC queue and \
+                     TCP_STREAM 4 KiB on another",
+                    30_000,
+                    vec![ping(0, 0), tcp(0, 1, 4096)],
+                );
+                    s.vms = vec![vm(4, Some(vec![0, 0, 0, 0]), Workload::Burn, 2)];
+                    s
+                }
+                "vbalance-shared-core" => {
+                    let mut s = base(
+                        name,
+                        "a 2-vCPU I/O-bound VM whose vCPU0 shares its core with a busy 1-vCPU \
+                     co-tenant while vCPU1 has a core to itself; ping and UDP_STREAM 1 KiB",
+                        30_000,
+                        vec![ping(0, 0), udp(0, 1, 1024)],
+                    );
+                    s.pcpus = 2;
+                    let io = Workload::Io {
+                        compute_us: 2000,
+                        io_us: 1000,
+                    };
+                    s.vms = vec![
+                        vm(2, Some(vec![0, 1]), io, 2),
+                        vm(1, Some(vec![0]), Workload::Burn, 1),
+                    ];
+                    s
+                }
+                "vbalance-two-vms" => {
+                    let mut s = base(
+                    name,
+                    "two VMs on two cores: a 4-vCPU CPU burner (vCPUs on cores 0,0,1,1) pinged \
+                     and receiving TCP_STREAM 4 KiB, beside a 2-vCPU I/O-bound VM",
+                    30_000,
+                    vec![ping(0, 0), tcp(0, 1, 4096)],
+                );
+                    s.pcpus = 2;
+                    s.vms = vec![
+                        vm(4, Some(vec![0, 0, 1, 1]), Workload::Burn, 2),
+                        vm(
+                            2,
+                            Some(vec![0, 1]),
+                            Workload::Io {
+                                compute_us: 500,
+                                io_us: 2000,
+                            },
+                            1,
+                        ),
+                    ];
+                    s
+                }
+                _ => {
+                    let mut s = base(
+                    "vbalance-wide",
+                    "8 vCPUs on 2 cores (4:1), CPU burn, a 4-queue NIC: ping, UDP_STREAM 1 KiB \
+                     and 4 KiB, TCP_STREAM 4 KiB",
+                    30_000,
+                    vec![ping(0, 0), udp(0, 1, 1024), udp(0, 2, 4096), tcp(0, 3, 4096)],
+                );
+                    s.pcpus = 2;
+                    s.vms = vec![vm(8, None, Workload::Burn, 4)];
+                    s
+                }
+            }
+        };
     match name {
+        "vbalance-more" => Ok([
+            "vbalance-mixed",
+            "vbalance-shared-core",
+            "vbalance-two-vms",
+            "vbalance-wide",
+        ]
+        .into_iter()
+        .map(more)
+        .collect()),
+        "vbalance-mixed" | "vbalance-shared-core" | "vbalance-two-vms" | "vbalance-wide" => {
+            Ok(vec![more(name)])
+        }
         "vbalance-fig5" => Ok(vec![base(
             "vbalance-fig5",
             "vBalance paper 5.2.1: 4-vCPU VM, all vCPUs on one physical core, CPU burn in every \
@@ -896,7 +1067,7 @@ mod tests {
 
     #[test]
     fn builtins_round_trip_through_toml() {
-        for s in builtin("vbalance-fig6").unwrap() {
+        for s in BUILTINS.iter().flat_map(|b| builtin(b).unwrap()) {
             let text = toml::to_string(&s).unwrap();
             let back = Scenario::from_toml(&text, "x.toml").unwrap();
             assert_eq!(back, s);
@@ -949,6 +1120,7 @@ interval_ms = 100
             ("name='x'\nduration_ms=10\npcpus=1\n[[vm]]\nvcpus=1\nring=8\nworkload={kind='burn'}\n[[source]]\nkind='tcp'\nvm=0\nwindow_kb=64", "window_kb"),
             ("name='x'\nduration_ms=10\npcpus=1\nbogus=1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "bogus"),
             ("name='x'\nduration_ms=10\npcpus=1\n[net]\nlink_mbps=-1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "link_mbps"),
+            ("name='x'\nduration_ms=10\npcpus=1\n[vbalance]\nchase_max_load=-1\n[[vm]]\nvcpus=1\nworkload={kind='burn'}", "chase max load"),
         ];
         for (text, needle) in cases {
             let e = Scenario::from_toml(text, "f.toml").unwrap_err().to_string();

@@ -23,6 +23,7 @@ fn color(p: PolicyKind) -> &'static str {
         PolicyKind::Vbalance => "#ff7f0e",
         PolicyKind::VbalanceIr => "#2ca02c",
         PolicyKind::VbalanceOracle => "#7f7f7f",
+        PolicyKind::VbalanceChase => "#e377c2",
     }
 }
 

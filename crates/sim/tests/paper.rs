@@ -106,14 +106,20 @@ fn fig5_exact_flag_meets_the_target_only_where_moves_take_effect_at_once() {
     let d = ir.detection.clone().unwrap();
     assert!(d.detected * 10 >= d.episodes * 9, "{d:?}");
     assert!(d.p50_ms.unwrap() < 0.5, "{d:?}");
-    // without interrupt remapping every move waits for one more interrupt on the old
-    // (preempted) vCPU: most pings land there
-    let deferred = by(&rs, PolicyKind::Vbalance).rtt_ms.unwrap();
+    // without interrupt remapping a move would land only at the IRQ's next interrupt, on the
+    // old vCPU once it runs again: the default does not follow the flag, and with four
+    // equally available vCPUs it leaves the IRQ where static placement has it
+    let def = by(&rs, PolicyKind::Vbalance);
+    let deferred = def.rtt_ms.unwrap();
     assert!(
         deferred.p99 > 20.0 * q.p99.max(0.1),
         "{deferred:?} vs {q:?}"
     );
-    assert!(deferred.p50 > 1.0, "{deferred:?}");
+    assert_eq!(def.irq_moves, 0);
+    assert_eq!(
+        deferred.p99,
+        by(&rs, PolicyKind::Static).rtt_ms.unwrap().p99
+    );
     // the tick heartbeat needs 1.5 missed ticks: later than the flag
     let t = by(&rs, PolicyKind::VbalanceTick).detection.clone().unwrap();
     assert!(t.p50_ms.unwrap() > d.p50_ms.unwrap(), "{t:?} vs {d:?}");
@@ -344,4 +350,74 @@ fn extended_vbalance_spreads_the_queues_of_a_multiqueue_nic() {
         ext.irq_moves,
         paper.irq_moves
     );
+}
+
+#[test]
+fn following_the_flag_with_deferred_moves_is_a_lottery_on_the_ping_period() {
+    // With deferred moves each ping lands on the vCPU chosen when the previous one was acked.
+    // Following the flag picks the vCPU that ran just before that one: under credit's round
+    // of four 30 ms slices it runs again ~90 ms later, which the paper's 100 ms ping happens
+    // to hit (p99 far below static's), and a 50 ms ping misses (mean above static's). The
+    // default places by availability and is static placement here at any period.
+    let run = |interval_ms: u64| {
+        let mut sc = builtin("vbalance-fig5").unwrap().remove(0);
+        sc.schedulers = vec![SchedulerKind::Credit];
+        sc.policies = vec![
+            PolicyKind::Static,
+            PolicyKind::Vbalance,
+            PolicyKind::VbalanceChase,
+        ];
+        sc.sources = vec![SourceSpec::Ping {
+            vm: 0,
+            queue: 0,
+            interval_ms,
+            size: 64,
+        }];
+        run_scenario(&sc, 2).unwrap()
+    };
+    let at100 = run(100);
+    let at50 = run(50);
+    let q = |rs: &[RunResult], p| by(rs, p).rtt_ms.unwrap();
+    for rs in [&at100, &at50] {
+        let (s, d) = (q(rs, PolicyKind::Static), q(rs, PolicyKind::Vbalance));
+        assert_eq!((s.p99, s.mean), (d.p99, d.mean));
+    }
+    let (s, c) = (
+        q(&at100, PolicyKind::Static),
+        q(&at100, PolicyKind::VbalanceChase),
+    );
+    assert!(c.p99 < 0.5 * s.p99, "100 ms: chase {c:?} static {s:?}");
+    let (s, c) = (
+        q(&at50, PolicyKind::Static),
+        q(&at50, PolicyKind::VbalanceChase),
+    );
+    assert!(c.mean > 1.2 * s.mean, "50 ms: chase {c:?} static {s:?}");
+    assert!(c.p99 > s.p99, "50 ms: chase {c:?} static {s:?}");
+}
+
+#[test]
+fn busy_queues_keep_a_stream_at_static_speed_with_interrupt_remapping() {
+    // vbalance-two-vms under EEVDF: following the flag with the TCP stream's queue too (the
+    // paper's rule, chase_max_load = 0) costs about a tenth of static's throughput; the
+    // default (busy queues placed by availability) keeps it
+    let mut sc = builtin("vbalance-two-vms").unwrap().remove(0);
+    sc.duration_ms = 10_000;
+    let s = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::Static, None).unwrap();
+    let d = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::VbalanceIr, None).unwrap();
+    sc.vbalance.chase_max_load = 0.0;
+    let all = run_one(&sc, SchedulerKind::Eevdf, PolicyKind::VbalanceIr, None).unwrap();
+    let (ts, td, ta) = (
+        s.throughput_mbps.unwrap(),
+        d.throughput_mbps.unwrap(),
+        all.throughput_mbps.unwrap(),
+    );
+    assert!(td >= 0.98 * ts, "default {td} static {ts}");
+    assert!(
+        ta < 0.95 * ts,
+        "every IRQ following the flag {ta} static {ts}"
+    );
+    // the ping (a light IRQ) still follows the flag, and is no worse off than static's
+    let (ps, pd) = (s.rtt_ms.unwrap(), d.rtt_ms.unwrap());
+    assert!(pd.mean <= ps.mean && pd.p99 <= ps.p99, "{pd:?} vs {ps:?}");
+    assert!(d.irq_moves > 100, "{}", d.irq_moves);
 }

@@ -99,6 +99,20 @@ fn split_chip(desc: &str) -> (Option<String>, Option<String>, String) {
     let save = rest;
     let hwirq = match next(&mut rest) {
         Some(t) if looks_like_hwirq(&t) => Some(t),
+        // GIC-based chips (arm64) print the hwirq and the trigger apart:
+        // `ITS-PCI-MSIX-0002:01:00.0   0 Edge      nvme0q0`
+        Some(t) if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) => {
+            let after = rest;
+            match next(&mut rest) {
+                Some(trig) if matches!(trig.as_str(), "Edge" | "Level") => {
+                    Some(format!("{t} {trig}"))
+                }
+                _ => {
+                    rest = after;
+                    Some(t)
+                }
+            }
+        }
         _ => {
             rest = save;
             None
@@ -171,6 +185,25 @@ MIS:          0
         assert_eq!(loc.actions, "Local timer interrupts");
         let err = t.irqs.iter().find(|i| i.id == "ERR").unwrap();
         assert_eq!(err.counts, vec![0]);
+    }
+
+    #[test]
+    fn arm64_gic_rows_split_hwirq_and_trigger() {
+        // the shape of an arm64 host with a GICv3 ITS (hwirq and trigger in two columns)
+        let text = "           CPU0       CPU1
+ 11:      98012      87234     GICv3  27 Level     arch_timer
+123:          0          7 ITS-PCI-MSIX-0002:00:00.0   1 Edge      eth0-rxtx0
+206:          0          0  ITS-PCI-MSIX-0002:01:00.0   0 Edge      nvme0q0
+IPI0:       10         12       Rescheduling interrupts
+";
+        let t = parse_proc_interrupts(text).unwrap();
+        let r = &t.irqs[1];
+        assert_eq!(r.chip.as_deref(), Some("ITS-PCI-MSIX-0002:00:00.0"));
+        assert_eq!(r.hwirq.as_deref(), Some("1 Edge"));
+        assert_eq!(r.actions, "eth0-rxtx0");
+        assert_eq!(t.irqs[0].hwirq.as_deref(), Some("27 Level"));
+        assert_eq!(t.irqs[0].actions, "arch_timer");
+        assert_eq!(t.irqs[2].actions, "nvme0q0");
     }
 
     #[test]

@@ -153,6 +153,17 @@ fn bad_arguments_fail_with_one_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("CPU N/KVM"));
+    // a busy-queue load that is not a fraction of a CPU: refused before anything is read
+    for bad in ["--chase-max-load=-0.5", "--chase-max-load=nan"] {
+        let out = vmtune()
+            .args(["irq", "balance", bad, "--dry-run", "--duration", "0.1"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("chase max load"), "{err}");
+    }
 }
 
 /// Helper run in a child pinned with taskset: blast UDP over loopback so that the CPU it runs
@@ -221,7 +232,9 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
         .expect("taskset");
     // Steal time on this shared machine is noisy; --steal-threshold 1 keeps every vCPU online
     // so the move comes from the measured irq/softirq imbalance (the offline path is covered
-    // by the policy and simulator tests).
+    // by the policy and simulator tests), and --moves direct balances by load alone (with
+    // deferred moves a balance target must also be as available as the holder, which noisy
+    // steal decides at random here; cli_irq_signal runs the detected default).
     let mut child = vmtune()
         .args([
             "irq",
@@ -235,6 +248,8 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
             "procstat",
             "--steal-threshold",
             "1",
+            "--moves",
+            "direct",
             "--irq",
             &irq.to_string(),
             "--duration",

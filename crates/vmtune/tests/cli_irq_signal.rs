@@ -224,6 +224,18 @@ fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything(
     assert_eq!(start["event"], "start");
     assert_eq!(start["signal"]["signal"], "ebpf-preempted-flag", "{start}");
     assert_eq!(start["candidates"][0]["movable"], true, "{start}");
+    // the move semantics come from the IRQ's chip: x86 MSI without remapping is deferred
+    let chip = start["candidates"][0]["chip"].as_str().unwrap_or("");
+    let want = if chip.starts_with("IR-") {
+        "direct"
+    } else {
+        "deferred"
+    };
+    assert_eq!(start["moves"]["moves"], want, "{start}");
+    assert!(
+        start["plan"].as_str().is_some_and(|p| !p.is_empty()),
+        "{start}"
+    );
     let stop_ev = evs.last().unwrap();
     assert_eq!(stop_ev["event"], "stop", "{text}");
     let s = &stop_ev["summary"];
@@ -269,11 +281,31 @@ fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything(
         assert!(e["ring_us"].as_f64().unwrap() >= 0.0);
     }
     assert!(lat["seen_to_daemon_us"]["n"].as_u64().unwrap() > 0);
-    // a preemption of the IRQ's vCPU moves it off (unless the other vCPU was preempted too)
     let moves: Vec<&serde_json::Value> = evs
         .iter()
         .filter(|e| e["event"] == "move" && e["reason"] == "holder-offline")
         .collect();
+    if start["moves"]["moves"] == "deferred" {
+        // moves are deferred here (x86 MSI without remapping): the daemon must not follow
+        // single preemptions, and it places the IRQ by availability over its window instead
+        assert!(moves.is_empty(), "moves off single preemptions: {moves:?}");
+        assert_eq!(s["move_kind"], "deferred");
+        let avail = evs.iter().any(|e| {
+            e["event"] == "decision"
+                && e["cpus"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().all(|c| c["avail_steal"].is_number()))
+        });
+        assert!(avail, "no decision saw the availability window:\n{text}");
+        for m in evs.iter().filter(|e| e["event"] == "move") {
+            assert_eq!(m["ok"], true, "{m}");
+            assert!(
+                ["holder-starved", "imbalance"].contains(&m["reason"].as_str().unwrap_or("")),
+                "{m}"
+            );
+        }
+    }
+    // a preemption of the IRQ's vCPU moves it off (unless the other vCPU was preempted too)
     for m in &moves {
         assert_eq!(m["ok"], true, "{m}");
         assert!(m["since_seen_us"].as_f64().unwrap() > 0.0, "{m}");

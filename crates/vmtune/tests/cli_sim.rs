@@ -18,8 +18,8 @@ fn fig5_json_has_rtt_per_policy_and_scheduler() {
         svg.to_str().unwrap(),
     ]);
     let runs = v["runs"].as_array().unwrap();
-    // 2 schedulers x 9 policies
-    assert_eq!(runs.len(), 18);
+    // 2 schedulers x 10 policies
+    assert_eq!(runs.len(), 20);
     for r in runs {
         let rtt = &r["rtt_ms"];
         for k in ["p50", "p99", "max"] {
@@ -173,7 +173,54 @@ fn unknown_policy_lists_the_policies() {
         "vbalance-procstat",
         "vbalance-oracle",
         "vbalance-ir",
+        "vbalance-chase",
     ] {
         assert!(err.contains(p), "{err}");
     }
+}
+
+#[test]
+fn vbalance_more_runs_the_four_extra_scenarios() {
+    let v = ok_json(&[
+        "sim",
+        "vbalance-more",
+        "--duration",
+        "1.5",
+        "--scheduler",
+        "eevdf",
+        "--policy",
+        "static",
+        "--policy",
+        "vbalance",
+        "--json",
+    ]);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 8, "{v}");
+    for name in [
+        "vbalance-mixed",
+        "vbalance-shared-core",
+        "vbalance-two-vms",
+        "vbalance-wide",
+    ] {
+        let of: Vec<_> = runs.iter().filter(|r| r["scenario"] == name).collect();
+        assert_eq!(of.len(), 2, "{name}");
+        for r in of {
+            // every one of them pings and streams
+            assert!(r["rtt_ms"]["p99"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["throughput_mbps"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    // each is also a built-in of its own
+    let v = ok_json(&[
+        "sim",
+        "vbalance-wide",
+        "--duration",
+        "0.5",
+        "--scheduler",
+        "credit",
+        "--policy",
+        "static",
+        "--json",
+    ]);
+    assert_eq!(v["runs"][0]["scenario"], "vbalance-wide");
 }

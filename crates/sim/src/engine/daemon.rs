@@ -13,9 +13,22 @@
 //!   `tick_miss` ticks without halting; the `/proc/stat` detector samples accounted steal every
 //!   `procstat_interval_ms` and calls a vCPU preempted above `procstat_steal_threshold`.
 //! - **The daemon** is a guest thread: it runs on a vCPU (the observing one for ring-buffer
-//!   events, its own for its `/proc` timer) and needs that vCPU to run for `wake_us +
-//!   write_us` (or `procstat_read_us + write_us`); if the vCPU is preempted meanwhile, so is the
-//!   daemon. When done it runs `irqbal::Policy` on what it has learnt and writes the moves.
+//!   events, a running one for its window timer; the `/proc/stat` daemon sleeps where it last
+//!   ran) and needs that vCPU to run for `wake_us + write_us` (or `procstat_read_us +
+//!   write_us`); if the vCPU is preempted meanwhile, so is the daemon. When done it runs
+//!   `irqbal::Policy` and writes the moves, when the real daemon would: at each window
+//!   (`window_ms`, 1 s; `procstat_interval_ms` for the `/proc/stat` detector) and, on a
+//!   direct-move guest, when the ring buffer reports a vCPU holding an IRQ preempted (on the
+//!   last window's loads and availability).
+//! - **Loads** are what the real daemon computes from its window's samples
+//!   (`irqbal::daemon::observe`): a vCPU's irq + softirq time over the window, and an IRQ's
+//!   share of its holder's load by the interrupts each IRQ raised there (`/proc/interrupts`).
+//! - **Availability**: every daemon samples `/proc/stat` steal (and idle) at its window into
+//!   an `irqbal::avail::CounterWindow`; the eBPF daemon also keeps each vCPU's preemption
+//!   episodes as the ring buffer reports them (seen preempted; running again, with the
+//!   episode's length by the steal clock) in an `irqbal::avail::Episodes`, and samples the
+//!   program's per-CPU wake-up counters (exits from idle and the steal each waited) — the same
+//!   bookkeeping the real daemon does. `vbalance-chase`, the former default, had none.
 
 use serde::Serialize;
 
@@ -23,21 +36,33 @@ use super::*;
 
 /// One daemon of one VM.
 pub(super) struct Daemon {
-    det: Detector,
+    pub(super) det: Detector,
     /// The daemon's belief per VM-local vCPU: online (not preempted).
     view: Vec<bool>,
     /// The detector's last verdict per vCPU (what the eBPF maps hold): preempted.
     seen_preempted: Vec<bool>,
-    /// Verdict changes not yet read by the daemon: (local vCPU, online).
-    inbox: Vec<(u32, bool)>,
+    /// Verdict changes not yet read by the daemon.
+    inbox: Vec<Seen>,
+    /// eBPF: each vCPU's steal clock when it was seen preempted (the program's
+    /// `steal_at_preempt`).
+    steal_at_preempt: Vec<u64>,
+    /// Preemption episodes as the daemon has read them (eBPF only).
+    episodes: irqbal::avail::Episodes,
+    /// `/proc/stat` steal and idle, and the eBPF wake-up counters, over the availability
+    /// window.
+    counters: irqbal::avail::CounterWindow,
+    /// The policy is run only at windows (deferred moves: no reaction to single preemptions).
+    pub(super) windows_only: bool,
     /// The holder the daemon believes each queue has: the last CPU it wrote.
     held: Vec<u32>,
     /// Last guest event per vCPU (tick, switch) and whether the vCPU was going idle then.
     heartbeat: Vec<(u64, bool)>,
     /// Last scan of the other vCPUs by each vCPU (the eBPF program's rate limit).
     last_scan: Vec<Option<u64>>,
-    /// `/proc/stat` detector: the previous sample (time, steal ticks per vCPU).
-    last_sample: Option<(u64, Vec<u64>)>,
+    /// The sample at the last window (at start: the daemon's first sample, all zero).
+    prev: Sample,
+    /// Loads and availability of the last window (`None` before the first).
+    last: Option<WindowView>,
     sample_due: bool,
     /// Global index of the vCPU the daemon runs on, or waits for.
     home: u32,
@@ -48,18 +73,115 @@ pub(super) struct Daemon {
     runs: u64,
 }
 
+/// What the daemon reads at a window: `/proc/stat` (irq + softirq time and accounted steal
+/// per vCPU) and `/proc/interrupts` (each queue's interrupts per vCPU), cumulative.
+#[derive(Debug, Clone)]
+struct Sample {
+    at: u64,
+    irq_ns: Vec<u64>,
+    /// Per queue (VM-local index), per vCPU.
+    ints: Vec<Vec<u64>>,
+    steal_ticks: Vec<u64>,
+}
+
+/// One window as the policy sees it.
+#[derive(Debug, Clone)]
+struct WindowView {
+    /// Per vCPU: irq + softirq time over the window, fraction of a CPU.
+    vcpu_load: Vec<f64>,
+    /// Per queue: its holder's load times the queue's share of the interrupts the holder
+    /// took in the window (`irqbal::daemon::observe`).
+    irq_load: Vec<f64>,
+    /// Per vCPU: steal over the availability window and expected interrupt wait, ns.
+    avail: Vec<(Option<f64>, Option<f64>)>,
+}
+
+/// The window from `a` to `b` with the holders the daemon believes in, as the real daemon
+/// computes it (`irqbal::daemon::observe`).
+fn window_view(
+    a: &Sample,
+    b: &Sample,
+    held: &[u32],
+    avail: impl Fn(u32) -> (Option<f64>, Option<f64>),
+) -> WindowView {
+    let dt = b.at.saturating_sub(a.at).max(1) as f64;
+    let vcpu_load: Vec<f64> = b
+        .irq_ns
+        .iter()
+        .zip(&a.irq_ns)
+        .map(|(x, y)| x.saturating_sub(*y) as f64 / dt)
+        .collect();
+    let delta = |q: usize, u: usize| -> u64 {
+        let get = |s: &Sample| s.ints.get(q).and_then(|c| c.get(u)).copied().unwrap_or(0);
+        get(b).saturating_sub(get(a))
+    };
+    let irq_load = held
+        .iter()
+        .enumerate()
+        .map(|(q, &h)| {
+            let h = h as usize;
+            let all: u64 = (0..b.ints.len()).map(|o| delta(o, h)).sum();
+            let hl = vcpu_load.get(h).copied().unwrap_or(0.0);
+            if all == 0 {
+                0.0
+            } else {
+                hl * delta(q, h) as f64 / all as f64
+            }
+        })
+        .collect();
+    WindowView {
+        vcpu_load,
+        irq_load,
+        avail: (0..b.irq_ns.len() as u32).map(avail).collect(),
+    }
+}
+
+/// One change the detector reported.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    vcpu: u32,
+    online: bool,
+    at: u64,
+    /// A resume: the episode's length by the steal clock (eBPF).
+    episode_ns: Option<u64>,
+}
+
 impl Daemon {
-    pub(super) fn new(det: Detector, vcpus: u32, queues: u32) -> Self {
+    pub(super) fn new(
+        det: Detector,
+        vcpus: u32,
+        queues: u32,
+        avail_window_ns: u64,
+        windows_only: bool,
+    ) -> Self {
         let n = vcpus as usize;
         Self {
             det,
             view: vec![true; n],
             seen_preempted: vec![false; n],
             inbox: Vec::new(),
+            steal_at_preempt: vec![0; n],
+            episodes: irqbal::avail::Episodes::new(avail_window_ns, 0),
+            counters: {
+                // the daemon's first sample, at its start
+                let mut c = irqbal::avail::CounterWindow::new(avail_window_ns);
+                c.push(
+                    0,
+                    (0..vcpus).map(|u| (u, irqbal::avail::CpuCounters::default())),
+                );
+                c
+            },
+            windows_only,
             held: vec![0; queues as usize],
             heartbeat: vec![(0, false); n],
             last_scan: vec![None; n],
-            last_sample: None,
+            prev: Sample {
+                at: 0,
+                irq_ns: vec![0; n],
+                ints: vec![vec![0; n]; queues as usize],
+                steal_ticks: vec![0; n],
+            },
+            last: None,
             sample_due: false,
             home: 0,
             busy: false,
@@ -99,6 +221,14 @@ pub struct Detection {
 impl Sim {
     pub(super) fn procstat_interval(&self) -> u64 {
         (self.vb.procstat_interval_ms * MS as f64) as u64
+    }
+
+    /// The daemon's sampling window for its detector.
+    pub(super) fn daemon_interval(&self, det: Detector) -> u64 {
+        match det {
+            Detector::Procstat => self.procstat_interval(),
+            _ => ((self.vb.window_ms * MS as f64) as u64).max(1),
+        }
     }
 
     fn us(v: f64) -> u64 {
@@ -189,15 +319,29 @@ impl Sim {
             .iter()
             .map(|&g| self.vcpus[g as usize].kvm_preempted)
             .collect();
+        // the steal clock in each vCPU's kvm_steal_time (updated when it enters the guest)
+        let clocks: Vec<u64> = vcpus
+            .iter()
+            .map(|&g| self.vcpus[g as usize].steal_clock)
+            .collect();
         let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
             return;
         };
         d.heartbeat[me] = (now, halting);
         let mut changed = false;
+        let flag = d.det == Detector::Flag;
+        // a resume as the program reports it: the episode's length by the steal clock
+        let resumed = |d: &mut Daemon, u: usize| Seen {
+            vcpu: u as u32,
+            online: true,
+            at: now,
+            episode_ns: flag.then(|| clocks[u].saturating_sub(d.steal_at_preempt[u])),
+        };
         // this vCPU runs: if it was reported preempted, report it back
         if d.seen_preempted[me] {
             d.seen_preempted[me] = false;
-            d.inbox.push((me as u32, true));
+            let ev = resumed(d, me);
+            d.inbox.push(ev);
             changed = true;
         }
         match d.det {
@@ -207,7 +351,18 @@ impl Sim {
                     for (u, &f) in flags.iter().enumerate() {
                         if u != me && d.seen_preempted[u] != f {
                             d.seen_preempted[u] = f;
-                            d.inbox.push((u as u32, !f));
+                            let ev = if f {
+                                d.steal_at_preempt[u] = clocks[u];
+                                Seen {
+                                    vcpu: u as u32,
+                                    online: false,
+                                    at: now,
+                                    episode_ns: None,
+                                }
+                            } else {
+                                resumed(d, u)
+                            };
+                            d.inbox.push(ev);
                             changed = true;
                         }
                     }
@@ -219,7 +374,12 @@ impl Sim {
                     let silent = u != me && !halted && now.saturating_sub(hb) > tick_miss;
                     if silent != d.seen_preempted[u] {
                         d.seen_preempted[u] = silent;
-                        d.inbox.push((u as u32, !silent));
+                        d.inbox.push(Seen {
+                            vcpu: u as u32,
+                            online: !silent,
+                            at: now,
+                            episode_ns: None,
+                        });
                         changed = true;
                     }
                 }
@@ -266,26 +426,39 @@ impl Sim {
         self.push(at, Ev::DaemonDone { vm, gen });
     }
 
-    /// The `/proc/stat` daemon's timer.
+    /// The daemon's window timer: sample `/proc/stat` (and `/proc/interrupts`) and decide.
     pub(super) fn daemon_timer(&mut self, vm: u32) {
         let now = self.now;
-        let interval = self.procstat_interval();
+        let Some(det) = self.vms[vm as usize].daemon.as_ref().map(|d| d.det) else {
+            return;
+        };
+        let interval = self.daemon_interval(det);
         self.push(now + interval, Ev::DaemonTimer { vm });
         let work = Self::us(self.vb.procstat_read_us) + Self::us(self.vb.write_us);
+        let running = self.vms[vm as usize]
+            .vcpus
+            .iter()
+            .copied()
+            .find(|&g| self.vcpus[g as usize].state == RunState::Running);
+        let first = self.vms[vm as usize].vcpus[0];
         let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
             return;
         };
         d.sample_due = true;
-        // the daemon sleeps on the vCPU it last ran on (vCPU 0 at start)
-        let home = if d.runs == 0 {
-            self.vms[vm as usize].vcpus[0]
-        } else {
-            d.home
+        // the /proc/stat daemon sleeps on the vCPU it last ran on (vCPU 0 at start); the
+        // eBPF daemon's window work runs, like its ring-buffer wake-ups, on a running vCPU
+        // (so that it never holds those back behind a preempted one)
+        let last = if d.runs == 0 { first } else { d.home };
+        let home = match d.det {
+            Detector::Procstat => last,
+            _ => running.unwrap_or(last),
         };
         self.daemon_post(vm, home, work);
     }
 
-    /// The daemon's run ends: it reads what it was told, decides and writes.
+    /// The daemon's run ends: it reads what it was told, samples at its window, decides when
+    /// the real daemon would (at each window; with direct moves also when a vCPU holding an
+    /// IRQ is seen preempted) and writes.
     pub(super) fn daemon_done(&mut self, vm: u32) {
         let now = self.now;
         let threshold = self.vb.procstat_steal_threshold;
@@ -294,34 +467,100 @@ impl Sim {
             .iter()
             .map(|&g| self.vcpus[g as usize].steal_accounted / (10 * MS))
             .collect();
+        let ebpf = self.policy.detector() == Some(Detector::Flag);
+        let counters: Vec<irqbal::avail::CpuCounters> = vcpus
+            .iter()
+            .zip(&steal_ticks)
+            .map(|(&g, &ticks)| {
+                let x = &self.vcpus[g as usize];
+                let halted = x.state == RunState::Blocked;
+                irqbal::avail::CpuCounters {
+                    steal_ns: ticks * 10 * MS,
+                    idle_ns: x.idle_ns + if halted { now - x.blocked_since } else { 0 },
+                    wakes: if ebpf { x.wakes } else { 0 },
+                    wake_wait_ns: if ebpf { x.wake_wait_ns } else { 0 },
+                    wake_wait_sq_us2: if ebpf { x.wake_wait_sq_us2 } else { 0 },
+                }
+            })
+            .collect();
+        // what /proc/stat (irq + softirq time) and /proc/interrupts show now
+        let sample = Sample {
+            at: now,
+            irq_ns: vcpus
+                .iter()
+                .map(|&g| self.vcpus[g as usize].irq_ns)
+                .collect(),
+            ints: self.vms[vm as usize]
+                .queues
+                .iter()
+                .map(|&q| self.queues[q as usize].ints.clone())
+                .collect(),
+            steal_ticks: steal_ticks.clone(),
+        };
         let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
             return;
         };
         d.busy = false;
         d.running_since = None;
+        let window = std::mem::take(&mut d.sample_due);
+        if window {
+            d.counters.push(
+                now,
+                counters.iter().enumerate().map(|(u, &c)| (u as u32, c)),
+            );
+        }
+        let mut urgent = false;
         if d.det == Detector::Procstat {
-            if d.sample_due {
-                d.sample_due = false;
-                if let Some((t0, before)) = &d.last_sample {
-                    let dt = now.saturating_sub(*t0).max(1) as f64;
-                    for (u, (&a, &b)) in steal_ticks.iter().zip(before).enumerate() {
-                        let frac = (a.saturating_sub(b) * 10 * MS) as f64 / dt;
-                        d.view[u] = frac <= threshold;
-                    }
+            if window {
+                let dt = now.saturating_sub(d.prev.at).max(1) as f64;
+                for (u, (&a, &b)) in steal_ticks.iter().zip(&d.prev.steal_ticks).enumerate() {
+                    let frac = (a.saturating_sub(b) * 10 * MS) as f64 / dt;
+                    d.view[u] = frac <= threshold;
                 }
-                d.last_sample = Some((now, steal_ticks));
             }
         } else {
-            for (u, online) in d.inbox.drain(..) {
-                d.view[u as usize] = online;
+            for ev in d.inbox.drain(..) {
+                d.view[ev.vcpu as usize] = ev.online;
+                match (ev.online, ev.episode_ns) {
+                    (false, _) if d.det == Detector::Flag => d.episodes.preempted(ev.vcpu, ev.at),
+                    (true, Some(len)) => d.episodes.resumed(ev.vcpu, ev.at, len),
+                    _ => {}
+                }
+                // the real daemon acts between windows only on a holder seen preempted
+                urgent |= !ev.online && d.held.contains(&ev.vcpu);
             }
         }
-        let view = d.view.clone();
+        // the loads and availability the decision sees: at a window, the window's; between
+        // windows, the last window's; before the first window, since the start (the real
+        // daemon samples then), with the steal fraction so far and no expected wait
+        let view = if window {
+            let w = window_view(&d.prev, &sample, &d.held, |u| {
+                let wait = (d.det == Detector::Flag)
+                    .then(|| irqbal::avail::expected_wait_ns(&d.episodes, &d.counters, u, now))
+                    .flatten();
+                (d.counters.steal(u), wait)
+            });
+            d.prev = sample;
+            d.last = Some(w.clone());
+            w
+        } else {
+            match &d.last {
+                Some(w) => w.clone(),
+                None => window_view(&d.prev, &sample, &d.held, |u| {
+                    let dt = now.saturating_sub(d.prev.at).max(1) as f64;
+                    let stolen = sample.steal_ticks[u as usize]
+                        .saturating_sub(d.prev.steal_ticks[u as usize]);
+                    (Some((stolen * 10 * MS) as f64 / dt), None)
+                }),
+            }
+        };
+        let online = d.view.clone();
         let held = d.held.clone();
+        let decide = window || (urgent && !d.windows_only);
         // detection statistics: preempted vCPUs the daemon now knows about
         for (u, &g) in vcpus.iter().enumerate() {
             let x = &mut self.vcpus[g as usize];
-            if !view[u] && x.kvm_preempted && !x.episode_seen {
+            if !online[u] && x.kvm_preempted && !x.episode_seen {
                 if let Some(t) = x.preempted_at {
                     self.detect.latencies_ns.push(now - t);
                 }
@@ -329,26 +568,33 @@ impl Sim {
             }
         }
         self.detect.runs += 1;
+        if !decide {
+            return;
+        }
+        // the former default had no availability bookkeeping
+        let avail = |u: usize| match self.policy {
+            PolicyKind::VbalanceChase => (None, None),
+            _ => view.avail[u],
+        };
         let snap = Snapshot {
             now_ns: now,
-            vcpus: vcpus
-                .iter()
-                .enumerate()
-                .map(|(u, &g)| VcpuView {
+            vcpus: (0..vcpus.len())
+                .map(|u| VcpuView {
                     vcpu: u as u32,
-                    online: view[u],
-                    load: self.load_frac(&self.vcpus[g as usize].load),
+                    online: online[u],
+                    load: view.vcpu_load[u],
                     eligible: true,
+                    steal: avail(u).0,
+                    wait_ns: avail(u).1,
                 })
                 .collect(),
-            irqs: self.vms[vm as usize]
-                .queues
+            irqs: held
                 .iter()
                 .enumerate()
-                .map(|(qi, &q)| IrqView {
+                .map(|(qi, &h)| IrqView {
                     irq: qi as u32,
-                    holder: held[qi],
-                    load: self.load_frac(&self.queues[q as usize].load),
+                    holder: h,
+                    load: view.irq_load[qi],
                 })
                 .collect(),
         };

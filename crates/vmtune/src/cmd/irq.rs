@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use irqbal::daemon::{self, DaemonEvent, GuestConfig, ProcFs, Sample, SignalChoice};
+use irqbal::daemon::{self, DaemonEvent, GuestConfig, MovesChoice, ProcFs, Sample, SignalChoice};
 use irqbal::host;
 use irqbal::policy::{Mapping, Policy, PolicyConfig};
 use topo::CpuSet;
@@ -40,8 +40,11 @@ through a ring buffer (root, x86 KVM guest with steal time, kernel BTF); where t
 unavailable it falls back to /proc/stat steal over each window, and says which it uses and why.
 It moves movable MSI/MSI-X vectors (virtio-net queues; not the managed virtio-blk/scsi ones)
 off preempted vCPUs and balances them (vBalance, max/min > 1.5, loads under 2 % of a CPU count
-as 2 %). Without interrupt remapping (no vIOMMU) x86 applies a move at the IRQ's next
-interrupt, which still goes to the old vCPU.
+as 2 %). Without interrupt remapping (no vIOMMU: chips named PCI-MSI*, not IR-PCI-MSI*) x86
+applies a move only at the IRQ's next interrupt, which still goes to the old vCPU; there the
+daemon does not follow single preemptions (it would hand stream IRQs to just-preempted vCPUs)
+but places each IRQ by the vCPUs' recent availability (--moves auto detects this and says so
+at start-up).
 `--mode host --pid QEMU_PID` keeps each VFIO vector on the host CPU where its target vCPU
 thread runs. Every affinity changed is restored on exit, SIGTERM or SIGINT.
 
@@ -106,12 +109,43 @@ pub struct PolicyArgs {
     /// steal), `ebpf` (or fail), `procstat`.
     #[arg(long, value_enum, default_value_t = SignalArg::Auto)]
     pub signal: SignalArg,
+    /// Whether affinity writes take effect at once or at the IRQ's next interrupt on the old
+    /// CPU: `auto` (from the IRQs' chips: x86 MSI without interrupt remapping is deferred),
+    /// `deferred` (place IRQs by availability, never follow single preemptions), `direct`
+    /// (light IRQs follow preemptions at once; busy queues, see --chase-max-load, are placed
+    /// by availability).
+    #[arg(long, value_enum, default_value_t = MovesArg::Auto)]
+    pub moves: MovesArg,
+    /// Direct moves, many-to-many: an IRQ with at least this load (fraction of a CPU) is a
+    /// busy queue, whose
+    /// raised interrupt stays on a preempted vCPU whatever is written: it is placed by
+    /// availability instead of following preemptions (0 = every IRQ follows them, as in the
+    /// paper).
+    #[arg(long, default_value_t = irqbal::policy::DEFAULT_CHASE_MAX_LOAD)]
+    pub chase_max_load: f64,
     /// Balance exactly these IRQ numbers (repeatable). Default: virtio-net / NIC queue vectors.
     #[arg(long = "irq")]
     pub irqs: Vec<u32>,
     /// Only these CPUs may receive balanced IRQs (list: `0-3,8`).
     #[arg(long)]
     pub cpus: Option<String>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MovesArg {
+    Auto,
+    Deferred,
+    Direct,
+}
+
+impl MovesArg {
+    fn choice(self) -> MovesChoice {
+        match self {
+            MovesArg::Auto => MovesChoice::Auto,
+            MovesArg::Deferred => MovesChoice::Deferred,
+            MovesArg::Direct => MovesChoice::Direct,
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +181,7 @@ impl PolicyArgs {
         };
         c.threshold = self.threshold;
         c.load_floor = self.load_floor;
+        c.chase_max_load = self.chase_max_load;
         c.validate()?;
         if !(self.steal_threshold.is_finite() && (0.0..=1.0).contains(&self.steal_threshold)) {
             anyhow::bail!("--steal-threshold must be between 0 and 1");
@@ -251,6 +286,17 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         daemon::open_signal(a.policy.signal.choice(), Duration::from_micros(100))?;
     let first = Sample::take_full(&fs)?;
     let cands = daemon::discover(&fs, &first.ints, &a.policy.irqs, a.probe);
+    let moves = daemon::decide_moves(a.policy.moves.choice(), &cands);
+    // availability over the window: preemption episodes and wake-ups (eBPF), steal, idle
+    let window_ns = (a.interval * 1e9) as u64;
+    let mono0 = irqbal::ebpf::monotonic_ns();
+    let mut episodes = irqbal::avail::Episodes::new(window_ns, mono0);
+    let mut counters = irqbal::avail::CounterWindow::new(window_ns);
+    let wakes = |r: &Option<irqbal::ebpf::PreemptReader>| r.as_ref().and_then(|r| r.wakes());
+    counters.push(
+        mono0,
+        daemon::counters_of(&first.stat, wakes(&reader).as_deref()),
+    );
     // the window: with the eBPF signal, count preemptions as they come
     let mut preemptions: BTreeMap<u32, u64> = BTreeMap::new();
     let mut preempted_now: std::collections::BTreeSet<u32> = Default::default();
@@ -263,8 +309,11 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
                     if e.preempted {
                         *preemptions.entry(e.cpu).or_default() += 1;
                         preempted_now.insert(e.cpu);
+                        episodes.preempted(e.cpu, e.ts_ns);
                     } else {
                         preempted_now.remove(&e.cpu);
+                        let len = e.steal_ns.saturating_sub(e.steal_at_preempt_ns);
+                        episodes.resumed(e.cpu, e.ts_ns, len);
                     }
                 }
             }
@@ -272,6 +321,11 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         None => std::thread::sleep(Duration::from_secs_f64(a.interval)),
     }
     let cur = Sample::take_full(&fs)?;
+    let mono1 = irqbal::ebpf::monotonic_ns();
+    counters.push(
+        mono1,
+        daemon::counters_of(&cur.stat, wakes(&reader).as_deref()),
+    );
     let dt = cur
         .at
         .saturating_duration_since(first.at)
@@ -336,11 +390,22 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
             v.online = !preempted_now.contains(&v.vcpu);
         }
     }
-    let decision = Policy::new(cfg)?.decide(&snap);
+    let wakes_known = reader
+        .as_ref()
+        .is_some_and(|r| r.wakes_unavailable.is_none());
+    daemon::fill_availability(
+        &mut snap,
+        Some(&mut cpus),
+        wakes_known.then_some(&episodes),
+        &counters,
+        mono1,
+    );
+    let decision = Policy::new(cfg.with_moves(moves.moves))?.decide(&snap);
     if a.json {
         print_json(&serde_json::json!({
             "interval_s": dt,
             "signal": signal,
+            "moves": moves,
             "preemptions": ebpf.then(|| cpus.iter().map(|c| serde_json::json!({
                 "cpu": c.cpu, "count": preemptions.get(&c.cpu).copied().unwrap_or(0),
                 "preempted_now": preempted_now.contains(&c.cpu),
@@ -359,20 +424,22 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         signal_label(signal.signal),
         signal.reason
     );
+    let _ = writeln!(s, "moves: {} ({})", moves.moves, moves.reason);
     let _ = writeln!(s, "window {dt:.2} s");
     let _ = writeln!(
         s,
-        "{:<6} {:>8} {:>10} {:>10} {:>10}",
+        "{:<6} {:>8} {:>10} {:>10} {:>10} {:>10}",
         "cpu",
         "steal%",
         "irq+soft%",
         if ebpf { "preempt/s" } else { "" },
+        "wait ms",
         "state"
     );
     for c in &cpus {
         let _ = writeln!(
             s,
-            "cpu{:<3} {:>8.1} {:>10.1} {:>10} {:>10}",
+            "cpu{:<3} {:>8.1} {:>10.1} {:>10} {:>10} {:>10}",
             c.cpu,
             c.steal_frac * 100.0,
             c.irq_frac * 100.0,
@@ -384,6 +451,7 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
             } else {
                 String::new()
             },
+            c.wait_ms.map_or("-".to_string(), |w| format!("{w:.3}")),
             if c.online { "running" } else { "preempted" }
         );
     }
@@ -412,8 +480,8 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     }
     let _ = writeln!(
         s,
-        "\nvBalance now (threshold {}, {}, load floor {}, average irq load {:.3}):",
-        cfg.threshold, cfg.mapping, cfg.load_floor, decision.average
+        "\nvBalance now (threshold {}, {}, {} moves, load floor {}, average irq load {:.3}):",
+        cfg.threshold, cfg.mapping, moves.moves, cfg.load_floor, decision.average
     );
     if decision.placements.is_empty() {
         let _ = writeln!(s, "  no balanced IRQs (virtio-net queues or --irq N)");
@@ -468,6 +536,7 @@ fn balance_guest(a: BalanceArgs) -> anyhow::Result<ExitCode> {
         signal: a.policy.signal.choice(),
         scan_gap: Duration::from_micros(100),
         realtime: !a.no_realtime,
+        moves: a.policy.moves.choice(),
     };
     let stop = daemon::install_signal_flag()?;
     let json = a.json;
@@ -527,6 +596,8 @@ fn print_event(out: &mut Out, ev: &DaemonEvent, json: bool, verbose: bool) -> st
             candidates,
             signal,
             scheduling,
+            moves,
+            plan,
         } => {
             out.line(&format!(
                 "vmtune irq balance (guest): {} candidate IRQ(s); preemption signal: {} ({}); scheduling {scheduling}",
@@ -534,10 +605,16 @@ fn print_event(out: &mut Out, ev: &DaemonEvent, json: bool, verbose: bool) -> st
                 signal_label(signal.signal),
                 signal.reason
             ))?;
+            out.line(&format!("moves: {} — {}", moves.moves, moves.reason))?;
+            out.line(&format!("policy: {plan}"))?;
             for c in candidates {
                 out.line(&format!(
-                    "  irq {:>4} {:<24} affinity {:<8} {}",
-                    c.irq, c.name, c.original, c.note
+                    "  irq {:>4} {:<24} {:<24} affinity {:<8} {}",
+                    c.irq,
+                    c.name,
+                    c.chip.as_deref().unwrap_or("?"),
+                    c.original,
+                    c.note
                 ))?;
             }
         }
@@ -551,11 +628,17 @@ fn print_event(out: &mut Out, ev: &DaemonEvent, json: bool, verbose: bool) -> st
                     .iter()
                     .map(|c| {
                         format!(
-                            "cpu{}:{}{:.0}%/st{:.0}%",
+                            "cpu{}:{}{:.0}%/st{:.0}%{}",
                             c.cpu,
                             if c.online { "" } else { "!" },
                             c.irq_frac * 100.0,
-                            c.steal_frac * 100.0
+                            c.steal_frac * 100.0,
+                            match (c.avail_steal, c.wait_ms) {
+                                (Some(st), Some(w)) =>
+                                    format!("/5s:st{:.0}%,wait{w:.2}ms", st * 100.0),
+                                (Some(st), None) => format!("/5s:st{:.0}%", st * 100.0),
+                                _ => String::new(),
+                            }
                         )
                     })
                     .collect();
@@ -614,8 +697,9 @@ fn print_event(out: &mut Out, ev: &DaemonEvent, json: bool, verbose: bool) -> st
         }
         DaemonEvent::Stop { summary } => {
             out.line(&format!(
-                "stopped after {:.1} s: {} samples, {} moves ({} off preempted vCPUs, {} failed); daemon CPU {:.3} s = {:.3}% of one CPU (step {:.0} µs mean; start-up {:.2} s CPU in {:.2} s); restored {} IRQ(s){}",
+                "stopped after {:.1} s ({} moves): {} samples, {} moves ({} off preempted vCPUs, {} failed); daemon CPU {:.3} s = {:.3}% of one CPU (step {:.0} µs mean; start-up {:.2} s CPU in {:.2} s); restored {} IRQ(s){}",
                 summary.wall_s,
+                summary.move_kind,
                 summary.samples,
                 summary.moves,
                 summary.moves_off_preempted,

@@ -13,13 +13,16 @@ use super::common::print_json;
 /// policies: `static` (all IRQs on vCPU0), `irqbalance` (10 s rebalancing, blind to vCPU
 /// scheduling), the vBalance daemon as it runs on a KVM guest with each preemption signal it
 /// can read (`vbalance`: the exact preempted flag via eBPF, the daemon's default;
-/// `vbalance-tick`; `vbalance-procstat`), with and without interrupt remapping (`-ir`), and
-/// `vbalance-oracle`, the zero-delay upper bound of the paper's Xen design.
+/// `vbalance-tick`; `vbalance-procstat`), with and without interrupt remapping (`-ir`),
+/// `vbalance-chase` (the former default, for comparison) and `vbalance-oracle`, the
+/// zero-delay upper bound of the paper's Xen design.
 ///
 /// SCENARIO is a built-in name or a TOML file:
 ///   vbalance-fig5      paper 5.2.1: 4-vCPU VM on one core, CPU burn, ping every 100 ms, 60 s
 ///   vbalance-fig6      paper 5.2.2: netperf TCP_STREAM and UDP_STREAM over message sizes
 ///   vbalance-fig6-tcp / vbalance-fig6-udp   one of the two
+///   vbalance-more      the four scenarios below, where vCPUs are not equally available:
+///   vbalance-mixed / -shared-core / -two-vms / -wide
 ///
 /// Output per run: ping RTT p50/p99/max (ms), stream throughput (Mbit/s), drops, IRQ moves,
 /// host context switches, how soon the daemon learnt of preemptions, and the simulator's
@@ -35,8 +38,8 @@ pub struct Args {
     #[arg(long = "scheduler", value_parser = parse_sched)]
     pub schedulers: Vec<SchedulerKind>,
     /// Only these policies (static, irqbalance, vbalance, vbalance-ir, vbalance-tick,
-    /// vbalance-tick-ir, vbalance-procstat, vbalance-procstat-ir, vbalance-oracle);
-    /// repeatable. Default: the scenario's (all).
+    /// vbalance-tick-ir, vbalance-procstat, vbalance-procstat-ir, vbalance-chase,
+    /// vbalance-oracle); repeatable. Default: the scenario's (all).
     #[arg(long = "policy", value_parser = parse_policy)]
     pub policies: Vec<PolicyKind>,
     /// Override the simulated duration, in seconds (e.g. 5 for a quick look).
@@ -66,11 +69,16 @@ Policies:
   vbalance               the daemon's default on a KVM guest: the exact kvm_steal_time.preempted
                          flag read by eBPF at guest ticks and switches, the daemon woken through a
                          ring buffer on the observing vCPU; x86 MSI without interrupt remapping
-                         defers each affinity change to the IRQ's next interrupt (old vCPU)
+                         defers each affinity change to the IRQ's next interrupt (old vCPU), so
+                         IRQs are placed by each vCPU's recent availability, at 1 s windows
   vbalance-tick          a vCPU silent for 1.5 guest ticks (not halted) counts as preempted
   vbalance-procstat      /proc/stat steal > 10 % over a 200 ms window (the fallback)
   *-ir                   the same detector in a guest with interrupt remapping: the next
-                         interrupt goes to the new vCPU, one already raised stays
+                         interrupt goes to the new vCPU, one already raised stays; light IRQs
+                         follow the flag, busy queues (>= 2 % of a CPU) are placed by
+                         availability
+  vbalance-chase         the former default: every IRQ follows the flag although moves are
+                         deferred (streams collapse; for comparison)
   vbalance-oracle        upper bound (the paper on Xen): exact running state at every switch,
                          a rebind carries a pending interrupt along, SMP_BOOST with credit
 Host schedulers: credit (Xen credit1: 30 ms slice, BOOST/UNDER/OVER) and eevdf (Linux: 3 ms
@@ -80,6 +88,11 @@ Built-in scenarios:
   vbalance-fig5      paper 5.2.1: 4-vCPU VM on one core, CPU burn, ping every 100 ms, 60 s
   vbalance-fig6      paper 5.2.2: netperf TCP_STREAM and UDP_STREAM over message sizes
   vbalance-fig6-tcp, vbalance-fig6-udp   one of the two
+  vbalance-mixed     fig5's VM with a ping and a TCP_STREAM 4 KiB on two NIC queues, 30 s
+  vbalance-shared-core  2-vCPU I/O-bound VM, vCPU0 sharing its core with a busy co-tenant
+  vbalance-two-vms   4-vCPU CPU burner (ping + TCP) beside a 2-vCPU I/O-bound VM, 2 cores
+  vbalance-wide      8 vCPUs on 2 cores, 4 NIC queues: ping, UDP 1 and 4 KiB, TCP 4 KiB
+  vbalance-more      the four above
 
 Output per run: ping RTT p50/p99/max (ms), stream throughput (Mbit/s), drops, IRQ moves, host
 context switches, detection (preemptions the daemon learnt of, and how soon: p50/p99 ms),
