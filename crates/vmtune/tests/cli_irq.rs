@@ -7,41 +7,15 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::vmtune;
-
-fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
+use common::{read, virtio_net_rx_irq, vmtune};
 
 /// The first virtio-net receive-queue IRQ: (irq, effective CPU, original affinity list).
-fn virtio_net_rx_irq() -> Option<(u32, u32, String)> {
-    let devs: Vec<String> = std::fs::read_dir("/sys/bus/virtio/drivers/virtio_net")
-        .ok()?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("virtio"))
-        .collect();
-    let ints = std::fs::read_to_string("/proc/interrupts").ok()?;
-    for line in ints.lines() {
-        let Some((label, _)) = line.split_once(':') else {
-            continue;
-        };
-        let Ok(irq) = label.trim().parse::<u32>() else {
-            continue;
-        };
-        if devs
-            .iter()
-            .any(|d| line.trim_end().ends_with(&format!("{d}-input.0")))
-        {
-            let eff = read(&format!("/proc/irq/{irq}/effective_affinity_list"))?;
-            let cpu = eff.split([',', '-']).next()?.parse().ok()?;
-            let orig = read(&format!("/proc/irq/{irq}/smp_affinity_list"))?;
-            return Some((irq, cpu, orig));
-        }
-    }
-    None
+fn virtio_net_rx() -> Option<(u32, u32, String)> {
+    let irq = virtio_net_rx_irq()?;
+    let eff = read(&format!("/proc/irq/{irq}/effective_affinity_list"))?;
+    let cpu = eff.split([',', '-']).next()?.parse().ok()?;
+    let orig = read(&format!("/proc/irq/{irq}/smp_affinity_list"))?;
+    Some((irq, cpu, orig))
 }
 
 fn irq_count(irq: u32) -> Option<u64> {
@@ -193,7 +167,7 @@ fn blast_helper() {
 #[test]
 fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
     let test = "guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm";
-    let Some((irq, _, _)) = virtio_net_rx_irq() else {
+    let Some((irq, _, _)) = virtio_net_rx() else {
         return testkit::skip(
             test,
             "no virtio-net receive IRQ here (the guest mode is for KVM guests with virtio-net)",
@@ -209,7 +183,7 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
     // it moves a real IRQ: one host-changing test at a time, across all test binaries
     let _host = testkit::host_lock();
     // read again under the lock: another test may have had it moved until now
-    let (irq, cpu, original) = virtio_net_rx_irq()
+    let (irq, cpu, original) = virtio_net_rx()
         .filter(|(i, ..)| *i == irq)
         .unwrap_or_else(|| panic!("IRQ {irq} went away"));
     let _restore = Restore(irq, original.clone());

@@ -10,13 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::vmtune;
-
-fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
+use common::{read, virtio_net_rx_irq, vmtune};
 
 /// Whether the eBPF signal must work here: an x86 KVM guest with steal time, and root.
 fn ebpf_expected() -> Result<(), String> {
@@ -100,32 +94,12 @@ fn show_says_which_preemption_signal_it_uses_and_why() {
 
 /// The first virtio-net receive-queue IRQ and its original mask and effective CPU.
 fn virtio_net_rx() -> Option<(u32, String, String)> {
-    let devs: Vec<String> = std::fs::read_dir("/sys/bus/virtio/drivers/virtio_net")
-        .ok()?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("virtio"))
-        .collect();
-    let ints = std::fs::read_to_string("/proc/interrupts").ok()?;
-    for line in ints.lines() {
-        let Some((label, _)) = line.split_once(':') else {
-            continue;
-        };
-        let Ok(irq) = label.trim().parse::<u32>() else {
-            continue;
-        };
-        if devs
-            .iter()
-            .any(|d| line.trim_end().ends_with(&format!("{d}-input.0")))
-        {
-            return Some((
-                irq,
-                read(&format!("/proc/irq/{irq}/smp_affinity_list"))?,
-                read(&format!("/proc/irq/{irq}/effective_affinity_list"))?,
-            ));
-        }
-    }
-    None
+    let irq = virtio_net_rx_irq()?;
+    Some((
+        irq,
+        read(&format!("/proc/irq/{irq}/smp_affinity_list"))?,
+        read(&format!("/proc/irq/{irq}/effective_affinity_list"))?,
+    ))
 }
 
 /// Network traffic that makes the receive IRQ fire: TCP connection attempts to the default
@@ -431,7 +405,11 @@ fn an_affinity_write_takes_effect_at_the_next_interrupt_on_the_old_cpu() {
     while t0.elapsed() < Duration::from_secs(5) {
         after = per_cpu_counts(irq);
         let fired: u64 = after.iter().sum::<u64>() - before.iter().sum::<u64>();
-        if fired >= 3 {
+        // a few interrupts, and the vector seen moved (the kernel finishes a deferred move
+        // in the interrupt path, so under load the read may lag the first interrupt)
+        let moved = read(&format!("/proc/irq/{irq}/effective_affinity_list")).as_deref()
+            != Some(eff0.as_str());
+        if fired >= 3 && moved {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -472,7 +450,11 @@ fn an_affinity_write_takes_effect_at_the_next_interrupt_on_the_old_cpu() {
             on_old >= 1,
             "no interrupt on the old CPU: {before:?} -> {after:?}"
         );
-        assert_eq!(eff_after, new.to_string());
+        // the interrupt that lands on the old CPU starts the move; one more shows it done
+        // (a single interrupt in the whole window says nothing about the move yet)
+        if fired >= 2 {
+            assert_eq!(eff_after, new.to_string(), "after {fired} interrupts");
+        }
     }
     assert_eq!(read(&path).as_deref(), Some(mask0.as_str()));
 }

@@ -28,3 +28,29 @@ pub fn ok_json(args: &[&str]) -> serde_json::Value {
         )
     })
 }
+
+/// A /proc or /sys file's contents, trimmed; `None` when it cannot be read.
+pub fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// The first virtio-net receive-queue IRQ (`virtioN-input.0` in /proc/interrupts of a
+/// device the virtio_net driver owns); `None` on a machine without one.
+pub fn virtio_net_rx_irq() -> Option<u32> {
+    let devs: Vec<String> = std::fs::read_dir("/sys/bus/virtio/drivers/virtio_net")
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("virtio"))
+        .collect();
+    let ints = std::fs::read_to_string("/proc/interrupts").ok()?;
+    ints.lines().find_map(|line| {
+        let (label, _) = line.split_once(':')?;
+        let irq = label.trim().parse::<u32>().ok()?;
+        devs.iter()
+            .any(|d| line.trim_end().ends_with(&format!("{d}-input.0")))
+            .then_some(irq)
+    })
+}
