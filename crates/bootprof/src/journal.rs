@@ -51,6 +51,9 @@ pub struct JournalRef<'a> {
     pub pid: Option<u32>,
     pub error: Option<RawValue<'a>>,
     pub vmconsole: Option<RawValue<'a>>,
+    /// The `vmconsole=` value's kata-agent record, when [`parse_ref_into`] read it straight
+    /// from the quoted text (and so left the unquoted console text empty).
+    pub(crate) vmconsole_agent: Option<crate::agent::Raw<'a>>,
 }
 
 impl JournalRef<'_> {
@@ -148,7 +151,9 @@ pub fn parse_ref(line: &str) -> Result<Option<JournalRef<'_>>, JournalError> {
 }
 
 /// [`parse_ref`], unquoting the `vmconsole=` payload into `console` (cleared first) as it is
-/// read: one pass over the payload where [`RawValue::get_into`] would make two.
+/// read: one pass over the payload where [`RawValue::get_into`] would make two. A payload
+/// that is a kata-agent record is read straight from the quoted text instead
+/// ([`JournalRef::vmconsole_agent`]), and `console` is left empty.
 pub fn parse_ref_into<'a>(
     line: &'a str,
     console: &mut String,
@@ -179,10 +184,11 @@ fn parse_ref_with<'a>(
         pid: None,
         error: None,
         vmconsole: None,
+        vmconsole_agent: None,
     };
     let mut it = LogfmtIter::new(body);
     it.console = console;
-    for kv in it {
+    while let Some(kv) = it.next() {
         let (k, v) = kv?;
         match k {
             "time" => {
@@ -195,7 +201,10 @@ fn parse_ref_with<'a>(
             "sandbox" => out.sandbox = Some(v.get()),
             "pid" => out.pid = v.get().parse().ok(),
             "error" => out.error = Some(v),
-            "vmconsole" => out.vmconsole = Some(v),
+            "vmconsole" => {
+                out.vmconsole = Some(v);
+                out.vmconsole_agent = it.agent.take();
+            }
             _ => {}
         }
     }
@@ -325,6 +334,9 @@ pub struct LogfmtIter<'a, 'b> {
     rest: &'a str,
     /// Where a `vmconsole=` value goes, unquoted, as it is read.
     console: Option<&'b mut String>,
+    /// With `console`: the kata-agent record of the `vmconsole=` value just returned, when
+    /// it was read from the quoted text (`console` is then left empty).
+    agent: Option<crate::agent::Raw<'a>>,
 }
 
 impl<'a> LogfmtIter<'a, '_> {
@@ -332,6 +344,7 @@ impl<'a> LogfmtIter<'a, '_> {
         LogfmtIter {
             rest: s,
             console: None,
+            agent: None,
         }
     }
 }
@@ -362,9 +375,24 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
                 ("vmconsole", Some(buf)) => Some(buf),
                 _ => None,
             };
+            self.agent = None;
             let (value, rest) = if let Some(q) = val_start.strip_prefix('"') {
                 let scanned = match into {
-                    Some(buf) => scan_quoted_into(q, buf),
+                    Some(buf) => match crate::agent::flat_go_quoted(q) {
+                        // a kata-agent record: read as it is scanned
+                        Some((rec, end)) => {
+                            buf.clear();
+                            self.agent = Some(rec);
+                            Ok((
+                                RawValue {
+                                    text: q.get(..end).unwrap_or(""),
+                                    escaped: true,
+                                },
+                                q.get(end + 1..).unwrap_or(""),
+                            ))
+                        }
+                        None => scan_quoted_into(q, buf),
+                    },
                     None => scan_quoted(q),
                 };
                 match scanned {
@@ -606,6 +634,133 @@ mod tests {
         assert_eq!(j.time.unwrap() % 1_000_000_000, 996_810_781);
         assert!(matches!(j.prefix, Some(PrefixTime::Local(_))));
         assert_eq!(j.pid, Some(3_426_175));
+    }
+
+    /// Go `%q` of `s` as containerd writes a payload, with `extra` escapes Go may also
+    /// write (`\t`, `\u00e9`, `\x41`, `\'`) for the characters they stand for.
+    fn go_quote(s: &str, extra: bool) -> String {
+        let mut o = String::new();
+        for c in s.chars() {
+            match c {
+                '"' => o.push_str("\\\""),
+                '\\' => o.push_str("\\\\"),
+                '\n' => o.push_str("\\n"),
+                '\t' if extra => o.push_str("\\t"),
+                'é' if extra => o.push_str("\\u00e9"),
+                'A' if extra => o.push_str("\\x41"),
+                '\'' if extra => o.push_str("\\'"),
+                c => o.push(c),
+            }
+        }
+        o
+    }
+
+    /// The one-pass read of a kata-agent record inside `vmconsole="…"` gives exactly what
+    /// unquoting the value and reading the record does (value end, fields, record or error),
+    /// or leaves the record to that way. Records built from the agent's fields and pieces that
+    /// break either way, quoted as Go quotes them and otherwise.
+    #[test]
+    fn agent_records_read_in_the_quoted_text_as_after_unquoting() {
+        use proptest::prelude::*;
+        let good = prop_oneof![
+            Just(r#""msg":"got uevent message""#.to_string()),
+            Just(r#""msg":"rpc call from shim to agent: \"create_sandbox\"""#.to_string()),
+            Just(r#""msg":"a \"quoted\" \\ \/ \n\t\r\b\f word""#.to_string()),
+            Just(r#""msg":"tab\tand Été""#.to_string()),
+            Just(r#""level":"INFO""#.to_string()),
+            Just(r#""ts":"2025-11-20T17:58:13.5Z""#.to_string()),
+            Just(r#""ts":"yesterday""#.to_string()),
+            Just(r#""subsystem":"uevent""#.to_string()),
+            Just(r#""event":"Uevent { action: \"bind\", devpath: \"/devices/pci0000:00/0000:00:05.0/0000:02:00.0\", subsystem: \"pci\" }""#.to_string()),
+            Just(r#""event":"Uevent { action: \"add\", devpath: \"/devices/system/memory/memory9\", subsystem: \"memory\" }""#.to_string()),
+            Just(r#""pid":"1""#.to_string()),
+            Just(r#""name":"kata-agent""#.to_string()),
+        ];
+        let bad = prop_oneof![
+            Just(r#""msg":"\u00e9t\u00e9""#.to_string()),
+            Just(r#""level":3"#.to_string()),
+            Just(r#""version":{"a":["b"]}"#.to_string()),
+            Just(r#" "name" : "kata-agent" "#.to_string()),
+            Just("\"ctl\":\"a\u{1}b\"".to_string()),
+            Just(r#""bad":"\q""#.to_string()),
+            Just(r#""m\u0073g":"x""#.to_string()),
+            "[a-zA-Z\\\\\":,{} \t'é]{0,12}",
+        ];
+        let piece = prop_oneof![12 => good, 1 => bad];
+        let record = (
+            prop::collection::vec(piece, 0..9),
+            prop::bool::weighted(0.9),
+            prop_oneof![8 => Just(String::new()), 1 => "[ x}]{1,2}".prop_map(|s| s)],
+            prop_oneof![8 => Just(""), 1 => Just(" ")],
+            prop::bool::weighted(0.2),
+            prop::option::weighted(0.1, 0usize..400),
+            " [a-z]{1,4}=[a-z\"]{0,3}",
+        );
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(6000));
+        let read = std::sync::atomic::AtomicUsize::new(0);
+        runner
+            .run(&record, |(pieces, brace, tail, lead, extra, cut, after)| {
+                // most records carry the msg and ts a record needs, first or later
+                let mut pieces = pieces;
+                let k = pieces.len();
+                if !pieces.iter().any(|p| p.starts_with(r#""ts""#)) {
+                    pieces.insert(k / 2, r#""ts":"2025-11-20T16:05:15.71233274Z""#.to_string());
+                }
+                if !pieces.iter().any(|p| p.starts_with(r#""msg""#)) {
+                    pieces.insert(k / 3, r#""msg":"got uevent message""#.to_string());
+                }
+                let mut json = format!("{lead}{{");
+                json.push_str(&pieces.join(","));
+                if brace {
+                    json.push('}');
+                }
+                json.push_str(&tail);
+                let mut q = go_quote(&json, extra);
+                if let Some(n) = cut {
+                    // a line cut short, or a raw byte where Go would escape one
+                    let n = n.min(q.len());
+                    if q.is_char_boundary(n) {
+                        q.truncate(n);
+                    }
+                }
+                q.push('"');
+                q.push_str(&after);
+                let Some((raw, end)) = crate::agent::flat_go_quoted(&q) else {
+                    return Ok(());
+                };
+                read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let mut buf = String::new();
+                let Ok((v, rest)) = scan_quoted_into(&q, &mut buf) else {
+                    panic!("read a record from a value the scan refuses: {q}");
+                };
+                prop_assert!(v.escaped);
+                prop_assert_eq!(rest, q.get(end + 1..).unwrap_or(""), "{}", q);
+                let text = buf.trim();
+                prop_assert!(crate::agent::looks_like(text));
+                let long_way = crate::agent::flat(text);
+                prop_assert_eq!(Some(&raw), long_way.as_ref(), "{}", q);
+                prop_assert_eq!(
+                    crate::agent::record(&raw),
+                    crate::agent::parse_line(text),
+                    "{}",
+                    q
+                );
+                Ok(())
+            })
+            .unwrap();
+        // the one-pass read took a fair share of the cases
+        let n = read.into_inner();
+        assert!(n > 300, "{n} records read in one pass");
+        // and the fast path takes the agent's own records, as containerd quotes them
+        let rec = r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","event":"Uevent { action: \"bind\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\" }"}"#;
+        let q = format!("{}\" x=y", go_quote(rec, false));
+        let (raw, end) = crate::agent::flat_go_quoted(&q).expect("read in one pass");
+        assert_eq!(q.get(end..), Some("\" x=y"));
+        assert_eq!(raw.msg, "got uevent message");
+        assert!(raw
+            .event
+            .as_deref()
+            .is_some_and(|e| e.contains("action: \"bind\"")));
     }
 
     #[test]
