@@ -198,6 +198,7 @@ fn go_json_str(s: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
     let mut from = start;
     let mut i = start;
     loop {
+        i += special(b.get(i..)?);
         match *b.get(i)? {
             b'\\' => match *b.get(i + 1)? {
                 // `\"`: a quote, which ends the JSON string
@@ -229,7 +230,8 @@ fn go_json_str(s: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
                         b'f' => ('\u{c}', 3),
                         _ => return None,
                     };
-                    let o = owned.get_or_insert_with(String::new);
+                    // room for the rest of a typical value at once (a uevent is ~200 bytes)
+                    let o = owned.get_or_insert_with(|| String::with_capacity(256));
                     o.push_str(s.get(from..i)?);
                     o.push(c);
                     i += len;
@@ -337,6 +339,36 @@ fn json_str(s: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
             _ => i += 1,
         }
     }
+}
+
+/// Where the first `\\`, `"` or control character of `b` is (`b.len()` if none): eight
+/// bytes at a time (SWAR), as the runs between a payload's escapes are short.
+fn special(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = b.chunks_exact(8);
+    let mut at = 0usize;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        let q = x ^ (ONES * u64::from(b'"'));
+        let s = x ^ (ONES * u64::from(b'\\'));
+        // a zero byte of q or s, or a byte of x below 0x20, is a match; a borrow only
+        // flags bytes above a true match, so the lowest flagged byte is always one
+        let m = (q.wrapping_sub(ONES) & !q & HIGH)
+            | (s.wrapping_sub(ONES) & !s & HIGH)
+            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH);
+        if m != 0 {
+            return at + (m.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .unwrap_or(chunks.remainder().len())
 }
 
 /// GPUs named by an `unresolvable CDI devices a=1, b=2` list: entries of a `…gpu` kind
@@ -525,6 +557,34 @@ mod tests {
         // and it reads the agent's own records
         let rec = r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","version":"0.1.0","source":"agent","name":"kata-agent","event":"Uevent { action: \"add\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\", seqnum: \"1379\", interface: \"\" }"}"#;
         assert!(flat(rec).is_some());
+    }
+
+    #[test]
+    fn swar_finds_the_first_special_byte() {
+        let naive = |b: &[u8]| {
+            b.iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                .unwrap_or(b.len())
+        };
+        let mut cases: Vec<Vec<u8>> = vec![b"".to_vec(), b"abc".to_vec()];
+        for len in 0..24 {
+            for at in 0..=len {
+                for c in [b'"', b'\\', 0, 0x1f, b'\n'] {
+                    // bytes one bit or one step from a match before it
+                    let mut v: Vec<u8> = (0..len)
+                        .map(|i| [b'#', b']', 0x22 ^ 0x80, 0x20, 0x9f, 0xa0, b'a'][i % 7])
+                        .collect();
+                    if at < len {
+                        v[at] = c;
+                    }
+                    cases.push(v);
+                }
+            }
+        }
+        cases.push("é\"ü".as_bytes().to_vec());
+        for c in &cases {
+            assert_eq!(special(c), naive(c), "{c:?}");
+        }
     }
 
     #[test]

@@ -554,11 +554,20 @@ impl Ingester {
                     }
                 }
                 while let Some(Some((c, lines))) = pending.get_mut(fed).map(Option::take) {
+                    let before = self.out.events.len();
                     for (k, p) in lines {
                         self.apply(at.src(file, &k), p);
                     }
                     self.out.stats.add(&c);
                     at.advance(&c);
+                    if fed == 0 {
+                        // the events of the whole input, projected from its first block:
+                        // the list grows once instead of doubling (and copying) its way up
+                        let per_byte =
+                            (self.out.events.len() - before) as f64 / c.bytes.max(1) as f64;
+                        let rest = data.len().saturating_sub(at.offset as usize) as f64;
+                        self.out.events.reserve((per_byte * rest * 1.02) as usize);
+                    }
                     fed += 1;
                     applied.set(fed);
                 }

@@ -251,6 +251,47 @@ type Prefixed<'a> = (
 /// 2025-11-20 16:25:32 UTC`), then `host ident[pid]: message`. Lines without a
 /// recognisable prefix return the whole line.
 fn split_prefix(line: &str) -> Prefixed<'_> {
+    split_short(line).unwrap_or_else(|| split_prefix_words(line))
+}
+
+/// The common case of [`split_prefix`] in one pass over the prefix's bytes: journald's
+/// short or short-precise format with a three-letter month and the day in two columns
+/// (`Nov 20 16:25:32 host ident[pid]: message`, `Nov  2 …`), single spaces. `None` for
+/// anything else, which [`split_prefix_words`] reads (checked against it by a
+/// differential property test).
+fn split_short(line: &str) -> Option<Prefixed<'_>> {
+    let b = line.as_bytes();
+    let month = b.get(0..3)?;
+    if !month.iter().all(u8::is_ascii_alphabetic) || b.get(3) != Some(&b' ') {
+        return None;
+    }
+    let day = match (*b.get(4)?, *b.get(5)?, *b.get(6)?) {
+        (b' ', d, b' ') if d.is_ascii_digit() => line.get(5..6)?,
+        (d0, d1, b' ') if d0.is_ascii_digit() && d1.is_ascii_digit() => line.get(4..6)?,
+        _ => return None,
+    };
+    let rest = line.get(7..)?;
+    let end = memchr::memchr(b' ', rest.as_bytes())?;
+    let hms = rest.get(..end)?;
+    if !is_hms(hms) {
+        return None;
+    }
+    let stamp = LocalStamp::parse(line.get(0..3)?, day, hms)?;
+    // `host ident[pid]: message`, one space each
+    let rest = rest.get(end + 1..)?;
+    let end = memchr::memchr(b' ', rest.as_bytes()).filter(|&e| e > 0)?;
+    let (host, ident_msg) = (rest.get(..end)?, rest.get(end + 1..)?);
+    let sp = memchr::memchr(b' ', ident_msg.as_bytes())?;
+    if sp == 0 || ident_msg.as_bytes().get(sp - 1) != Some(&b':') {
+        return None;
+    }
+    let (ident, msg) = (ident_msg.get(..sp - 1)?, ident_msg.get(sp + 1..)?);
+    let unit = ident.split('[').next().unwrap_or(ident);
+    Some((Some(PrefixTime::Local(stamp)), Some(host), Some(unit), msg))
+}
+
+/// [`split_prefix`] word by word: every prefix it reads.
+fn split_prefix_words(line: &str) -> Prefixed<'_> {
     let none = (None, None, None, line);
     let mut words = line.split(' ').filter(|w| !w.is_empty());
     let Some(first) = words.next() else {
@@ -354,7 +395,18 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            self.rest = self.rest.trim_start();
+            // single spaces between fields: skip them by bytes, and leave anything else
+            // (tabs, Unicode spaces) to `trim_start`
+            let spaces = self.rest.bytes().take_while(|&c| c == b' ').count();
+            self.rest = self.rest.get(spaces..).unwrap_or("");
+            if self
+                .rest
+                .bytes()
+                .next()
+                .is_some_and(|c| !(b'!'..0x80).contains(&c))
+            {
+                self.rest = self.rest.trim_start();
+            }
             if self.rest.is_empty() {
                 return None;
             }
@@ -761,6 +813,69 @@ mod tests {
             .event
             .as_deref()
             .is_some_and(|e| e.contains("action: \"bind\"")));
+    }
+
+    /// The one-pass read of the common prefix gives what reading it word by word gives, on
+    /// prefixes near it in every way (month, day, time, spaces, host, identifier).
+    #[test]
+    fn short_prefixes_read_in_one_pass_as_word_by_word() {
+        use proptest::prelude::*;
+        let line = (
+            prop_oneof![
+                Just("Nov"),
+                Just("nov"),
+                Just("Xyz"),
+                Just("1月"),
+                Just("No"),
+                Just("Nov."),
+                Just("N=v")
+            ],
+            prop_oneof![
+                Just(" 20"),
+                Just("  2"),
+                Just(" 2"),
+                Just(" 32"),
+                Just(" 00"),
+                Just("   2"),
+                Just(" 2x"),
+                Just("")
+            ],
+            prop_oneof![
+                Just(" 17:56:11"),
+                Just(" 17:56:11.992377"),
+                Just(" 17:56:11."),
+                Just(" 7:56:11"),
+                Just(" 25:00:00"),
+                Just(" 17:56:1x"),
+                Just(" 17:56:11Z"),
+                Just("  17:56:11"),
+                Just("")
+            ],
+            prop_oneof![Just(" gpu-7.example"), Just("  gpu-7"), Just(" "), Just("")],
+            prop_oneof![
+                Just(" containerd[2771108]: "),
+                Just(" kata: "),
+                Just(" a b: "),
+                Just(" x[1] "),
+                Just(" x[1]:"),
+                Just(" :: "),
+                Just("  c[1]: "),
+                Just(" c[1]:  ")
+            ],
+            "[a-z=\" :]{0,12}",
+        );
+        proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(4000))
+            .run(&line, |(m, d, t, h, i, rest)| {
+                let l = format!("{m}{d}{t}{h}{i}{rest}");
+                if let Some(fast) = split_short(&l) {
+                    prop_assert_eq!(fast, split_prefix_words(&l), "{}", l);
+                }
+                Ok(())
+            })
+            .unwrap();
+        let l = "Nov  2 17:56:11.5 gpu-7 containerd[1]: time=x";
+        assert!(split_short(l).is_some());
+        assert_eq!(split_short(l), Some(split_prefix_words(l)));
     }
 
     #[test]
