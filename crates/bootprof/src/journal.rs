@@ -410,12 +410,9 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
             if self.rest.is_empty() {
                 return None;
             }
-            // key: up to '=' or space (keys are short: a plain loop beats a vector search)
-            let kend = self
-                .rest
-                .bytes()
-                .position(|c| c == b'=' || c == b' ')
-                .unwrap_or(self.rest.len());
+            // key: up to '=' or space (keys are short: eight bytes at a time beats a
+            // vector search)
+            let kend = equals_or_space(self.rest.as_bytes());
             let key = self.rest.get(..kend).unwrap_or("");
             let after = self.rest.get(kend..).unwrap_or("");
             let Some(val_start) = after.strip_prefix('=') else {
@@ -427,7 +424,9 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
                 ("vmconsole", Some(buf)) => Some(buf),
                 _ => None,
             };
-            self.agent = None;
+            if into.is_some() {
+                self.agent = None;
+            }
             let (value, rest) = if let Some(q) = val_start.strip_prefix('"') {
                 let scanned = match into {
                     Some(buf) => match crate::agent::flat_go_quoted(q) {
@@ -491,6 +490,32 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
 enum Unq {
     Unterminated,
     BadEscape,
+}
+
+/// Where the first `=` or space of `b` is (`b.len()` if none), eight bytes at a time.
+fn equals_or_space(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = b.chunks_exact(8);
+    let mut at = 0usize;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        let e = x ^ (ONES * u64::from(b'='));
+        let s = x ^ (ONES * u64::from(b' '));
+        // the lowest flagged byte is always a true match (see `quote_or_backslash`)
+        let m = (e.wrapping_sub(ONES) & !e & HIGH) | (s.wrapping_sub(ONES) & !s & HIGH);
+        if m != 0 {
+            return at + (m.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b'=' || c == b' ')
+        .unwrap_or(chunks.remainder().len())
 }
 
 /// The first `"` or `\\` in `b`. Escaped payloads have one every few bytes, too often for a
@@ -876,6 +901,28 @@ mod tests {
         let l = "Nov  2 17:56:11.5 gpu-7 containerd[1]: time=x";
         assert!(split_short(l).is_some());
         assert_eq!(split_short(l), Some(split_prefix_words(l)));
+    }
+
+    #[test]
+    fn swar_finds_the_first_equals_or_space() {
+        let naive = |b: &[u8]| {
+            b.iter()
+                .position(|&c| c == b'=' || c == b' ')
+                .unwrap_or(b.len())
+        };
+        for len in 0..24 {
+            for at in 0..=len {
+                for c in [b'=', b' '] {
+                    let mut v: Vec<u8> = (0..len)
+                        .map(|i| [b'<', b'!', 0x3d ^ 0x80, 0xa0, b'a'][i % 5])
+                        .collect();
+                    if at < len {
+                        v[at] = c;
+                    }
+                    assert_eq!(equals_or_space(&v), naive(&v), "{v:?}");
+                }
+            }
+        }
     }
 
     #[test]
