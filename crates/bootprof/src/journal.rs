@@ -290,6 +290,41 @@ fn split_short(line: &str) -> Option<Prefixed<'_>> {
     Some((Some(PrefixTime::Local(stamp)), Some(host), Some(unit), msg))
 }
 
+/// For fuzzing: the one-pass readers against the long way on `line` — the journald prefix
+/// ([`split_short`] against [`split_prefix_words`]) and a kata-agent record in Go-quoted
+/// text (`agent::flat_go_quoted` against unquoting, then `agent::flat` and
+/// `agent::parse_line`), the quoted text being what follows the line's first `vmconsole="`,
+/// else the whole line. `Err` names the first disagreement.
+#[doc(hidden)]
+pub fn fast_paths_agree(line: &str) -> Result<(), String> {
+    if let Some(fast) = split_short(line) {
+        let words = split_prefix_words(line);
+        if fast != words {
+            return Err(format!("prefix: {fast:?} != {words:?}"));
+        }
+    }
+    let q = line
+        .find("vmconsole=\"")
+        .and_then(|at| line.get(at + "vmconsole=\"".len()..))
+        .unwrap_or(line);
+    if let Some((raw, end)) = crate::agent::flat_go_quoted(q) {
+        let mut buf = String::new();
+        let (v, rest) = scan_quoted_into(q, &mut buf)
+            .map_err(|_| "record read from a bad value".to_string())?;
+        let text = buf.trim();
+        let long_way = crate::agent::flat(text);
+        if !v.escaped
+            || rest != q.get(end + 1..).unwrap_or("")
+            || !crate::agent::looks_like(text)
+            || long_way.as_ref() != Some(&raw)
+            || crate::agent::record(&raw) != crate::agent::parse_line(text)
+        {
+            return Err(format!("agent record: {raw:?} != {long_way:?}"));
+        }
+    }
+    Ok(())
+}
+
 /// [`split_prefix`] word by word: every prefix it reads.
 fn split_prefix_words(line: &str) -> Prefixed<'_> {
     let none = (None, None, None, line);
@@ -901,6 +936,23 @@ mod tests {
         let l = "Nov  2 17:56:11.5 gpu-7 containerd[1]: time=x";
         assert!(split_short(l).is_some());
         assert_eq!(split_short(l), Some(split_prefix_words(l)));
+    }
+
+    /// The fuzz target's check holds on every line of the study's journal and of a
+    /// generated one, and the one-pass readers take those lines.
+    #[test]
+    fn fast_paths_agree_on_real_lines() {
+        let mut gen = Vec::new();
+        crate::gen::generate(256 << 10, 4, 5, &mut gen).unwrap();
+        let gen = String::from_utf8(gen).unwrap();
+        let (mut prefixes, mut records) = (0, 0);
+        for line in crate::gen::TEMPLATE.lines().chain(gen.lines()) {
+            fast_paths_agree(line).unwrap();
+            prefixes += usize::from(split_short(line).is_some());
+            let q = line.split_once("vmconsole=\"").map_or("", |(_, q)| q);
+            records += usize::from(crate::agent::flat_go_quoted(q).is_some());
+        }
+        assert!(prefixes > 1000 && records > 700, "{prefixes} {records}");
     }
 
     #[test]
