@@ -84,20 +84,20 @@ pub struct AgentRecord {
 /// The fields read; the text fields are borrowed from the line unless they hold escapes.
 /// `level` and `subsystem` are read (a record where they are not strings is bad) but not
 /// kept.
-#[derive(Deserialize)]
-struct Raw<'a> {
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Raw<'a> {
     #[serde(borrow)]
-    msg: Cow<'a, str>,
+    pub(crate) msg: Cow<'a, str>,
     #[serde(default, borrow)]
     #[allow(dead_code)]
-    level: Cow<'a, str>,
+    pub(crate) level: Cow<'a, str>,
     #[serde(borrow)]
-    ts: Cow<'a, str>,
+    pub(crate) ts: Cow<'a, str>,
     #[serde(default, borrow)]
     #[allow(dead_code)]
-    subsystem: Cow<'a, str>,
+    pub(crate) subsystem: Cow<'a, str>,
     #[serde(default, borrow)]
-    event: Option<Cow<'a, str>>,
+    pub(crate) event: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,9 +120,129 @@ pub fn parse_line(line: &str) -> Result<AgentRecord, AgentError> {
         Some(raw) => raw,
         None => serde_json::from_str(line).map_err(|e| AgentError::Json(e.to_string()))?,
     };
+    record(&raw)
+}
+
+/// The record of the fields read.
+pub(crate) fn record(raw: &Raw<'_>) -> Result<AgentRecord, AgentError> {
     let ts = parse_rfc3339(&raw.ts).ok_or_else(|| AgentError::BadTs(raw.ts.to_string()))?;
     let kind = classify(&raw.msg, raw.event.as_deref());
     Ok(AgentRecord { ts, kind })
+}
+
+/// A kata-agent record as containerd logs it — the `vmconsole=` value, Go-quoted, holding
+/// the flat object [`flat`] reads — read in one pass over the quoted text, without
+/// unquoting it first. `s` is the text after the value's opening quote. Returns what
+/// unquoting the value and reading it with [`flat`] gives, and the index of the value's
+/// closing quote; `None` for anything else (a Go escape other than `\"` and `\\`, space
+/// or text around the object, anything [`flat`] refuses), which the caller reads the long
+/// way. Checked against that way by a differential property test in `journal.rs`.
+pub(crate) fn flat_go_quoted(s: &str) -> Option<(Raw<'_>, usize)> {
+    let b = s.as_bytes();
+    if b.first() != Some(&b'{') {
+        return None;
+    }
+    let mut i = 1usize;
+    let mut fields: [Option<Cow<'_, str>>; 5] = [None, None, None, None, None];
+    let end = loop {
+        // a JSON string opens with `\"` in the quoted text
+        if b.get(i..i + 2) != Some(b"\\\"") {
+            return None;
+        }
+        let (key, next) = go_json_str(s, i + 2)?;
+        if b.get(next..next + 3) != Some(b":\\\"") {
+            return None;
+        }
+        let (value, next) = go_json_str(s, next + 3)?;
+        let slot = match key.as_ref() {
+            "msg" => 0,
+            "level" => 1,
+            "ts" => 2,
+            "subsystem" => 3,
+            "event" => 4,
+            _ => usize::MAX,
+        };
+        if let Some(f) = fields.get_mut(slot) {
+            if f.is_some() {
+                return None;
+            }
+            *f = Some(value);
+        }
+        match b.get(next) {
+            Some(b',') => i = next + 1,
+            // the object is the whole value: its closing quote follows
+            Some(b'}') if b.get(next + 1) == Some(&b'"') => break next + 1,
+            _ => return None,
+        }
+    };
+    let [msg, level, ts, subsystem, event] = fields;
+    Some((
+        Raw {
+            msg: msg?,
+            level: level.unwrap_or_default(),
+            ts: ts?,
+            subsystem: subsystem.unwrap_or_default(),
+            event,
+        },
+        end,
+    ))
+}
+
+/// A JSON string inside Go-quoted text, its opening `\"` before `start`: its value and the
+/// index after its closing `\"` — what [`json_str`] reads in the unquoted text; `None`
+/// where it refuses, and for a Go escape other than `\"` and `\\` or a bare quote (the
+/// end of the Go value).
+fn go_json_str(s: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
+    let b = s.as_bytes();
+    let mut owned: Option<String> = None;
+    let mut from = start;
+    let mut i = start;
+    loop {
+        i += special(b.get(i..)?);
+        match *b.get(i)? {
+            b'\\' => match *b.get(i + 1)? {
+                // `\"`: a quote, which ends the JSON string
+                b'"' => {
+                    let run = s.get(from..i)?;
+                    let v = match owned {
+                        Some(mut o) => {
+                            o.push_str(run);
+                            Cow::Owned(o)
+                        }
+                        None => Cow::Borrowed(run),
+                    };
+                    return Some((v, i + 2));
+                }
+                // `\\`: a backslash, which starts a JSON escape; its letter follows,
+                // itself Go-quoted when it is a quote or a backslash
+                b'\\' => {
+                    let (c, len) = match *b.get(i + 2)? {
+                        b'\\' => match *b.get(i + 3)? {
+                            b'"' => ('"', 4),
+                            b'\\' => ('\\', 4),
+                            _ => return None,
+                        },
+                        b'/' => ('/', 3),
+                        b'n' => ('\n', 3),
+                        b't' => ('\t', 3),
+                        b'r' => ('\r', 3),
+                        b'b' => ('\u{8}', 3),
+                        b'f' => ('\u{c}', 3),
+                        _ => return None,
+                    };
+                    // room for the rest of a typical value at once (a uevent is ~200 bytes)
+                    let o = owned.get_or_insert_with(|| String::with_capacity(256));
+                    o.push_str(s.get(from..i)?);
+                    o.push(c);
+                    i += len;
+                    from = i;
+                }
+                _ => return None,
+            },
+            b'"' | 0..=0x1f => return None,
+            _ => i += 1,
+        }
+    }
 }
 
 /// The record as the kata-agent's slog writes it — one flat object of string values, no
@@ -131,7 +251,7 @@ pub fn parse_line(line: &str) -> Result<AgentRecord, AgentError> {
 /// field twice, a missing `msg` or `ts`, text after the object), which `serde_json` then
 /// reads (or refuses) as before. Whatever this accepts, `serde_json` reads the same
 /// (checked by a differential property test).
-fn flat(s: &str) -> Option<Raw<'_>> {
+pub(crate) fn flat(s: &str) -> Option<Raw<'_>> {
     let b = s.as_bytes();
     if b.first() != Some(&b'{') {
         return None;
@@ -219,6 +339,36 @@ fn json_str(s: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
             _ => i += 1,
         }
     }
+}
+
+/// Where the first `\\`, `"` or control character of `b` is (`b.len()` if none): eight
+/// bytes at a time (SWAR), as the runs between a payload's escapes are short.
+fn special(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = b.chunks_exact(8);
+    let mut at = 0usize;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        let q = x ^ (ONES * u64::from(b'"'));
+        let s = x ^ (ONES * u64::from(b'\\'));
+        // a zero byte of q or s, or a byte of x below 0x20, is a match; a borrow only
+        // flags bytes above a true match, so the lowest flagged byte is always one
+        let m = (q.wrapping_sub(ONES) & !q & HIGH)
+            | (s.wrapping_sub(ONES) & !s & HIGH)
+            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH);
+        if m != 0 {
+            return at + (m.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .unwrap_or(chunks.remainder().len())
 }
 
 /// GPUs named by an `unresolvable CDI devices a=1, b=2` list: entries of a `…gpu` kind
@@ -407,6 +557,34 @@ mod tests {
         // and it reads the agent's own records
         let rec = r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","version":"0.1.0","source":"agent","name":"kata-agent","event":"Uevent { action: \"add\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\", seqnum: \"1379\", interface: \"\" }"}"#;
         assert!(flat(rec).is_some());
+    }
+
+    #[test]
+    fn swar_finds_the_first_special_byte() {
+        let naive = |b: &[u8]| {
+            b.iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                .unwrap_or(b.len())
+        };
+        let mut cases: Vec<Vec<u8>> = vec![b"".to_vec(), b"abc".to_vec()];
+        for len in 0..24 {
+            for at in 0..=len {
+                for c in [b'"', b'\\', 0, 0x1f, b'\n'] {
+                    // bytes one bit or one step from a match before it
+                    let mut v: Vec<u8> = (0..len)
+                        .map(|i| [b'#', b']', 0x22 ^ 0x80, 0x20, 0x9f, 0xa0, b'a'][i % 7])
+                        .collect();
+                    if at < len {
+                        v[at] = c;
+                    }
+                    cases.push(v);
+                }
+            }
+        }
+        cases.push("é\"ü".as_bytes().to_vec());
+        for c in &cases {
+            assert_eq!(special(c), naive(c), "{c:?}");
+        }
     }
 
     #[test]

@@ -103,11 +103,13 @@ pub fn journal_zone_known(s: &ClockSamples, o: &ClockOptions) -> Option<i64> {
     (from != "assumed UTC").then_some(z)
 }
 
-/// Align the boot's clocks. `events` are the boot's records in input order.
+/// Align the boot's clocks. `events` are the boot's records in input order, but for the
+/// host's traces and kubectl output; `kubectl` tells whether there is kubectl output.
 pub fn align(
     events: &[&Event],
     samples: &ClockSamples,
     opts: &ClockOptions,
+    kubectl: bool,
     clocks: &mut Clocks,
 ) -> Axis {
     // ---- journal prefixes without time= -------------------------------------------------
@@ -233,9 +235,10 @@ pub fn align(
     }
     let has_kernel = events.iter().any(|e| matches!(e.body, Body::Kernel(_)));
     if axis.boot.is_none() && has_kernel {
-        let absolute = events
-            .iter()
-            .any(|e| axis.host(e).is_some() || matches!(&e.body, Body::Agent(_) | Body::Kube(_)));
+        let absolute = kubectl
+            || events.iter().any(|e| {
+                axis.host(e).is_some() || matches!(&e.body, Body::Agent(_) | Body::Kube(_))
+            });
         if absolute {
             clocks.notes.push(
                 "guest kernel lines could not be placed on the host clock (no console lines with host times, no agent records): they are left out; add the containerd journal".into(),
@@ -311,42 +314,76 @@ pub struct TracedCall {
     pub dur_s: f64,
 }
 
+/// What [`trace_shift`] asks of a host trace's calls (those with a start).
+pub trait CallTimes {
+    /// How many calls there are.
+    fn count(&self) -> usize;
+    /// How many start in `lo..=hi` once moved by `shift` ns.
+    fn inside(&self, shift: Nanos, lo: Nanos, hi: Nanos) -> usize;
+    /// How many of 0.5 s or more start, once moved by `shift`, from `before` ns before to
+    /// `after` ns after one of `enables`.
+    fn heavy_near(&self, shift: Nanos, enables: &[Nanos], before: Nanos, after: Nanos) -> usize;
+}
+
+/// The calls one by one (the definition; a trace read once answers by binary search).
+impl CallTimes for [TracedCall] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn inside(&self, shift: Nanos, lo: Nanos, hi: Nanos) -> usize {
+        self.iter()
+            .filter(|c| (lo..=hi).contains(&c.start.saturating_add(shift)))
+            .count()
+    }
+
+    fn heavy_near(&self, shift: Nanos, enables: &[Nanos], before: Nanos, after: Nanos) -> usize {
+        self.iter()
+            .filter(|c| c.dur_s >= 0.5)
+            .filter(|c| {
+                let s = c.start.saturating_add(shift);
+                enables
+                    .iter()
+                    .any(|e| s >= e.saturating_sub(before) && s <= e.saturating_add(after))
+            })
+            .count()
+    }
+}
+
+impl CallTimes for crate::traces::Traces {
+    fn count(&self) -> usize {
+        self.dated()
+    }
+
+    fn inside(&self, shift: Nanos, lo: Nanos, hi: Nanos) -> usize {
+        self.dated_in(shift, lo, hi)
+    }
+
+    fn heavy_near(&self, shift: Nanos, enables: &[Nanos], before: Nanos, after: Nanos) -> usize {
+        crate::traces::Traces::heavy_near(self, shift, enables, before, after)
+    }
+}
+
 /// The whole-hour shift that puts the host trace's calls on the boot's clock: 0 when some
 /// already fall inside `window`; the unique shift that does (preferring the one that lines
 /// heavy pins up with GPU `enables`) otherwise; 0, with a note, when several would.
-pub fn trace_shift(
-    calls: &[TracedCall],
+pub fn trace_shift<C: CallTimes + ?Sized>(
+    calls: &C,
     window: Option<(Nanos, Nanos)>,
     enables: &[Nanos],
     journal_zone_s: Option<i64>,
     clocks: &mut Clocks,
 ) -> i64 {
     let Some((lo, hi)) = window else { return 0 };
-    if calls.is_empty() {
+    if calls.count() == 0 {
         return 0;
     }
     const H: i64 = 3600 * NS_PER_S;
-    let inside = |k: i64| {
-        calls
-            .iter()
-            .filter(|c| (lo..=hi).contains(&c.start.saturating_add(k * H)))
-            .count()
-    };
+    let inside = |k: i64| calls.inside(k * H, lo, hi);
     if inside(0) > 0 {
         return 0;
     }
-    let aligned = |k: i64| {
-        calls
-            .iter()
-            .filter(|c| c.dur_s >= 0.5)
-            .filter(|c| {
-                let s = c.start.saturating_add(k * H);
-                enables
-                    .iter()
-                    .any(|e| s >= e.saturating_sub(NS_PER_S) && s <= e.saturating_add(2 * NS_PER_S))
-            })
-            .count()
-    };
+    let aligned = |k: i64| calls.heavy_near(k * H, enables, NS_PER_S, 2 * NS_PER_S);
     let mut fits: Vec<(i64, usize, usize)> = (-14i64..=14)
         .filter(|k| *k != 0)
         .map(|k| (k, aligned(k), inside(k)))
@@ -355,7 +392,7 @@ pub fn trace_shift(
     if fits.is_empty() {
         clocks.notes.push(format!(
             "none of the {} host trace calls falls inside this boot's time window, at any whole-hour shift: they are not this boot's",
-            calls.len()
+            calls.count()
         ));
         return 0;
     }
@@ -420,7 +457,7 @@ mod tests {
             })
             .collect();
         let mut c = Clocks::default();
-        let k = trace_shift(&calls, window, &enables, None, &mut c);
+        let k = trace_shift(&calls[..], window, &enables, None, &mut c);
         assert_eq!(k, 8 * 3600 * NS_PER_S, "{:?}", c.notes);
         assert_eq!(c.trace_shift_h, Some(8));
         // already inside: nothing to do
@@ -432,7 +469,7 @@ mod tests {
             })
             .collect();
         assert_eq!(
-            trace_shift(&inside, window, &enables, None, &mut Clocks::default()),
+            trace_shift(&inside[..], window, &enables, None, &mut Clocks::default()),
             0
         );
         // a 3-hour window and no enables to line up with: +1 h and +2 h both fit
@@ -442,7 +479,7 @@ mod tests {
             dur_s: 0.1,
         }];
         let mut c = Clocks::default();
-        assert_eq!(trace_shift(&calls, long, &[], None, &mut c), 0);
+        assert_eq!(trace_shift(&calls[..], long, &[], None, &mut c), 0);
         assert!(
             c.notes.iter().any(|n| n.contains("ambiguous")),
             "{:?}",

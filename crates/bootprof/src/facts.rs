@@ -3,16 +3,15 @@
 //! host's pin calls (each call paired with its return). Guest, agent and journal times are
 //! on the host axis; pin calls are still on the trace's own clock (step 4 checks it).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::agent::{AgentKind, UeventAction};
-use crate::bpftrace::BpfLine;
-use crate::clocks::{secs, secs_ns, Axis};
+use crate::clocks::{secs_ns, Axis};
 use crate::dmesg::{is_passthrough_gpu, KernelKind, GPU_DRIVERS};
-use crate::ftrace::FtraceLine;
 use crate::ingest::{Body, Event, SrcRef};
 use crate::kubectl::KubectlLine;
 use crate::time::{format_rfc3339, Nanos, NS_PER_S};
+use crate::traces::Pod;
 
 /// A point on the host axis with where it came from.
 #[derive(Debug, Clone, Copy)]
@@ -114,17 +113,6 @@ impl RawPin {
     }
 }
 
-/// A pin call line waiting for its return.
-#[derive(Debug, Clone, Copy)]
-struct OpenCall {
-    ts: Option<Nanos>,
-    vaddr: u64,
-    npage: u64,
-    size: u64,
-    pid: Option<u32>,
-    src: SrcRef,
-}
-
 /// Everything step 4 on needs.
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
@@ -157,16 +145,6 @@ pub struct Facts {
     pub kube_start: Option<Mark>,
     pub kube_started: Option<Mark>,
     pub errors: Vec<ErrorLine>,
-    pub pins: Vec<RawPin>,
-    /// Pin calls whose return was never seen (trace stopped mid-call).
-    pub unreturned: u64,
-    /// Returns whose printed duration disagrees with their stamps by over 1 s.
-    pub pin_disagreements: u64,
-    pub hist: BTreeMap<(u64, u64), u64>,
-    pub ftrace_calls: u64,
-    pub ftrace_heavy: Vec<f64>,
-    pub map_ioctls: u64,
-    pub iommufd_maps: u64,
     pub notes: Vec<String>,
 }
 
@@ -202,13 +180,10 @@ fn note(m: Mark, slot: &mut Option<Mark>) {
 }
 
 /// Collect the facts of one boot's records.
-pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
+pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
     let mut f = Facts::default();
     // BARs of every device, kept until we know which are GPUs
     let mut bars: HashMap<String, Vec<(u8, u64)>> = HashMap::new();
-    let mut pin_open: Vec<OpenCall> = Vec::new();
-    let mut ftrace_stack: HashMap<u32, Vec<String>> = HashMap::new();
-    let mut pods: Vec<Pod> = Vec::new();
     for e in events {
         let at: Option<Nanos> = match &e.body {
             Body::Kernel(k) => axis.kernel(k.t).or_else(|| axis.host(e)),
@@ -329,133 +304,10 @@ pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
                     AgentKind::Other => {}
                 }
             }
-            Body::Bpf(b) => match b {
-                BpfLine::PinCall {
-                    ts,
-                    vaddr,
-                    npage,
-                    size,
-                    pid,
-                } => pin_open.push(OpenCall {
-                    ts: *ts,
-                    vaddr: *vaddr,
-                    npage: *npage,
-                    size: *size,
-                    pid: *pid,
-                    src: e.src,
-                }),
-                BpfLine::PinTook { ts, ms } => {
-                    // bpftrace prints no thread id: pair the return with the open call
-                    // whose start is closest to (return time − duration); FIFO without times
-                    let idx = match ts {
-                        Some(t) => {
-                            let want = t.saturating_sub(secs_ns(*ms / 1e3));
-                            pin_open
-                                .iter()
-                                .enumerate()
-                                .min_by_key(|(_, c)| {
-                                    c.ts.map_or(i128::MAX, |s| {
-                                        (i128::from(s) - i128::from(want)).abs()
-                                    })
-                                })
-                                .map(|(i, _)| i)
-                        }
-                        None => (!pin_open.is_empty()).then_some(0),
-                    };
-                    let back = ts.map(|t| t.saturating_sub(secs_ns(*ms / 1e3)));
-                    let pin = match idx.map(|i| pin_open.remove(i)) {
-                        Some(c) => RawPin {
-                            start: c.ts.or(back),
-                            dur_s: *ms / 1e3,
-                            npage: Some(c.npage),
-                            size: Some(c.size),
-                            vaddr: (c.vaddr != 0).then_some(c.vaddr),
-                            pid: c.pid,
-                            src: c.src,
-                            end_src: e.src,
-                            source: "bpftrace",
-                        },
-                        None => RawPin {
-                            start: back,
-                            dur_s: *ms / 1e3,
-                            npage: None,
-                            size: None,
-                            vaddr: None,
-                            pid: None,
-                            src: e.src,
-                            end_src: e.src,
-                            source: "bpftrace",
-                        },
-                    };
-                    if let (Some(st), Some(end)) = (pin.start, *ts) {
-                        if (secs(end, st) * 1e3 - ms).abs() > 1000.0 {
-                            f.pin_disagreements += 1;
-                        }
-                    }
-                    f.pins.push(pin);
-                }
-                BpfLine::MapIoctl { ioctl, .. } => {
-                    f.map_ioctls += 1;
-                    if ioctl == "IOMMU_IOAS_MAP" {
-                        f.iommufd_maps += 1;
-                    }
-                }
-                BpfLine::HistBucket { lo, hi, count } => {
-                    *f.hist.entry((*lo, *hi)).or_default() += count
-                }
-                BpfLine::HistHeader(_) | BpfLine::Banner => {}
-            },
-            Body::Ftrace(ft) => match ft {
-                FtraceLine::Leaf(c) => {
-                    if c.func.as_deref() == Some("vfio_pin_pages_remote") {
-                        f.ftrace_calls += 1;
-                        if c.duration_us >= 1e6 {
-                            f.ftrace_heavy.push(c.duration_us / 1e6);
-                        }
-                    }
-                }
-                FtraceLine::Enter { cpu, func, .. } => {
-                    ftrace_stack.entry(*cpu).or_default().push(func.clone())
-                }
-                FtraceLine::Exit(c) => {
-                    let name = ftrace_stack
-                        .get_mut(&c.cpu)
-                        .and_then(Vec::pop)
-                        .or(c.func.clone());
-                    if name.as_deref() == Some("vfio_pin_pages_remote") {
-                        f.ftrace_calls += 1;
-                        if c.duration_us >= 1e6 {
-                            f.ftrace_heavy.push(c.duration_us / 1e6);
-                        }
-                    }
-                }
-                FtraceLine::Meta => {}
-            },
-            Body::Kube(k) => {
-                // a pod's lines: from its `Name:` (or the start of its file) to the next
-                let new_pod = matches!(k, KubectlLine::Name(_))
-                    || pods.last().is_none_or(|p| p.file != e.src.file);
-                if new_pod {
-                    pods.push(Pod {
-                        file: e.src.file,
-                        start: None,
-                        started: None,
-                    });
-                }
-                let (Some(pod), Some(m)) = (pods.last_mut(), mark) else {
-                    continue;
-                };
-                match k {
-                    KubectlLine::StartTime(_) => note(m, &mut pod.start),
-                    KubectlLine::Started(_) if pod.started.is_none_or(|s| m.t > s.t) => {
-                        pod.started = Some(m);
-                    }
-                    _ => {}
-                }
-            }
+            // the host's traces and kubectl output: `crate::traces`
+            Body::Bpf(_) | Body::Ftrace(_) | Body::Kube(_) => {}
         }
     }
-    f.unreturned = pin_open.len() as u64;
     for g in &mut f.gpus {
         if let Some(b) = bars.get(&g.bdf) {
             g.bars = b.clone();
@@ -463,16 +315,7 @@ pub fn collect(events: &[&Event], axis: &Axis, files: &[String]) -> Facts {
     }
     f.enables.sort_by_key(|(_, m)| m.t);
     f.binds.sort_by_key(|(_, m)| m.t);
-    kubectl_of_this_boot(&mut f, &pods, files);
     f
-}
-
-/// One pod of `kubectl describe pod(s)` output: its Start Time and its containers' latest
-/// Started.
-struct Pod {
-    file: u32,
-    start: Option<Mark>,
-    started: Option<Mark>,
 }
 
 /// The pod of this boot among the `kubectl describe` output (`kubectl describe pods`
@@ -480,7 +323,7 @@ struct Pod {
 /// time a pod can spend before its VM starts (image pull) or after its last logged line, and
 /// of those the one that starts nearest the logs. A pod of another boot (a different pod or
 /// day) must not stretch this one.
-fn kubectl_of_this_boot(f: &mut Facts, pods: &[Pod], files: &[String]) {
+pub(crate) fn kubectl_of_this_boot(f: &mut Facts, pods: &[Pod], files: &[String]) {
     let told: Vec<&Pod> = pods
         .iter()
         .filter(|p| p.start.is_some() || p.started.is_some())

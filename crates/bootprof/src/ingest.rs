@@ -315,11 +315,55 @@ type Scanned<'a> = (Counts, Vec<(Kept, Parsed<'a>)>);
 fn scan_and_parse<'a>(pre: &Prefilter, want: Option<&str>, block: &'a [u8]) -> Scanned<'a> {
     let mut lines = Vec::new();
     let mut buf = String::new();
+    let mut last = Repeats::default();
     let c = pre.scan(block, |k| {
-        let p = parse_bytes(block.get(k.start..k.end).unwrap_or(&[]), want, &mut buf);
+        let mut p = parse_bytes(block.get(k.start..k.end).unwrap_or(&[]), want, &mut buf);
+        if let Parsed::Journal(j) = &mut p {
+            last.mark(j, want);
+        }
         lines.push((k, p));
     });
     (c, lines)
+}
+
+/// The host and the sandbox id that the reader last looked up, as far as one block tells:
+/// a line that names the same ones is marked, so that the thread applying the lines in
+/// file order (which would otherwise compare them again, reading bytes of the block that
+/// have long left its CPU's caches) reuses the last lookup.
+#[derive(Default)]
+struct Repeats<'a> {
+    host: Option<&'a str>,
+    sandbox: Option<Cow<'a, str>>,
+}
+
+impl<'a> Repeats<'a> {
+    /// Mark `j` against the lines before it in its block, as [`Ingester::journal`] will
+    /// look them up: the host of every line `want` does not filter out, the sandbox of
+    /// those that name one.
+    fn mark(&mut self, j: &mut JournalParsed<'a>, want: Option<&str>) {
+        if !passes_want(want, j.sandbox.as_deref()) {
+            return;
+        }
+        if let Some(h) = j.host {
+            j.same_host = self.host == Some(h);
+            self.host = Some(h);
+        }
+        if let Some(s) = &j.sandbox {
+            j.same_sandbox = self.sandbox.as_deref() == Some(s.as_ref());
+            if !j.same_sandbox {
+                self.sandbox = Some(s.clone());
+            }
+        }
+    }
+}
+
+/// Whether a journal line naming `sandbox` is read under `--sandbox want` (a line that
+/// names none is).
+fn passes_want(want: Option<&str>, sandbox: Option<&str>) -> bool {
+    match (want, sandbox) {
+        (Some(w), Some(have)) => have.starts_with(w),
+        _ => true,
+    }
 }
 
 const MAX_EXAMPLES: usize = 8;
@@ -510,11 +554,20 @@ impl Ingester {
                     }
                 }
                 while let Some(Some((c, lines))) = pending.get_mut(fed).map(Option::take) {
+                    let before = self.out.events.len();
                     for (k, p) in lines {
                         self.apply(at.src(file, &k), p);
                     }
                     self.out.stats.add(&c);
                     at.advance(&c);
+                    if fed == 0 {
+                        // the events of the whole input, projected from its first block:
+                        // the list grows once instead of doubling (and copying) its way up
+                        let per_byte =
+                            (self.out.events.len() - before) as f64 / c.bytes.max(1) as f64;
+                        let rest = data.len().saturating_sub(at.offset as usize) as f64;
+                        self.out.events.reserve((per_byte * rest * 1.02) as usize);
+                    }
                     fed += 1;
                     applied.set(fed);
                 }
@@ -803,18 +856,20 @@ impl Ingester {
     /// A containerd line, parsed by [`parse_str`] as far as it can be without the reader's
     /// state.
     fn journal(&mut self, src: SrcRef, j: JournalParsed<'_>) -> Result<(), Bad> {
-        if let (Some(want), Some(have)) = (self.opts.want(), &j.sandbox) {
-            if !have.starts_with(want) {
-                self.out.stats.other_sandbox += 1;
-                return Ok(());
-            }
+        if !passes_want(self.opts.want(), j.sandbox.as_deref()) {
+            self.out.stats.other_sandbox += 1;
+            return Ok(());
         }
         let (abs, local) = match j.prefix {
             Some(PrefixTime::Absolute(n)) => (Some(n), None),
             Some(PrefixTime::Local(l)) => (None, Some(l)),
             None => (None, None),
         };
-        let node = j.host.map(|h| self.node(h));
+        let node = j.host.map(|h| match self.last_node {
+            // the line before it in its block named this host: looked up then
+            Some(n) if j.same_host => n,
+            _ => self.node(h),
+        });
         if let Some(n) = node {
             self.clock_of = ClockOf::Node(n);
         }
@@ -832,7 +887,11 @@ impl Ingester {
             self.out.stats.unrecognized += 1;
             return Ok(());
         };
-        let sandbox = Some(self.intern(sb));
+        let sandbox = Some(match &self.last_sandbox {
+            // the line before it in its block named this sandbox: interned then
+            Some((_, i)) if j.same_sandbox => *i,
+            _ => self.intern(sb),
+        });
         let pid = j.pid;
         if let Some(t) = host {
             self.check_host((src.file, sandbox, pid), t)?;
@@ -924,6 +983,10 @@ struct JournalParsed<'a> {
     sandbox: Option<Cow<'a, str>>,
     pid: Option<u32>,
     body: JournalBody,
+    /// The reader's last host lookup was of this host (see [`Repeats`]).
+    same_host: bool,
+    /// The reader's last sandbox id lookup was of this id.
+    same_sandbox: bool,
 }
 
 /// What a containerd line of a wanted sandbox carries.
@@ -976,6 +1039,13 @@ fn parse_bytes<'a>(bytes: &'a [u8], want: Option<&str>, buf: &mut String) -> Par
 /// parsed, or its message kept.
 fn journal_body(j: &journal::JournalRef<'_>, console: &str) -> JournalBody {
     if j.vmconsole.is_some() {
+        if let Some(raw) = &j.vmconsole_agent {
+            // read from the quoted text: what `parse_console` gives for the unquoted one
+            return JournalBody::Console(match agent::record(raw) {
+                Ok(rec) => Console::Agent(rec),
+                Err(e) => Console::BadAgent(e.to_string()),
+            });
+        }
         let c = parse_console(console.trim());
         return match c {
             Console::Other => JournalBody::ConsoleText(console.to_string()),
@@ -1012,10 +1082,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
         match journal::parse_ref_into(s, buf) {
             Ok(Some(j)) => {
                 // the payload is read only for a line of a wanted sandbox
-                let wanted = j.sandbox.as_deref().is_some_and(|have| match want {
-                    Some(w) => have.starts_with(w),
-                    None => true,
-                });
+                let wanted = j.sandbox.is_some() && passes_want(want, j.sandbox.as_deref());
                 let body = if wanted {
                     journal_body(&j, buf.as_str())
                 } else {
@@ -1029,6 +1096,8 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
                     sandbox: j.sandbox,
                     pid: j.pid,
                     body,
+                    same_host: false,
+                    same_sandbox: false,
                 });
             }
             Ok(None) => {}

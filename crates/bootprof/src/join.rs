@@ -27,6 +27,27 @@ use crate::time::{Nanos, NS_PER_S};
 /// before the guest prints anything), and after the last.
 const WINDOW_BEFORE_NS: Nanos = 120 * NS_PER_S;
 const WINDOW_AFTER_NS: Nanos = 60 * NS_PER_S;
+
+/// The span of the host axis where a pin can be this boot's, when its lines date it.
+pub fn window(f: &Facts) -> Option<(Nanos, Nanos)> {
+    f.window().map(|(a, b)| {
+        (
+            a.saturating_sub(WINDOW_BEFORE_NS),
+            b.saturating_add(WINDOW_AFTER_NS),
+        )
+    })
+}
+
+/// The host trace's pin calls as [`join`] reads them: the calls inside the boot's
+/// [`window`] and those without a start (every call when there is no window), on the host
+/// axis, in the order they were read; and of the whole trace, how many calls it holds and
+/// the processes they name in order of first call.
+#[derive(Debug, Clone)]
+pub struct TracePins<'a> {
+    pub near: Vec<RawPin>,
+    pub total: u64,
+    pub pids: &'a [u32],
+}
 /// A pin may start this much before its GPU's enable line (console delay, clock skew; a
 /// BAR pin follows its enable by 20–300 ms, and a 16 GiB BAR pins in ~0.4 s).
 const ENABLE_SLACK_NS: Nanos = NS_PER_S / 10;
@@ -75,15 +96,12 @@ fn matches_bar(size: u64, bars: &[u64]) -> bool {
         .any(|b| (size as f64 - *b as f64).abs() <= 0.01 * *b as f64)
 }
 
-/// Join the facts' pins (already on the host axis) to this VM and its GPUs.
-pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
+/// Join the host trace's pins (on the host axis) to this VM and its GPUs. A call outside
+/// the boot's [`window`] is never this VM's: `pins` holds those inside it, and the count of
+/// the others.
+pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join {
     let mut out = Join::default();
-    let window = f.window().map(|(a, b)| {
-        (
-            a.saturating_sub(WINDOW_BEFORE_NS),
-            b.saturating_add(WINDOW_AFTER_NS),
-        )
-    });
+    let window = window(f);
 
     // ---- the first enable of each GPU, and its window ----------------------------------
     let mut enables: Vec<(String, Mark)> = Vec::new();
@@ -117,8 +135,10 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
     };
 
     // ---- this VM's pins: by time window, then by process ------------------------------
+    // (a process none of whose calls is inside the window scores nothing, as it would
+    // with them all: a call near an enable is inside the window)
     let mut by_pid: BTreeMap<Option<u32>, Vec<&RawPin>> = BTreeMap::new();
-    for p in &f.pins {
+    for p in &pins.near {
         by_pid.entry(p.pid).or_default().push(p);
     }
     let in_window = |p: &RawPin| match (window, p.start) {
@@ -203,20 +223,20 @@ pub fn join(f: &Facts, guest_boot: Option<Nanos>) -> Join {
         }
     };
     keep.push(None);
-    let mut foreign_pids: Vec<u32> = Vec::new();
-    let mut mine: Vec<RawPin> = Vec::new();
-    for p in &f.pins {
-        if keep.contains(&p.pid) && in_window(p) {
-            mine.push(*p);
-        } else {
-            out.foreign_calls += 1;
-            if let Some(pid) = p.pid {
-                if !keep.contains(&Some(pid)) && !foreign_pids.contains(&pid) {
-                    foreign_pids.push(pid);
-                }
-            }
-        }
-    }
+    let mine: Vec<RawPin> = pins
+        .near
+        .iter()
+        .filter(|p| keep.contains(&p.pid) && in_window(p))
+        .copied()
+        .collect();
+    // every call of a process not kept is another VM's
+    out.foreign_calls = pins.total.saturating_sub(mine.len() as u64);
+    let foreign_pids: Vec<u32> = pins
+        .pids
+        .iter()
+        .copied()
+        .filter(|pid| !keep.contains(&Some(*pid)))
+        .collect();
     if out.foreign_calls > 0 {
         out.notes.push(format!(
             "{} pin calls are not this boot's and were left out ({}): another VM or another boot in the same trace",

@@ -51,6 +51,9 @@ pub struct JournalRef<'a> {
     pub pid: Option<u32>,
     pub error: Option<RawValue<'a>>,
     pub vmconsole: Option<RawValue<'a>>,
+    /// The `vmconsole=` value's kata-agent record, when [`parse_ref_into`] read it straight
+    /// from the quoted text (and so left the unquoted console text empty).
+    pub(crate) vmconsole_agent: Option<crate::agent::Raw<'a>>,
 }
 
 impl JournalRef<'_> {
@@ -148,7 +151,9 @@ pub fn parse_ref(line: &str) -> Result<Option<JournalRef<'_>>, JournalError> {
 }
 
 /// [`parse_ref`], unquoting the `vmconsole=` payload into `console` (cleared first) as it is
-/// read: one pass over the payload where [`RawValue::get_into`] would make two.
+/// read: one pass over the payload where [`RawValue::get_into`] would make two. A payload
+/// that is a kata-agent record is read straight from the quoted text instead
+/// ([`JournalRef::vmconsole_agent`]), and `console` is left empty.
 pub fn parse_ref_into<'a>(
     line: &'a str,
     console: &mut String,
@@ -179,10 +184,11 @@ fn parse_ref_with<'a>(
         pid: None,
         error: None,
         vmconsole: None,
+        vmconsole_agent: None,
     };
     let mut it = LogfmtIter::new(body);
     it.console = console;
-    for kv in it {
+    while let Some(kv) = it.next() {
         let (k, v) = kv?;
         match k {
             "time" => {
@@ -195,7 +201,10 @@ fn parse_ref_with<'a>(
             "sandbox" => out.sandbox = Some(v.get()),
             "pid" => out.pid = v.get().parse().ok(),
             "error" => out.error = Some(v),
-            "vmconsole" => out.vmconsole = Some(v),
+            "vmconsole" => {
+                out.vmconsole = Some(v);
+                out.vmconsole_agent = it.agent.take();
+            }
             _ => {}
         }
     }
@@ -242,6 +251,82 @@ type Prefixed<'a> = (
 /// 2025-11-20 16:25:32 UTC`), then `host ident[pid]: message`. Lines without a
 /// recognisable prefix return the whole line.
 fn split_prefix(line: &str) -> Prefixed<'_> {
+    split_short(line).unwrap_or_else(|| split_prefix_words(line))
+}
+
+/// The common case of [`split_prefix`] in one pass over the prefix's bytes: journald's
+/// short or short-precise format with a three-letter month and the day in two columns
+/// (`Nov 20 16:25:32 host ident[pid]: message`, `Nov  2 …`), single spaces. `None` for
+/// anything else, which [`split_prefix_words`] reads (checked against it by a
+/// differential property test).
+fn split_short(line: &str) -> Option<Prefixed<'_>> {
+    let b = line.as_bytes();
+    let month = b.get(0..3)?;
+    if !month.iter().all(u8::is_ascii_alphabetic) || b.get(3) != Some(&b' ') {
+        return None;
+    }
+    let day = match (*b.get(4)?, *b.get(5)?, *b.get(6)?) {
+        (b' ', d, b' ') if d.is_ascii_digit() => line.get(5..6)?,
+        (d0, d1, b' ') if d0.is_ascii_digit() && d1.is_ascii_digit() => line.get(4..6)?,
+        _ => return None,
+    };
+    let rest = line.get(7..)?;
+    let end = memchr::memchr(b' ', rest.as_bytes())?;
+    let hms = rest.get(..end)?;
+    if !is_hms(hms) {
+        return None;
+    }
+    let stamp = LocalStamp::parse(line.get(0..3)?, day, hms)?;
+    // `host ident[pid]: message`, one space each
+    let rest = rest.get(end + 1..)?;
+    let end = memchr::memchr(b' ', rest.as_bytes()).filter(|&e| e > 0)?;
+    let (host, ident_msg) = (rest.get(..end)?, rest.get(end + 1..)?);
+    let sp = memchr::memchr(b' ', ident_msg.as_bytes())?;
+    if sp == 0 || ident_msg.as_bytes().get(sp - 1) != Some(&b':') {
+        return None;
+    }
+    let (ident, msg) = (ident_msg.get(..sp - 1)?, ident_msg.get(sp + 1..)?);
+    let unit = ident.split('[').next().unwrap_or(ident);
+    Some((Some(PrefixTime::Local(stamp)), Some(host), Some(unit), msg))
+}
+
+/// For fuzzing: the one-pass readers against the long way on `line` — the journald prefix
+/// ([`split_short`] against [`split_prefix_words`]) and a kata-agent record in Go-quoted
+/// text (`agent::flat_go_quoted` against unquoting, then `agent::flat` and
+/// `agent::parse_line`), the quoted text being what follows the line's first `vmconsole="`,
+/// else the whole line. `Err` names the first disagreement.
+#[doc(hidden)]
+pub fn fast_paths_agree(line: &str) -> Result<(), String> {
+    if let Some(fast) = split_short(line) {
+        let words = split_prefix_words(line);
+        if fast != words {
+            return Err(format!("prefix: {fast:?} != {words:?}"));
+        }
+    }
+    let q = line
+        .find("vmconsole=\"")
+        .and_then(|at| line.get(at + "vmconsole=\"".len()..))
+        .unwrap_or(line);
+    if let Some((raw, end)) = crate::agent::flat_go_quoted(q) {
+        let mut buf = String::new();
+        let (v, rest) = scan_quoted_into(q, &mut buf)
+            .map_err(|_| "record read from a bad value".to_string())?;
+        let text = buf.trim();
+        let long_way = crate::agent::flat(text);
+        if !v.escaped
+            || rest != q.get(end + 1..).unwrap_or("")
+            || !crate::agent::looks_like(text)
+            || long_way.as_ref() != Some(&raw)
+            || crate::agent::record(&raw) != crate::agent::parse_line(text)
+        {
+            return Err(format!("agent record: {raw:?} != {long_way:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// [`split_prefix`] word by word: every prefix it reads.
+fn split_prefix_words(line: &str) -> Prefixed<'_> {
     let none = (None, None, None, line);
     let mut words = line.split(' ').filter(|w| !w.is_empty());
     let Some(first) = words.next() else {
@@ -325,6 +410,9 @@ pub struct LogfmtIter<'a, 'b> {
     rest: &'a str,
     /// Where a `vmconsole=` value goes, unquoted, as it is read.
     console: Option<&'b mut String>,
+    /// With `console`: the kata-agent record of the `vmconsole=` value just returned, when
+    /// it was read from the quoted text (`console` is then left empty).
+    agent: Option<crate::agent::Raw<'a>>,
 }
 
 impl<'a> LogfmtIter<'a, '_> {
@@ -332,6 +420,7 @@ impl<'a> LogfmtIter<'a, '_> {
         LogfmtIter {
             rest: s,
             console: None,
+            agent: None,
         }
     }
 }
@@ -341,16 +430,24 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            self.rest = self.rest.trim_start();
+            // single spaces between fields: skip them by bytes, and leave anything else
+            // (tabs, Unicode spaces) to `trim_start`
+            let spaces = self.rest.bytes().take_while(|&c| c == b' ').count();
+            self.rest = self.rest.get(spaces..).unwrap_or("");
+            if self
+                .rest
+                .bytes()
+                .next()
+                .is_some_and(|c| !(b'!'..0x80).contains(&c))
+            {
+                self.rest = self.rest.trim_start();
+            }
             if self.rest.is_empty() {
                 return None;
             }
-            // key: up to '=' or space (keys are short: a plain loop beats a vector search)
-            let kend = self
-                .rest
-                .bytes()
-                .position(|c| c == b'=' || c == b' ')
-                .unwrap_or(self.rest.len());
+            // key: up to '=' or space (keys are short: eight bytes at a time beats a
+            // vector search)
+            let kend = equals_or_space(self.rest.as_bytes());
             let key = self.rest.get(..kend).unwrap_or("");
             let after = self.rest.get(kend..).unwrap_or("");
             let Some(val_start) = after.strip_prefix('=') else {
@@ -362,9 +459,26 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
                 ("vmconsole", Some(buf)) => Some(buf),
                 _ => None,
             };
+            if into.is_some() {
+                self.agent = None;
+            }
             let (value, rest) = if let Some(q) = val_start.strip_prefix('"') {
                 let scanned = match into {
-                    Some(buf) => scan_quoted_into(q, buf),
+                    Some(buf) => match crate::agent::flat_go_quoted(q) {
+                        // a kata-agent record: read as it is scanned
+                        Some((rec, end)) => {
+                            buf.clear();
+                            self.agent = Some(rec);
+                            Ok((
+                                RawValue {
+                                    text: q.get(..end).unwrap_or(""),
+                                    escaped: true,
+                                },
+                                q.get(end + 1..).unwrap_or(""),
+                            ))
+                        }
+                        None => scan_quoted_into(q, buf),
+                    },
                     None => scan_quoted(q),
                 };
                 match scanned {
@@ -411,6 +525,32 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
 enum Unq {
     Unterminated,
     BadEscape,
+}
+
+/// Where the first `=` or space of `b` is (`b.len()` if none), eight bytes at a time.
+fn equals_or_space(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = b.chunks_exact(8);
+    let mut at = 0usize;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        let e = x ^ (ONES * u64::from(b'='));
+        let s = x ^ (ONES * u64::from(b' '));
+        // the lowest flagged byte is always a true match (see `quote_or_backslash`)
+        let m = (e.wrapping_sub(ONES) & !e & HIGH) | (s.wrapping_sub(ONES) & !s & HIGH);
+        if m != 0 {
+            return at + (m.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b'=' || c == b' ')
+        .unwrap_or(chunks.remainder().len())
 }
 
 /// The first `"` or `\\` in `b`. Escaped payloads have one every few bytes, too often for a
@@ -606,6 +746,235 @@ mod tests {
         assert_eq!(j.time.unwrap() % 1_000_000_000, 996_810_781);
         assert!(matches!(j.prefix, Some(PrefixTime::Local(_))));
         assert_eq!(j.pid, Some(3_426_175));
+    }
+
+    /// Go `%q` of `s` as containerd writes a payload, with `extra` escapes Go may also
+    /// write (`\t`, `\u00e9`, `\x41`, `\'`) for the characters they stand for.
+    fn go_quote(s: &str, extra: bool) -> String {
+        let mut o = String::new();
+        for c in s.chars() {
+            match c {
+                '"' => o.push_str("\\\""),
+                '\\' => o.push_str("\\\\"),
+                '\n' => o.push_str("\\n"),
+                '\t' if extra => o.push_str("\\t"),
+                'é' if extra => o.push_str("\\u00e9"),
+                'A' if extra => o.push_str("\\x41"),
+                '\'' if extra => o.push_str("\\'"),
+                c => o.push(c),
+            }
+        }
+        o
+    }
+
+    /// The one-pass read of a kata-agent record inside `vmconsole="…"` gives exactly what
+    /// unquoting the value and reading the record does (value end, fields, record or error),
+    /// or leaves the record to that way. Records built from the agent's fields and pieces that
+    /// break either way, quoted as Go quotes them and otherwise.
+    #[test]
+    fn agent_records_read_in_the_quoted_text_as_after_unquoting() {
+        use proptest::prelude::*;
+        let good = prop_oneof![
+            Just(r#""msg":"got uevent message""#.to_string()),
+            Just(r#""msg":"rpc call from shim to agent: \"create_sandbox\"""#.to_string()),
+            Just(r#""msg":"a \"quoted\" \\ \/ \n\t\r\b\f word""#.to_string()),
+            Just(r#""msg":"tab\tand Été""#.to_string()),
+            Just(r#""level":"INFO""#.to_string()),
+            Just(r#""ts":"2025-11-20T17:58:13.5Z""#.to_string()),
+            Just(r#""ts":"yesterday""#.to_string()),
+            Just(r#""subsystem":"uevent""#.to_string()),
+            Just(r#""event":"Uevent { action: \"bind\", devpath: \"/devices/pci0000:00/0000:00:05.0/0000:02:00.0\", subsystem: \"pci\" }""#.to_string()),
+            Just(r#""event":"Uevent { action: \"add\", devpath: \"/devices/system/memory/memory9\", subsystem: \"memory\" }""#.to_string()),
+            Just(r#""pid":"1""#.to_string()),
+            Just(r#""name":"kata-agent""#.to_string()),
+        ];
+        let bad = prop_oneof![
+            Just(r#""msg":"\u00e9t\u00e9""#.to_string()),
+            Just(r#""level":3"#.to_string()),
+            Just(r#""version":{"a":["b"]}"#.to_string()),
+            Just(r#" "name" : "kata-agent" "#.to_string()),
+            Just("\"ctl\":\"a\u{1}b\"".to_string()),
+            Just(r#""bad":"\q""#.to_string()),
+            Just(r#""m\u0073g":"x""#.to_string()),
+            "[a-zA-Z\\\\\":,{} \t'é]{0,12}",
+        ];
+        let piece = prop_oneof![12 => good, 1 => bad];
+        let record = (
+            prop::collection::vec(piece, 0..9),
+            prop::bool::weighted(0.9),
+            prop_oneof![8 => Just(String::new()), 1 => "[ x}]{1,2}".prop_map(|s| s)],
+            prop_oneof![8 => Just(""), 1 => Just(" ")],
+            prop::bool::weighted(0.2),
+            prop::option::weighted(0.1, 0usize..400),
+            " [a-z]{1,4}=[a-z\"]{0,3}",
+        );
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(6000));
+        let read = std::sync::atomic::AtomicUsize::new(0);
+        runner
+            .run(&record, |(pieces, brace, tail, lead, extra, cut, after)| {
+                // most records carry the msg and ts a record needs, first or later
+                let mut pieces = pieces;
+                let k = pieces.len();
+                if !pieces.iter().any(|p| p.starts_with(r#""ts""#)) {
+                    pieces.insert(k / 2, r#""ts":"2025-11-20T16:05:15.71233274Z""#.to_string());
+                }
+                if !pieces.iter().any(|p| p.starts_with(r#""msg""#)) {
+                    pieces.insert(k / 3, r#""msg":"got uevent message""#.to_string());
+                }
+                let mut json = format!("{lead}{{");
+                json.push_str(&pieces.join(","));
+                if brace {
+                    json.push('}');
+                }
+                json.push_str(&tail);
+                let mut q = go_quote(&json, extra);
+                if let Some(n) = cut {
+                    // a line cut short, or a raw byte where Go would escape one
+                    let n = n.min(q.len());
+                    if q.is_char_boundary(n) {
+                        q.truncate(n);
+                    }
+                }
+                q.push('"');
+                q.push_str(&after);
+                let Some((raw, end)) = crate::agent::flat_go_quoted(&q) else {
+                    return Ok(());
+                };
+                read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let mut buf = String::new();
+                let Ok((v, rest)) = scan_quoted_into(&q, &mut buf) else {
+                    panic!("read a record from a value the scan refuses: {q}");
+                };
+                prop_assert!(v.escaped);
+                prop_assert_eq!(rest, q.get(end + 1..).unwrap_or(""), "{}", q);
+                let text = buf.trim();
+                prop_assert!(crate::agent::looks_like(text));
+                let long_way = crate::agent::flat(text);
+                prop_assert_eq!(Some(&raw), long_way.as_ref(), "{}", q);
+                prop_assert_eq!(
+                    crate::agent::record(&raw),
+                    crate::agent::parse_line(text),
+                    "{}",
+                    q
+                );
+                Ok(())
+            })
+            .unwrap();
+        // the one-pass read took a fair share of the cases
+        let n = read.into_inner();
+        assert!(n > 300, "{n} records read in one pass");
+        // and the fast path takes the agent's own records, as containerd quotes them
+        let rec = r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","event":"Uevent { action: \"bind\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\" }"}"#;
+        let q = format!("{}\" x=y", go_quote(rec, false));
+        let (raw, end) = crate::agent::flat_go_quoted(&q).expect("read in one pass");
+        assert_eq!(q.get(end..), Some("\" x=y"));
+        assert_eq!(raw.msg, "got uevent message");
+        assert!(raw
+            .event
+            .as_deref()
+            .is_some_and(|e| e.contains("action: \"bind\"")));
+    }
+
+    /// The one-pass read of the common prefix gives what reading it word by word gives, on
+    /// prefixes near it in every way (month, day, time, spaces, host, identifier).
+    #[test]
+    fn short_prefixes_read_in_one_pass_as_word_by_word() {
+        use proptest::prelude::*;
+        let line = (
+            prop_oneof![
+                Just("Nov"),
+                Just("nov"),
+                Just("Xyz"),
+                Just("1月"),
+                Just("No"),
+                Just("Nov."),
+                Just("N=v")
+            ],
+            prop_oneof![
+                Just(" 20"),
+                Just("  2"),
+                Just(" 2"),
+                Just(" 32"),
+                Just(" 00"),
+                Just("   2"),
+                Just(" 2x"),
+                Just("")
+            ],
+            prop_oneof![
+                Just(" 17:56:11"),
+                Just(" 17:56:11.992377"),
+                Just(" 17:56:11."),
+                Just(" 7:56:11"),
+                Just(" 25:00:00"),
+                Just(" 17:56:1x"),
+                Just(" 17:56:11Z"),
+                Just("  17:56:11"),
+                Just("")
+            ],
+            prop_oneof![Just(" gpu-7.example"), Just("  gpu-7"), Just(" "), Just("")],
+            prop_oneof![
+                Just(" containerd[2771108]: "),
+                Just(" kata: "),
+                Just(" a b: "),
+                Just(" x[1] "),
+                Just(" x[1]:"),
+                Just(" :: "),
+                Just("  c[1]: "),
+                Just(" c[1]:  ")
+            ],
+            "[a-z=\" :]{0,12}",
+        );
+        proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(4000))
+            .run(&line, |(m, d, t, h, i, rest)| {
+                let l = format!("{m}{d}{t}{h}{i}{rest}");
+                if let Some(fast) = split_short(&l) {
+                    prop_assert_eq!(fast, split_prefix_words(&l), "{}", l);
+                }
+                Ok(())
+            })
+            .unwrap();
+        let l = "Nov  2 17:56:11.5 gpu-7 containerd[1]: time=x";
+        assert!(split_short(l).is_some());
+        assert_eq!(split_short(l), Some(split_prefix_words(l)));
+    }
+
+    /// The fuzz target's check holds on every line of the study's journal and of a
+    /// generated one, and the one-pass readers take those lines.
+    #[test]
+    fn fast_paths_agree_on_real_lines() {
+        let mut gen = Vec::new();
+        crate::gen::generate(256 << 10, 4, 5, &mut gen).unwrap();
+        let gen = String::from_utf8(gen).unwrap();
+        let (mut prefixes, mut records) = (0, 0);
+        for line in crate::gen::TEMPLATE.lines().chain(gen.lines()) {
+            fast_paths_agree(line).unwrap();
+            prefixes += usize::from(split_short(line).is_some());
+            let q = line.split_once("vmconsole=\"").map_or("", |(_, q)| q);
+            records += usize::from(crate::agent::flat_go_quoted(q).is_some());
+        }
+        assert!(prefixes > 1000 && records > 700, "{prefixes} {records}");
+    }
+
+    #[test]
+    fn swar_finds_the_first_equals_or_space() {
+        let naive = |b: &[u8]| {
+            b.iter()
+                .position(|&c| c == b'=' || c == b' ')
+                .unwrap_or(b.len())
+        };
+        for len in 0..24 {
+            for at in 0..=len {
+                for c in [b'=', b' '] {
+                    let mut v: Vec<u8> = (0..len)
+                        .map(|i| [b'<', b'!', 0x3d ^ 0x80, 0xa0, b'a'][i % 5])
+                        .collect();
+                    if at < len {
+                        v[at] = c;
+                    }
+                    assert_eq!(equals_or_space(&v), naive(&v), "{v:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod synth;
 pub mod time;
 pub mod timeline;
 pub mod trace;
+pub mod traces;
 
 pub use ingest::{ingest_bytes, ingest_str, Ingest, Ingester, Options, Parallel};
 pub use timeline::{analyze, build, build_with, AnalyzeOptions, Report};

@@ -73,8 +73,12 @@ pub struct Selection<'a> {
     pub boot: Option<BootSummary>,
     pub other_boots: Vec<BootSummary>,
     pub other_sandboxes: Vec<String>,
-    /// The boot's own lines and every line that names no sandbox, in input order.
+    /// The boot's own lines and every line that names no sandbox, in input order; with
+    /// `traces`, but for the host's traces and kubectl output.
     pub events: Vec<&'a Event>,
+    /// The host's traces and kubectl output of the boot's node, read once for all its boots
+    /// (`None`: they are among `events`).
+    pub traces: Option<&'a crate::traces::Traces>,
 }
 
 /// The host each input file's lines name most (index into [`Ingest::nodes`]): the node of
@@ -301,6 +305,7 @@ impl Boots {
             other_boots,
             other_sandboxes,
             events,
+            traces: None,
         }
     }
 
@@ -316,15 +321,16 @@ impl Boots {
         self.list.get(k).and_then(|b| b.node)
     }
 
-    /// The records of boot `k` for a fleet view: its own lines and `shared` (the lines that
-    /// name no sandbox, of its node), merged in input order and analyzed against `clocks`;
-    /// other sandboxes are not listed.
+    /// The records of boot `k` for a fleet view: its own lines and `shared` (the lines of
+    /// its node that name no sandbox, but for its traces and kubectl output: `traces`),
+    /// merged in input order and analyzed against `clocks`; other sandboxes are not listed.
     pub fn fleet_records<'a>(
         &self,
         ing: &'a Ingest,
         k: usize,
         own: &[u32],
         shared: &[u32],
+        traces: &'a crate::traces::Traces,
         clocks: &'a ClockSamples,
     ) -> Selection<'a> {
         let mut events = Vec::with_capacity(own.len() + shared.len());
@@ -358,6 +364,7 @@ impl Boots {
             other_boots,
             other_sandboxes: Vec::new(),
             events,
+            traces: Some(traces),
         }
     }
 

@@ -115,6 +115,12 @@ fn fraction(s: &[u8]) -> (u32, &[u8]) {
 /// Parse RFC 3339 / ISO 8601 (`2025-11-20T16:25:32.996810781Z`, `...+01:00`, `+0100`, or a
 /// space instead of `T`). A missing zone is taken as UTC.
 pub fn parse_rfc3339(s: &str) -> Option<Nanos> {
+    parse_rfc3339_zoned(s).map(|(ns, _)| ns)
+}
+
+/// Parse RFC 3339 like [`parse_rfc3339`], also returning the zone it was written in
+/// (seconds east of UTC; `None` when the text names no zone).
+pub fn parse_rfc3339_zoned(s: &str) -> Option<(Nanos, Option<i64>)> {
     let b = s.trim().as_bytes();
     if b.len() < 19 {
         return None;
@@ -136,7 +142,8 @@ pub fn parse_rfc3339(s: &str) -> Option<Nanos> {
     }
     let (ns, rest) = fraction(b.get(19..)?);
     let off = parse_zone(rest)?;
-    instant(y, mo, d, (h, mi, sec, ns), off)
+    let t = instant(y, mo, d, (h, mi, sec, ns), off)?;
+    Some((t, (!rest.is_empty()).then_some(off)))
 }
 
 /// Zone suffix → offset in seconds east of UTC. Empty or `Z` = 0.
@@ -172,8 +179,11 @@ const MONTHS: [&str; 12] = [
 
 /// Month abbreviation (`Nov`) → 1..=12.
 pub fn month_from_abbr(s: &str) -> Option<u32> {
-    let l = s.get(0..3)?.to_ascii_lowercase();
-    MONTHS.iter().position(|m| *m == l).map(|i| i as u32 + 1)
+    let l = s.get(0..3)?;
+    MONTHS
+        .iter()
+        .position(|m| m.eq_ignore_ascii_case(l))
+        .map(|i| i as u32 + 1)
 }
 
 /// `HH:MM:SS[.frac]` → (h, m, s, ns).
@@ -208,20 +218,6 @@ pub fn parse_rfc1123(s: &str) -> Option<Nanos> {
         Some(z) => parse_zone(z.as_bytes())?,
     };
     instant(y, mo, d, hms, off)
-}
-
-/// Parse RFC 3339 like [`parse_rfc3339`], also returning the zone it was written in
-/// (seconds east of UTC; `None` when the text names no zone).
-pub fn parse_rfc3339_zoned(s: &str) -> Option<(Nanos, Option<i64>)> {
-    let b = s.trim().as_bytes();
-    let ns = parse_rfc3339(s)?;
-    let (_, rest) = fraction(b.get(19..)?);
-    let zone = if rest.is_empty() {
-        None
-    } else {
-        Some(parse_zone(rest)?)
-    };
-    Some((ns, zone))
 }
 
 /// A UTC offset as a user writes it for `--tz`: `UTC`, `Z`, `+08:00`, `-0400`, `+8`,

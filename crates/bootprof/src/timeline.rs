@@ -12,7 +12,7 @@
 //! [`analyze`] runs steps 2–8 on the records of one boot and returns its [`Report`]: a fleet
 //! view calls it once per [`crate::select::Boots::records`].
 
-use crate::clocks::{self, secs, ClockOptions, TracedCall};
+use crate::clocks::{self, secs, ClockOptions};
 use crate::facts;
 use crate::ingest::Ingest;
 use crate::join;
@@ -21,6 +21,7 @@ use crate::phases;
 use crate::select::{self, Selection};
 use crate::state;
 use crate::time::{format_rfc3339, Nanos};
+use crate::traces::Traces;
 
 pub use crate::critical::critical_path;
 pub use crate::model::{
@@ -89,23 +90,29 @@ fn ram_backing(s_per_gib: f64) -> &'static str {
 pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let ing = sel.ing;
     let files = &ing.files;
+    // the host's traces and kubectl output: read once for a fleet's node, here otherwise
+    let read_here;
+    let (traces, guest): (&Traces, Vec<&crate::ingest::Event>) = match sel.traces {
+        Some(t) => (t, sel.events.clone()),
+        None => {
+            read_here = Traces::read(sel.events.iter().copied());
+            let guest = sel
+                .events
+                .iter()
+                .copied()
+                .filter(|e| !crate::traces::is_trace(e))
+                .collect();
+            (&read_here, guest)
+        }
+    };
     let mut clocks = Clocks::default();
-    let mut axis = clocks::align(&sel.events, sel.clocks, opts, &mut clocks);
-    let mut f = facts::collect(&sel.events, &axis, files);
+    let mut axis = clocks::align(&guest, sel.clocks, opts, traces.kubectl, &mut clocks);
+    let mut f = facts::collect(&guest, &axis);
+    facts::kubectl_of_this_boot(&mut f, &traces.pods, files);
     clocks.notes.append(&mut f.notes);
-    clocks.disagreements += f.pin_disagreements;
+    clocks.disagreements += traces.pin_disagreements;
 
     // the host trace on the boot's clock
-    let calls: Vec<TracedCall> = f
-        .pins
-        .iter()
-        .filter_map(|p| {
-            Some(TracedCall {
-                start: p.start?,
-                dur_s: p.dur_s,
-            })
-        })
-        .collect();
     let enables: Vec<Nanos> = f.enables.iter().map(|(_, m)| m.t).collect();
     let zone = clocks::journal_zone_known(sel.clocks, opts);
     axis.trace_shift = match opts.trace_shift_h {
@@ -118,13 +125,15 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
             }
             k * 3600 * crate::time::NS_PER_S
         }
-        None => clocks::trace_shift(&calls, f.window(), &enables, zone, &mut clocks),
+        None => clocks::trace_shift(traces, f.window(), &enables, zone, &mut clocks),
     };
-    for p in &mut f.pins {
-        p.start = p.start.map(|s| axis.trace(s));
-    }
+    let pins = join::TracePins {
+        near: traces.near(join::window(&f), axis.trace_shift),
+        total: traces.pins.len() as u64,
+        pids: &traces.pids,
+    };
 
-    let j = join::join(&f, axis.boot);
+    let j = join::join(&f, &pins, axis.boot);
     clocks.notes.extend(j.notes.iter().cloned());
     let built = phases::build(&f, &j, &axis, files);
     let mut phases = built.phases;
@@ -153,7 +162,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     };
 
     // ---- GPUs -------------------------------------------------------------------------------
-    let traced = !j.pins.is_empty() || f.ftrace_calls > 0;
+    let traced = !j.pins.is_empty() || traces.ftrace_calls > 0;
     let gpus: Vec<Gpu> = f
         .gpus
         .iter()
@@ -238,11 +247,11 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         bytes: j.pins.iter().filter_map(|p| p.pin.size).sum(),
         ram_s_per_gib,
         ram_backing: ram_s_per_gib.map(ram_backing),
-        hist: f.hist.iter().map(|((a, b), c)| (*a, *b, *c)).collect(),
-        ftrace_calls: f.ftrace_calls,
-        ftrace_heavy: f.ftrace_heavy.clone(),
-        map_ioctls: f.map_ioctls,
-        iommufd_maps: f.iommufd_maps,
+        hist: traces.hist.iter().map(|((a, b), c)| (*a, *b, *c)).collect(),
+        ftrace_calls: traces.ftrace_calls,
+        ftrace_heavy: traces.ftrace_heavy.clone(),
+        map_ioctls: traces.map_ioctls,
+        iommufd_maps: traces.iommufd_maps,
         foreign_calls: j.foreign_calls,
         foreign_pids: j.foreign_pids.clone(),
     };
@@ -250,7 +259,8 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let state = state::assess(&f, &phases, cdi.as_ref(), gpu_count, t0, files);
     let critical_path = critical_path(&phases);
     let relative_only = axis.boot == Some(0)
-        && sel.events.iter().all(|e| {
+        && traces.relative_only
+        && guest.iter().all(|e| {
             axis.host(e).is_none()
                 && matches!(
                     e.body,

@@ -323,6 +323,76 @@ fn gen_journal_then_analyze() {
     assert!(r["stats"]["other_sandbox"].as_u64().unwrap() > 0);
 }
 
+/// `boot bench`: every side timed once per round; medians, spreads, the ratio of each
+/// round's runs and the load averages reported, on a small generated journal (the figures
+/// in the README come from the 1 GB one).
+#[test]
+fn bench_reports_medians_spreads_and_paired_ratios() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("j.log");
+    ok_json(&[
+        "boot",
+        "gen-journal",
+        "--size",
+        "3M",
+        j.to_str().unwrap(),
+        "--json",
+    ]);
+    let j = j.to_str().unwrap();
+    let spread_ok = |v: &serde_json::Value| {
+        let (b, m, w) = (
+            v["best"].as_f64().unwrap(),
+            v["median"].as_f64().unwrap(),
+            v["worst"].as_f64().unwrap(),
+        );
+        b > 0.0 && b <= m && m <= w
+    };
+    let a = ok_json(&["boot", "bench", "--all", "--runs", "3", "--json", j]);
+    assert_eq!(a["runs"], 3);
+    assert!(a["boots"].as_u64().unwrap() >= 2, "{a}");
+    for k in [
+        "all",
+        "one",
+        "default",
+        "all_vs_one_paired",
+        "all_vs_one_cpu_paired",
+    ] {
+        assert!(spread_ok(&a[k]), "{k}: {a}");
+    }
+    assert_eq!(a["all_s"], a["all"]["best"]);
+    // on Linux the load averages are read
+    assert!(
+        a["load_before"].as_array().is_some_and(|l| l.len() == 3),
+        "{a}"
+    );
+    if which_jq() {
+        let o = ok_json(&["boot", "bench", "--runs", "2", "--json", j]);
+        for k in [
+            "ours",
+            "wc",
+            "pipeline",
+            "vs_wc_paired",
+            "speedup_paired",
+            "ours_cpu",
+        ] {
+            assert!(spread_ok(&o[k]), "{k}: {o}");
+        }
+        assert!(o["events"].as_u64().unwrap() > 800, "{o}");
+        assert_eq!(o["pipeline_lines"], 855);
+    }
+    fails_with(
+        &["boot", "bench", "--all", "/nonexistent/j.log"],
+        "/nonexistent/j.log",
+    );
+}
+
+fn which_jq() -> bool {
+    std::process::Command::new("jq")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// Starts QEMU (TCG) three ways with a small preallocated guest; reserves 2 MiB hugepages
 /// (as root) and gives them back. The pool is shared with every other process, so the test
 /// checks vmtune's own read-back right after restoring it, not a before/after comparison.

@@ -6,7 +6,10 @@
 //! lines into boots (node × sandbox × shim pid) in one pass over the events, and each boot
 //! gets its own lines plus the lines of its node that name no sandbox (traces, dmesg,
 //! `kubectl describe`), then [`crate::timeline::analyze`] — the single-boot analysis, so a
-//! row is exactly what `vmtune boot analyze --sandbox ID@N` reports — on all CPUs.
+//! row is exactly what `vmtune boot analyze --sandbox ID@N` reports — on all CPUs. A node's
+//! host traces and kubectl output are read once for all its boots ([`crate::traces`]): each
+//! boot looks up the pin calls near its own time window by binary search, so a node's
+//! boots cost in proportion to their number, not its square.
 //!
 //! Which node a file belongs to: the host its journal lines name (journald's host field);
 //! a file whose lines name no host but name sandboxes (a journal without host field) is a
@@ -29,6 +32,7 @@ use crate::ingest::{Body, ClockSamples, Ingest};
 use crate::kubectl::KubectlLine;
 use crate::model::Report;
 use crate::select;
+use crate::traces::{is_trace, Traces};
 
 pub mod render;
 
@@ -424,20 +428,40 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         v.sort_unstable();
         v
     };
-    let shared_by_node: HashMap<Option<NodeId>, Vec<u32>> = boot_node
+    // a node's traces and kubectl output are read once for all its boots (each boot looks up
+    // the pin calls near its own window); its other lines that name no sandbox (guest
+    // console text given as a file of its own) go with each boot
+    let shared_by_node: HashMap<Option<NodeId>, (Vec<u32>, Traces)> = boot_node
         .iter()
-        .map(|n| (n.clone(), shared_of(n)))
+        .collect::<std::collections::HashSet<_>>()
+        .into_iter()
+        .map(|n| {
+            let all = shared_of(n);
+            let events = || all.iter().filter_map(|&i| ing.events.get(i as usize));
+            let traces = Traces::read(events());
+            let guest: Vec<u32> = all
+                .iter()
+                .copied()
+                .filter(|&i| ing.events.get(i as usize).is_some_and(|e| !is_trace(e)))
+                .collect();
+            (n.clone(), (guest, traces))
+        })
         .collect();
+    let no_traces = Traces::read(std::iter::empty());
 
     // the analyses, on all CPUs
     let fallback = ClockSamples::default();
     let analyze_boot = |k: usize, trace_shift_h: Option<i64>| {
         let node = boot_node.get(k).cloned().flatten();
+        let (guest, traces) = shared_by_node
+            .get(&node)
+            .map_or((&[][..], &no_traces), |(g, t)| (g.as_slice(), t));
         let sel = boots.fleet_records(
             ing,
             k,
             own.get(k).map_or(&[][..], Vec::as_slice),
-            shared_by_node.get(&node).map_or(&[][..], Vec::as_slice),
+            guest,
+            traces,
             clocks.get(&node).unwrap_or(&fallback),
         );
         let mut r = crate::timeline::analyze(

@@ -218,8 +218,9 @@ struct BenchArgs {
     /// Sandbox to extract (default: the generator's first sandbox).
     #[arg(long, default_value = bootprof::gen::TEMPLATE_SANDBOX)]
     sandbox: String,
-    /// Runs of each side (the best is reported).
-    #[arg(long, default_value_t = 3)]
+    /// Rounds: each side runs once per round, in rotated order (median, best and worst are
+    /// reported, and the ratio of the runs of each round).
+    #[arg(long, default_value_t = 5)]
     runs: usize,
     /// Machine-readable output (JSON on stdout).
     #[arg(long)]
@@ -696,13 +697,73 @@ fn gen(a: GenArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Wall (or CPU) seconds of one side of a benchmark over its runs.
+#[derive(Serialize, Clone, Copy, Default)]
+struct Spread {
+    best: f64,
+    median: f64,
+    worst: f64,
+}
+
+impl Spread {
+    fn of(v: &[f64]) -> Spread {
+        let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+        s.sort_by(f64::total_cmp);
+        let (Some(&best), Some(&worst)) = (s.first(), s.last()) else {
+            return Spread::default();
+        };
+        // the median of an even count is the mean of the middle two
+        let n = s.len();
+        let mid = |i: usize| s.get(i).copied().unwrap_or(best);
+        let median = if n % 2 == 1 {
+            mid(n / 2)
+        } else {
+            (mid(n / 2 - 1) + mid(n / 2)) / 2.0
+        };
+        Spread {
+            best,
+            median,
+            worst,
+        }
+    }
+
+    /// `median [best–worst]`, with `digits` decimals.
+    fn show(&self, digits: usize) -> String {
+        format!(
+            "{:.d$} [{:.d$}–{:.d$}]",
+            self.median,
+            self.best,
+            self.worst,
+            d = digits
+        )
+    }
+}
+
+/// Ratios `num[i] / den[i]` of the runs of two sides taken in the same round.
+fn paired(num: &[f64], den: &[f64]) -> Vec<f64> {
+    num.iter().zip(den).map(|(a, b)| a / b.max(1e-9)).collect()
+}
+
+/// The 1-, 5- and 15-minute load averages (`/proc/loadavg`), if readable.
+fn loadavg() -> Option<[f64; 3]> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = s.split_whitespace().map(|w| w.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+fn show_load(l: Option<[f64; 3]>) -> String {
+    l.map_or("?".to_string(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"))
+}
+
 #[derive(Serialize)]
 struct BenchOut {
     file: String,
     bytes: u64,
+    runs: usize,
+    /// Best wall seconds of each side (the runs of the three sides are interleaved).
     ours_s: f64,
     pipeline_s: f64,
-    /// pipeline_s / ours_s: how many times faster the parser is.
+    /// pipeline_s / ours_s: how many times faster the parser is (best runs).
     speedup: f64,
     /// `wc -l FILE`, best of the runs: reading and counting the lines, nothing more.
     wc_s: f64,
@@ -711,29 +772,37 @@ struct BenchOut {
     ours_mb_s: f64,
     pipeline_mb_s: f64,
     wc_mb_s: f64,
+    /// Median and spread of each side's wall seconds over the runs.
+    ours: Spread,
+    wc: Spread,
+    pipeline: Spread,
+    /// wc ÷ parser of the runs taken in the same round: median and spread (the figure that
+    /// the machine's load moves least).
+    vs_wc_paired: Spread,
+    speedup_paired: Spread,
+    /// Process CPU seconds (all threads) of the parser's runs.
+    ours_cpu: Spread,
+    /// Load averages (1, 5, 15 min) before and after the runs.
+    load_before: Option<[f64; 3]>,
+    load_after: Option<[f64; 3]>,
     events: u64,
     pipeline_lines: u64,
     wc_lines: u64,
 }
 
-/// Best wall time of `runs` runs of `cmd` (through `sh -c`), and its last stdout.
-fn time_sh(script: &str, file: &Path, runs: usize) -> Result<(f64, String)> {
-    let mut best = f64::INFINITY;
-    let mut out = String::new();
-    for _ in 0..runs.max(1) {
-        let t = Instant::now();
-        let o = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .arg("sh")
-            .arg(file)
-            .stderr(Stdio::null())
-            .output()
-            .with_context(|| format!("running {script}"))?;
-        best = best.min(t.elapsed().as_secs_f64());
-        out = String::from_utf8_lossy(&o.stdout).into_owned();
-    }
-    Ok((best, out))
+/// Wall time of one run of `script` (through `sh -c`, `$1` = `file`), and its stdout.
+fn time_sh(script: &str, file: &Path) -> Result<(f64, String)> {
+    let t = Instant::now();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(file)
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("running {script}"))?;
+    let wall = t.elapsed().as_secs_f64();
+    Ok((wall, String::from_utf8_lossy(&o.stdout).into_owned()))
 }
 
 #[derive(Serialize)]
@@ -749,7 +818,7 @@ struct BenchAllOut {
     one_s: f64,
     /// `analyze` without --sandbox: the census picks the busiest sandbox, its boot analyzed.
     default_s: f64,
-    /// all_s / one_s: what every boot costs, in analyses of one sandbox.
+    /// all_s / one_s: what every boot costs, in analyses of one sandbox (best runs).
     all_vs_one: f64,
     /// all_s / default_s.
     all_vs_default: f64,
@@ -759,6 +828,18 @@ struct BenchAllOut {
     default_cpu_s: f64,
     /// all_cpu_s / one_cpu_s.
     all_vs_one_cpu: f64,
+    /// Median and spread of each side's wall seconds over the runs.
+    all: Spread,
+    one: Spread,
+    default: Spread,
+    /// all ÷ one of the runs taken in the same round: median and spread.
+    all_vs_one_paired: Spread,
+    all_vs_default_paired: Spread,
+    /// The same for CPU seconds.
+    all_vs_one_cpu_paired: Spread,
+    /// Load averages (1, 5, 15 min) before and after the runs.
+    load_before: Option<[f64; 3]>,
+    load_after: Option<[f64; 3]>,
 }
 
 /// CPU seconds (user + system, all threads) this process has used.
@@ -780,8 +861,8 @@ fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, f64, T)> {
     Ok((t.elapsed().as_secs_f64(), cpu_s() - c, v))
 }
 
-/// `analyze --all` against one sandbox's analysis, the runs interleaved so that the load
-/// of the machine falls on both alike.
+/// `analyze --all` against one sandbox's analysis, the runs interleaved (and their order
+/// rotated from round to round) so that the load of the machine falls on all sides alike.
 fn bench_all(a: BenchArgs) -> Result<ExitCode> {
     let bytes = std::fs::metadata(&a.file)
         .with_context(|| format!("reading {}", a.file.display()))?
@@ -789,53 +870,108 @@ fn bench_all(a: BenchArgs) -> Result<ExitCode> {
     let files = std::slice::from_ref(&a.file);
     let opts = fleet::FleetOptions::default();
     let clocks = bootprof::clocks::ClockOptions::default();
-    let (mut one, mut default, mut all) = (
-        (f64::INFINITY, 0.0),
-        (f64::INFINITY, 0.0),
-        (f64::INFINITY, 0.0),
-    );
+    let runs = a.runs.max(1);
+    // (wall, cpu) per run, per side: one sandbox, the busiest, every boot
+    let mut w: [Vec<f64>; 3] = Default::default();
+    let mut c: [Vec<f64>; 3] = Default::default();
     let (mut boots, mut nodes) = (0, 0);
-    for _ in 0..a.runs.max(1) {
-        let (w, c, r) = timed(|| one_boot(files, Some(&a.sandbox), clocks))?;
-        std::hint::black_box(r);
-        if w < one.0 {
-            one = (w, c);
-        }
-        let (w, c, r) = timed(|| one_boot(files, None, clocks))?;
-        std::hint::black_box(r);
-        if w < default.0 {
-            default = (w, c);
-        }
-        let (w, c, f) = timed(|| all_boots(files, &opts))?;
-        (boots, nodes) = (f.rows.len(), f.nodes.len());
-        drop(f);
-        if w < all.0 {
-            all = (w, c);
+    let load_before = loadavg();
+    for r in 0..runs {
+        for k in 0..3 {
+            let side = (k + r) % 3;
+            let (wall, cpu) = match side {
+                0 => {
+                    let (wall, cpu, rep) = timed(|| one_boot(files, Some(&a.sandbox), clocks))?;
+                    std::hint::black_box(rep);
+                    (wall, cpu)
+                }
+                1 => {
+                    let (wall, cpu, rep) = timed(|| one_boot(files, None, clocks))?;
+                    std::hint::black_box(rep);
+                    (wall, cpu)
+                }
+                _ => {
+                    let (wall, cpu, f) = timed(|| all_boots(files, &opts))?;
+                    (boots, nodes) = (f.rows.len(), f.nodes.len());
+                    drop(f);
+                    (wall, cpu)
+                }
+            };
+            if let (Some(wv), Some(cv)) = (w.get_mut(side), c.get_mut(side)) {
+                wv.push(wall);
+                cv.push(cpu);
+            }
         }
     }
+    let load_after = loadavg();
+    let [one_w, default_w, all_w] = &w;
+    let [one_c, default_c, all_c] = &c;
+    let (one, default, all) = (Spread::of(one_w), Spread::of(default_w), Spread::of(all_w));
+    // the CPU of the best wall run of each side
+    let cpu_of_best = |wv: &[f64], cv: &[f64]| {
+        wv.iter()
+            .zip(cv)
+            .min_by(|x, y| x.0.total_cmp(y.0))
+            .map_or(0.0, |(_, c)| *c)
+    };
+    let (one_cpu, default_cpu, all_cpu) = (
+        cpu_of_best(one_w, one_c),
+        cpu_of_best(default_w, default_c),
+        cpu_of_best(all_w, all_c),
+    );
     let o = BenchAllOut {
         file: a.file.display().to_string(),
         bytes,
-        runs: a.runs.max(1),
-        all_s: all.0,
+        runs,
+        all_s: all.best,
         boots,
         nodes,
-        one_s: one.0,
-        default_s: default.0,
-        all_vs_one: all.0 / one.0,
-        all_vs_default: all.0 / default.0,
-        all_cpu_s: all.1,
-        one_cpu_s: one.1,
-        default_cpu_s: default.1,
-        all_vs_one_cpu: all.1 / one.1.max(1e-9),
+        one_s: one.best,
+        default_s: default.best,
+        all_vs_one: all.best / one.best,
+        all_vs_default: all.best / default.best,
+        all_cpu_s: all_cpu,
+        one_cpu_s: one_cpu,
+        default_cpu_s: default_cpu,
+        all_vs_one_cpu: all_cpu / one_cpu.max(1e-9),
+        all,
+        one,
+        default,
+        all_vs_one_paired: Spread::of(&paired(all_w, one_w)),
+        all_vs_default_paired: Spread::of(&paired(all_w, default_w)),
+        all_vs_one_cpu_paired: Spread::of(&paired(all_c, one_c)),
+        load_before,
+        load_after,
     };
     if a.json {
         print_json(&o)?;
     } else {
         let mb = bytes as f64 / 1e6;
         println!(
-            "{}: {:.0} MB, best of {} runs each, interleaved\n  analyze --all ({} boots, {} node{}): {:.3} s ({:.0} MB/s), {:.2} s CPU\n  analyze --sandbox ID (one boot):   {:.3} s, {:.2} s CPU\n  analyze (the busiest boot):        {:.3} s, {:.2} s CPU\n  ratio: every boot costs {:.2}x one sandbox's analysis ({:.2}x its CPU), {:.2}x the busiest boot's",
-            o.file, mb, o.runs, o.boots, o.nodes, if o.nodes == 1 { "" } else { "s" }, o.all_s, mb / o.all_s, o.all_cpu_s, o.one_s, o.one_cpu_s, o.default_s, o.default_cpu_s, o.all_vs_one, o.all_vs_one_cpu, o.all_vs_default
+            "{}: {:.0} MB, {} rounds (each side once per round, order rotated), load average {} before, {} after
+  wall s, median [best–worst]; CPU s of the best run
+  analyze --all ({} boots, {} node{}): {} ({:.0} MB/s at the median), {:.2} s CPU
+  analyze --sandbox ID (one boot):   {}, {:.2} s CPU
+  analyze (the busiest boot):        {}, {:.2} s CPU
+  ratio, same round: every boot costs {}x one sandbox's analysis (CPU {}x), {}x the busiest boot's",
+            o.file,
+            mb,
+            o.runs,
+            show_load(o.load_before),
+            show_load(o.load_after),
+            o.boots,
+            o.nodes,
+            if o.nodes == 1 { "" } else { "s" },
+            o.all.show(3),
+            mb / o.all.median,
+            o.all_cpu_s,
+            o.one.show(3),
+            o.one_cpu_s,
+            o.default.show(3),
+            o.default_cpu_s,
+            o.all_vs_one_paired.show(2),
+            o.all_vs_one_cpu_paired.show(2),
+            o.all_vs_default_paired.show(2),
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -851,44 +987,70 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
     if which("jq").is_none() {
         bail!("jq is not installed (apt-get install jq); the baseline is the Kata GPU boot study's grep | awk | jq pipeline");
     }
-    let mut ours = f64::INFINITY;
-    let mut events = 0;
-    for _ in 0..a.runs.max(1) {
-        let t = Instant::now();
-        let ing = read_inputs(
-            std::slice::from_ref(&a.file),
-            Options {
-                sandbox: Some(a.sandbox.clone()),
-            },
-        )?;
-        let r = timeline::build(&ing, Some(&a.sandbox))?;
-        ours = ours.min(t.elapsed().as_secs_f64());
-        events = ing.stats.events;
-        std::hint::black_box(r);
+    let runs = a.runs.max(1);
+    let pipeline = format!(
+        "grep 'sandbox={}' \"$1\" | awk -F'vmconsole=' '{{ print $2 }}' | jq -r . 2>/dev/null | wc -l",
+        a.sandbox
+    );
+    // wall seconds per run, per side: the parser, wc -l, the pipeline; parser CPU
+    let (mut ours, mut wc, mut pipe, mut cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut events, mut lines, mut wc_lines) = (0, 0, 0);
+    let load_before = loadavg();
+    for r in 0..runs {
+        for k in 0..3 {
+            match (k + r) % 3 {
+                0 => {
+                    let (wall, c, (ev, rep)) = timed(|| {
+                        let ing = read_inputs(
+                            std::slice::from_ref(&a.file),
+                            Options {
+                                sandbox: Some(a.sandbox.clone()),
+                            },
+                        )?;
+                        let rep = timeline::build(&ing, Some(&a.sandbox))?;
+                        Ok((ing.stats.events, rep))
+                    })?;
+                    std::hint::black_box(rep);
+                    events = ev;
+                    ours.push(wall);
+                    cpu.push(c);
+                }
+                1 => {
+                    let (wall, out) = time_sh("wc -l < \"$1\"", &a.file)?;
+                    wc_lines = out.trim().parse().unwrap_or(0);
+                    wc.push(wall);
+                }
+                _ => {
+                    let (wall, out) = time_sh(&pipeline, &a.file)?;
+                    lines = out.trim().parse().unwrap_or(0);
+                    pipe.push(wall);
+                }
+            }
+        }
     }
-    let (pipe, out) = time_sh(
-        &format!(
-            "grep 'sandbox={}' \"$1\" | awk -F'vmconsole=' '{{ print $2 }}' | jq -r . 2>/dev/null | wc -l",
-            a.sandbox
-        ),
-        &a.file,
-        a.runs,
-    )?;
-    let lines = out.trim().parse().unwrap_or(0);
-    let (wc, out) = time_sh("wc -l < \"$1\"", &a.file, a.runs)?;
-    let wc_lines = out.trim().parse().unwrap_or(0);
+    let load_after = loadavg();
+    let (o_s, w_s, p_s) = (Spread::of(&ours), Spread::of(&wc), Spread::of(&pipe));
     let mb = bytes as f64 / 1e6;
     let o = BenchOut {
         file: a.file.display().to_string(),
         bytes,
-        ours_s: ours,
-        pipeline_s: pipe,
-        speedup: pipe / ours,
-        wc_s: wc,
-        vs_wc: wc / ours,
-        ours_mb_s: mb / ours,
-        pipeline_mb_s: mb / pipe,
-        wc_mb_s: mb / wc,
+        runs,
+        ours_s: o_s.best,
+        pipeline_s: p_s.best,
+        speedup: p_s.best / o_s.best,
+        wc_s: w_s.best,
+        vs_wc: w_s.best / o_s.best,
+        ours_mb_s: mb / o_s.best,
+        pipeline_mb_s: mb / p_s.best,
+        wc_mb_s: mb / w_s.best,
+        ours: o_s,
+        wc: w_s,
+        pipeline: p_s,
+        vs_wc_paired: Spread::of(&paired(&wc, &ours)),
+        speedup_paired: Spread::of(&paired(&pipe, &ours)),
+        ours_cpu: Spread::of(&cpu),
+        load_before,
+        load_after,
         events,
         pipeline_lines: lines,
         wc_lines,
@@ -897,8 +1059,29 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
         print_json(&o)?;
     } else {
         println!(
-            "{}: {:.0} MB, {} lines\n  vmtune boot analyze parser: {:.3} s ({:.0} MB/s, {} events, timeline built)\n  wc -l:                      {:.3} s ({:.0} MB/s)\n  grep | awk | jq pipeline:   {:.3} s ({:.0} MB/s, {} lines, no timeline)\n  ratio: parser is {:.2}x the speed of wc -l, {:.2}x the pipeline's",
-            o.file, mb, o.wc_lines, o.ours_s, o.ours_mb_s, o.events, o.wc_s, o.wc_mb_s, o.pipeline_s, o.pipeline_mb_s, o.pipeline_lines, o.vs_wc, o.speedup
+            "{}: {:.0} MB, {} lines, {} rounds (each side once per round, order rotated), load average {} before, {} after
+  wall s, median [best–worst]
+  vmtune boot analyze parser: {} ({:.0} MB/s at the median, {} events, timeline built), CPU {} s
+  wc -l:                      {} ({:.0} MB/s)
+  grep | awk | jq pipeline:   {} ({:.0} MB/s, {} lines, no timeline)
+  ratio, same round: the parser is {}x the speed of wc -l, {}x the pipeline's",
+            o.file,
+            mb,
+            o.wc_lines,
+            o.runs,
+            show_load(o.load_before),
+            show_load(o.load_after),
+            o.ours.show(3),
+            mb / o.ours.median,
+            o.events,
+            o.ours_cpu.show(3),
+            o.wc.show(3),
+            mb / o.wc.median,
+            o.pipeline.show(3),
+            mb / o.pipeline.median,
+            o.pipeline_lines,
+            o.vs_wc_paired.show(2),
+            o.speedup_paired.show(2),
         );
     }
     Ok(ExitCode::SUCCESS)
