@@ -633,6 +633,9 @@ pub fn render(spec: &Spec) -> Records {
     let mut closes: Vec<Option<Nanos>> = Vec::new();
     let mut ends: Vec<Nanos> = Vec::new();
     let mut enables: Vec<Nanos> = Vec::new();
+    // when the journal got each enable line (the console adds a delay): a log cut after it
+    // has lost that GPU's start
+    let mut enables_logged: Vec<Nanos> = Vec::new();
     let order: Vec<usize> = {
         let mut o: Vec<usize> = spec
             .enable_order
@@ -653,6 +656,7 @@ pub fn render(spec: &Spec) -> Records {
         let e = te;
         enables.push(e);
         g.kernel(e, &format!("nvidia {bdf}: enabling device (0140 -> 0142)"));
+        enables_logged.push(g.out.lines.last().map_or(e, |l| l.t));
         let vbase = 0x7800_0000_0000u64 + (k as u64) * 0x40_0000_0000;
         let (pin_end, pin_s) = if spec.pin_trace {
             let p0 = e + s(g.rng.f(0.002, 0.01));
@@ -858,7 +862,7 @@ pub fn render(spec: &Spec) -> Records {
     });
     if let Some(h) = head {
         for (i, gt) in per_gpu.iter_mut().enumerate() {
-            if enables.get(i).is_none_or(|e| *e < h + s(0.05)) {
+            if enables_logged.get(i).is_none_or(|e| *e < h) {
                 gt.checkable = false;
             }
         }
