@@ -529,33 +529,18 @@ enum Unq {
 
 /// Where the first `=` or space of `b` is (`b.len()` if none), eight bytes at a time.
 fn equals_or_space(b: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut chunks = b.chunks_exact(8);
-    let mut at = 0usize;
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        let x = u64::from_le_bytes(w);
-        let e = x ^ (ONES * u64::from(b'='));
-        let s = x ^ (ONES * u64::from(b' '));
-        // the lowest flagged byte is always a true match (see `quote_or_backslash`)
-        let m = (e.wrapping_sub(ONES) & !e & HIGH) | (s.wrapping_sub(ONES) & !s & HIGH);
-        if m != 0 {
-            return at + (m.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    at + chunks
-        .remainder()
-        .iter()
-        .position(|&c| c == b'=' || c == b' ')
-        .unwrap_or(chunks.remainder().len())
+    first_of_two(b, b'=', b' ').unwrap_or(b.len())
 }
 
 /// The first `"` or `\\` in `b`. Escaped payloads have one every few bytes, too often for a
 /// vector search to pay its start-up; eight bytes at a time (SWAR) it is.
 fn quote_or_backslash(b: &[u8]) -> Option<usize> {
+    first_of_two(b, b'"', b'\\')
+}
+
+/// The first byte of `b` that is `p` or `q`, eight bytes at a time (SWAR).
+#[inline]
+fn first_of_two(b: &[u8], p: u8, q: u8) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut chunks = b.chunks_exact(8);
@@ -564,10 +549,11 @@ fn quote_or_backslash(b: &[u8]) -> Option<usize> {
         let mut w = [0u8; 8];
         w.copy_from_slice(c);
         let x = u64::from_le_bytes(w);
-        let q = x ^ (ONES * u64::from(b'"'));
-        let s = x ^ (ONES * u64::from(b'\\'));
-        // a zero byte of q or s is a match; the lowest flagged byte is always a true one
-        let m = (q.wrapping_sub(ONES) & !q & HIGH) | (s.wrapping_sub(ONES) & !s & HIGH);
+        let a = x ^ (ONES * u64::from(p));
+        let z = x ^ (ONES * u64::from(q));
+        // a zero byte of a or z is a match; a borrow only flags bytes above a true match, so
+        // the lowest flagged byte is always a true one
+        let m = (a.wrapping_sub(ONES) & !a & HIGH) | (z.wrapping_sub(ONES) & !z & HIGH);
         if m != 0 {
             return Some(at + (m.trailing_zeros() / 8) as usize);
         }
@@ -576,7 +562,7 @@ fn quote_or_backslash(b: &[u8]) -> Option<usize> {
     chunks
         .remainder()
         .iter()
-        .position(|&c| c == b'"' || c == b'\\')
+        .position(|&c| c == p || c == q)
         .map(|k| at + k)
 }
 
@@ -599,43 +585,30 @@ fn escape_digits(e: u8) -> Option<usize> {
 /// Find the end of a Go `%q` string whose opening quote is already consumed, checking its
 /// escapes: the value (between the quotes) and the text after the closing quote.
 fn scan_quoted(s: &str) -> Result<(RawValue<'_>, &str), Unq> {
-    let b = s.as_bytes();
-    let mut i = 0usize;
-    let mut escaped = false;
-    loop {
-        let k = quote_or_backslash(b.get(i..).unwrap_or(&[])).ok_or(Unq::Unterminated)?;
-        let at = i + k;
-        if b.get(at) == Some(&b'"') {
-            let value = RawValue {
-                text: s.get(..at).unwrap_or(""),
-                escaped,
-            };
-            return Ok((value, s.get(at + 1..).unwrap_or("")));
-        }
-        escaped = true;
-        let e = *b.get(at + 1).ok_or(Unq::Unterminated)?;
-        let n = escape_digits(e).ok_or(Unq::BadEscape)?;
-        for j in 0..n {
-            match b.get(at + 2 + j) {
-                None => return Err(Unq::Unterminated),
-                Some(h) if h.is_ascii_hexdigit() => {}
-                Some(_) => return Err(Unq::BadEscape),
-            }
-        }
-        i = at + 2 + n;
-    }
+    scan_quoted_to(s, None)
 }
 
 /// [`scan_quoted`], appending the unquoted value to `out` (cleared first) in the same pass.
 fn scan_quoted_into<'s>(s: &'s str, out: &mut String) -> Result<(RawValue<'s>, &'s str), Unq> {
     out.clear();
+    scan_quoted_to(s, Some(out))
+}
+
+/// The one pass of [`scan_quoted`] and [`scan_quoted_into`]: `out`, when given, gets the
+/// unquoted value.
+fn scan_quoted_to<'s>(
+    s: &'s str,
+    mut out: Option<&mut String>,
+) -> Result<(RawValue<'s>, &'s str), Unq> {
     let b = s.as_bytes();
     let (mut i, mut from) = (0usize, 0usize);
     let mut escaped = false;
     loop {
         let k = quote_or_backslash(b.get(i..).unwrap_or(&[])).ok_or(Unq::Unterminated)?;
         let at = i + k;
-        out.push_str(s.get(from..at).unwrap_or(""));
+        if let Some(o) = out.as_deref_mut() {
+            o.push_str(s.get(from..at).unwrap_or(""));
+        }
         if b.get(at) == Some(&b'"') {
             let value = RawValue {
                 text: s.get(..at).unwrap_or(""),
@@ -653,7 +626,9 @@ fn scan_quoted_into<'s>(s: &'s str, out: &mut String) -> Result<(RawValue<'s>, &
                 Some(_) => return Err(Unq::BadEscape),
             }
         }
-        push_escape(out, e, s.get(at + 2..at + 2 + n).unwrap_or(""));
+        if let Some(o) = out.as_deref_mut() {
+            push_escape(o, e, s.get(at + 2..at + 2 + n).unwrap_or(""));
+        }
         i = at + 2 + n;
         from = i;
     }
