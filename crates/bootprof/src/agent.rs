@@ -143,7 +143,7 @@ pub(crate) fn flat_go_quoted(s: &str) -> Option<(Raw<'_>, usize)> {
         return None;
     }
     let mut i = 1usize;
-    let mut fields: [Option<Cow<'_, str>>; 5] = [None, None, None, None, None];
+    let mut fields = Fields::default();
     let end = loop {
         // a JSON string opens with `\"` in the quoted text
         if b.get(i..i + 2) != Some(b"\\\"") {
@@ -154,20 +154,7 @@ pub(crate) fn flat_go_quoted(s: &str) -> Option<(Raw<'_>, usize)> {
             return None;
         }
         let (value, next) = go_json_str(s, next + 3)?;
-        let slot = match key.as_ref() {
-            "msg" => 0,
-            "level" => 1,
-            "ts" => 2,
-            "subsystem" => 3,
-            "event" => 4,
-            _ => usize::MAX,
-        };
-        if let Some(f) = fields.get_mut(slot) {
-            if f.is_some() {
-                return None;
-            }
-            *f = Some(value);
-        }
+        fields.set(&key, value)?;
         match b.get(next) {
             Some(b',') => i = next + 1,
             // the object is the whole value: its closing quote follows
@@ -175,17 +162,7 @@ pub(crate) fn flat_go_quoted(s: &str) -> Option<(Raw<'_>, usize)> {
             _ => return None,
         }
     };
-    let [msg, level, ts, subsystem, event] = fields;
-    Some((
-        Raw {
-            msg: msg?,
-            level: level.unwrap_or_default(),
-            ts: ts?,
-            subsystem: subsystem.unwrap_or_default(),
-            event,
-        },
-        end,
-    ))
+    Some((fields.into_raw()?, end))
 }
 
 /// A JSON string inside Go-quoted text, its opening `\"` before `start`: its value and the
@@ -257,7 +234,7 @@ pub(crate) fn flat(s: &str) -> Option<Raw<'_>> {
         return None;
     }
     let mut i = 1usize;
-    let mut fields: [Option<Cow<'_, str>>; 5] = [None, None, None, None, None];
+    let mut fields = Fields::default();
     loop {
         if b.get(i) != Some(&b'"') {
             return None;
@@ -267,34 +244,55 @@ pub(crate) fn flat(s: &str) -> Option<Raw<'_>> {
             return None;
         }
         let (value, next) = json_str(s, next + 2)?;
-        let slot = match key.as_ref() {
-            "msg" => 0,
-            "level" => 1,
-            "ts" => 2,
-            "subsystem" => 3,
-            "event" => 4,
-            _ => usize::MAX,
-        };
-        if let Some(f) = fields.get_mut(slot) {
-            if f.is_some() {
-                return None;
-            }
-            *f = Some(value);
-        }
+        fields.set(&key, value)?;
         match b.get(next) {
             Some(b',') => i = next + 1,
             Some(b'}') if next + 1 == b.len() => break,
             _ => return None,
         }
     }
-    let [msg, level, ts, subsystem, event] = fields;
-    Some(Raw {
-        msg: msg?,
-        level: level.unwrap_or_default(),
-        ts: ts?,
-        subsystem: subsystem.unwrap_or_default(),
-        event,
-    })
+    fields.into_raw()
+}
+
+/// The fields [`Raw`] takes, as the fast paths ([`flat`], [`flat_go_quoted`]) meet them.
+#[derive(Default)]
+struct Fields<'a> {
+    msg: Option<Cow<'a, str>>,
+    level: Option<Cow<'a, str>>,
+    ts: Option<Cow<'a, str>>,
+    subsystem: Option<Cow<'a, str>>,
+    event: Option<Cow<'a, str>>,
+}
+
+impl<'a> Fields<'a> {
+    /// Keep `value` if `key` is one of ours; `None` for a field seen twice (which the fast
+    /// paths leave to `serde_json`).
+    fn set(&mut self, key: &str, value: Cow<'a, str>) -> Option<()> {
+        let f = match key {
+            "msg" => &mut self.msg,
+            "level" => &mut self.level,
+            "ts" => &mut self.ts,
+            "subsystem" => &mut self.subsystem,
+            "event" => &mut self.event,
+            _ => return Some(()),
+        };
+        if f.is_some() {
+            return None;
+        }
+        *f = Some(value);
+        Some(())
+    }
+
+    /// The record, or `None` without `msg` or `ts`.
+    fn into_raw(self) -> Option<Raw<'a>> {
+        Some(Raw {
+            msg: self.msg?,
+            level: self.level.unwrap_or_default(),
+            ts: self.ts?,
+            subsystem: self.subsystem.unwrap_or_default(),
+            event: self.event,
+        })
+    }
 }
 
 /// A JSON string whose opening quote is before `start`: its value and the index after its
