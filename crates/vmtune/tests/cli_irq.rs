@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{read, virtio_net_rx_irq, vmtune};
+use common::{gateway_port80, ok_json, read, virtio_net_rx_irq, vmtune, RestoreIrqMask};
 
 /// The first virtio-net receive-queue IRQ: (irq, effective CPU, original affinity list).
 fn virtio_net_rx() -> Option<(u32, u32, String)> {
@@ -37,16 +37,9 @@ fn irq_count(irq: u32) -> Option<u64> {
 /// effective affinity.
 fn effective_after_traffic(irq: u32) -> Option<(u64, String)> {
     let before = irq_count(irq)?;
-    let route = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
-    let gw = route.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.get(1) == Some(&"00000000"))
-            .then(|| u32::from_str_radix(f.get(2)?, 16).ok())
-            .flatten()
-    });
+    let gw = gateway_port80();
     for _ in 0..5 {
-        if let Some(g) = gw {
-            let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::from(g.swap_bytes()), 80));
+        if let Some(addr) = gw {
             let _ = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200));
         }
         if irq_count(irq)? >= before + 2 {
@@ -60,27 +53,9 @@ fn effective_after_traffic(irq: u32) -> Option<(u64, String)> {
     ))
 }
 
-/// Restores an IRQ's affinity when the test ends, whatever happens.
-struct Restore(u32, String);
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let _ = std::fs::write(format!("/proc/irq/{}/smp_affinity_list", self.0), &self.1);
-    }
-}
-
 #[test]
 fn show_lists_cpus_irqs_and_the_decision() {
-    let out = vmtune()
-        .args(["irq", "show", "--interval", "0.3", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&["irq", "show", "--interval", "0.3", "--json"]);
     let cpus = v["cpus"].as_array().unwrap();
     assert!(!cpus.is_empty());
     for c in cpus {
@@ -186,7 +161,7 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
     let (irq, cpu, original) = virtio_net_rx()
         .filter(|(i, ..)| *i == irq)
         .unwrap_or_else(|| panic!("IRQ {irq} went away"));
-    let _restore = Restore(irq, original.clone());
+    let _restore = RestoreIrqMask(irq, original.clone());
     // softirq load on the IRQ's CPU: a loopback UDP blaster pinned there
     let mut blaster = Command::new("taskset")
         .args(["-c", &cpu.to_string()])

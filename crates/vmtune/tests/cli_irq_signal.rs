@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{read, virtio_net_rx_irq, vmtune};
+use common::{gateway_port80, ok_json, read, virtio_net_rx_irq, vmtune, RestoreIrqMask};
 
 /// Whether the eBPF signal must work here: an x86 KVM guest with steal time, and root.
 fn ebpf_expected() -> Result<(), String> {
@@ -46,16 +46,7 @@ fn show_refuses_an_irq_that_does_not_exist() {
 
 #[test]
 fn show_says_which_preemption_signal_it_uses_and_why() {
-    let out = vmtune()
-        .args(["irq", "show", "--interval", "0.3", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&["irq", "show", "--interval", "0.3", "--json"]);
     let sig = v["signal"]["signal"].as_str().unwrap();
     let why = v["signal"]["reason"].as_str().unwrap();
     assert!(!why.is_empty());
@@ -106,31 +97,14 @@ fn virtio_net_rx() -> Option<(u32, String, String)> {
 /// gateway (answered by SYN-ACK or RST), until `stop`.
 fn traffic(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let route = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
-        let gw = route.lines().skip(1).find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(1) == Some(&"00000000"))
-                .then(|| u32::from_str_radix(f.get(2)?, 16).ok())
-                .flatten()
-        });
+        let gw = gateway_port80();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Some(g) = gw {
-                let addr =
-                    std::net::SocketAddr::from((std::net::Ipv4Addr::from(g.swap_bytes()), 80));
+            if let Some(addr) = gw {
                 let _ = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     })
-}
-
-/// Restores an IRQ's mask when the test ends, whatever happens.
-struct Restore(u32, String);
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let _ = std::fs::write(format!("/proc/irq/{}/smp_affinity_list", self.0), &self.1);
-    }
 }
 
 #[test]
@@ -150,7 +124,7 @@ fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything(
         );
         return;
     };
-    let _restore = Restore(irq, mask0.clone());
+    let _restore = RestoreIrqMask(irq, mask0.clone());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let net = traffic(stop.clone());
     // busy vCPUs: the host preempts them when it is contended
@@ -302,7 +276,7 @@ fn a_closed_stdout_ends_the_daemon_quietly_and_it_still_restores() {
         );
         return;
     };
-    let _restore = Restore(irq, mask0.clone());
+    let _restore = RestoreIrqMask(irq, mask0.clone());
     let mut child = vmtune()
         .args([
             "irq",
@@ -395,7 +369,7 @@ fn an_affinity_write_takes_effect_at_the_next_interrupt_on_the_old_cpu() {
         );
         return;
     }
-    let _restore = Restore(irq, mask0.clone());
+    let _restore = RestoreIrqMask(irq, mask0.clone());
     let eff_at_write = read(&format!("/proc/irq/{irq}/effective_affinity_list")).unwrap();
     let before = per_cpu_counts(irq);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -54,3 +54,28 @@ pub fn virtio_net_rx_irq() -> Option<u32> {
             .then_some(irq)
     })
 }
+
+/// The default gateway's port 80 (from /proc/net/route): connection attempts to it make a
+/// receive interrupt fire (answered by SYN-ACK or RST); `None` without a default route.
+pub fn gateway_port80() -> Option<std::net::SocketAddr> {
+    let route = std::fs::read_to_string("/proc/net/route").ok()?;
+    let gw = route.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1) == Some(&"00000000"))
+            .then(|| u32::from_str_radix(f.get(2)?, 16).ok())
+            .flatten()
+    })?;
+    Some(std::net::SocketAddr::from((
+        std::net::Ipv4Addr::from(gw.swap_bytes()),
+        80,
+    )))
+}
+
+/// Puts an IRQ's `smp_affinity_list` back when the test ends, whatever happens.
+pub struct RestoreIrqMask(pub u32, pub String);
+
+impl Drop for RestoreIrqMask {
+    fn drop(&mut self) {
+        let _ = std::fs::write(format!("/proc/irq/{}/smp_affinity_list", self.0), &self.1);
+    }
+}
