@@ -13,24 +13,6 @@ use std::time::Duration;
 
 use apply::hook::{self, HookConfig};
 
-fn plan_json() -> String {
-    serde_json::json!({
-        "request": {"name": "t", "vcpus": 1, "memory_bytes": 67108864u64, "devices": [], "profile": "gaming",
-                    "os": "linux", "hugepages": "none", "host_cpus": null},
-        "host_source": "hand-written",
-        "vcpus": [{"vcpu": 0, "cpu": 0}],
-        "emulator_cpus": [0], "iothread_cpus": [], "host_cpus": [0],
-        "guest_topology": {"sockets": 1, "dies": 1, "cores": 1, "threads": 1},
-        "guest_numa": [],
-        "memory": {"host_nodes": [0], "hugepage_size_kb": 4, "pages": 0, "pages_per_node": []},
-        "devices": [],
-        "irq": {"vfio_cpus": [0], "host_cpus": [0]},
-        "cpu_features": {"hyperv": [], "invtsc": false, "hide_hypervisor": false, "kvm_hidden": false},
-        "rationale": [], "warnings": []
-    })
-    .to_string()
-}
-
 /// Kills the processes a test started: its own children (then reaps them), and watchers by
 /// process group (the hook starts each in a group of its own, with the script's `sleep`).
 #[derive(Default)]
@@ -76,7 +58,7 @@ fn reconnect_keeps_the_journal_and_restarts_only_a_watcher_that_is_gone() {
     for p in [&plans, &run_dir, &libvirt] {
         std::fs::create_dir_all(p).unwrap();
     }
-    std::fs::write(plans.join("vm1.json"), plan_json()).unwrap();
+    std::fs::write(plans.join("vm1.json"), testkit::cpu0_plan_json("linux")).unwrap();
     let watcher = d.path().join("watcher.sh");
     let args_log = d.path().join("watcher.args");
     std::fs::write(

@@ -489,6 +489,25 @@ impl Snapshot {
     }
 }
 
+/// A hand-written plan (the `vmtune plan --json` schema) for one vCPU on CPU 0, 64 MiB of
+/// 4 KiB pages, no device: applying any phase of it writes a journal and reserves nothing.
+pub fn cpu0_plan_json(os: &str) -> String {
+    format!(
+        r#"{{"request": {{"name": "t", "vcpus": 1, "memory_bytes": 67108864, "devices": [], "profile": "gaming",
+  "os": "{os}", "hugepages": "none", "host_cpus": null}},
+ "host_source": "hand-written",
+ "vcpus": [{{"vcpu": 0, "cpu": 0}}],
+ "emulator_cpus": [0], "iothread_cpus": [], "host_cpus": [0],
+ "guest_topology": {{"sockets": 1, "dies": 1, "cores": 1, "threads": 1}},
+ "guest_numa": [],
+ "memory": {{"host_nodes": [0], "hugepage_size_kb": 4, "pages": 0, "pages_per_node": []}},
+ "devices": [],
+ "irq": {{"vfio_cpus": [0], "host_cpus": [0]}},
+ "cpu_features": {{"hyperv": [], "invtsc": false, "hide_hypervisor": false, "kvm_hidden": false}},
+ "rationale": [], "warnings": []}}"#
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

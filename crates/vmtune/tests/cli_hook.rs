@@ -181,26 +181,6 @@ fn dirs() -> tempfile::TempDir {
     d
 }
 
-/// A plan for CPU 0 that reserves no hugepages: applying its `prepare` phase writes a
-/// journal and changes nothing on the host.
-fn plan_json() -> String {
-    serde_json::json!({
-        "request": {"name": "t", "vcpus": 1, "memory_bytes": 67108864u64, "devices": [], "profile": "gaming",
-                    "os": "windows", "hugepages": "none", "host_cpus": null},
-        "host_source": "hand-written",
-        "vcpus": [{"vcpu": 0, "cpu": 0}],
-        "emulator_cpus": [0], "iothread_cpus": [], "host_cpus": [0],
-        "guest_topology": {"sockets": 1, "dies": 1, "cores": 1, "threads": 1},
-        "guest_numa": [],
-        "memory": {"host_nodes": [0], "hugepage_size_kb": 4, "pages": 0, "pages_per_node": []},
-        "devices": [],
-        "irq": {"vfio_cpus": [0], "host_cpus": [0]},
-        "cpu_features": {"hyperv": [], "invtsc": false, "hide_hypervisor": false, "kvm_hidden": false},
-        "rationale": [], "warnings": []
-    })
-    .to_string()
-}
-
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -260,7 +240,11 @@ fn only_release_touches_the_journal() {
     {
         let d = dirs();
         let name = if i % 2 == 0 { "gpuvm" } else { "-gpuvm" };
-        std::fs::write(d.path().join(format!("plans/{name}.json")), plan_json()).unwrap();
+        std::fs::write(
+            d.path().join(format!("plans/{name}.json")),
+            testkit::cpu0_plan_json("windows"),
+        )
+        .unwrap();
         let live = LIVE_XML.replace("NAME", name);
         let (out, _) = hook(
             d.path(),
