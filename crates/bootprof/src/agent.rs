@@ -427,58 +427,16 @@ fn classify(msg: &str, event: Option<&str>) -> AgentKind {
     }
     if msg == "got uevent message" {
         if let Some(ev) = event {
-            let (action, devpath, subsystem) = uevent_fields(ev).unwrap_or_else(|| {
-                (
-                    debug_field(ev, &ACTION).unwrap_or_default(),
-                    debug_field(ev, &DEVPATH).unwrap_or_default(),
-                    debug_field(ev, &SUBSYSTEM).unwrap_or_default(),
-                )
-            });
+            let devpath = debug_field(ev, &DEVPATH).unwrap_or_default();
+            let subsystem = debug_field(ev, &SUBSYSTEM).unwrap_or_default();
             return AgentKind::Uevent {
-                action: UeventAction::parse(action),
+                action: UeventAction::parse(debug_field(ev, &ACTION).unwrap_or_default()),
                 memory: subsystem == "memory" || devpath.starts_with("/devices/system/memory/"),
                 bdf: devpath_bdf(devpath).map(str::to_string),
             };
         }
     }
     AgentKind::Other
-}
-
-/// For fuzzing ([`crate::journal::fast_paths_agree`]): `Err` when [`uevent_fields`] reads
-/// `ev` and gives other fields than [`debug_field`] finds.
-pub(crate) fn uevent_fields_agree(ev: &str) -> Result<(), String> {
-    if let Some(fast) = uevent_fields(ev) {
-        let search = |f: &Finder| debug_field(ev, f).unwrap_or_default();
-        let slow = (search(&ACTION), search(&DEVPATH), search(&SUBSYSTEM));
-        if fast != slow {
-            return Err(format!("uevent: {fast:?} != {slow:?}"));
-        }
-    }
-    Ok(())
-}
-
-/// The kata-agent's own rendering of a uevent, read field by field in one pass: `Uevent {
-/// action: "…", devpath: "…", devname: "…", subsystem: "…"` and the rest, each value free
-/// of spaces, quotes and backslashes. Then no field's name can occur inside a value, so the
-/// (action, devpath, subsystem) it returns are what [`debug_field`] finds for each name;
-/// `None` for any other text, which [`debug_field`] reads.
-fn uevent_fields(ev: &str) -> Option<(&str, &str, &str)> {
-    let mut rest = ev.strip_prefix("Uevent { ")?;
-    let mut value = |name: &str| -> Option<&str> {
-        let r = rest.strip_prefix(name)?.strip_prefix(": \"")?;
-        let end = r
-            .bytes()
-            .position(|c| matches!(c, b'"' | b'\\' | b' '))
-            .filter(|&e| r.as_bytes().get(e) == Some(&b'"'))?;
-        let v = r.get(..end)?;
-        rest = r.get(end + 1..)?.strip_prefix(", ").unwrap_or("");
-        Some(v)
-    };
-    let action = value("action")?;
-    let devpath = value("devpath")?;
-    value("devname")?;
-    let subsystem = value("subsystem")?;
-    Some((action, devpath, subsystem))
 }
 
 type Finder = LazyLock<memchr::memmem::Finder<'static>>;
@@ -597,80 +555,6 @@ mod tests {
         // and it reads the agent's own records
         let rec = r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","version":"0.1.0","source":"agent","name":"kata-agent","event":"Uevent { action: \"add\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\", seqnum: \"1379\", interface: \"\" }"}"#;
         assert!(flat(rec).is_some());
-    }
-
-    /// The one-pass uevent reader gives what the search for each field's name gives,
-    /// whenever it reads a rendering at all; it reads the agent's own.
-    #[test]
-    fn uevent_fields_are_what_the_field_search_finds() {
-        use proptest::prelude::*;
-        let value = prop_oneof![
-            Just(String::new()),
-            Just("add".to_string()),
-            Just("/devices/system/memory/memory176".to_string()),
-            Just("/devices/pci0000:00/0000:00:0a.0/0000:07:00.0".to_string()),
-            Just("subsystem: \"".to_string()),
-            Just("devpath: \"x".to_string()),
-            Just("a\\\"b".to_string()),
-            "[a-z:/ \"\\\\.,]{0,10}",
-        ];
-        let name = prop_oneof![
-            Just("action"),
-            Just("devpath"),
-            Just("devname"),
-            Just("subsystem"),
-            Just("seqnum"),
-            Just("x"),
-        ];
-        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(4000));
-        runner
-            .run(
-                &(
-                    prop::collection::vec((name, value), 0..6),
-                    any::<bool>(),
-                    any::<bool>(),
-                ),
-                |(fields, canonical, close)| {
-                    let names = ["action", "devpath", "devname", "subsystem", "seqnum"];
-                    let body: Vec<String> = fields
-                        .iter()
-                        .enumerate()
-                        .map(|(i, (n, v))| {
-                            let n = if canonical {
-                                names.get(i).unwrap_or(n)
-                            } else {
-                                n
-                            };
-                            format!("{n}: \"{v}\"")
-                        })
-                        .collect();
-                    let ev = format!(
-                        "Uevent {{ {}{}",
-                        body.join(", "),
-                        if close { " }" } else { "" }
-                    );
-                    if let Some((a, d, s)) = uevent_fields(&ev) {
-                        let search = |f: &Finder| debug_field(&ev, f).unwrap_or_default();
-                        prop_assert_eq!(
-                            (a, d, s),
-                            (search(&ACTION), search(&DEVPATH), search(&SUBSYSTEM)),
-                            "{}",
-                            ev
-                        );
-                    }
-                    Ok(())
-                },
-            )
-            .unwrap();
-        let agent = r#"Uevent { action: "bind", devpath: "/devices/pci0000:00/0000:00:0a.0/0000:07:00.0", devname: "", subsystem: "pci", seqnum: "1379", interface: "" }"#;
-        assert_eq!(
-            uevent_fields(agent),
-            Some((
-                "bind",
-                "/devices/pci0000:00/0000:00:0a.0/0000:07:00.0",
-                "pci"
-            ))
-        );
     }
 
     #[test]

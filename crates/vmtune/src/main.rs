@@ -54,12 +54,6 @@ enum Command {
     Cdi(cmd::cdi::Args),
 }
 
-/// mimalloc instead of the C library's allocator: `boot analyze --all` makes and frees
-/// millions of small values across threads (one event per journal line), where it is
-/// faster (whole-process figures in the README's performance section).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
