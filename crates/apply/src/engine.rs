@@ -338,6 +338,21 @@ pub fn hugepage_demand(plan: &Plan) -> Result<Vec<(u32, u64)>> {
     }
 }
 
+/// The sysfs directory of `node`'s pool of `size` kB pages; refused when the host has none.
+fn pool_dir(paths: &HostPaths, node: u32, size: u64) -> Result<PathBuf> {
+    let dir = paths.sys_root.join(format!(
+        "devices/system/node/node{node}/hugepages/hugepages-{size}kB"
+    ));
+    if dir.is_dir() {
+        Ok(dir)
+    } else {
+        Err(ApplyError::Refused(format!(
+            "no {size} kB hugepages on NUMA node {node} ({} does not exist)",
+            dir.display()
+        )))
+    }
+}
+
 fn hugepage_steps(
     plan: &Plan,
     paths: &HostPaths,
@@ -346,15 +361,7 @@ fn hugepage_steps(
     let size = plan.memory.hugepage_size_kb;
     let mut out = Vec::new();
     for (node, pages) in hugepage_demand(plan)? {
-        let dir = paths.sys_root.join(format!(
-            "devices/system/node/node{node}/hugepages/hugepages-{size}kB"
-        ));
-        if !dir.is_dir() {
-            return Err(ApplyError::Refused(format!(
-                "no {size} kB hugepages on NUMA node {node} ({} does not exist)",
-                dir.display()
-            )));
-        }
+        let dir = pool_dir(paths, node, size)?;
         let pool = Pool::read(&dir)?;
         // pages mappings reserved but have not touched are counted free: not the VM's
         let resv_file = paths.sys_root.join(format!(
@@ -392,6 +399,47 @@ fn hugepage_steps(
         });
     }
     Ok(out)
+}
+
+/// The hugepages phase with a running QEMU: its guest RAM was allocated when it started, so
+/// no pool is changed (pages added now could not become that VM's); the notes say what the
+/// QEMU holds against what the plan asks, and how to reserve pages before a start.
+fn running_qemu_hugepages(plan: &Plan, paths: &HostPaths, pid: i32) -> Result<Vec<String>> {
+    let demand = hugepage_demand(plan)?;
+    if demand.is_empty() {
+        return Ok(Vec::new());
+    }
+    let size = plan.memory.hugepage_size_kb;
+    for (node, _) in &demand {
+        pool_dir(paths, *node, size)?;
+    }
+    let want: u64 = demand.iter().map(|(_, p)| p).sum();
+    let held = proc::hugetlb_held(&paths.proc_root, pid, size)?;
+    let list = |v: &mut dyn Iterator<Item = (u32, u64)>| {
+        v.map(|(n, p)| format!("{p} on node {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let faulted = if held.faulted.is_empty() {
+        "none touched yet".to_string()
+    } else {
+        format!(
+            "touched: {}",
+            list(&mut held.faulted.iter().map(|(n, p)| (*n, *p)))
+        )
+    };
+    let mut notes = vec![format!(
+        "hugepages: QEMU {pid} is running, its guest RAM allocated when it started: pools left alone (to reserve pages for a VM, apply with `--only hugepages` before QEMU starts, as the libvirt hook's prepare does); it holds {} pages of {size} kB ({faulted}), the plan asks for {want} ({})",
+        held.pages,
+        list(&mut demand.iter().copied())
+    )];
+    if held.pages < want {
+        notes.push(format!(
+            "hugepages: QEMU {pid} holds {} of the {want} {size} kB pages the plan asks for: the rest of its guest RAM is on other pages",
+            held.pages
+        ));
+    }
+    Ok(notes)
 }
 
 fn read_num(p: &Path) -> Result<u64> {
@@ -483,23 +531,35 @@ pub fn plan_steps(
     }
     let mut notes = Vec::new();
     let mut steps = Vec::new();
-    if opts.phases.hugepages {
-        steps.extend(hugepage_steps(plan, paths, &mut notes)?);
-    }
-    let threads = if opts.phases.threads || opts.phases.shield || opts.phases.irqs {
-        match qemu {
-            Some(QemuRef::Qmp(sock)) => Some(qemu::threads_from_qmp(
-                &paths.proc_root,
-                sock,
-                opts.qmp_timeout,
-            )?),
-            Some(QemuRef::Pid(pid)) => Some(qemu::threads_from_proc(&paths.proc_root, *pid)?),
-            None => None,
-        }
-    } else {
-        None
-    };
+    // a running QEMU's guest RAM is allocated (and its hugepages reserved) when QEMU starts:
+    // the pools are for a VM about to start, so with a QEMU they are only checked
+    let qmp_pid_for_pages = opts.phases.hugepages && matches!(qemu, Some(QemuRef::Qmp(_)));
+    let threads =
+        if opts.phases.threads || opts.phases.shield || opts.phases.irqs || qmp_pid_for_pages {
+            match qemu {
+                Some(QemuRef::Qmp(sock)) => Some(qemu::threads_from_qmp(
+                    &paths.proc_root,
+                    sock,
+                    opts.qmp_timeout,
+                )?),
+                Some(QemuRef::Pid(pid)) => Some(qemu::threads_from_proc(&paths.proc_root, *pid)?),
+                None => None,
+            }
+        } else {
+            None
+        };
     let pid = threads.as_ref().map(|t| t.pid);
+    if opts.phases.hugepages {
+        match qemu {
+            Some(QemuRef::Pid(p)) => notes.extend(running_qemu_hugepages(plan, paths, *p)?),
+            Some(QemuRef::Qmp(_)) => {
+                if let Some(p) = pid {
+                    notes.extend(running_qemu_hugepages(plan, paths, p)?);
+                }
+            }
+            None => steps.extend(hugepage_steps(plan, paths, &mut notes)?),
+        }
+    }
     if opts.phases.threads {
         match &threads {
             Some(t) => {
@@ -609,7 +669,7 @@ pub fn apply(plan: &Plan, qemu: Option<&QemuRef>, opts: &ApplyOptions) -> Result
     // pages to add until the apply is journaled and done: two applies with different
     // journals would otherwise both grow the pool from the same count (one VM's pages lost,
     // and each restore giving back pages the other counted)
-    let pools = if opts.dry_run || !opts.phases.hugepages {
+    let pools = if opts.dry_run || !opts.phases.hugepages || qemu.is_some() {
         Vec::new()
     } else {
         lock_pools(plan, &opts.paths, opts.lock_wait)?
@@ -1230,6 +1290,71 @@ mod tests {
             proptest::prop_assert_eq!(r.failed, 0);
             proptest::prop_assert_eq!(read_trim(&nr).unwrap(), total.to_string());
         }
+    }
+
+    /// With a running QEMU (its guest RAM allocated when it started) the hugepages phase
+    /// changes no pool, whatever the pool holds, and says what the QEMU holds against the
+    /// plan; a QEMU that is gone is refused with nothing changed.
+    #[test]
+    fn a_running_qemu_gets_no_pool_change_only_a_note() {
+        let smaps = |kb: u64| {
+            format!(
+                "7f3a40000000-7f3a44000000 rw-s 00000000 00:01 2048 /memfd:m0 (deleted)\nSize: {kb} kB\nKernelPageSize: 2048 kB\nVmFlags: rd wr sh ht\n"
+            )
+        };
+        for (total, free, held, want) in
+            [(0u64, 0u64, 32u64, 32u64), (32, 0, 32, 32), (40, 8, 16, 32)]
+        {
+            let (_d, mut o) = fake_host(total, free);
+            let nr = o
+                .paths
+                .sys_root
+                .join("devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages");
+            let pid_dir = o.paths.proc_root.join("4242");
+            std::fs::create_dir_all(&pid_dir).unwrap();
+            std::fs::write(pid_dir.join("smaps"), smaps(held * 2048)).unwrap();
+            std::fs::write(
+                pid_dir.join("numa_maps"),
+                format!("7f3a40000000 bind:0 file=/memfd:m0 huge dirty={held} N0={held} kernelpagesize_kB=2048\n"),
+            )
+            .unwrap();
+            o.phases = Phases {
+                hugepages: true,
+                ..Phases::NONE
+            };
+            let rep = apply(&plan_with_pages(want), Some(&QemuRef::Pid(4242)), &o).unwrap();
+            assert!(rep.steps.is_empty(), "{:?}", rep.steps);
+            assert_eq!(read_trim(&nr).unwrap(), total.to_string());
+            let first = rep.notes.first().cloned().unwrap_or_default();
+            assert!(
+                first.contains("QEMU 4242 is running")
+                    && first.contains(&format!(
+                        "it holds {held} pages of 2048 kB (touched: {held} on node 0)"
+                    ))
+                    && first.contains(&format!("the plan asks for {want} ({want} on node 0)")),
+                "{first}"
+            );
+            let short = rep
+                .notes
+                .iter()
+                .any(|n| n.contains(&format!("holds {held} of the {want}")));
+            assert_eq!(short, held < want, "{:?}", rep.notes);
+            let _ = std::fs::remove_file(&o.journal);
+        }
+        let (_d, mut o) = fake_host(0, 0);
+        o.phases = Phases {
+            hugepages: true,
+            ..Phases::NONE
+        };
+        let e = apply(&plan_with_pages(4), Some(&QemuRef::Pid(4243)), &o).unwrap_err();
+        assert!(e.to_string().contains("4243"), "{e}");
+        assert!(!o.journal.exists());
+        // a node the host lacks is refused as without a QEMU
+        let mut p = plan_with_pages(4);
+        p.memory.host_nodes = vec![5];
+        let e = apply(&p, Some(&QemuRef::Pid(4243)), &o).unwrap_err();
+        assert!(e.to_string().contains("NUMA node 5"), "{e}");
+        assert!(!o.journal.exists());
     }
 
     /// The pool is read under its lock: an apply waits while another holds the pool, and

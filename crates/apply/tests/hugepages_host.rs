@@ -354,3 +354,65 @@ fn a_restore_while_the_vm_runs_keeps_its_pages_until_it_stops() {
     assert_eq!(persistent(), p0);
     assert_eq!(read("surplus_hugepages"), 0);
 }
+
+/// `vmtune apply PLAN --pid QEMU` for a VM that is already running: its guest RAM (here 4
+/// pages mapped and touched, plus 2 mapped and not touched yet, as a hugetlbfs backend
+/// without prealloc leaves them) was allocated at its start, so the apply changes no pool —
+/// however few pages are free — and reports what the process holds, read from its own
+/// smaps and numa_maps. Before this, it added the plan's pages a second time.
+#[test]
+fn an_apply_to_a_running_vm_reserves_nothing_more() {
+    if !host_ok() {
+        return;
+    }
+    let _host = testkit::host_lock();
+    if !quiet_pool() {
+        return;
+    }
+    let p0 = persistent();
+    let avail0 = available();
+    let dir = tempfile::tempdir().unwrap();
+    let (jp, ja) = (
+        dir.path().join("prepare.journal"),
+        dir.path().join("apply.journal"),
+    );
+    let _g = Guard(vec![jp.clone(), ja.clone()]);
+    // every free page and 6 more, so nothing is left free for a second reservation
+    prepare(&jp, avail0 + 6);
+    let touched = Vm::start(avail0 + 4);
+    // reserved by the mapping, not faulted in
+    use rustix::mm::{mmap_anonymous, MapFlags, ProtFlags};
+    // SAFETY: a fresh anonymous mapping, never touched, unmapped below
+    let untouched = unsafe {
+        mmap_anonymous(
+            std::ptr::null_mut(),
+            2 * PAGE,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::HUGETLB | MapFlags::HUGE_2MB,
+        )
+    }
+    .expect("2 reserved hugepages");
+    let before = pool_now();
+    let mut o = ApplyOptions::new(&ja);
+    o.phases = Phases {
+        hugepages: true,
+        ..Phases::NONE
+    };
+    let me = std::process::id() as i32;
+    let rep = apply::apply(&plan(avail0 + 6), Some(&apply::QemuRef::Pid(me)), &o).unwrap();
+    assert!(rep.steps.is_empty(), "{:#?}", rep.steps);
+    assert_eq!(pool_now(), before, "the pool was changed");
+    let note = rep.notes.first().cloned().unwrap_or_default();
+    assert!(
+        note.contains(&format!("QEMU {me} is running"))
+            && note.contains(&format!("it holds {} pages of 2048 kB", avail0 + 6))
+            && note.contains(&format!("the plan asks for {}", avail0 + 6)),
+        "{note}"
+    );
+    // SAFETY: the mapping made above
+    let _ = unsafe { rustix::mm::munmap(untouched, 2 * PAGE) };
+    drop(touched);
+    release(&ja);
+    assert_eq!(given_back(&release(&jp)), 6);
+    assert_eq!(persistent(), p0);
+}

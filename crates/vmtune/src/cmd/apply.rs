@@ -11,9 +11,12 @@ use apply::{ApplyOptions, Phases, QemuRef, StepReport};
 
 use super::common::print_json;
 
-/// Apply a plan to a running QEMU: pin its threads, route IRQs, shield the guest CPUs and
-/// reserve hugepages. Every change is written to a journal (fsync'd before the change, with the
-/// previous value) so `vmtune restore` can undo it exactly — also after a crash or kill -9.
+/// Apply a plan to a running QEMU: pin its threads, route IRQs, shield the guest CPUs. Hugepages
+/// are reserved for a VM about to start (`--only hugepages` without a QEMU, before it starts);
+/// with a running QEMU, whose guest RAM is already allocated, the pools are left alone and the
+/// notes say how many pages it holds. Every change is written to a journal (fsync'd before the
+/// change, with the previous value) so `vmtune restore` can undo it exactly — also after a
+/// crash or kill -9.
 ///
 /// Example: `vmtune plan --vcpus 4 --memory 8G --json > plan.json;
 /// vmtune apply plan.json --qmp /run/vm.qmp --dry-run`
