@@ -95,6 +95,32 @@ fn quiet_pool() -> bool {
     true
 }
 
+/// What every test here starts from: the host lock held, a quiet pool, its persistent and
+/// available pages, and a directory for the journals; `None` (a named skip) when the host
+/// cannot run it.
+struct Start {
+    _host: testkit::HostLock,
+    p0: u64,
+    avail0: u64,
+    dir: tempfile::TempDir,
+}
+
+fn start() -> Option<Start> {
+    if !host_ok() {
+        return None;
+    }
+    let host = testkit::host_lock();
+    if !quiet_pool() {
+        return None;
+    }
+    Some(Start {
+        _host: host,
+        p0: persistent(),
+        avail0: available(),
+        dir: tempfile::tempdir().unwrap(),
+    })
+}
+
 /// A VM's guest RAM: `n` 2 MiB pages, each touched (faulted in), unmapped on drop.
 struct Vm {
     ptr: *mut std::ffi::c_void,
@@ -224,13 +250,8 @@ fn freed_and_in_use(r: &RestoreReport) -> (u64, u64) {
 /// Start A (it takes every available page and adds 6), then B (adds 4), then stop and
 /// release them: A first (start order) or B first.
 fn two_vms(a_first: bool) {
-    let _host = testkit::host_lock();
-    if !quiet_pool() {
-        return;
-    }
-    let p0 = persistent();
-    let avail0 = available();
-    let dir = tempfile::tempdir().unwrap();
+    let Some(st) = start() else { return };
+    let (p0, avail0, dir) = (st.p0, st.avail0, &st.dir);
     let (ja, jb) = (dir.path().join("a.journal"), dir.path().join("b.journal"));
     let _g = Guard(vec![ja.clone(), jb.clone()]);
 
@@ -270,32 +291,20 @@ fn two_vms(a_first: bool) {
 
 #[test]
 fn two_vms_released_in_start_order() {
-    if host_ok() {
-        two_vms(true);
-    }
+    two_vms(true);
 }
 
 #[test]
 fn two_vms_released_in_reverse_order() {
-    if host_ok() {
-        two_vms(false);
-    }
+    two_vms(false);
 }
 
 /// Someone reserves pages for their own use while a VM runs (an operator's `echo`, a DPDK
 /// setup script): the VM's release leaves them in the pool.
 #[test]
 fn pages_reserved_by_someone_else_meanwhile_stay() {
-    if !host_ok() {
-        return;
-    }
-    let _host = testkit::host_lock();
-    if !quiet_pool() {
-        return;
-    }
-    let p0 = persistent();
-    let avail0 = available();
-    let dir = tempfile::tempdir().unwrap();
+    let Some(st) = start() else { return };
+    let (p0, avail0, dir) = (st.p0, st.avail0, &st.dir);
     let ja = dir.path().join("a.journal");
     let _g = Guard(vec![ja.clone()]);
     prepare(&ja, avail0 + 6);
@@ -329,16 +338,8 @@ fn pages_reserved_by_someone_else_meanwhile_stay() {
 /// many are still in use.
 #[test]
 fn a_restore_while_the_vm_runs_keeps_its_pages_until_it_stops() {
-    if !host_ok() {
-        return;
-    }
-    let _host = testkit::host_lock();
-    if !quiet_pool() {
-        return;
-    }
-    let p0 = persistent();
-    let avail0 = available();
-    let dir = tempfile::tempdir().unwrap();
+    let Some(st) = start() else { return };
+    let (p0, avail0, dir) = (st.p0, st.avail0, &st.dir);
     let ja = dir.path().join("a.journal");
     let _g = Guard(vec![ja.clone()]);
     prepare(&ja, avail0 + 6);
@@ -362,16 +363,8 @@ fn a_restore_while_the_vm_runs_keeps_its_pages_until_it_stops() {
 /// smaps and numa_maps. Before this, it added the plan's pages a second time.
 #[test]
 fn an_apply_to_a_running_vm_reserves_nothing_more() {
-    if !host_ok() {
-        return;
-    }
-    let _host = testkit::host_lock();
-    if !quiet_pool() {
-        return;
-    }
-    let p0 = persistent();
-    let avail0 = available();
-    let dir = tempfile::tempdir().unwrap();
+    let Some(st) = start() else { return };
+    let (p0, avail0, dir) = (st.p0, st.avail0, &st.dir);
     let (jp, ja) = (
         dir.path().join("prepare.journal"),
         dir.path().join("apply.journal"),
