@@ -415,23 +415,15 @@ fn running_qemu_hugepages(plan: &Plan, paths: &HostPaths, pid: i32) -> Result<Ve
     }
     let want: u64 = demand.iter().map(|(_, p)| p).sum();
     let held = proc::hugetlb_held(&paths.proc_root, pid, size)?;
-    let list = |v: &mut dyn Iterator<Item = (u32, u64)>| {
-        v.map(|(n, p)| format!("{p} on node {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let faulted = if held.faulted.is_empty() {
         "none touched yet".to_string()
     } else {
-        format!(
-            "touched: {}",
-            list(&mut held.faulted.iter().map(|(n, p)| (*n, *p)))
-        )
+        format!("touched: {}", per_node(held.faulted.clone()))
     };
     let mut notes = vec![format!(
         "hugepages: QEMU {pid} is running, its guest RAM allocated when it started: pools left alone (to reserve pages for a VM, apply with `--only hugepages` before QEMU starts, as the libvirt hook's prepare does); it holds {} pages of {size} kB ({faulted}), the plan asks for {want} ({})",
         held.pages,
-        list(&mut demand.iter().copied())
+        per_node(demand.iter().copied())
     )];
     if held.pages < want {
         notes.push(format!(
@@ -440,6 +432,15 @@ fn running_qemu_hugepages(plan: &Plan, paths: &HostPaths, pid: i32) -> Result<Ve
         ));
     }
     Ok(notes)
+}
+
+/// `32 on node 0, 16 on node 1`.
+fn per_node(pages: impl IntoIterator<Item = (u32, u64)>) -> String {
+    pages
+        .into_iter()
+        .map(|(n, p)| format!("{p} on node {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn read_num(p: &Path) -> Result<u64> {
