@@ -415,10 +415,10 @@ fn running_qemu_hugepages(plan: &Plan, paths: &HostPaths, pid: i32) -> Result<Ve
     }
     let want: u64 = demand.iter().map(|(_, p)| p).sum();
     let held = proc::hugetlb_held(&paths.proc_root, pid, size)?;
-    let faulted = if held.faulted.is_empty() {
-        "none touched yet".to_string()
-    } else {
-        format!("touched: {}", per_node(held.faulted.clone()))
+    let faulted = match &held.faulted {
+        None => "which nodes hold them is not known: no numa_maps".to_string(),
+        Some(f) if f.is_empty() => "none touched yet".to_string(),
+        Some(f) => format!("touched: {}", per_node(f.clone())),
     };
     let mut notes = vec![format!(
         "hugepages: QEMU {pid} is running, its guest RAM allocated when it started: pools left alone (to reserve pages for a VM, apply with `--only hugepages` before QEMU starts, as the libvirt hook's prepare does); it holds {} pages of {size} kB ({faulted}), the plan asks for {want} ({})",
@@ -1347,6 +1347,17 @@ mod tests {
             hugepages: true,
             ..Phases::NONE
         };
+        // a kernel without numa_maps: the pages, and the nodes said to be unknown
+        let pid_dir = o.paths.proc_root.join("4244");
+        std::fs::create_dir_all(&pid_dir).unwrap();
+        std::fs::write(pid_dir.join("smaps"), smaps(4 * 2048)).unwrap();
+        let rep = apply(&plan_with_pages(4), Some(&QemuRef::Pid(4244)), &o).unwrap();
+        assert!(
+            rep.notes[0].contains("holds 4 pages of 2048 kB (which nodes hold them is not known"),
+            "{:?}",
+            rep.notes
+        );
+        std::fs::remove_file(&o.journal).unwrap();
         let e = apply(&plan_with_pages(4), Some(&QemuRef::Pid(4243)), &o).unwrap_err();
         assert!(e.to_string().contains("4243"), "{e}");
         assert!(!o.journal.exists());

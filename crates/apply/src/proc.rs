@@ -168,11 +168,11 @@ pub fn online_cpus(sys_root: &Path) -> Result<CpuSet> {
 
 /// The hugepages of one size a process holds: pages in its hugetlb mappings of that size
 /// (reserved when mapped, whether touched yet or not), and of those the pages already
-/// faulted in, per NUMA node.
+/// faulted in, per NUMA node (`None` where the kernel has no `numa_maps` to say).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HugetlbHeld {
     pub pages: u64,
-    pub faulted: std::collections::BTreeMap<u32, u64>,
+    pub faulted: Option<std::collections::BTreeMap<u32, u64>>,
 }
 
 /// Pages of `size_kb` in the hugetlb mappings of a `/proc/PID/smaps` text: each mapping
@@ -233,10 +233,10 @@ pub fn hugetlb_held(proc_root: &Path, pid: i32, size_kb: u64) -> Result<HugetlbH
     let dir = proc_root.join(pid.to_string());
     let smaps = read_trim(&dir.join("smaps"))?;
     // numa_maps is absent on kernels without NUMA: no node split then
-    let numa = read_trim(&dir.join("numa_maps")).unwrap_or_default();
+    let numa = read_trim(&dir.join("numa_maps")).ok();
     Ok(HugetlbHeld {
         pages: parse_smaps_hugetlb(&smaps, size_kb),
-        faulted: parse_numa_maps_hugetlb(&numa, size_kb),
+        faulted: numa.map(|n| parse_numa_maps_hugetlb(&n, size_kb)),
     })
 }
 
@@ -308,10 +308,11 @@ VmFlags: rd wr mr mw me ac sd hg
         std::fs::write(d.path().join("77/smaps"), SMAPS).unwrap();
         // without numa_maps (a kernel without NUMA): the pages, no node split
         let h = hugetlb_held(d.path(), 77, 2048).unwrap();
-        assert_eq!((h.pages, h.faulted.len()), (32, 0));
+        assert_eq!((h.pages, h.faulted), (32, None));
         std::fs::write(d.path().join("77/numa_maps"), NUMA_MAPS).unwrap();
         let h = hugetlb_held(d.path(), 77, 2048).unwrap();
-        assert_eq!((h.pages, h.faulted.get(&1).copied()), (32, Some(16)));
+        assert_eq!(h.pages, 32);
+        assert_eq!(h.faulted, Some(std::collections::BTreeMap::from([(1, 16)])));
         assert!(hugetlb_held(d.path(), 78, 2048).is_err());
     }
 
