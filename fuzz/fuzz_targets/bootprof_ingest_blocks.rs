@@ -2,7 +2,8 @@
 // Differential: the block-scanning readers (parallel `read_slice_with`, small-buffer `read`)
 // must give exactly the `Ingest` of the one-buffer stream (`ingest_bytes`) on any bytes. The
 // first four bytes pick the block size, the thread count, the buffer size and `--sandbox`.
-// Also the byte-level console census that picks the sandbox to parse without `--sandbox`.
+// Also the byte-level console census that picks the sandbox to parse without `--sandbox`,
+// and the unpacking of compressed input.
 // Run with `-- -detect_leaks=0`: LeakSanitizer reports glibc's thread-exit bookkeeping of
 // the scanning threads (32 bytes from __cxa_thread_atexit_impl) as a leak.
 use std::io::BufReader;
@@ -43,4 +44,13 @@ fuzz_target!(|data: &[u8]| {
     let mut census = bootprof::ingest::Census::default();
     census.add(rest);
     let _ = census.busiest();
+    // compressed input (gzip, bzip2), told by its first bytes: unpacked or refused, never a
+    // panic; plain bytes come back untouched
+    match bootprof::ingest::unpack(rest) {
+        Ok(bootprof::ingest::Unpacked::Text(t)) => {
+            let _ = Ingester::new(Options::default()).read("fuzz", t);
+        }
+        Ok(bootprof::ingest::Unpacked::Plain(r)) => assert_eq!(r, rest, "plain input consumed"),
+        Err(_) => {}
+    }
 });

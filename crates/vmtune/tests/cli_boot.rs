@@ -99,6 +99,47 @@ fn analyze_bad_input_exits_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no boot events"));
 }
 
+/// A rotated, gzip'd journal (`containerd.log.1.gz`) is read as its text, by path and on
+/// stdin; a cut one is refused in one line naming it.
+#[test]
+fn analyze_reads_a_gzipped_journal() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = fixture("run2-containerd.journal");
+    let text = std::fs::read(&plain).unwrap();
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(&text).unwrap();
+    let gz = e.finish().unwrap();
+    let gz_path = dir.path().join("containerd.log.1.gz");
+    std::fs::write(&gz_path, &gz).unwrap();
+    let gz_path = gz_path.to_str().unwrap();
+    // the report names its inputs (`FILE:LINE`); everything else must be the same
+    let strip = |v: serde_json::Value, name: &str| v.to_string().replace(name, "INPUT");
+    let want = strip(ok_json(&["boot", "analyze", &plain, "--json"]), &plain);
+    assert_eq!(
+        strip(ok_json(&["boot", "analyze", gz_path, "--json"]), gz_path),
+        want
+    );
+    // on stdin (read once: no census of the other sandboxes), as the plain text on stdin
+    let stdin = |f: &str| {
+        let out = vmtune()
+            .args(["boot", "analyze", "-", "--json"])
+            .stdin(std::fs::File::open(f).unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(stdin(gz_path), stdin(&plain));
+    let cut = dir.path().join("cut.gz");
+    std::fs::write(&cut, &gz[..gz.len() / 2]).unwrap();
+    fails_with(&["boot", "analyze", cut.to_str().unwrap()], "cut.gz");
+}
+
 /// `vmtune boot estimate --json` for the Kata GPU boot study's 7 GPUs and 110 GiB, plus `extra`.
 fn seed_estimate(extra: &[&str]) -> serde_json::Value {
     let mut args = vec![
