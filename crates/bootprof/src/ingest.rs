@@ -438,40 +438,11 @@ impl Ingester {
     /// byte-level prefilter (a line is copied only when it straddles two fills), and only
     /// the lines it keeps reach the parsers. Memory stays bounded by the reader's buffer and
     /// the longest line (plus the events): this is the path for stdin and pipes.
-    pub fn read<R: BufRead>(&mut self, name: &str, mut r: R) -> std::io::Result<()> {
+    pub fn read<R: BufRead>(&mut self, name: &str, r: R) -> std::io::Result<()> {
         let file = self.add_file(name);
         let pre = Prefilter::new(self.opts.want());
         let mut at = Position::default();
-        let mut carry: Vec<u8> = Vec::new();
-        loop {
-            let buf = r.fill_buf()?;
-            if buf.is_empty() {
-                break;
-            }
-            let len = buf.len();
-            let mut rest = buf;
-            if !carry.is_empty() {
-                let Some(nl) = memchr::memchr(b'\n', buf) else {
-                    carry.extend_from_slice(buf);
-                    r.consume(len);
-                    continue;
-                };
-                let (head, tail) = buf.split_at(nl + 1);
-                carry.extend_from_slice(head);
-                let l = std::mem::take(&mut carry);
-                self.block(&pre, file, &mut at, &l);
-                rest = tail;
-            }
-            let whole = memchr::memrchr(b'\n', rest).map_or(0, |i| i + 1);
-            let (lines, partial) = rest.split_at(whole);
-            self.block(&pre, file, &mut at, lines);
-            carry.extend_from_slice(partial);
-            r.consume(len);
-        }
-        if !carry.is_empty() {
-            self.block(&pre, file, &mut at, &carry);
-        }
-        Ok(())
+        line_blocks_of(r, |lines| self.block(&pre, file, &mut at, lines))
     }
 
     /// Read an input held in memory in full (a memory-mapped file, a buffer), scanning
@@ -575,32 +546,18 @@ impl Ingester {
         });
     }
 
-    /// Read a file by path: a regular file is memory-mapped and read with
+    /// Read a file by path: a large regular file is memory-mapped and read with
     /// [`Ingester::read_slice`]; anything else (a pipe, a FIFO, a character device, `/proc`
-    /// files, small files) is streamed with [`Ingester::read`]. `name` is how the file is
-    /// reported.
+    /// files, small files, compressed input) is streamed with [`Ingester::read`]. `name` is
+    /// how the file is reported.
     pub fn read_path(&mut self, name: &str, path: &Path) -> std::io::Result<()> {
-        let f = File::open(path)?;
-        let meta = f.metadata()?;
-        let r = match unpack(BufReader::with_capacity(STREAM_BUF_BYTES, f))? {
-            // a rotated journal or a log bundle (`.gz`, `.bz2`): streamed as it is unpacked
-            Unpacked::Text(text) => return self.read(name, text),
-            // its first buffer is read: the stream goes on from there, a map from the start
-            Unpacked::Plain(r) => r,
-        };
-        if meta.is_file() && meta.len() >= MMAP_MIN_BYTES {
-            // SAFETY: the map is only read, as bytes, while `map` lives in this function. If
-            // another process truncates the file meanwhile, reading the lost pages raises
-            // SIGBUS (as for ripgrep and other tools that map their input); appending to a
-            // journal while it is read is harmless (the map covers the length at open time).
-            if let Ok(map) = unsafe { memmap2::Mmap::map(r.get_ref()) } {
-                // a hint only: the scan reads each block once, front to back
-                let _ = map.advise(memmap2::Advice::Sequential);
+        match open_input(path)? {
+            Opened::Mapped(map) => {
                 self.read_slice(name, &map);
-                return Ok(());
+                Ok(())
             }
+            Opened::Stream(r) => self.read(name, r),
         }
-        self.read(name, r)
     }
 
     /// Scan one block of whole lines and feed its kept lines now.
@@ -1171,44 +1128,16 @@ impl Census {
             .collect();
     }
 
-    /// Count the lines of a file (memory-mapped when it is a large regular file; unpacked
-    /// a buffer of whole lines at a time when it is compressed).
+    /// Count the lines of a file: memory-mapped when it is a large regular file, else (small,
+    /// a pipe, compressed) a buffer of whole lines at a time.
     pub fn add_path(&mut self, path: &Path) -> std::io::Result<()> {
-        let f = File::open(path)?;
-        let meta = f.metadata()?;
-        let f = match unpack(BufReader::with_capacity(STREAM_BUF_BYTES, f))? {
-            Unpacked::Text(text) => return self.add_text(text),
-            Unpacked::Plain(r) => r.into_inner(),
-        };
-        if meta.is_file() && meta.len() >= MMAP_MIN_BYTES {
-            // SAFETY: as in `Ingester::read_path`: the map is only read, as bytes.
-            if let Ok(map) = unsafe { memmap2::Mmap::map(&f) } {
+        match open_input(path)? {
+            Opened::Mapped(map) => {
                 self.add(&map);
-                return Ok(());
+                Ok(())
             }
+            Opened::Stream(r) => line_blocks_of(r, |b| self.add(b)),
         }
-        self.add(&std::fs::read(path)?);
-        Ok(())
-    }
-
-    /// Count the lines of a stream, a buffer of whole lines at a time.
-    fn add_text(&mut self, mut text: impl BufRead) -> std::io::Result<()> {
-        let mut buf: Vec<u8> = Vec::new();
-        loop {
-            let chunk = text.fill_buf()?;
-            if chunk.is_empty() {
-                break;
-            }
-            buf.extend_from_slice(chunk);
-            let n = chunk.len();
-            text.consume(n);
-            if let Some(nl) = memchr::memrchr(b'\n', &buf) {
-                self.add(buf.get(..=nl).unwrap_or(&[]));
-                buf.drain(..=nl);
-            }
-        }
-        self.add(&buf);
-        Ok(())
     }
 
     /// The sandbox with the most guest console lines (the first of equals), if any has one.
@@ -1220,6 +1149,71 @@ impl Census {
             .max_by_key(|(_, n)| *n)
             .map(|(s, _)| s.as_str())
     }
+}
+
+/// Hand `f` a stream's text a block of whole lines at a time (the last block may lack its
+/// line end): each buffer fill as it is, except a line that straddles two fills, which is
+/// copied once and handed over alone.
+fn line_blocks_of<R: BufRead>(mut r: R, mut f: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let len = buf.len();
+        let mut rest = buf;
+        if !carry.is_empty() {
+            let Some(nl) = memchr::memchr(b'\n', buf) else {
+                carry.extend_from_slice(buf);
+                r.consume(len);
+                continue;
+            };
+            let (head, tail) = buf.split_at(nl + 1);
+            carry.extend_from_slice(head);
+            f(&std::mem::take(&mut carry));
+            rest = tail;
+        }
+        let whole = memchr::memrchr(b'\n', rest).map_or(0, |i| i + 1);
+        let (lines, partial) = rest.split_at(whole);
+        f(lines);
+        carry.extend_from_slice(partial);
+        r.consume(len);
+    }
+    if !carry.is_empty() {
+        f(&carry);
+    }
+    Ok(())
+}
+
+/// A file opened for reading: memory-mapped (a large regular file), or streamed (small
+/// files, pipes, FIFOs, `/proc` files, and compressed input, unpacked as it is read).
+enum Opened {
+    Mapped(memmap2::Mmap),
+    Stream(Box<dyn BufRead>),
+}
+
+fn open_input(path: &Path) -> std::io::Result<Opened> {
+    let f = File::open(path)?;
+    let meta = f.metadata()?;
+    let r = match unpack(BufReader::with_capacity(STREAM_BUF_BYTES, f))? {
+        // a rotated journal or a log bundle (`.gz`, `.bz2`)
+        Unpacked::Text(text) => return Ok(Opened::Stream(text)),
+        // its first buffer is read: a stream goes on from there, a map from the start
+        Unpacked::Plain(r) => r,
+    };
+    if meta.is_file() && meta.len() >= MMAP_MIN_BYTES {
+        // SAFETY: the map is only read, as bytes, while the caller holds it. If another
+        // process truncates the file meanwhile, reading the lost pages raises SIGBUS (as for
+        // ripgrep and other tools that map their input); appending to a journal while it is
+        // read is harmless (the map covers the length at open time).
+        if let Ok(map) = unsafe { memmap2::Mmap::map(r.get_ref()) } {
+            // a hint only: the scan reads each block once, front to back
+            let _ = map.advise(memmap2::Advice::Sequential);
+            return Ok(Opened::Mapped(map));
+        }
+    }
+    Ok(Opened::Stream(Box::new(r)))
 }
 
 /// An input as read: as it is, or the text of a compressed one.
@@ -1247,6 +1241,14 @@ pub fn unpack<'a, R: BufRead + 'a>(mut r: R) -> std::io::Result<Unpacked<'a, R>>
         )))
     } else {
         Unpacked::Plain(r)
+    })
+}
+
+/// A stream's text: [`unpack`]ed when compressed, else the stream itself (stdin).
+pub fn text_of<'a, R: BufRead + 'a>(r: R) -> std::io::Result<Box<dyn BufRead + 'a>> {
+    Ok(match unpack(r)? {
+        Unpacked::Text(text) => text,
+        Unpacked::Plain(r) => Box::new(r),
     })
 }
 

@@ -246,11 +246,8 @@ fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
         if name == "-" {
             // streamed: memory stays bounded by the buffer and the longest line
             let stdin = BufReader::with_capacity(1 << 20, std::io::stdin().lock());
-            match bootprof::ingest::unpack(stdin).context("reading stdin")? {
-                bootprof::ingest::Unpacked::Text(t) => ing.read("<stdin>", t),
-                bootprof::ingest::Unpacked::Plain(r) => ing.read("<stdin>", r),
-            }
-            .context("reading stdin")?;
+            let text = bootprof::ingest::text_of(stdin).context("reading stdin")?;
+            ing.read("<stdin>", text).context("reading stdin")?;
         } else {
             // regular files are memory-mapped and scanned on all CPUs; pipes are streamed
             ing.read_path(&name, f)
