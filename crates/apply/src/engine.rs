@@ -401,6 +401,13 @@ fn hugepage_steps(
     Ok(out)
 }
 
+/// Whether an apply grows hugepage pools: in the hugepages phase, for a VM about to start.
+/// A running QEMU's guest RAM was allocated (its hugepages reserved) when it started, so
+/// with one the pools are only checked ([`running_qemu_hugepages`]).
+fn reserves_pages(phases: &Phases, qemu: Option<&QemuRef>) -> bool {
+    phases.hugepages && qemu.is_none()
+}
+
 /// The hugepages phase with a running QEMU: its guest RAM was allocated when it started, so
 /// no pool is changed (pages added now could not become that VM's); the notes say what the
 /// QEMU holds against what the plan asks, and how to reserve pages before a start.
@@ -418,7 +425,7 @@ fn running_qemu_hugepages(plan: &Plan, paths: &HostPaths, pid: i32) -> Result<Ve
     let faulted = match &held.faulted {
         None => "which nodes hold them is not known: no numa_maps".to_string(),
         Some(f) if f.is_empty() => "none touched yet".to_string(),
-        Some(f) => format!("touched: {}", per_node(f.clone())),
+        Some(f) => format!("touched: {}", per_node(f.iter().map(|(n, p)| (*n, *p)))),
     };
     let mut notes = vec![format!(
         "hugepages: QEMU {pid} is running, its guest RAM allocated when it started: pools left alone (to reserve pages for a VM, apply with `--only hugepages` before QEMU starts, as the libvirt hook's prepare does); it holds {} pages of {size} kB ({faulted}), the plan asks for {want} ({})",
@@ -532,8 +539,7 @@ pub fn plan_steps(
     }
     let mut notes = Vec::new();
     let mut steps = Vec::new();
-    // a running QEMU's guest RAM is allocated (and its hugepages reserved) when QEMU starts:
-    // the pools are for a VM about to start, so with a QEMU they are only checked
+    // with a QMP socket, the hugepage check needs the QEMU's pid from it
     let qmp_pid_for_pages = opts.phases.hugepages && matches!(qemu, Some(QemuRef::Qmp(_)));
     let threads =
         if opts.phases.threads || opts.phases.shield || opts.phases.irqs || qmp_pid_for_pages {
@@ -550,15 +556,15 @@ pub fn plan_steps(
             None
         };
     let pid = threads.as_ref().map(|t| t.pid);
-    if opts.phases.hugepages {
-        match qemu {
-            Some(QemuRef::Pid(p)) => notes.extend(running_qemu_hugepages(plan, paths, *p)?),
-            Some(QemuRef::Qmp(_)) => {
-                if let Some(p) = pid {
-                    notes.extend(running_qemu_hugepages(plan, paths, p)?);
-                }
-            }
-            None => steps.extend(hugepage_steps(plan, paths, &mut notes)?),
+    if reserves_pages(&opts.phases, qemu) {
+        steps.extend(hugepage_steps(plan, paths, &mut notes)?);
+    } else if opts.phases.hugepages {
+        let running = match qemu {
+            Some(QemuRef::Pid(p)) => Some(*p),
+            _ => pid,
+        };
+        if let Some(p) = running {
+            notes.extend(running_qemu_hugepages(plan, paths, p)?);
         }
     }
     if opts.phases.threads {
@@ -670,7 +676,7 @@ pub fn apply(plan: &Plan, qemu: Option<&QemuRef>, opts: &ApplyOptions) -> Result
     // pages to add until the apply is journaled and done: two applies with different
     // journals would otherwise both grow the pool from the same count (one VM's pages lost,
     // and each restore giving back pages the other counted)
-    let pools = if opts.dry_run || !opts.phases.hugepages || qemu.is_some() {
+    let pools = if opts.dry_run || !reserves_pages(&opts.phases, qemu) {
         Vec::new()
     } else {
         lock_pools(plan, &opts.paths, opts.lock_wait)?
