@@ -55,6 +55,9 @@ const ENABLE_SLACK_NS: Nanos = NS_PER_S / 10;
 const LAST_GPU_HORIZON_NS: Nanos = 120 * NS_PER_S;
 /// RAM pins closer than this are one hotplug.
 const HOTPLUG_GAP_NS: Nanos = 5 * NS_PER_S;
+/// A GPU's VRAM (frame buffer) BAR is at least this large (256 MiB: BAR 1 of a GPU without
+/// resizable BAR); its register BARs are smaller (16–32 MiB).
+const VRAM_BAR_MIN: u64 = 256 << 20;
 
 /// A pin call of this VM, placed and classified.
 #[derive(Debug, Clone)]
@@ -89,6 +92,35 @@ pub struct Join {
     /// Indices into `pins` of the guest RAM hotplug's pin calls.
     pub hotplug: Vec<usize>,
     pub notes: Vec<String>,
+}
+
+impl Join {
+    /// How well this VM's pin calls fit its own boot, as (explained, unexplained) calls. A
+    /// call is explained where a QEMU pins: a GPU's BAR right after the guest enables that
+    /// GPU, guest RAM before the guest kernel starts (QEMU allocating it), or the RAM of a
+    /// hotplug the guest onlined memory after. Another VM's calls that a clock shift puts
+    /// inside this boot's window fit none of these.
+    pub fn fit(&self, f: &Facts, guest_boot: Option<Nanos>) -> (u64, u64) {
+        let onlined = !f.mem_uevents.is_empty() || f.rpc("online_cpu_mem").is_some();
+        let mut explained = 0u64;
+        for (i, p) in self.pins.iter().enumerate() {
+            let Some(s) = p.start else { continue };
+            let at_enable = p.kind == "bar"
+                && p.gpu.as_deref().is_some_and(|g| {
+                    f.enables.iter().any(|(b, e)| {
+                        b == g
+                            && s >= e.t.saturating_sub(ENABLE_SLACK_NS)
+                            && s <= e.t.saturating_add(2 * NS_PER_S)
+                    })
+                });
+            let ram = p.kind == "ram"
+                && (guest_boot.is_some_and(|b| s <= b) || (onlined && self.hotplug.contains(&i)));
+            if at_enable || ram {
+                explained += 1;
+            }
+        }
+        (explained, self.pins.len() as u64 - explained)
+    }
 }
 
 fn matches_bar(size: u64, bars: &[u64]) -> bool {
@@ -258,18 +290,12 @@ pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join 
     out.foreign_pids = foreign_pids;
 
     // ---- classify and assign ----------------------------------------------------------
-    let bars_of = |bdf: &str| -> Vec<u64> {
-        let own: Vec<u64> = f
-            .gpus
+    let own_bars = |bdf: &str| -> Vec<u64> {
+        f.gpus
             .iter()
             .filter(|g| g.bdf == bdf)
             .flat_map(|g| g.bars.iter().map(|b| b.1))
-            .collect();
-        if own.is_empty() {
-            all_bars.clone()
-        } else {
-            own
-        }
+            .collect()
     };
     // pins inside a GPU's window first: the BAR sizes and addresses they show let the pins
     // outside every window (a GPU whose enable the log missed, a BAR pinned again) be told
@@ -285,13 +311,20 @@ pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join 
             placed[k] = Some((bdf, "unknown"));
             continue;
         };
-        let bars = bdf.as_deref().map(&bars_of).unwrap_or_default();
-        let bar = match bars.iter().copied().max() {
-            Some(max) => {
-                matches_bar(size, &bars) || (size as f64 <= max as f64 * 1.01 && size >= max / 64)
-            }
-            // no BAR lines at all: a heavy pin while a GPU enables is its BAR
-            None => p.dur_s >= 0.5 || size >= 1 << 30,
+        let bar_like = |bars: &[u64]| {
+            bars.iter().copied().max().is_some_and(|max| {
+                matches_bar(size, bars) || (size as f64 <= max as f64 * 1.01 && size >= max / 64)
+            })
+        };
+        let own = bdf.as_deref().map(&own_bars).unwrap_or_default();
+        let bar = if own.iter().any(|s| *s >= VRAM_BAR_MIN) {
+            bar_like(&own)
+        } else {
+            // this GPU's VRAM BAR line was not seen (the log starts inside or after its
+            // enumeration, or has none): a pin like one of its own or another GPU's BARs,
+            // or a heavy pin while it enables, is its BAR — its register BARs alone would
+            // make its VRAM BAR look like RAM
+            bar_like(&own) || bar_like(&all_bars) || p.dur_s >= 0.5 || size >= 1 << 30
         };
         if bar {
             if let (Some(v), Some(g)) = (p.vaddr, &bdf) {
