@@ -380,10 +380,12 @@ pub fn trace_shift<C: CallTimes + ?Sized>(
     }
     const H: i64 = 3600 * NS_PER_S;
     let inside = |k: i64| calls.inside(k * H, lo, hi);
+    let aligned = |k: i64| calls.heavy_near(k * H, enables, NS_PER_S, 2 * NS_PER_S);
     if inside(0) > 0 {
+        clocks.trace_shift_aligned = aligned(0);
+        clocks.trace_shift_expected = true;
         return 0;
     }
-    let aligned = |k: i64| calls.heavy_near(k * H, enables, NS_PER_S, 2 * NS_PER_S);
     let mut fits: Vec<(i64, usize, usize)> = (-14i64..=14)
         .filter(|k| *k != 0)
         .map(|k| (k, aligned(k), inside(k)))
@@ -411,6 +413,8 @@ pub fn trace_shift<C: CallTimes + ?Sized>(
     };
     if unique && (best.1 > 0 || Some(best.0) == local || fits.len() == 1) {
         clocks.trace_shift_h = Some(best.0);
+        clocks.trace_shift_aligned = best.1;
+        clocks.trace_shift_expected = Some(best.0) == local;
         clocks.notes.push(format!(
             "the host trace's stamps are {} h {} the journal's clock{}: shifted by {:+} h, which puts {} of its calls inside this boot{}",
             best.0.abs(),

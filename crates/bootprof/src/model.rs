@@ -100,6 +100,20 @@ pub struct Clocks {
     /// Whole hours added to the host trace's (bpftrace) stamps to put them on the journal's
     /// clock; `null` when none was needed or it could not be told.
     pub trace_shift_h: Option<i64>,
+    /// Heavy host pin calls (0.5 s or more) that start at this boot's GPU enables on the
+    /// trace clock its shift was inferred with: the evidence a fleet's node weighs first
+    /// when its boots disagree on the trace's clock (0 when the shift was given).
+    #[serde(skip)]
+    pub trace_shift_aligned: usize,
+    /// The trace was read as stamped, or shifted by the hours that undo the journal's zone
+    /// (bpftrace printing local time with a literal `Z`): the shifts expected without
+    /// evidence, which a fleet's node weighs last.
+    #[serde(skip)]
+    pub trace_shift_expected: bool,
+    /// This VM's pin calls on that clock that fit its boot and those that do not
+    /// ([`crate::join::Join::fit`]): what a fleet's node weighs after the aligned pins.
+    #[serde(skip)]
+    pub trace_fit: (u64, u64),
     pub notes: Vec<String>,
 }
 

@@ -135,6 +135,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
 
     let j = join::join(&f, &pins, axis.boot);
     clocks.notes.extend(j.notes.iter().cloned());
+    clocks.trace_fit = j.fit(&f, axis.boot);
     let built = phases::build(&f, &j, &axis, files);
     let mut phases = built.phases;
     let cdi = built.cdi;

@@ -438,7 +438,10 @@ fn fleet_of(nodes: Vec<Vec<Spec>>) -> Vec<NodeRecords> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    // PROPTEST_CASES=N runs more (a soak); 24 by default
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
+    ))]
 
     #[test]
     fn fleet_recovers_rows_and_percentiles(nodes in prop::collection::vec(node_spec(), 1..=3)) {
@@ -553,4 +556,94 @@ fn the_check_catches_wrong_fleets() {
         c.counted = false;
     }
     assert!(check(&nodes, &f).is_err());
+}
+
+/// A node whose trace clock is 8 h off: its untraced 6-GPU boot finds, 4 h away, the pins
+/// of a VM that ran before the traced boot (no enable of its own lines up with them), and
+/// that lone window fit once outvoted the traced boot, whose BAR pin lines up with its
+/// GPU's enable at +8 h: the untraced boot's driver init then took in six 0.5 s pins that
+/// were not its own (9.7 s against a true 4.9 s). The node's clock is the aligned one.
+#[test]
+fn a_window_fit_does_not_outvote_pins_at_gpu_enables() {
+    use Bind::{Absent, After, Before};
+    let mut untraced = Spec::study(12022446212294355442);
+    untraced.gpus = 6;
+    untraced.bar_gib = 32;
+    untraced.boot_ram_gib = 8;
+    untraced.hot_ram_gib = 100;
+    untraced.pin_trace = false;
+    untraced.binds = vec![Before, After, Before, Before, After, Absent, After, After];
+    untraced.enable_order = vec![5, 4, 3, 2, 1, 0];
+    untraced.zone_min = 480;
+    untraced.zh_prefix = true;
+    untraced.zoned_time_field = true;
+    untraced.prefix_only_pct = 30;
+    untraced.trace_shift_h = -8;
+    untraced.emulated_vga = true;
+    untraced.kubectl = true;
+    untraced.journal_format = JournalFormat::ShortFull;
+    let mut traced = Spec::study(4694560001976280861);
+    traced.gpus = 1;
+    traced.bar_gib = 32;
+    traced.boot_ram_gib = 15;
+    traced.hot_ram_gib = 0;
+    traced.ram_pages = RamPages::Huge;
+    traced.binds = vec![Absent, Before, Absent, Absent, After, Before, After, Before];
+    traced.enable_order = vec![0];
+    traced.foreign_pins = true;
+    traced.pre314 = true;
+    traced.outcome = Outcome::CreateTimeout;
+    traced.kubectl = true;
+    let nodes = fleet_of(vec![vec![Spec::study(1)], vec![untraced, traced]]);
+    let f = analyze(&nodes);
+    check(&nodes, &f).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f.trace_shift_h.get("gpu-02.dc1.example"), Some(&8));
+    let row = f
+        .rows
+        .iter()
+        .find(|r| r.node.as_deref() == Some("gpu-02.dc1.example") && r.gpus == 6)
+        .unwrap();
+    assert_eq!(row.phases["dma_pinning"].n, 0, "{row:?}");
+}
+
+/// A node of two boots: an untraced one, then a traced one (its log ends at the first CDI
+/// try, so no GPU enable lines its pins up) whose trace also holds another VM's pins from
+/// 17 min before it. A whole-hour shift puts those pins inside the untraced boot (two 80 GiB
+/// RAM pins, six 4 GiB ones: one fits its guest RAM, seven fit nothing), the true shift
+/// puts the traced boot's one RAM pin inside its VM creation. The node's clock is the true
+/// one — with the stamps as they are, 8 h off, and 8 h off in a zone whose undoing is the
+/// wrong +4 h — and the untraced boot counts no pins.
+#[test]
+fn another_vms_pins_do_not_set_the_nodes_trace_clock() {
+    for (zone_min, trace_shift_h) in [(0, 0), (0, -8), (-240, -8)] {
+        let mut untraced = Spec::study(116131);
+        untraced.gpus = 1;
+        untraced.bar_gib = 32;
+        untraced.boot_ram_gib = 1;
+        untraced.hot_ram_gib = 0;
+        untraced.pin_trace = false;
+        untraced.binds = vec![Bind::Before; 8];
+        untraced.enable_order = vec![0];
+        untraced.zone_min = zone_min;
+        untraced.trace_shift_h = trace_shift_h;
+        let mut traced = untraced.clone();
+        traced.seed = 10215036103175366513;
+        traced.gpus = 2;
+        traced.bar_gib = 80;
+        traced.pin_trace = true;
+        traced.enable_order = vec![1, 0];
+        traced.foreign_pins = true;
+        traced.tail_cut = Some(0.0);
+        let nodes = fleet_of(vec![vec![untraced, traced]]);
+        let f = analyze(&nodes);
+        let ctx = format!("zone {zone_min} min, trace {trace_shift_h} h");
+        check(&nodes, &f).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        assert_eq!(
+            f.trace_shift_h.get("gpu-01.dc1.example").copied().unwrap_or(0),
+            -trace_shift_h,
+            "{ctx}"
+        );
+        let row = f.rows.iter().find(|r| r.gpus == 1).unwrap();
+        assert_eq!(row.phases["dma_pinning"].n, 0, "{ctx}: {row:?}");
+    }
 }

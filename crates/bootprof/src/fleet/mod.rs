@@ -495,6 +495,9 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         Analyzed {
             shown,
             calls: r.pin_summary.calls,
+            aligned: r.clocks.trace_shift_aligned,
+            expected: r.clocks.trace_shift_expected,
+            fit: r.clocks.trace_fit,
             shift: r.clocks.trace_shift_h,
         }
     };
@@ -502,20 +505,35 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
     let mut done = parallel(&all, opts.threads, &to_row);
 
     // A node's host trace has one clock. A boot whose own pins are not in the trace (it was
-    // not traced) may find another boot's pins hours away that a whole-hour shift lines up
-    // with its GPU enables: the shift that puts the most of the node's pin calls into its
-    // boots is used for all of them (each boot votes for the shift it read the trace with,
-    // by the number of its VM's calls found), and those that chose another are analyzed
-    // again with it.
-    let mut votes: HashMap<Option<NodeId>, BTreeMap<i64, u64>> = HashMap::new();
+    // not traced) may find another VM's pins hours away that a whole-hour shift puts inside
+    // its time window: each boot votes for the shift it read the trace with, weighed first
+    // by the heavy pins that shift lines up with its GPUs' enables (a QEMU pins a GPU's
+    // BARs as the guest enables it: calls that merely fall inside a window are weak
+    // evidence), then by its calls that fit where a QEMU pins (RAM before the guest
+    // kernel, a hotplug the guest onlined) less those that fit nowhere, then by whether the
+    // shift is one expected without evidence (none, or the one that undoes the journal's
+    // zone); the winner is used for all the node's boots, and those that chose another are
+    // analyzed again with it.
+    #[derive(Default)]
+    struct Vote {
+        aligned: usize,
+        expected: bool,
+        fit: u64,
+        misfit: u64,
+    }
+    let mut votes: HashMap<Option<NodeId>, BTreeMap<i64, Vote>> = HashMap::new();
     for (k, a) in done.iter().enumerate() {
         if a.calls > 0 && opts.clocks.trace_shift_h.is_none() {
             let node = boot_node.get(k).cloned().flatten();
-            *votes
+            let v = votes
                 .entry(node)
                 .or_default()
                 .entry(a.shift.unwrap_or(0))
-                .or_default() += a.calls;
+                .or_default();
+            v.aligned += a.aligned;
+            v.expected |= a.expected;
+            v.fit += a.fit.0;
+            v.misfit += a.fit.1;
         }
     }
     let node_shift: HashMap<Option<NodeId>, i64> = votes
@@ -523,7 +541,14 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         .filter_map(|(n, v)| {
             let k = v
                 .into_iter()
-                .max_by_key(|(k, c)| (*c, std::cmp::Reverse(k.abs())))?
+                .max_by_key(|(k, v)| {
+                    (
+                        v.aligned,
+                        v.fit as i64 - v.misfit as i64,
+                        v.expected,
+                        std::cmp::Reverse(k.abs()),
+                    )
+                })?
                 .0;
             Some((n, k))
         })
@@ -608,6 +633,12 @@ struct Analyzed {
     shown: Result<BootRow, NoBoot>,
     /// This VM's pin calls found in the trace.
     calls: u64,
+    /// Heavy pins its inferred trace shift lines up with its GPU enables.
+    aligned: usize,
+    /// That shift is 0 or undoes the journal's zone (expected without evidence).
+    expected: bool,
+    /// Its VM's calls that fit its boot, and those that do not.
+    fit: (u64, u64),
     /// The whole-hour shift its trace was read with.
     shift: Option<i64>,
 }
