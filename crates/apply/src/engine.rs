@@ -4,6 +4,7 @@
 //! Order of an apply: hugepages, QEMU threads (vCPUs, iothreads, emulator), IRQs, the default
 //! IRQ affinity, the workqueue mask, CPU shielding. Restore walks the journal backwards.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -103,6 +104,19 @@ pub struct ApplyOptions {
     pub phases: Phases,
     pub paths: HostPaths,
     pub qmp_timeout: Duration,
+    /// Keep hugepage claims ([`hugepages::Claim`]): the libvirt hook's `prepare`.
+    pub claims: Option<ClaimLedger>,
+}
+
+/// Where hugepage claims are kept, and whose this apply's is.
+#[derive(Debug, Clone)]
+pub struct ClaimLedger {
+    pub dir: PathBuf,
+    /// The libvirt domain.
+    pub owner: String,
+    /// Where libvirt writes `<domain>.pid` of running QEMUs: a claim whose QEMU holds its
+    /// pages has ended even if the hook missed its `started`.
+    pub pid_dir: Option<PathBuf>,
 }
 
 impl ApplyOptions {
@@ -116,6 +130,7 @@ impl ApplyOptions {
             phases: Phases::ALL,
             paths: HostPaths::default(),
             qmp_timeout: Duration::from_secs(5),
+            claims: None,
         }
     }
 }
@@ -353,14 +368,77 @@ fn pool_dir(paths: &HostPaths, node: u32, size: u64) -> Result<PathBuf> {
     }
 }
 
+/// Other VMs' live hugepage claims of `size` kB: a claim whose journal is gone (restored)
+/// or whose QEMU already holds its pages has ended, and its file is removed unless `dry`
+/// (the caller holds the pools' locks); a file that is not a claim is said and not counted.
+fn live_claims(
+    ledger: &ClaimLedger,
+    paths: &HostPaths,
+    size: u64,
+    dry: bool,
+    notes: &mut Vec<String>,
+) -> Vec<hugepages::Claim> {
+    let mut live = Vec::new();
+    for (file, c) in hugepages::read_claims(&ledger.dir) {
+        let c = match c {
+            Ok(c) => c,
+            Err(e) => {
+                notes.push(format!(
+                    "hugepages: {} is not a claim ({e}): not counted",
+                    file.display()
+                ));
+                continue;
+            }
+        };
+        if c.owner == ledger.owner || c.size_kb != size {
+            continue;
+        }
+        let want: u64 = c.pages.values().sum();
+        let held = ledger
+            .pid_dir
+            .as_ref()
+            .and_then(|d| read_trim(&d.join(format!("{}.pid", c.owner))).ok())
+            .and_then(|s| s.parse::<i32>().ok())
+            .and_then(|pid| proc::hugetlb_held(&paths.proc_root, pid, size).ok())
+            .map(|h| h.pages);
+        let ended = if !c.journal.exists() {
+            Some("its journal was restored")
+        } else if held.is_some_and(|h| h >= want) {
+            Some("its QEMU holds its pages")
+        } else {
+            None
+        };
+        match ended {
+            Some(why) => {
+                let removed = !dry && hugepages::drop_claim(&ledger.dir, &c.owner).is_ok();
+                notes.push(format!(
+                    "hugepages: the claim of {} ended ({why}){}",
+                    c.owner,
+                    if removed { " and was removed" } else { "" }
+                ));
+            }
+            None => live.push(c),
+        }
+    }
+    live
+}
+
 fn hugepage_steps(
     plan: &Plan,
-    paths: &HostPaths,
+    opts: &ApplyOptions,
     notes: &mut Vec<String>,
 ) -> Result<Vec<PlannedStep>> {
+    let paths = &opts.paths;
+    let ledger = opts.claims.as_ref();
     let size = plan.memory.hugepage_size_kb;
+    let demand = hugepage_demand(plan)?;
+    let claims = match ledger {
+        Some(l) if !demand.is_empty() => live_claims(l, paths, size, opts.dry_run, notes),
+        _ => Vec::new(),
+    };
+    let owner = ledger.map_or("", |l| l.owner.as_str());
     let mut out = Vec::new();
-    for (node, pages) in hugepage_demand(plan)? {
+    for (node, pages) in demand {
         let dir = pool_dir(paths, node, size)?;
         let pool = Pool::read(&dir)?;
         // pages mappings reserved but have not touched are counted free: not the VM's
@@ -372,13 +450,28 @@ fn hugepage_steps(
         } else {
             0
         };
-        let Some(new) = hugepages::grow_to(&pool, resv, pages) else {
-            let avail = pool.available(resv);
-            notes.push(if resv == 0 {
+        // and free pages promised to VMs prepared but not started yet are not this VM's
+        let promised = hugepages::claimed(&claims, owner, size, node);
+        if promised > 0 {
+            let who: Vec<&str> = claims
+                .iter()
+                .filter(|c| c.owner != owner && c.pages.get(&node).is_some_and(|p| *p > 0))
+                .map(|c| c.owner.as_str())
+                .collect();
+            notes.push(format!(
+                "node {node}: {promised} {size} kB pages are promised to {} (prepared, not started yet): not counted as free",
+                who.join(", ")
+            ));
+        }
+        // (a claim a give-back has eaten into is made whole here: this apply adds those
+        // pages too, and gives them back with its own)
+        let Some(new) = hugepages::grow_to(&pool, resv, pages + promised) else {
+            let avail = pool.available(resv).saturating_sub(promised);
+            notes.push(if resv == 0 && promised == 0 {
                 format!("node {node}: {avail} free {size} kB pages already, {pages} needed")
             } else {
                 format!(
-                    "node {node}: {avail} free {size} kB pages already ({} free, {resv} of them reserved by mappings), {pages} needed",
+                    "node {node}: {avail} free {size} kB pages already ({} free, {resv} of them reserved by mappings, {promised} promised), {pages} needed",
                     pool.free
                 )
             });
@@ -557,7 +650,7 @@ pub fn plan_steps(
         };
     let pid = threads.as_ref().map(|t| t.pid);
     if reserves_pages(&opts.phases, qemu) {
-        steps.extend(hugepage_steps(plan, paths, &mut notes)?);
+        steps.extend(hugepage_steps(plan, opts, &mut notes)?);
     } else if opts.phases.hugepages {
         let running = match qemu {
             Some(QemuRef::Pid(p)) => Some(*p),
@@ -716,8 +809,44 @@ pub fn apply(plan: &Plan, qemu: Option<&QemuRef>, opts: &ApplyOptions) -> Result
         };
         return Err(ApplyError::Other(format!("{e}; {how}")));
     }
+    // the claim is written while the pools are still locked: the next prepare sees it
+    if let Some(l) = opts
+        .claims
+        .as_ref()
+        .filter(|_| reserves_pages(&opts.phases, qemu))
+    {
+        let pages: BTreeMap<u32, u64> = per_node_demand(plan)?;
+        if !pages.is_empty() {
+            let c = hugepages::Claim {
+                owner: l.owner.clone(),
+                size_kb: plan.memory.hugepage_size_kb,
+                pages,
+                journal: opts.journal.clone(),
+            };
+            match hugepages::write_claim(&l.dir, &c) {
+                Ok(()) => rep.notes.push(format!(
+                    "hugepages: {} pages claimed for {} until its QEMU has mapped them ({})",
+                    c.pages.values().sum::<u64>(),
+                    l.owner,
+                    hugepages::claim_path(&l.dir, &l.owner).display()
+                )),
+                Err(e) => rep.notes.push(format!(
+                    "hugepages: claim not written ({e}): a prepare before this VM starts may count its pages as free"
+                )),
+            }
+        }
+    }
     drop(pools);
     Ok(rep)
+}
+
+/// [`hugepage_demand`] summed per node.
+fn per_node_demand(plan: &Plan) -> Result<BTreeMap<u32, u64>> {
+    let mut m = BTreeMap::new();
+    for (node, pages) in hugepage_demand(plan)? {
+        *m.entry(node).or_insert(0) += pages;
+    }
+    Ok(m)
 }
 
 fn header(pid: Option<i32>) -> Header {
@@ -1240,6 +1369,117 @@ mod tests {
         p.memory.pages = pages;
         p.memory.pages_per_node = vec![pages];
         p
+    }
+
+    /// Two VMs prepared before either starts (the libvirt hook's `prepare` with a claim
+    /// ledger): the second prepare does not count the first one's pages, still free until
+    /// its QEMU maps them, as its own; a claim ends when its journal is restored or its QEMU
+    /// holds the pages, and an unreadable claim file is said, not counted.
+    #[test]
+    fn a_prepare_does_not_count_pages_promised_to_another_vm() {
+        let (d, base) = fake_host(0, 0);
+        let pool = base
+            .paths
+            .sys_root
+            .join("devices/system/node/node0/hugepages/hugepages-2048kB");
+        let set_pool = |total: u64, free: u64| {
+            std::fs::write(pool.join("nr_hugepages"), format!("{total}\n")).unwrap();
+            std::fs::write(pool.join("free_hugepages"), format!("{free}\n")).unwrap();
+        };
+        let run_dir = d.path().join("run");
+        let pid_dir = d.path().join("libvirt");
+        std::fs::create_dir_all(&run_dir).unwrap();
+        std::fs::create_dir_all(&pid_dir).unwrap();
+        let prepare = |owner: &str, pages: u64| {
+            let mut o = base.clone();
+            o.journal = run_dir.join(format!("{owner}.journal"));
+            o.append = true;
+            o.claims = Some(ClaimLedger {
+                dir: run_dir.clone(),
+                owner: owner.into(),
+                pid_dir: Some(pid_dir.clone()),
+            });
+            apply(&plan_with_pages(pages), None, &o).unwrap()
+        };
+        // A: the pool grows 0 -> 6 (the kernel frees 6 pages), and A's claim is left
+        let a = prepare("vm-a", 6);
+        assert_eq!(a.steps.len(), 1);
+        assert_eq!(a.steps[0].new, "6");
+        set_pool(6, 6);
+        let claim = hugepages::claim_path(&run_dir, "vm-a");
+        assert!(
+            claim.exists()
+                && a.notes
+                    .iter()
+                    .any(|n| n.contains("6 pages claimed for vm-a"))
+        );
+        // B before A starts: 6 free, all promised to A, so B adds its 4
+        let b = prepare("vm-b", 4);
+        assert_eq!(b.steps.len(), 1, "{:?}", b.notes);
+        assert_eq!(
+            (b.steps[0].previous.as_str(), b.steps[0].new.as_str()),
+            ("6", "10")
+        );
+        assert!(
+            b.notes
+                .iter()
+                .any(|n| n.contains("6 2048 kB pages are promised to vm-a")),
+            "{:?}",
+            b.notes
+        );
+        // without the ledger (as before claims) B would have added nothing
+        let mut plain = base.clone();
+        plain.dry_run = true;
+        assert!(apply(&plan_with_pages(4), None, &plain)
+            .unwrap()
+            .steps
+            .is_empty());
+        set_pool(10, 10);
+        // A's QEMU holds its 6 pages (reserved at its mmap): A's claim has ended, and C
+        // counts only B's
+        std::fs::write(pid_dir.join("vm-a.pid"), "4242\n").unwrap();
+        let p = base.paths.proc_root.join("4242");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(
+            p.join("smaps"),
+            "7f3a40000000-7f3a40c00000 rw-s 00000000 00:01 2048 /memfd:m0 (deleted)\nSize: 12288 kB\nKernelPageSize: 2048 kB\n",
+        )
+        .unwrap();
+        set_pool(10, 4);
+        let mut dry = base.clone();
+        dry.dry_run = true;
+        dry.claims = Some(ClaimLedger {
+            dir: run_dir.clone(),
+            owner: "vm-c".into(),
+            pid_dir: Some(pid_dir.clone()),
+        });
+        let c = apply(&plan_with_pages(2), None, &dry).unwrap();
+        assert!(claim.exists(), "a dry run removed a claim");
+        assert!(c
+            .notes
+            .iter()
+            .any(|n| n.contains("claim of vm-a ended (its QEMU holds its pages)")));
+        assert_eq!(c.steps.len(), 1, "{:?}", c.notes);
+        assert_eq!(c.steps[0].new, "12", "4 free, 4 promised to vm-b: 2 more");
+        // B's journal restored: its claim lapses; a file that is not a claim is said
+        std::fs::rename(
+            run_dir.join("vm-b.journal"),
+            run_dir.join("vm-b.journal.restored"),
+        )
+        .unwrap();
+        std::fs::write(run_dir.join("junk.hugepage-claim.json"), "{not json").unwrap();
+        let c = apply(&plan_with_pages(2), None, &dry).unwrap();
+        assert!(c.steps.is_empty(), "{:?} {:?}", c.steps, c.notes);
+        assert!(c
+            .notes
+            .iter()
+            .any(|n| n.contains("claim of vm-b ended (its journal was restored)")));
+        assert!(c
+            .notes
+            .iter()
+            .any(|n| n.contains("junk.hugepage-claim.json is not a claim")));
+        // a dry run writes no claim
+        assert!(!hugepages::claim_path(&run_dir, "vm-c").exists());
     }
 
     /// The dry run's hugepage decision, whatever the pool holds: a step for exactly the

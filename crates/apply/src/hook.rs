@@ -230,6 +230,7 @@ fn work(
         return None;
     }
     if act == HookAction::Release {
+        end_claim(cfg, domain, msgs);
         match engine::restore(&journal, Duration::from_secs(5)) {
             Ok(r) => {
                 msgs.push(format!(
@@ -273,8 +274,17 @@ fn work(
             hugepages: true,
             ..Phases::NONE
         };
+        // the pages counted for this VM stay free until its QEMU maps them: claimed, so a
+        // prepare of another VM before then does not count them as its own
+        opts.claims = Some(engine::ClaimLedger {
+            dir: cfg.journal_dir.clone(),
+            owner: domain.to_string(),
+            pid_dir: Some(cfg.libvirt_run_dir.clone()),
+        });
         None
     } else {
+        // QEMU is up: its guest RAM is mapped, the claim's pages are its own now
+        end_claim(cfg, domain, msgs);
         opts.phases = Phases {
             hugepages: false,
             ..Phases::ALL
@@ -321,6 +331,15 @@ fn work(
         Err(e) => msgs.push(format!("apply failed, VM continues untuned: {e}")),
     }
     Some(src)
+}
+
+/// End the domain's hugepage claim, if it has one.
+fn end_claim(cfg: &HookConfig, domain: &str, msgs: &mut Vec<String>) {
+    match crate::hugepages::drop_claim(&cfg.journal_dir, domain) {
+        Ok(true) => msgs.push("hugepage claim ended".into()),
+        Ok(false) => {}
+        Err(e) => msgs.push(format!("hugepage claim not removed: {e}")),
+    }
 }
 
 /// libvirtd restarted while the VM runs: the pins, IRQ routes and shielding are still in

@@ -31,13 +31,23 @@
 //!
 //! Each apply and each give-back holds an `flock` on the pool's `nr_hugepages` from the read
 //! that decides the count to the write (the engine's `lock_pools`), so applies with
-//! different journals never grow the pool from the same count. Pages an apply added stay
-//! free until its QEMU maps them and the kernel does not say for whom they were added: an
-//! apply in between counts them as available (not settled here).
+//! different journals never grow the pool from the same count.
+//!
+//! # Claims: pages promised to a VM that has not started yet
+//!
+//! Pages an apply counted for its VM stay free until that VM's QEMU maps them, and the
+//! kernel does not say for whom they are: a second `prepare` in between would count them as
+//! available, and one of the two VMs would start short. So the libvirt hook's `prepare`
+//! leaves a [`Claim`] (its pages per node) in the journal directory, written while it still
+//! holds the pools' locks; a later prepare takes the other VMs' live claims off the pages it
+//! counts as available. A claim ends when its VM has mapped its memory: at `started`, at
+//! `release`, and — should the hook miss those (it gave up after its timeout) — when its
+//! journal has been restored or its QEMU holds the pages already.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{read_trim, ApplyError, Result};
 
@@ -88,6 +98,85 @@ impl Pool {
 pub fn grow_to(pool: &Pool, reserved: u64, need: u64) -> Option<u64> {
     let avail = pool.available(reserved);
     (avail < need).then(|| pool.total + (need - avail))
+}
+
+/// Pages a `prepare` counted for its VM, per NUMA node, until the VM has mapped them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// Who claims: the libvirt domain.
+    pub owner: String,
+    pub size_kb: u64,
+    /// Pages per node.
+    pub pages: BTreeMap<u32, u64>,
+    /// The journal of the apply that made the claim: restored (gone), the claim has lapsed.
+    pub journal: PathBuf,
+}
+
+const CLAIM_SUFFIX: &str = ".hugepage-claim.json";
+
+/// Where `owner`'s claim lives in `dir`.
+pub fn claim_path(dir: &Path, owner: &str) -> PathBuf {
+    dir.join(format!("{owner}{CLAIM_SUFFIX}"))
+}
+
+/// Write a claim (replacing the owner's earlier one): to a temporary file, then renamed,
+/// so a reader sees the old claim or the new one, never a part.
+pub fn write_claim(dir: &Path, c: &Claim) -> Result<()> {
+    let path = claim_path(dir, &c.owner);
+    let tmp = dir.join(format!(".{}{CLAIM_SUFFIX}.tmp", c.owner));
+    let text = serde_json::to_string_pretty(c)
+        .map_err(|e| ApplyError::Other(format!("claim of {}: {e}", c.owner)))?;
+    std::fs::write(&tmp, text + "\n").map_err(|e| ApplyError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| ApplyError::io(&path, e))
+}
+
+/// End `owner`'s claim; `true` when there was one.
+pub fn drop_claim(dir: &Path, owner: &str) -> Result<bool> {
+    let path = claim_path(dir, owner);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(ApplyError::io(&path, e)),
+    }
+}
+
+/// The claims in `dir`, each with its file; a file that does not read as a claim comes
+/// back as its error (the caller says so and counts it as no claim).
+pub fn read_claims(dir: &Path) -> Vec<(PathBuf, std::result::Result<Claim, String>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(PathBuf, std::result::Result<Claim, String>)> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(CLAIM_SUFFIX) && !n.starts_with('.'))
+        })
+        .map(|p| {
+            let c = std::fs::read_to_string(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|t| parse_claim(&t));
+            (p, c)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// A claim file's text (anything may be there: a crash, a hand edit).
+pub fn parse_claim(text: &str) -> std::result::Result<Claim, String> {
+    serde_json::from_str::<Claim>(text).map_err(|e| e.to_string())
+}
+
+/// Pages of size `size_kb` on `node` that other VMs' claims hold (`claims`: the live ones;
+/// the claim of `owner` itself and claims of another size are not counted).
+pub fn claimed(claims: &[Claim], owner: &str, size_kb: u64, node: u32) -> u64 {
+    claims
+        .iter()
+        .filter(|c| c.owner != owner && c.size_kb == size_kb)
+        .filter_map(|c| c.pages.get(&node))
+        .sum()
 }
 
 /// How many persistent pages a journaled reservation added: from the persistent count read
@@ -346,11 +435,13 @@ mod tests {
         assert_eq!(added(4, 10, None, 2), 0);
     }
 
-    /// One VM's life as the libvirt hook drives it: `prepare` (vmtune reserves), QEMU
-    /// preallocates, then `stopped`/`release` (vmtune restores) in either order (a restore
-    /// by hand while the VM runs).
+    /// One VM's life as the libvirt hook drives it: `prepare` (vmtune reserves and claims),
+    /// QEMU starts and preallocates (`started` ends the claim), then `stopped`/`release`
+    /// (vmtune restores) in either order (a restore by hand while the VM runs). Other VMs'
+    /// events may come between any two.
     #[derive(Debug, Clone, Copy)]
     enum Ev {
+        Prepare(usize),
         Start(usize),
         Stop(usize),
         Release(usize),
@@ -363,14 +454,21 @@ mod tests {
         need: u64,
         /// (previous persistent, written, read back): the journal of its apply.
         journal: Option<(u64, u64, u64)>,
+        /// Its claim, from `prepare` until it has started.
+        claim: Option<u64>,
+        /// While it was claimed, another VM's restore gave pages back: the kernel lowers a
+        /// pool through its free pages first, this VM's promised ones too (not settled by
+        /// claims: the pages it counted may have been a stopped VM's, due back at its release).
+        exposed: bool,
         running: bool,
     }
 
-    /// Run vmtune's decisions (`grow_to`, `added`, `GiveBack`) against the kernel model
-    /// through one interleaving; check every write leaves pages in use alone, every VM
-    /// gets its pages when memory allows, every restore finds its pages, and at the end the
-    /// pool is what it was plus what the operator added.
-    fn run(base: u64, base_used: u64, capacity: u64, needs: &[u64], evs: &[Ev]) {
+    /// Run vmtune's decisions (`grow_to` for its pages and the other VMs' claims, `added`, `GiveBack`)
+    /// against the kernel model through one interleaving; check every write leaves pages in
+    /// use alone, every VM gets its pages when memory allows, every restore finds its pages,
+    /// and at the end the pool is what it was plus what the operator added. `claims: false`
+    /// runs the decisions without claims (as before them).
+    fn run(base: u64, base_used: u64, capacity: u64, needs: &[u64], evs: &[Ev], claims: bool) {
         let mut k = Kernel::new(base, capacity);
         assert!(k.fault(base_used));
         let mut vms: Vec<Vm> = needs
@@ -384,17 +482,31 @@ mod tests {
         for ev in evs {
             let used = k.in_use();
             match *ev {
-                Ev::Start(i) => {
+                Ev::Prepare(i) => {
+                    let promised: u64 = if claims {
+                        vms.iter().filter_map(|v| v.claim).sum()
+                    } else {
+                        0
+                    };
                     let vm = &mut vms[i];
-                    if let Some(new) = grow_to(&k.pool(), k.resv, vm.need) {
+                    if let Some(new) = grow_to(&k.pool(), k.resv, vm.need + promised) {
                         let prev = k.pool().persistent();
                         k.write(new);
                         assert_eq!(k.in_use(), used, "a reservation took pages in use");
                         vm.journal = Some((prev, new, k.persistent()));
                     }
+                    vm.claim = Some(vm.need);
+                }
+                Ev::Start(i) => {
+                    let vm = &mut vms[i];
                     vm.running = k.fault(vm.need);
-                    // a VM goes without its pages only when memory ran out
-                    assert!(vm.running || k.total == k.capacity, "{ev:?}: {k:?}");
+                    vm.claim = None;
+                    // a VM goes without its pages only when memory ran out, or another VM's
+                    // give-back came between its prepare and its start
+                    assert!(
+                        vm.running || k.total == k.capacity || vm.exposed,
+                        "{ev:?}: {k:?}"
+                    );
                 }
                 Ev::Stop(i) => {
                     if std::mem::take(&mut vms[i].running) {
@@ -402,6 +514,12 @@ mod tests {
                     }
                 }
                 Ev::Release(i) => {
+                    vms[i].claim = None;
+                    if vms[i].journal.is_some() {
+                        for v in vms.iter_mut().filter(|v| v.claim.is_some()) {
+                            v.exposed = true;
+                        }
+                    }
                     if let Some((prev, new, applied)) = vms[i].journal.take() {
                         let now = k.persistent();
                         let g = GiveBack::new(now, added(prev, new, Some(applied), now));
@@ -427,8 +545,9 @@ mod tests {
         assert_eq!(k.persistent(), base + operator, "the pool is back: {k:?}");
     }
 
-    /// The interleavings of `n` VMs' [start, stop, release] (or [start, release, stop]):
-    /// a shuffled list with each VM three times, the k-th occurrence its k-th event.
+    /// The interleavings of `n` VMs' [prepare, start, stop, release] (or [prepare, start,
+    /// release, stop]): a shuffled list with each VM four times, the k-th occurrence its
+    /// k-th event.
     fn interleaving(order: &[usize], release_first: &[bool], ops: &[(usize, u64)]) -> Vec<Ev> {
         let mut seen = vec![0usize; release_first.len()];
         let mut out = Vec::new();
@@ -437,8 +556,9 @@ mod tests {
                 out.push(Ev::OperatorAdds(n));
             }
             out.push(match (seen[i], release_first[i]) {
-                (0, _) => Ev::Start(i),
-                (1, false) | (2, true) => Ev::Stop(i),
+                (0, _) => Ev::Prepare(i),
+                (1, _) => Ev::Start(i),
+                (2, false) | (3, true) => Ev::Stop(i),
                 _ => Ev::Release(i),
             });
             seen[i] += 1;
@@ -448,11 +568,26 @@ mod tests {
 
     #[test]
     fn two_vms_in_start_order_and_in_reverse() {
-        for order in [[0, 1, 0, 0, 1, 1], [0, 1, 1, 1, 0, 0]] {
+        for order in [[0, 0, 1, 1, 0, 0, 1, 1], [0, 0, 1, 1, 1, 1, 0, 0]] {
             for base in [0, 8] {
                 let evs = interleaving(&order, &[false, false], &[]);
-                run(base, 0, 10_000, &[6, 4], &evs);
+                run(base, 0, 10_000, &[6, 4], &evs, true);
             }
+        }
+    }
+
+    /// Two VMs prepared before either starts: without claims the second prepare counts the
+    /// first one's pages as free and one VM starts short; with them both get their pages.
+    #[test]
+    fn two_prepares_before_either_start() {
+        let evs = interleaving(&[0, 1, 0, 1, 0, 0, 1, 1], &[false, false], &[]);
+        for base in [0, 3] {
+            run(base, 0, 10_000, &[6, 4], &evs, true);
+            let short = std::panic::catch_unwind(|| run(base, 0, 10_000, &[6, 4], &evs, false));
+            assert!(
+                short.is_err(),
+                "base {base}: without claims both VMs got their pages"
+            );
         }
     }
 
@@ -466,17 +601,17 @@ mod tests {
             extra_capacity in proptest::prop_oneof![0u64..40, proptest::strategy::Just(1_000_000u64)],
             needs in proptest::collection::vec(1u64..40, 2..=4),
             release_first in proptest::collection::vec(proptest::bool::ANY, 4),
-            seed in proptest::collection::vec(0usize..1000, 12),
-            ops in proptest::collection::vec((0usize..12, 1u64..20), 0..3),
+            seed in proptest::collection::vec(0usize..1000, 16),
+            ops in proptest::collection::vec((0usize..16, 1u64..20), 0..3),
         ) {
             let n = needs.len();
-            // a shuffle of [0,0,0,1,1,1,…] by the seed's ranks
-            let mut order: Vec<usize> = (0..3 * n).map(|j| j / 3).collect();
-            let mut keyed: Vec<(usize, usize)> = seed.iter().take(3 * n).copied().zip(0..).collect();
+            // a shuffle of [0,0,0,0,1,1,1,1,…] by the seed's ranks
+            let mut order: Vec<usize> = (0..4 * n).map(|j| j / 4).collect();
+            let mut keyed: Vec<(usize, usize)> = seed.iter().take(4 * n).copied().zip(0..).collect();
             keyed.sort();
             order = keyed.iter().map(|&(_, j)| order[j]).collect();
             let evs = interleaving(&order, &release_first[..n], &ops);
-            run(base, base * used_share / 100, base + extra_capacity, &needs, &evs);
+            run(base, base * used_share / 100, base + extra_capacity, &needs, &evs, true);
         }
     }
 

@@ -409,3 +409,56 @@ fn an_apply_to_a_running_vm_reserves_nothing_more() {
     assert_eq!(given_back(&release(&jp)), 6);
     assert_eq!(persistent(), p0);
 }
+
+/// Two VMs prepared before either starts, as libvirt may start two domains at once: A's
+/// pages are free until its QEMU maps them, so without a claim B's prepare counted them as
+/// its own and added nothing, and one of the two could not get its pages. With the hook's
+/// claim ledger B adds its 4, both start, `started` ends each claim, and both releases
+/// give back what they added.
+#[test]
+fn two_prepares_before_either_start_both_get_their_pages() {
+    let Some(st) = start() else { return };
+    let (p0, avail0, dir) = (st.p0, st.avail0, &st.dir);
+    let (ja, jb) = (dir.path().join("a.journal"), dir.path().join("b.journal"));
+    let _g = Guard(vec![ja.clone(), jb.clone()]);
+    let claimed = |journal: &Path, owner: &str, pages: u64| {
+        let mut o = ApplyOptions::new(journal);
+        o.append = true;
+        o.phases = Phases {
+            hugepages: true,
+            ..Phases::NONE
+        };
+        o.claims = Some(apply::engine::ClaimLedger {
+            dir: dir.path().to_path_buf(),
+            owner: owner.into(),
+            pid_dir: None,
+        });
+        apply::apply(&plan(pages), None, &o).unwrap()
+    };
+    let ra = claimed(&ja, "a", avail0 + 6);
+    assert_eq!(hugepage_step(&ra.steps).result, "done");
+    // without the ledger, B would have seen A's pages as free
+    let mut dry = ApplyOptions::new(dir.path().join("dry.journal"));
+    dry.dry_run = true;
+    dry.phases = Phases {
+        hugepages: true,
+        ..Phases::NONE
+    };
+    let unclaimed = apply::apply(&plan(4), None, &dry).unwrap();
+    assert!(unclaimed.steps.is_empty(), "{:#?}", unclaimed.steps);
+    let rb = claimed(&jb, "b", 4);
+    let sb = hugepage_step(&rb.steps);
+    assert_eq!(n(&sb.new) - n(&sb.previous), 4, "{rb:#?}");
+    assert_eq!(persistent(), p0 + 10);
+    let a = Vm::start(avail0 + 6);
+    assert!(apply::hugepages::drop_claim(dir.path(), "a").unwrap());
+    let b = Vm::start(4);
+    assert!(apply::hugepages::drop_claim(dir.path(), "b").unwrap());
+    a.touch(2);
+    drop(a);
+    assert_eq!(given_back(&release(&ja)), 6);
+    b.touch(2);
+    drop(b);
+    assert_eq!(given_back(&release(&jb)), 4);
+    assert_eq!(persistent(), p0, "the pool is back where it was");
+}

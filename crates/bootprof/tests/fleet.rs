@@ -639,7 +639,10 @@ fn another_vms_pins_do_not_set_the_nodes_trace_clock() {
         let ctx = format!("zone {zone_min} min, trace {trace_shift_h} h");
         check(&nodes, &f).unwrap_or_else(|e| panic!("{ctx}: {e}"));
         assert_eq!(
-            f.trace_shift_h.get("gpu-01.dc1.example").copied().unwrap_or(0),
+            f.trace_shift_h
+                .get("gpu-01.dc1.example")
+                .copied()
+                .unwrap_or(0),
             -trace_shift_h,
             "{ctx}"
         );
