@@ -1,5 +1,6 @@
 #![no_main]
-// containerd journal lines (journald prefix + logfmt, Go-quoted vmconsole payloads), then the
+// containerd journal lines (journald prefix + logfmt, Go-quoted vmconsole payloads; journald
+// JSON export entries), then the
 // whole pipeline: streaming ingest of the bytes, the timeline and the fleet view.
 use libfuzzer_sys::fuzz_target;
 
@@ -7,6 +8,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(s) = std::str::from_utf8(data) {
         for line in s.lines() {
             let _ = bootprof::journal::parse_line(line);
+            let _ = bootprof::journal::export_entry(line);
         }
     }
     let ing = bootprof::ingest_bytes("fuzz", data, bootprof::Options::default());

@@ -64,13 +64,35 @@ pub fn is_bdf(s: &str) -> bool {
             .all(|(i, c)| i == d || i == d + 3 || i == d + 6 || c.is_ascii_hexdigit())
 }
 
-/// Does this line start like a kernel line (`[ 1.23]` or `<6>[ 1.23]`)?
+/// Does this line start like a kernel line (`[ 1.23]`, `<6>[ 1.23]`, `kern  :info  : [ 1.23]`)?
 pub fn looks_like(line: &str) -> bool {
     split_stamp(line).is_some()
 }
 
+/// util-linux `dmesg -x` (`--decode`) writes the facility and level before the stamp,
+/// each padded to six: `kern  :info  : [    3.201931] …`.
+fn strip_decode(s: &str) -> Option<&str> {
+    let (facility, rest) = s.split_once(':')?;
+    let (level, rest) = rest.split_once(':')?;
+    let word = |w: &str| {
+        let w = w.trim_end_matches(' ');
+        !w.is_empty() && w.len() <= 8 && w.bytes().all(|c| c.is_ascii_alphanumeric())
+    };
+    (word(facility) && LEVELS.contains(&level.trim_end_matches(' ')))
+        .then(|| rest.strip_prefix(' '))
+        .flatten()
+}
+
+/// The syslog level names `dmesg -x` prints.
+const LEVELS: [&str; 8] = [
+    "emerg", "alert", "crit", "err", "warn", "notice", "info", "debug",
+];
+
 fn split_stamp(line: &str) -> Option<(f64, &str)> {
     let mut s = line.trim_start();
+    if let Some(r) = strip_decode(s) {
+        s = r;
+    }
     if let Some(r) = s.strip_prefix('<') {
         let close = r.find('>')?;
         if close > 3 || !r.get(..close)?.bytes().all(|c| c.is_ascii_digit()) {
@@ -80,7 +102,16 @@ fn split_stamp(line: &str) -> Option<(f64, &str)> {
     }
     let r = s.strip_prefix('[')?;
     let close = r.find(']')?;
-    let stamp = r.get(..close)?.trim();
+    let inside = r.get(..close)?;
+    // `dmesg -d` (`--show-delta`): `[    3.201931 <    0.000471>]`
+    let stamp = match inside.split_once('<') {
+        Some((stamp, delta)) => {
+            let delta = delta.strip_suffix('>')?.trim();
+            delta.parse::<f64>().ok()?;
+            stamp.trim()
+        }
+        None => inside.trim(),
+    };
     let (a, b) = stamp.split_once('.')?;
     if a.is_empty()
         || b.is_empty()
@@ -94,7 +125,68 @@ fn split_stamp(line: &str) -> Option<(f64, &str)> {
     if !(0.0..=1e8).contains(&t) {
         return None;
     }
-    Some((t, r.get(close + 1..)?.trim_start()))
+    let body = r.get(close + 1..)?.trim_start();
+    Some((t, strip_journal_kernel(body)))
+}
+
+/// `journalctl -k -o short-monotonic` writes the host and the `kernel:` identifier after
+/// the stamp: `[    3.201931] guest kernel: pci …`.
+fn strip_journal_kernel(body: &str) -> &str {
+    match body.split_once(' ') {
+        Some((host, rest))
+            if !host.is_empty()
+                && !host.ends_with(':')
+                && host.bytes().all(|c| c.is_ascii_graphic()) =>
+        {
+            rest.strip_prefix("kernel: ").unwrap_or(body)
+        }
+        _ => body,
+    }
+}
+
+/// The shapes of kernel log whose stamps are wall-clock times, not seconds since boot
+/// (util-linux `dmesg -T`/`--ctime`, `--time-format iso`, `-e`/`--reltime`): what the
+/// line's shape is, for a note that names it. The boot timeline needs the seconds since
+/// boot that plain `dmesg` prints; these lines are counted, not guessed onto a boot.
+pub fn wall_clock_shape(line: &str) -> Option<&'static str> {
+    let s = line.trim_start();
+    let s = strip_decode(s).unwrap_or(s);
+    if let Some(r) = s.strip_prefix('[') {
+        let inside = r.get(..r.find(']')?)?;
+        let stamp = inside.split_once(" <").map_or(inside, |(a, _)| a);
+        // `[Thu Nov 20 17:56:11 2025]`
+        let w: Vec<&str> = stamp.split_whitespace().collect();
+        if let [day, month, date, clock, year] = w.as_slice() {
+            if day.len() == 3
+                && month.len() == 3
+                && date.parse::<u8>().is_ok()
+                && clock.len() == 8
+                && clock.as_bytes().get(2) == Some(&b':')
+                && year.len() == 4
+                && year.parse::<u16>().is_ok()
+            {
+                return Some("dmesg -T (--ctime)");
+            }
+        }
+        // `[Nov20 17:56]` on a new minute, `[  +0.000471]` between
+        let t = stamp.trim();
+        if t.len() > 1
+            && (t.starts_with('+') || t.starts_with('-'))
+            && t.get(1..).is_some_and(|n| n.parse::<f64>().is_ok())
+        {
+            return Some("dmesg -e (--reltime)");
+        }
+        return None;
+    }
+    // `2025-11-20T17:56:11,201931+00:00 pci …`
+    let stamp = s.split(' ').next()?;
+    let b = stamp.as_bytes();
+    (b.len() >= 26
+        && b.get(4) == Some(&b'-')
+        && b.get(10) == Some(&b'T')
+        && b.get(19) == Some(&b',')
+        && b.get(..4).is_some_and(|y| y.iter().all(u8::is_ascii_digit)))
+    .then_some("dmesg --time-format iso")
 }
 
 /// Parse one kernel line; `None` if it has no `[seconds]` stamp.
@@ -409,5 +501,50 @@ mod tests {
         }
         assert!(!is_passthrough_gpu(0x1234, 0x030000));
         assert!(is_passthrough_gpu(0x10de, 0x030200));
+    }
+
+    proptest::proptest! {
+        /// Any stamp and message read in plain `dmesg`'s shape read the same through `-r`,
+        /// `-x`, `-d`, `-x -d` and `journalctl -k -o short-monotonic`; the wall-clock shapes
+        /// never parse as a stamp and are named instead.
+        #[test]
+        fn shapes_with_seconds_since_boot_read_as_plain(
+            s in 0u64..10_000_000,
+            us in 0u64..1_000_000,
+            delta in 0.0f64..1000.0,
+            level in proptest::sample::select(LEVELS.to_vec()),
+            facility in proptest::sample::select(vec!["kern", "user", "daemon", "local7"]),
+            msg in proptest::sample::select(vec![
+                "pci 0000:02:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint",
+                "pci 0000:02:00.0: BAR 2 [mem 0x3a4000000000-0x3a5fffffffff 64bit pref]: assigned",
+                "nvidia 0000:02:00.0: enabling device (0000 -> 0002)",
+                "Run /init as init process",
+                "NVRM: loading NVIDIA UNIX x86_64 Kernel Module",
+                "brd: module loaded",
+            ]),
+        ) {
+            let plain = parse_line(&format!("[{s:5}.{us:06}] {msg}")).unwrap();
+            let shapes = [
+                format!("<6>[{s:5}.{us:06}] {msg}"),
+                format!("{facility:<6}:{level:<6}: [{s:5}.{us:06}] {msg}"),
+                format!("[{s:5}.{us:06} <{delta:12.6}>] {msg}"),
+                format!("{facility:<6}:{level:<6}: [{s:5}.{us:06} <{delta:12.6}>] {msg}"),
+                format!("[{s:5}.{us:06}] gpu-vm kernel: {msg}"),
+            ];
+            for line in &shapes {
+                proptest::prop_assert_eq!(parse_line(line), Some(plain.clone()), "{}", line);
+                proptest::prop_assert_eq!(wall_clock_shape(line), None);
+            }
+            let (h, m, sec) = (s / 3600 % 24, s / 60 % 60, s % 60);
+            for (line, shape) in [
+                (format!("[Thu Nov 20 {h:02}:{m:02}:{sec:02} 2025] {msg}"), "dmesg -T (--ctime)"),
+                (format!("[Thu Nov 20 {h:02}:{m:02}:{sec:02} 2025 <{delta:12.6}>] {msg}"), "dmesg -T (--ctime)"),
+                (format!("2025-11-20T{h:02}:{m:02}:{sec:02},{us:06}+00:00 {msg}"), "dmesg --time-format iso"),
+                (format!("[  {delta:+8.6}] {msg}"), "dmesg -e (--reltime)"),
+            ] {
+                proptest::prop_assert_eq!(parse_line(&line), None, "{}", line);
+                proptest::prop_assert_eq!(wall_clock_shape(&line), Some(shape), "{}", line);
+            }
+        }
     }
 }

@@ -245,6 +245,19 @@ pub fn findings(r: &Report) -> Vec<Finding> {
             saving_s: None,
         });
     }
+    if r.stats.wall_clock_kernel > 0 {
+        out.push(Finding {
+            phase: "input",
+            measured_s: None,
+            text: format!(
+                "{} guest kernel lines were not used: their stamps are wall-clock times ({}), not seconds since boot.",
+                r.stats.wall_clock_kernel,
+                r.stats.wall_clock_shapes.join(", ")
+            ),
+            fix: "Capture the guest's log with plain `dmesg` (no -T, -e or --time-format) or `journalctl -k -o short-monotonic`.".into(),
+            saving_s: None,
+        });
+    }
     out
 }
 

@@ -176,9 +176,45 @@ pub struct Stats {
     pub bad: BadCounts,
     /// The first few bad lines: `file:line: reason`.
     pub bad_examples: Vec<String>,
+    /// Guest kernel lines whose stamps are wall-clock times (`dmesg -T`, `--time-format
+    /// iso`, `-e`): not placed on a boot, which needs seconds since boot.
+    pub wall_clock_kernel: u64,
+    /// Their shapes (`dmesg -T (--ctime)`, …), each once.
+    pub wall_clock_shapes: Vec<&'static str>,
 }
 
 impl Stats {
+    /// What to tell a user whose inputs gave no event, beyond the line counts: the lines
+    /// that were recognised as a shape that cannot be used, and how to get one that can.
+    pub fn why_no_events(&self) -> String {
+        let mut why = String::new();
+        if self.wall_clock_kernel > 0 {
+            why.push_str(&format!(
+                "; {} guest kernel lines have wall-clock stamps ({}): the boot timeline needs the seconds since boot that `dmesg` prints without -T/-e/--time-format (or `journalctl -k -o short-monotonic`)",
+                self.wall_clock_kernel,
+                self.wall_clock_shapes.join(", ")
+            ));
+        }
+        if self.unrecognized > 0 {
+            why.push_str(&format!(
+                "; {} lines in no format read here (other units' journal lines, `journalctl -k` without `-o short-monotonic`, prose)",
+                self.unrecognized
+            ));
+        }
+        why
+    }
+
+    /// The input summary's line for guest kernel lines with wall-clock stamps, if any.
+    pub fn wall_clock_line(&self) -> Option<String> {
+        (self.wall_clock_kernel > 0).then(|| {
+            format!(
+                "{} guest kernel lines not used: wall-clock stamps ({}), not seconds since boot",
+                self.wall_clock_kernel,
+                self.wall_clock_shapes.join(", ")
+            )
+        })
+    }
+
     /// Add a block's prefilter counts.
     fn add(&mut self, c: &Counts) {
         self.lines += c.lines;
@@ -610,6 +646,14 @@ impl Ingester {
                 self.push(src, None, None, (None, None), Body::Kube(k));
                 Ok(())
             }
+            Parsed::WallClockKernel(shape) => {
+                let st = &mut self.out.stats;
+                st.wall_clock_kernel += 1;
+                if !st.wall_clock_shapes.contains(&shape) {
+                    st.wall_clock_shapes.push(shape);
+                }
+                Ok(())
+            }
             Parsed::Bad(b) => Err(b),
         };
         if let Err(b) = r {
@@ -934,6 +978,8 @@ enum Parsed<'a> {
     Bpf(BpfLine),
     Ftrace(FtraceLine),
     Kube(KubectlLine),
+    /// A guest kernel line stamped with a wall-clock time (its shape).
+    WallClockKernel(&'static str),
     Bad(Bad),
 }
 
@@ -1040,6 +1086,15 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
     if trimmed.is_empty() {
         return Parsed::Unrecognized;
     }
+    // 0. a journal exported as JSON: its MESSAGE is read as a line of its own
+    if matches!(trimmed.as_bytes().first(), Some(b'{' | 0x1e)) {
+        if let Some(e) = journal::export_entry(trimmed) {
+            return match e {
+                Ok(e) => export_entry(e, want, buf),
+                Err(why) => Parsed::Bad(Bad::Json(why)),
+            };
+        }
+    }
     // 1. containerd journal (logfmt)
     if contains(s, &TIME_KEY) || contains(s, &MSG_KEY) {
         match journal::parse_ref_into(s, buf) {
@@ -1075,6 +1130,9 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
         Console::Other => {}
         c => return Parsed::Console(c),
     }
+    if let Some(shape) = dmesg::wall_clock_shape(trimmed) {
+        return Parsed::WallClockKernel(shape);
+    }
     // 3. bpftrace
     if bpftrace::looks_like(trimmed) {
         match bpftrace::parse_line(trimmed) {
@@ -1102,6 +1160,39 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
         }
     }
     Parsed::Unrecognized
+}
+
+/// A journald JSON export entry: its `MESSAGE` parsed as any line is, with the host and
+/// the receive time taken from the entry's own fields (the message has no journald prefix).
+fn export_entry<'a>(
+    e: journal::ExportEntry<'a>,
+    want: Option<&str>,
+    buf: &mut String,
+) -> Parsed<'a> {
+    if journal::export_entry(&e.message).is_some() {
+        // an export inside an export's message is not a log line
+        return Parsed::Unrecognized;
+    }
+    match parse_str(&e.message, want, buf) {
+        Parsed::Journal(j) => Parsed::Journal(JournalParsed {
+            prefix: e.realtime.map(PrefixTime::Absolute).or(j.prefix),
+            host: e.host,
+            time: j.time,
+            time_zone: j.time_zone,
+            sandbox: j.sandbox.map(|s| Cow::Owned(s.into_owned())),
+            pid: j.pid,
+            body: j.body,
+            same_host: false,
+            same_sandbox: false,
+        }),
+        Parsed::Unrecognized => Parsed::Unrecognized,
+        Parsed::Console(c) => Parsed::Console(c),
+        Parsed::Bpf(b) => Parsed::Bpf(b),
+        Parsed::Ftrace(f) => Parsed::Ftrace(f),
+        Parsed::Kube(k) => Parsed::Kube(k),
+        Parsed::WallClockKernel(w) => Parsed::WallClockKernel(w),
+        Parsed::Bad(b) => Parsed::Bad(b),
+    }
 }
 
 /// Guest console lines per sandbox id over some inputs, counted at the byte level without

@@ -129,6 +129,104 @@ pub enum PrefixTime {
     Local(LocalStamp),
 }
 
+/// One entry of a journal exported as JSON, one object a line (`journalctl -o json`, or
+/// `-o json-seq` with its leading record separator): the message and the journal's own
+/// fields the boot timeline uses. Values are strings; a binary or multi-line `MESSAGE` is
+/// an array of bytes, a field given twice an array of values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportEntry<'a> {
+    /// `MESSAGE`: for containerd, the logfmt line (`time="…" level=… msg=… sandbox=…`).
+    pub message: String,
+    /// `__REALTIME_TIMESTAMP`: when journald received the entry (µs since the epoch, UTC).
+    pub realtime: Option<Nanos>,
+    /// `_HOSTNAME`: the node.
+    pub host: Option<&'a str>,
+}
+
+#[derive(serde::Deserialize)]
+struct ExportFields<'a> {
+    #[serde(rename = "MESSAGE", default)]
+    message: Option<serde_json::Value>,
+    #[serde(rename = "__REALTIME_TIMESTAMP", borrow, default)]
+    realtime: Option<Cow<'a, str>>,
+    #[serde(rename = "_HOSTNAME", default)]
+    host: Option<String>,
+}
+
+/// A journald JSON export's field that every entry has: what tells its lines apart from a
+/// kata-agent record, which is JSON too.
+const EXPORT_MARK: &str = "\"__REALTIME_TIMESTAMP\"";
+
+/// Read `line` as a journald JSON export entry: `None` when it is not one (not a JSON
+/// object naming `__REALTIME_TIMESTAMP`), `Some(Err(why))` when it is one that does not
+/// parse or whose `MESSAGE` is not text.
+pub fn export_entry(line: &str) -> Option<Result<ExportEntry<'_>, String>> {
+    let line = line.trim().trim_start_matches('\u{1e}');
+    if !line.starts_with('{') || !line.contains(EXPORT_MARK) {
+        return None;
+    }
+    Some(export_fields(line))
+}
+
+fn export_fields(line: &str) -> Result<ExportEntry<'_>, String> {
+    let f: ExportFields<'_> =
+        serde_json::from_str(line).map_err(|e| format!("journal JSON export: {e}"))?;
+    let message = match f.message {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => s,
+        // bytes: the message as journald stored it
+        Some(serde_json::Value::Array(a)) if a.iter().all(|v| v.is_u64()) => {
+            let bytes: Option<Vec<u8>> = a
+                .iter()
+                .map(|v| v.as_u64().and_then(|b| u8::try_from(b).ok()))
+                .collect();
+            let bytes = bytes.ok_or("journal JSON export: MESSAGE byte out of range")?;
+            String::from_utf8(bytes)
+                .map_err(|_| "journal JSON export: MESSAGE is not UTF-8".to_string())?
+        }
+        // the field given more than once: its first value
+        Some(serde_json::Value::Array(a)) => match a.first() {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            _ => return Err("journal JSON export: MESSAGE array holds no text".into()),
+        },
+        Some(_) => return Err("journal JSON export: MESSAGE is not a string".into()),
+    };
+    let realtime = match f.realtime.as_deref() {
+        None => None,
+        Some(us) => {
+            let us: i64 = us
+                .parse()
+                .map_err(|_| format!("journal JSON export: __REALTIME_TIMESTAMP {us:?}"))?;
+            Some(
+                us.checked_mul(1000)
+                    .ok_or("journal JSON export: __REALTIME_TIMESTAMP out of range")?,
+            )
+        }
+    };
+    let host = f
+        .host
+        .and_then(|h| borrowed_value(line, "\"_HOSTNAME\"", &h));
+    Ok(ExportEntry {
+        message,
+        realtime,
+        host,
+    })
+}
+
+/// The string value `value` of the JSON member `key` (quoted) in `line`, borrowed from
+/// the line: found where it is written without escapes (a host name has none).
+fn borrowed_value<'a>(line: &'a str, key: &str, value: &str) -> Option<&'a str> {
+    if value.is_empty() {
+        return None;
+    }
+    line.match_indices(key).find_map(|(at, _)| {
+        let rest = line.get(at + key.len()..)?.trim_start();
+        let rest = rest.strip_prefix(':')?.trim_start().strip_prefix('"')?;
+        let v = rest.get(..value.len())?;
+        (v == value && rest.get(value.len()..)?.starts_with('"')).then_some(v)
+    })
+}
+
 /// Why a line that looked like a journal line could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JournalError {

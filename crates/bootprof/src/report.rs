@@ -302,6 +302,9 @@ pub fn text(r: &Report) -> String {
     for e in &st.bad_examples {
         let _ = writeln!(o, "  {e}");
     }
+    if let Some(line) = st.wall_clock_line() {
+        let _ = writeln!(o, "  {line}");
+    }
     if !r.other_boots.is_empty() {
         let b: Vec<String> = r
             .other_boots

@@ -247,8 +247,10 @@ pub(crate) fn journald_prefix(b: &[u8]) -> bool {
                 && h1.is_ascii_digit()
         }
         [y0, y1, y2, y3, b'-', _, _, b'-', _, _, b'T', rest @ ..] => {
-            // `2025-11-20T16:25:32+0000 host …`, not bpftrace's `2025-11-20T…Z: vfio…`
+            // `2025-11-20T16:25:32+0000 host …`, not bpftrace's `2025-11-20T…Z: vfio…` nor
+            // `dmesg --time-format iso`'s `2025-11-20T16:25:32,201931+00:00 pci …`
             [y0, y1, y2, y3].iter().all(|c| c.is_ascii_digit())
+                && rest.get(8) != Some(&b',')
                 && rest
                     .iter()
                     .position(|c| *c == b' ')
@@ -295,6 +297,12 @@ mod tests {
             b"2025-11-20T17:56:21.688170596Z: vfio_pin_pages_remote took 3 ms"
         ));
         assert!(!journald_prefix(b"[    3.201931] pci 0000:02:00.0: x"));
+        assert!(journald_prefix(
+            b"2025-11-20T16:25:32.201931+00:00 host kernel: x"
+        ));
+        assert!(!journald_prefix(
+            b"2025-11-20T16:25:32,201931+00:00 pci 0000:02:00.0: x"
+        ));
         assert!(!journald_prefix(
             b"Start Time:   Mon, 24 Nov 2025 21:21:09 +0000"
         ));

@@ -22,8 +22,8 @@ const LIST_MAX: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SelectError {
-    #[error("no boot events found ({lines} lines read, {bad} bad)")]
-    NoEvents { lines: u64, bad: u64 },
+    #[error("no boot events found ({lines} lines read, {bad} bad{why})")]
+    NoEvents { lines: u64, bad: u64, why: String },
     #[error("sandbox {want:?} not found in the input{hint}")]
     NotFound { want: String, hint: String },
     #[error("sandbox {want:?} is ambiguous: it is the start of {n} sandbox ids ({list}); give more of the id")]
@@ -394,6 +394,7 @@ pub fn select<'a>(ing: &'a Ingest, want: Option<&str>) -> Result<Selection<'a>, 
             return Err(SelectError::NoEvents {
                 lines: ing.stats.lines,
                 bad: ing.stats.bad.total(),
+                why: ing.stats.why_no_events(),
             });
         }
         return Ok(boots.records(ing, boots.busiest()));

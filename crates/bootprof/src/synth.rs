@@ -58,6 +58,10 @@ pub enum JournalFormat {
     /// `-o cat`: the message alone, no time, no host (and no other units' lines: `-u
     /// containerd`).
     Cat,
+    /// `-o json`: one object a line with journald's fields (`__REALTIME_TIMESTAMP` in µs,
+    /// `_HOSTNAME`, `SYSLOG_IDENTIFIER`, `_PID`, …) and `MESSAGE`; a message that is not
+    /// printable text is an array of its bytes, as journald writes it.
+    Json,
 }
 
 /// Pages backing guest RAM (they set how fast the host pins it).
@@ -307,7 +311,7 @@ fn prefix(t: Nanos, zone_s: i64, spec: &Spec, ident: &str) -> String {
             "{wd} {y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} {}",
             zone_name(zone_s)
         ),
-        JournalFormat::Cat => return String::new(),
+        JournalFormat::Cat | JournalFormat::Json => return String::new(),
     };
     format!("{stamp} {} {ident}: ", spec.host)
 }
@@ -1173,22 +1177,19 @@ fn finish(
             if !cat {
                 // `kubelet[2211]: message`: the identifier is the noise line's own
                 if let Some((ident, msg)) = n.split_once(": ") {
-                    text.push_str(&prefix(*t, zone_s, spec, ident));
-                    text.push_str(msg);
-                    text.push('\n');
+                    journal_entry(&mut text, *t, zone_s, spec, ident, msg);
                 }
             }
             ni.next();
         }
-        let pre = prefix(l.t, zone_s, spec, "containerd[2771108]");
         let time = rfc3339(l.t, field_zone);
-        match &l.body {
-            Body::Console(payload) => text.push_str(&format!(
-                "{pre}time=\"{time}\" level=debug msg=\"reading guest console\" console-protocol=unix console-url=/run/vc/vm/{sb}/console.sock name=containerd-shim-v2 pid={pid} sandbox={sb} source=virtcontainers subsystem=sandbox vmconsole={}\n",
+        let msg = match &l.body {
+            Body::Console(payload) => format!(
+                "time=\"{time}\" level=debug msg=\"reading guest console\" console-protocol=unix console-url=/run/vc/vm/{sb}/console.sock name=containerd-shim-v2 pid={pid} sandbox={sb} source=virtcontainers subsystem=sandbox vmconsole={}",
                 go_quote(payload),
                 sb = l.sandbox,
                 pid = l.shim
-            )),
+            ),
             Body::Shim {
                 level,
                 msg,
@@ -1204,21 +1205,63 @@ fn finish(
                 let err = error
                     .as_ref()
                     .map_or(String::new(), |e| format!(" error={}", go_quote(e)));
-                text.push_str(&format!(
-                    "{pre}{t}level={level} msg={}{err} name=containerd-shim-v2 pid={} sandbox={} source=virtcontainers subsystem=sandbox\n",
+                format!(
+                    "{t}level={level} msg={}{err} name=containerd-shim-v2 pid={} sandbox={} source=virtcontainers subsystem=sandbox",
                     go_quote(msg),
                     l.shim,
                     l.sandbox
-                ));
+                )
             }
-            Body::Cri { msg, error } => text.push_str(&format!(
-                "{pre}time=\"{time}\" level=error msg={} error={}\n",
+            Body::Cri { msg, error } => format!(
+                "time=\"{time}\" level=error msg={} error={}",
                 go_quote(msg),
                 go_quote(error)
-            )),
-        }
+            ),
+        };
+        journal_entry(&mut text, l.t, zone_s, spec, "containerd[2771108]", &msg);
     }
     text
+}
+
+/// One journal entry as `journalctl -o FORMAT` prints it: the prefix and the message, or
+/// for `-o json` an object of journald's fields.
+fn journal_entry(text: &mut String, t: Nanos, zone_s: i64, spec: &Spec, ident: &str, msg: &str) {
+    if spec.journal_format != JournalFormat::Json {
+        text.push_str(&prefix(t, zone_s, spec, ident));
+        text.push_str(msg);
+        text.push('\n');
+        return;
+    }
+    let (name, pid) = ident
+        .strip_suffix(']')
+        .and_then(|i| i.split_once('['))
+        .unwrap_or((ident, ""));
+    let us = t.div_euclid(1000);
+    // journald writes a message holding control characters as its bytes
+    let message = if msg.bytes().any(|b| b < 0x20) {
+        serde_json::json!(msg.as_bytes())
+    } else {
+        serde_json::json!(msg)
+    };
+    let entry = serde_json::json!({
+        "__CURSOR": format!("s=5e1c;i={us:x};b=7a0e;m={:x};t={us:x};x=1", us % 0xffff_ffff),
+        "__REALTIME_TIMESTAMP": us.to_string(),
+        "__MONOTONIC_TIMESTAMP": (us % 1_000_000_000_000).to_string(),
+        "_BOOT_ID": "7a0e0c6f0e4b4f7e9a0d3c1b2a190807",
+        "PRIORITY": "6",
+        "SYSLOG_FACILITY": "3",
+        "_UID": "0",
+        "_GID": "0",
+        "_TRANSPORT": "stdout",
+        "_SYSTEMD_UNIT": format!("{name}.service"),
+        "SYSLOG_IDENTIFIER": name,
+        "_PID": pid,
+        "_COMM": name,
+        "_HOSTNAME": spec.host,
+        "MESSAGE": message,
+    });
+    text.push_str(&entry.to_string());
+    text.push('\n');
 }
 
 #[cfg(test)]

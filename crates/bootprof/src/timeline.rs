@@ -56,6 +56,7 @@ pub fn build_with(ing: &Ingest, opts: &AnalyzeOptions) -> Result<Report, Timelin
         return Err(TimelineError::NoEvents {
             lines: ing.stats.lines,
             bad: ing.stats.bad.total(),
+            why: ing.stats.why_no_events(),
         });
     }
     Ok(analyze(&sel, &opts.clocks))

@@ -397,6 +397,7 @@ fn journal_format() -> impl Strategy<Value = JournalFormat> {
         1 => Just(JournalFormat::ShortIsoPrecise),
         1 => Just(JournalFormat::ShortFull),
         1 => Just(JournalFormat::Cat),
+        1 => Just(JournalFormat::Json),
     ]
 }
 

@@ -257,7 +257,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             tail_cut: tail_cut.filter(|_| outcome != Outcome::ColdPlugFailed),
             kubectl,
             host: "gpu-node-3".to_string(),
-            // every `journalctl -o` shape, from the seed
+            // every `journalctl -o` shape, from the seed (`-o json` included)
             journal_format: [
                 JournalFormat::Short,
                 JournalFormat::ShortPrecise,
@@ -265,7 +265,8 @@ fn spec() -> impl Strategy<Value = Spec> {
                 JournalFormat::ShortIsoPrecise,
                 JournalFormat::ShortFull,
                 JournalFormat::Cat,
-            ][(seed >> 58) as usize % 6],
+                JournalFormat::Json,
+            ][(seed >> 58) as usize % 7],
             start: None,
         }
     })

@@ -295,6 +295,9 @@ pub fn text(f: &Fleet) -> String {
         st.unrecognized,
         st.bad.total()
     );
+    if let Some(line) = st.wall_clock_line() {
+        let _ = writeln!(o, "  {line}");
+    }
     o
 }
 

@@ -319,9 +319,10 @@ fn all_boots(files: &[PathBuf], opts: &fleet::FleetOptions) -> Result<fleet::Fle
     let ing = read_inputs(files, Options::default())?;
     if ing.events.is_empty() {
         bail!(
-            "no boot events found ({} lines read, {} bad)",
+            "no boot events found ({} lines read, {} bad{})",
             ing.stats.lines,
-            ing.stats.bad.total()
+            ing.stats.bad.total(),
+            ing.stats.why_no_events()
         );
     }
     Ok(fleet::analyze(&ing, opts))
