@@ -202,8 +202,9 @@ pub struct Group {
     pub largest_phase: Option<&'static str>,
 }
 
-/// A sandbox whose lines show no boot: no phase, no failure (a VM already running when the
-/// log starts, a line of another sandbox's teardown).
+/// A sandbox whose lines show no boot: no phase of its own lines, no failure (a VM already
+/// running when the log starts, a line of another sandbox's teardown), whatever its node's
+/// traces or `kubectl describe` hold ([`shows_boot`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct NoBoot {
     pub node: Option<String>,
@@ -480,8 +481,16 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
     // held at once); the few boots the HTML page charts are analyzed again at the end
     let to_row = |k: usize, shift: Option<i64>| {
         let r = analyze_boot(k, shift);
-        let shown = if r.phases.is_empty() && r.state.failure.is_none() && r.total_from != "kubectl"
-        {
+        // a boot is shown by its own lines: its node's pin trace or `kubectl describe`
+        // alone would turn any sandbox whose time window they fall in into a boot
+        let mine: std::collections::HashSet<(u32, u64)> = own
+            .get(k)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| ing.events.get(i as usize))
+            .map(|e| (e.src.file, e.src.line))
+            .collect();
+        let shown = if !shows_boot(&r, |s| mine.contains(&(s.file, s.line))) {
             let b = r.boot.as_ref();
             Err(NoBoot {
                 node: b.and_then(|b| b.node.clone()),
@@ -746,6 +755,19 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
         counted: why.is_none(),
         excluded: why,
     }
+}
+
+/// Whether a report shows a boot of its own: a failure, or a phase that one of the boot's
+/// own lines (`own`: the lines that name its sandbox) opens or closes. Phases read from its
+/// node's host traces, `kubectl describe` or other lines that name no sandbox do not count:
+/// they would make a boot of every sandbox whose time window they fall in (a VM already
+/// running when the log starts). A report that shows none is a sandbox without a boot
+/// (`no_boot`), not a row.
+pub fn shows_boot(r: &Report, own: impl Fn(crate::ingest::SrcRef) -> bool) -> bool {
+    r.state.failure.is_some()
+        || r.phases
+            .iter()
+            .any(|p| p.start_src.into_iter().chain(p.end_src).any(&own))
 }
 
 /// What a RAM pinning pace says about page size.
