@@ -40,6 +40,10 @@ pub struct Phase {
     pub end_src: Option<SrcRef>,
     /// The end is inferred (no closing line was seen), not read.
     pub estimated: bool,
+    /// The log starts after the boot began and this phase may have begun before it: its
+    /// duration is a lower bound ([`crate::state::cut_by_late_start`]; the fleet leaves it
+    /// out of its percentiles as `started_late`).
+    pub at_least: bool,
     pub detail: String,
 }
 
@@ -130,6 +134,8 @@ pub struct CriticalStep {
     pub gap_before_s: f64,
     /// Phases nested inside this one (name, label, seconds).
     pub contains: Vec<String>,
+    /// Its phase's duration is a lower bound (the log starts after the boot began).
+    pub at_least: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -248,6 +254,9 @@ pub struct Report {
     pub total_s: f64,
     /// `kubectl` (Start Time → Started) or `timeline` (first to last phase).
     pub total_from: &'static str,
+    /// `total_s` is a lower bound: it runs first to last phase of a log that starts after
+    /// the boot began or ends before it did (the fleet gives such a boot no total).
+    pub total_at_least: bool,
     pub state: BootState,
     /// GPUs in the VM: the largest count any input shows (see `gpu_count_from`).
     pub gpu_count: usize,

@@ -46,6 +46,7 @@ impl Builder<'_> {
             start_src: Some(o.at.src),
             end_src,
             estimated,
+            at_least: false,
             detail,
         });
     }

@@ -44,6 +44,16 @@ pub fn state_line(r: &Report) -> String {
     s
 }
 
+/// The boot's total in words: "155.7 s", or "at least 100.3 s" when the log starts after
+/// the boot began or ends before it did.
+pub fn total_words(r: &Report) -> String {
+    format!(
+        "{}{} s",
+        if r.total_at_least { "at least " } else { "" },
+        secs_fmt(r.total_s, 1)
+    )
+}
+
 /// `dir/file:12` → `file:12` for the terminal.
 fn base(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
@@ -111,13 +121,15 @@ pub fn text(r: &Report) -> String {
     });
     let _ = writeln!(
         o,
-        "Boot timeline{}{boot}: total {} s ({}), t0 {}",
+        "Boot timeline{}{boot}: total {} ({}), t0 {}",
         r.sandbox
             .as_ref()
             .map_or(String::new(), |s| format!(" of sandbox {}", short(s, 16))),
-        secs_fmt(r.total_s, 1),
+        total_words(r),
         if r.total_from == "kubectl" {
             "kubectl Start Time → Started"
+        } else if r.total_at_least {
+            "first to last phase the log shows"
         } else {
             "first to last phase"
         },
@@ -178,18 +190,25 @@ pub fn text(r: &Report) -> String {
         "{:<16} {:<16} {:>9} {:>9} {:>9}  SOURCE",
         "PHASE", "LABEL", "START s", "END s", "SECONDS"
     );
-    for p in table_rows(r) {
+    let rows = table_rows(r);
+    for p in &rows {
         let _ = writeln!(
             o,
-            "{:<16} {:<16} {:>9.3} {:>9.3} {:>9.3}{} {} → {}",
+            "{:<16} {:<16} {:>9.3} {:>9.3} {:>9}{} {} → {}",
             p.name,
             short(&p.label, 16),
             p.start_s,
             p.end_s,
-            p.duration_s,
+            format!("{}{:.3}", if p.at_least { "≥" } else { "" }, p.duration_s),
             if p.estimated { "~" } else { " " },
             base(p.start_line.as_deref().unwrap_or("?")),
             base(p.end_line.as_deref().unwrap_or("(estimated)"))
+        );
+    }
+    if rows.iter().any(|p| p.at_least) {
+        let _ = writeln!(
+            o,
+            "(≥ at least: the log starts after the boot began, and the phase may have begun before its first line)"
         );
     }
     let s = &r.pin_summary;
@@ -208,8 +227,13 @@ pub fn text(r: &Report) -> String {
     if s.calls > 0 || s.ftrace_calls > 0 {
         let _ = writeln!(
             o,
-            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {:.1} s, {:.0} GiB; {} took ≥ 1 s{}",
+            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {}{:.1} s, {:.0} GiB; {} took ≥ 1 s{}",
             s.calls,
+            if r.state.started_late.is_empty() {
+                ""
+            } else {
+                "at least (the log starts after the boot began: earlier calls are outside its window) "
+            },
             s.total_s,
             s.bytes as f64 / (1u64 << 30) as f64,
             s.heavy_calls,
@@ -250,7 +274,11 @@ pub fn text(r: &Report) -> String {
                 secs_fmt(st.start_s, 1),
                 st.phase,
                 short(&st.label, 14),
-                secs_fmt(st.duration_s, 1),
+                format!(
+                    "{}{}",
+                    if st.at_least { "≥" } else { "" },
+                    secs_fmt(st.duration_s, 1)
+                ),
                 if st.on_path_s + 0.05 < st.duration_s {
                     format!(" ({} s beyond the step before)", secs_fmt(st.on_path_s, 1))
                 } else {
@@ -277,8 +305,15 @@ pub fn text(r: &Report) -> String {
                 "  {}. [{}{}] {}",
                 i + 1,
                 f.phase,
-                f.measured_s
-                    .map_or(String::new(), |m| format!(" {} s", secs_fmt(m, 1))),
+                f.measured_s.map_or(String::new(), |m| format!(
+                    " {}{} s",
+                    if r.phases.iter().any(|p| p.name == f.phase && p.at_least) {
+                        "≥"
+                    } else {
+                        ""
+                    },
+                    secs_fmt(m, 1)
+                )),
                 f.text
             );
             let _ = writeln!(
@@ -496,14 +531,14 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 .fix{{color:#2a6}} code{{font-size:12px}}
 </style></head><body>
 <h1>Boot timeline{}</h1>
-<p>Total <b>{} s</b> ({}); origin {}; {} GPUs.</p>
+<p>Total <b>{}</b> ({}); origin {}; {} GPUs.</p>
 <p>State: {}</p>
 "#,
         r.sandbox.as_ref().map_or(String::new(), |s| format!(
             " — sandbox <code>{}</code>",
             esc(s)
         )),
-        secs_fmt(r.total_s, 1),
+        esc(&total_words(r)),
         esc(r.total_from),
         esc(&r.t0),
         r.gpu_count,
@@ -514,9 +549,10 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
     for st in &r.critical_path {
         let _ = write!(
             o,
-            "<li>{} {} — {} s{}</li>",
+            "<li>{} {} — {}{} s{}</li>",
             esc(st.phase),
             esc(&st.label),
+            if st.at_least { "at least " } else { "" },
             secs_fmt(st.duration_s, 1),
             if st.contains.is_empty() {
                 String::new()
@@ -547,11 +583,12 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
     for p in &rows {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td class=n>{:.3}</td><td class=n>{:.3}</td><td class=n>{:.3}{}</td><td><code>{} → {}</code></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=n>{:.3}</td><td class=n>{:.3}</td><td class=n>{}{:.3}{}</td><td><code>{} → {}</code></td></tr>",
             esc(p.name),
             esc(&p.label),
             p.start_s,
             p.end_s,
+            if p.at_least { "≥" } else { "" },
             p.duration_s,
             if p.estimated { "~" } else { "" },
             esc(p.start_line.as_deref().unwrap_or("?")),

@@ -134,6 +134,21 @@ pub fn assess(
     }
 }
 
+/// Whether a log that starts after the boot began (`late`: [`BootState::started_late`] is
+/// not empty) may have cut off the start of the phases of kind `kind`, so that what it shows
+/// of them is a lower bound: the VM's creation, the guest kernel, PCI enumeration and the
+/// host's pins before the first line, and a CDI wait whose first try in the log is not
+/// number 0 (or, unnumbered, of a log that starts late). The single-boot report says "at
+/// least" of them ([`crate::model::Phase::at_least`]); the fleet leaves them out of its
+/// percentiles (`started_late`).
+pub fn cut_by_late_start(kind: &str, late: bool, cdi: Option<&CdiSummary>) -> bool {
+    match kind {
+        "vm_create" | "kernel_boot" | "pci_enumeration" | "dma_pinning" => late,
+        "cdi_wait" => cdi.is_some_and(|c| c.first_try.map_or(late, |t| t > 0)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -258,6 +258,14 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     };
 
     let state = state::assess(&f, &phases, cdi.as_ref(), gpu_count, t0, files);
+    // what a log that starts late shows of a phase it may have cut is a lower bound (a pin
+    // call is timed whole: its sum is, see the pin summary)
+    let late = !state.started_late.is_empty();
+    for p in &mut phases {
+        p.at_least =
+            p.name != "dma_pinning" && state::cut_by_late_start(p.name, late, cdi.as_ref());
+    }
+    let total_at_least = total_from == "timeline" && (late || state.status == "unfinished");
     let critical_path = critical_path(&phases);
     let relative_only = axis.boot == Some(0)
         && traces.relative_only
@@ -287,6 +295,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         },
         total_s,
         total_from,
+        total_at_least,
         state,
         gpu_count,
         gpu_count_from,

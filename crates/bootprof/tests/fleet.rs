@@ -168,7 +168,32 @@ fn check(nodes: &[NodeRecords], f: &Fleet) -> Result<(), String> {
             // the row is what the single-boot analysis of its node's logs says
             // the fleet puts a node's trace on one clock: the single analysis is given it
             let shift = f.trace_shift_h.get(&node).copied();
-            let mut one = fleet::row(&single(n, &t.sandbox, shift));
+            let rep = single(n, &t.sandbox, shift);
+            // what the fleet leaves out because the log starts late, the single report
+            // calls a lower bound, and what it calls one the fleet does not count
+            for p in &rep.phases {
+                let cell = &r.phases[p.name];
+                if p.at_least && cell.counted {
+                    return Err(format!("{} is 'at least' but counted{}", p.name, ctx()));
+                }
+                if p.name != "dma_pinning"
+                    && cell.excluded == Some(fleet::Excluded::StartedLate)
+                    && !p.at_least
+                {
+                    return Err(format!(
+                        "{} left out as started late, not 'at least'{}",
+                        p.name,
+                        ctx()
+                    ));
+                }
+            }
+            if rep.total_at_least && r.total_s.is_some() {
+                return Err(format!("total 'at least' but counted{}", ctx()));
+            }
+            if r.started_late && rep.total_from == "timeline" && !rep.total_at_least {
+                return Err(format!("started late, total not 'at least'{}", ctx()));
+            }
+            let mut one = fleet::row(&rep);
             if spec.journal_format == JournalFormat::Cat {
                 // the single-boot report has no node to name; the fleet names the file
                 one.node = Some(node.clone());

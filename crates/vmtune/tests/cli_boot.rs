@@ -77,6 +77,70 @@ fn analyze_text_table() {
     assert!(s.contains("Findings:"));
 }
 
+/// A log that starts mid-boot (the study's journal from its 60th line: CDI try 11 first, no
+/// guest kernel start): the single-boot report calls its total and CDI wait lower bounds,
+/// as `--all` leaves them out (total null, cdi_wait `started_late`); the whole log's are
+/// exact. Failed before the fix (total and CDI wait stated as fact).
+#[test]
+fn a_log_that_starts_late_gives_lower_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("run2-containerd.journal")).unwrap();
+    let late = dir.path().join("late.journal");
+    let tail: Vec<&str> = text.lines().skip(59).collect();
+    std::fs::write(&late, tail.join("\n") + "\n").unwrap();
+    let late = late.to_str().unwrap();
+
+    let v = ok_json(&["boot", "analyze", late, "--json"]);
+    assert_eq!(v["state"]["status"], "complete");
+    assert!(!v["state"]["started_late"].as_array().unwrap().is_empty());
+    assert_eq!(v["total_at_least"], true, "{}", v["total_s"]);
+    let cdi: Vec<&serde_json::Value> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "cdi_wait")
+        .collect();
+    assert_eq!(cdi.len(), 1);
+    assert_eq!(cdi[0]["at_least"], true);
+    // the phases after the CDI wait were seen whole
+    for p in v["phases"].as_array().unwrap() {
+        if p["name"] == "container_start" || p["name"] == "memory_hotplug" {
+            assert_eq!(p["at_least"], false, "{p}");
+        }
+    }
+    let out = run(&["boot", "analyze", late]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.lines().next().unwrap().contains("total at least 100.3 s"),
+        "{s}"
+    );
+    assert!(s.contains("waited at least 65.2 s"), "{s}");
+    assert!(s.contains("≥65.2 s"), "{s}");
+    assert!(!s.contains("(to ~"), "{s}");
+
+    // `--all` agrees: no total, and the CDI wait is left out as started late
+    let o = run(&["boot", "analyze", "--all", late, "--json"]);
+    assert!(o.status.success());
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    assert!(row["total_s"].is_null(), "{row}");
+    assert_eq!(row["phases"]["cdi_wait"]["excluded"], "started_late");
+
+    // the whole log: exact
+    let v = ok_json(&[
+        "boot",
+        "analyze",
+        &fixture("run2-containerd.journal"),
+        "--json",
+    ]);
+    assert_eq!(v["total_at_least"], false);
+    assert!(v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["at_least"] == false));
+}
+
 #[test]
 fn analyze_bad_input_exits_2() {
     let out = vmtune()

@@ -721,8 +721,10 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
     let why = if inst.iter().any(|p| p.estimated) {
         Some(Excluded::Estimated)
     } else {
+        let cut = crate::state::cut_by_late_start(kind, late, r.cdi.as_ref());
         match kind {
-            "vm_create" | "kernel_boot" | "pci_enumeration" | "dma_pinning" if late => {
+            // the single-boot report says "at least" of these (`Phase::at_least`)
+            "vm_create" | "kernel_boot" | "pci_enumeration" | "dma_pinning" if cut => {
                 Some(Excluded::StartedLate)
             }
             "dma_pinning" if status == "unfinished" => Some(Excluded::EndedEarly),
@@ -736,13 +738,7 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
                 Some(Excluded::EndedEarly)
             }
             "cdi_wait" if !r.cdi.as_ref().is_some_and(|c| c.resolved) => Some(Excluded::Unresolved),
-            "cdi_wait"
-                if r.cdi
-                    .as_ref()
-                    .is_some_and(|c| c.first_try.map_or(late, |t| t > 0)) =>
-            {
-                Some(Excluded::StartedLate)
-            }
+            "cdi_wait" if cut => Some(Excluded::StartedLate),
             "pci_enumeration" | "memory_hotplug" if status != "complete" && !closed => {
                 Some(Excluded::NotClosed)
             }
