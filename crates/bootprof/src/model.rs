@@ -40,9 +40,10 @@ pub struct Phase {
     pub end_src: Option<SrcRef>,
     /// The end is inferred (no closing line was seen), not read.
     pub estimated: bool,
-    /// The log starts after the boot began and this phase may have begun before it: its
-    /// duration is a lower bound ([`crate::state::cut_by_late_start`]; the fleet leaves it
-    /// out of its percentiles as `started_late`).
+    /// Its duration is a lower bound: the log starts after the boot began and this phase
+    /// may have begun before it ([`crate::state::cut_by_late_start`]; the fleet leaves it
+    /// out of its percentiles as `started_late`), or it is a memory hotplug whose host side
+    /// (pinning the memory before the guest onlines it) is not traced (`untraced`).
     pub at_least: bool,
     pub detail: String,
 }

@@ -333,6 +333,11 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
                 f.mem_uevents.len()
             ),
         );
+        // untraced, only the guest's side is seen: the host pins the memory before the
+        // guest onlines it, so what is seen is a lower bound
+        if let Some(p) = b.phases.last_mut() {
+            p.at_least = j.hotplug.is_empty();
+        }
     }
     // ---- container_start: after the devices and memory, until the container runs --------
     let before = b

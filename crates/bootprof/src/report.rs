@@ -206,10 +206,20 @@ pub fn text(r: &Report) -> String {
         );
     }
     if rows.iter().any(|p| p.at_least) {
-        let _ = writeln!(
-            o,
-            "(≥ at least: the log starts after the boot began, and the phase may have begun before its first line)"
-        );
+        let mut why = Vec::new();
+        if rows
+            .iter()
+            .any(|p| p.at_least && p.name != "memory_hotplug")
+        {
+            why.push("the log starts after the boot began, and the phase may have begun before its first line");
+        }
+        if rows
+            .iter()
+            .any(|p| p.at_least && p.name == "memory_hotplug")
+        {
+            why.push("the host's side of the memory hotplug (pinning the memory before the guest onlines it) is not traced");
+        }
+        let _ = writeln!(o, "(≥ at least: {})", why.join("; "));
     }
     let s = &r.pin_summary;
     if !s.traced && r.gpu_count > 0 {

@@ -259,10 +259,11 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
 
     let state = state::assess(&f, &phases, cdi.as_ref(), gpu_count, t0, files);
     // what a log that starts late shows of a phase it may have cut is a lower bound (a pin
-    // call is timed whole: its sum is, see the pin summary)
+    // call is timed whole: its sum is, see the pin summary), as is an untraced memory
+    // hotplug (marked by `phases::build`)
     let late = !state.started_late.is_empty();
     for p in &mut phases {
-        p.at_least =
+        p.at_least |=
             p.name != "dma_pinning" && state::cut_by_late_start(p.name, late, cdi.as_ref());
     }
     let total_at_least = total_from == "timeline" && (late || state.status == "unfinished");

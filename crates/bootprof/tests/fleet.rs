@@ -91,7 +91,8 @@ fn truth_of(kind: &str, spec: &Spec, t: &Truth) -> Option<f64> {
             .all(|g| g.checkable)
             .then(|| t.per_gpu.iter().map(|g| g.init_s).sum()),
         "cdi_wait" => t.cdi_wait_s,
-        "memory_hotplug" => t.memory_hotplug_s,
+        // untraced, only the guest's side of it is seen: left out (`untraced`)
+        "memory_hotplug" => t.memory_hotplug_s.filter(|_| spec.pin_trace),
         "dma_pinning" => t.pins_s.filter(|s| *s > 0.0),
         "total" => t.total_s,
         _ => None,

@@ -90,6 +90,9 @@ pub enum Excluded {
     Unresolved,
     /// No later line shows it was over (a boot that failed or whose log ends first).
     NotClosed,
+    /// A memory hotplug whose host side is not traced: only the guest onlining its blocks
+    /// is seen, not the host pinning the memory before it (a lower bound).
+    Untraced,
     /// Totals: the boot did not complete, or started before its log.
     NotComplete,
 }
@@ -104,6 +107,7 @@ impl Excluded {
             Excluded::Partial => "partial",
             Excluded::Unresolved => "unresolved",
             Excluded::NotClosed => "not_closed",
+            Excluded::Untraced => "untraced",
             Excluded::NotComplete => "not_complete",
         }
     }
@@ -739,6 +743,8 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
             }
             "cdi_wait" if !r.cdi.as_ref().is_some_and(|c| c.resolved) => Some(Excluded::Unresolved),
             "cdi_wait" if cut => Some(Excluded::StartedLate),
+            // untraced, a memory hotplug is its guest side only (`Phase::at_least`)
+            "memory_hotplug" if inst.iter().any(|p| p.at_least) => Some(Excluded::Untraced),
             "pci_enumeration" | "memory_hotplug" if status != "complete" && !closed => {
                 Some(Excluded::NotClosed)
             }

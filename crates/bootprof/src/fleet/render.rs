@@ -510,7 +510,7 @@ pub fn prometheus(f: &Fleet) -> String {
     }
     let _ = writeln!(
         o,
-        "# HELP vmtune_boot_phase_left_out VM boots left out of vmtune_boot_phase_seconds for a phase, by reason (missing, estimated, started_late, ended_early, partial, unresolved, not_closed)."
+        "# HELP vmtune_boot_phase_left_out VM boots left out of vmtune_boot_phase_seconds for a phase, by reason (missing, estimated, started_late, ended_early, partial, unresolved, not_closed, untraced)."
     );
     let _ = writeln!(o, "# TYPE vmtune_boot_phase_left_out gauge");
     for st in &f.phases {
