@@ -120,7 +120,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
 
     // ---- host pinning: measured, or said to be missing ------------------------------------
     let ps = &r.pin_summary;
-    if !ps.traced && r.gpu_count > 0 {
+    if !ps.traced && r.gpu_count.unwrap_or(0) > 0 {
         let why = if ps.iommufd_maps > 0 {
             format!(
                 "this VM mapped its memory through IOMMUFD ({} IOMMU_IOAS_MAP calls), which has no vfio_pin_pages_remote to time",
@@ -238,7 +238,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
     if maps as f64 >= 0.5 * DMA_ENTRY_LIMIT as f64 {
         out.push(Finding {
             phase: "dma_pinning",
-            measured_s: Some(ps.total_s),
+            measured_s: ps.total_s,
             text: format!("{maps} DMA map/pin calls: near VFIO type1's dma_entry_limit of {DMA_ENTRY_LIMIT}."),
             fix: "Hotplug memory in larger blocks, raise vfio_iommu_type1 dma_entry_limit, or use IOMMUFD.".into(),
             saving_s: None,
@@ -262,10 +262,9 @@ pub fn findings(r: &Report) -> Vec<Finding> {
 /// "Together the fixes …" when the findings name savings.
 pub fn fixes_line(r: &Report) -> Option<String> {
     let save = r.fixes_save_s?;
-    let to = if r.total_at_least {
-        String::new()
-    } else {
-        format!(" (to ~{} s)", secs_fmt((r.total_s - save).max(0.0), 1))
+    let to = match r.total_s {
+        Some(t) if !r.total_at_least => format!(" (to ~{} s)", secs_fmt((t - save).max(0.0), 1)),
+        _ => String::new(),
     };
     Some(format!(
         "Together the fixes above save up to ~{} s of the {} boot{to}: all of it where the phases they shorten lie on the critical path.",

@@ -44,14 +44,17 @@ pub fn state_line(r: &Report) -> String {
     s
 }
 
-/// The boot's total in words: "155.7 s", or "at least 100.3 s" when the log starts after
-/// the boot began or ends before it did.
+/// The boot's total in words: "155.7 s", "at least 100.3 s" when the log starts after the
+/// boot began or ends before it did, or "unknown" when no phase could be timed.
 pub fn total_words(r: &Report) -> String {
-    format!(
-        "{}{} s",
-        if r.total_at_least { "at least " } else { "" },
-        secs_fmt(r.total_s, 1)
-    )
+    match r.total_s {
+        Some(t) => format!(
+            "{}{} s",
+            if r.total_at_least { "at least " } else { "" },
+            secs_fmt(t, 1)
+        ),
+        None => "unknown".to_string(),
+    }
 }
 
 /// `dir/file:12` → `file:12` for the terminal.
@@ -128,15 +131,21 @@ pub fn text(r: &Report) -> String {
         total_words(r),
         if r.total_from == "kubectl" {
             "kubectl Start Time → Started"
+        } else if r.total_s.is_none() {
+            "no phase could be timed"
         } else if r.total_at_least {
             "first to last phase the log shows"
         } else {
             "first to last phase"
         },
-        r.t0
+        r.t0.as_deref()
+            .unwrap_or("unknown (no input dates anything)")
     );
     let _ = writeln!(o, "State: {}", state_line(r));
-    if r.gpu_count > 0 {
+    if r.gpu_count.is_none() {
+        let _ = writeln!(o, "GPUs: {}", r.gpu_count_from);
+    }
+    if let Some(n) = r.gpu_count.filter(|n| *n > 0) {
         let ids: Vec<String> = r.gpus.iter().map(|g| g.bdf.clone()).collect();
         let first = r
             .gpus
@@ -151,8 +160,7 @@ pub fn text(r: &Report) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             o,
-            "GPUs: {}{first}: {} (from {})",
-            r.gpu_count,
+            "GPUs: {n}{first}: {} (from {})",
             ids.join(" "),
             r.gpu_count_from
         );
@@ -222,7 +230,7 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(o, "(≥ at least: {})", why.join("; "));
     }
     let s = &r.pin_summary;
-    if !s.traced && r.gpu_count > 0 {
+    if !s.traced && r.gpu_count.unwrap_or(0) > 0 {
         let _ =
             writeln!(
             o,
@@ -234,17 +242,18 @@ pub fn text(r: &Report) -> String {
             }
         );
     }
-    if s.calls > 0 || s.ftrace_calls > 0 {
-        let _ = writeln!(
+    match s.total_s.filter(|_| s.calls > 0) {
+        Some(total) => {
+            let _ = writeln!(
             o,
-            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {}{:.1} s, {:.0} GiB; {} took ≥ 1 s{}",
+            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {}{} s, {:.0} GiB; {} took ≥ 1 s{}",
             s.calls,
             if r.state.started_late.is_empty() {
                 ""
             } else {
                 "at least (the log starts after the boot began: earlier calls are outside its window) "
             },
-            s.total_s,
+            secs_fmt(total, 1),
             s.bytes as f64 / (1u64 << 30) as f64,
             s.heavy_calls,
             if s.foreign_calls > 0 {
@@ -253,6 +262,14 @@ pub fn text(r: &Report) -> String {
                 String::new()
             }
         );
+        }
+        // function_graph alone: its calls, no bpftrace totals to state
+        None if s.ftrace_calls > 0 => {
+            let _ = writeln!(o, "\nHost DMA pinning (no bpftrace pin calls):");
+        }
+        None => {}
+    }
+    if s.calls > 0 || s.ftrace_calls > 0 {
         if let (Some(rate), Some(b)) = (s.ram_s_per_gib, s.ram_backing) {
             let _ = writeln!(o, "  guest RAM pinned at {rate:.3} s/GiB: {b}");
         }
@@ -453,7 +470,7 @@ pub fn gantt_svg(r: &Report) -> String {
     let span = rows
         .iter()
         .map(|p| p.end_s)
-        .fold(r.total_s, f64::max)
+        .fold(r.total_s.unwrap_or(0.0), f64::max)
         .max(1.0);
     let (left, width, row_h) = (260.0, 900.0, 22.0);
     let height = rows.len() as f64 * row_h + 50.0;
@@ -550,8 +567,8 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
         )),
         esc(&total_words(r)),
         esc(r.total_from),
-        esc(&r.t0),
-        r.gpu_count,
+        esc(r.t0.as_deref().unwrap_or("unknown")),
+        r.gpu_count.map_or("unknown".to_string(), |n| n.to_string()),
         esc(&state_line(r))
     );
     o.push_str(&svg);

@@ -25,7 +25,8 @@ pub fn assess(
     t0: i64,
     files: &[String],
 ) -> BootState {
-    let at_s = |t: i64| (t - t0) as f64 / 1e9;
+    // with no phase the boot's start is not known: no "N s into the boot"
+    let at_s = |t: i64| (!phases.is_empty()).then(|| (t - t0) as f64 / 1e9);
     // ---- failure ----------------------------------------------------------------------
     let mut failure: Option<Failure> = None;
     let unresolved = cdi.is_some_and(|c| !c.resolved);
@@ -37,7 +38,7 @@ pub fn assess(
                 cdi.map_or(0, |c| c.tries)
             ),
             message: msg.clone(),
-            at_s: Some(at_s(m.t)),
+            at_s: at_s(m.t),
             line: Some(m.src.at(files)),
         });
     }
@@ -83,7 +84,7 @@ pub fn assess(
             },
             summary,
             message,
-            at_s: Some(at_s(e.m.t)),
+            at_s: at_s(e.m.t),
             line: Some(e.m.src.at(files)),
         });
     }

@@ -143,6 +143,75 @@ fn a_log_that_starts_late_gives_lower_bounds() {
         .all(|p| p["at_least"] == false));
 }
 
+/// Missing data is said, never shown as 0 or the epoch: a RunPodSandbox cold-plug failure
+/// (no phase, no GPU seen) has no total, no "0.0 s into the boot" and an unknown GPU count
+/// (was: total 0.0, `gpu_count` 0 "from the guest's PCI enumeration"); an ftrace trace alone
+/// has no origin (was: t0 1970-01-01 and "-0.0 s" of bpftrace calls it does not have); a
+/// memory hotplug whose blocks the log lacks is "blocks unknown" (was: "0 blocks"). Failed
+/// before the fix.
+#[test]
+fn missing_data_is_unknown_not_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold.log");
+    std::fs::write(
+        &cold,
+        r#"Feb 19 13:45:48 xi kubelet[9136]: I0219 13:45:48.100000    9136 kuberuntime_manager.go:1180] "Creating PodSandbox for pod" pod="default/cuda-vectoradd"
+Feb 19 13:45:49 xi containerd[14192]: time="2026-02-19T13:45:49.346103748+01:00" level=error msg="RunPodSandbox for &PodSandboxMetadata{Name:cuda-vectoradd,Uid:01cb0e4f,Namespace:default,Attempt:0,} failed, error" error="rpc error: code = Unknown desc = failed to start sandbox \"269c0f81d5698d68828a456bd95fff5456d0ef3979adedf572670011214c0010\": failed to create containerd task: failed to create shim task: device cold plug failed: cold plug: CDI device injection failed: unresolvable CDI devices nvidia.com/pgpu=vfio1"
+"#,
+    )
+    .unwrap();
+    let cold = cold.to_str().unwrap();
+    let v = ok_json(&["boot", "analyze", cold, "--json"]);
+    assert_eq!(v["state"]["failure"]["step"], "cold_plug");
+    assert!(v["total_s"].is_null(), "{}", v["total_s"]);
+    assert!(v["gpu_count"].is_null(), "{}", v["gpu_count"]);
+    assert!(v["gpu_count_from"].as_str().unwrap().starts_with("unknown"));
+    assert!(v["state"]["failure"]["at_s"].is_null());
+    let s = String::from_utf8_lossy(&run(&["boot", "analyze", cold]).stdout).into_owned();
+    assert!(s.contains("total unknown"), "{s}");
+    assert!(s.contains("GPUs: unknown"), "{s}");
+    assert!(!s.contains("0.0 s"), "{s}");
+    let o = run(&["boot", "analyze", "--all", cold, "--json"]);
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(row["type"], "boot");
+    assert!(row["span_s"].is_null() && row["gpus"].is_null(), "{row}");
+
+    // an ftrace trace alone
+    let ft = fixture("ftrace-abstime.txt");
+    let v = ok_json(&["boot", "analyze", &ft, "--json"]);
+    assert!(v["t0"].is_null(), "{}", v["t0"]);
+    assert!(v["total_s"].is_null());
+    assert!(v["pin_summary"]["total_s"].is_null());
+    assert_eq!(v["pin_summary"]["ftrace_calls"], 3);
+    let s = String::from_utf8_lossy(&run(&["boot", "analyze", &ft]).stdout).into_owned();
+    assert!(s.contains("t0 unknown"), "{s}");
+    assert!(!s.contains("1970") && !s.contains("-0.0"), "{s}");
+    assert!(s.contains("function_graph: 3 calls"), "{s}");
+
+    // the study's boot with its memory blocks' uevents cut from the log
+    let text = std::fs::read_to_string(fixture("run2-containerd.journal")).unwrap();
+    let nomem = dir.path().join("nomem.journal");
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("devices/system/memory/memory"))
+        .collect();
+    std::fs::write(&nomem, kept.join("\n") + "\n").unwrap();
+    let nomem = nomem.to_str().unwrap();
+    let pins = fixture("run2-bpftrace.txt");
+    let v = ok_json(&["boot", "analyze", nomem, &pins, "--json"]);
+    let mh: Vec<&serde_json::Value> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "memory_hotplug")
+        .collect();
+    assert_eq!(mh.len(), 1);
+    assert_eq!(mh[0]["label"], "blocks unknown");
+    let s = String::from_utf8_lossy(&run(&["boot", "analyze", nomem, &pins]).stdout).into_owned();
+    assert!(!s.contains("0 blocks"), "{s}");
+}
+
 #[test]
 fn analyze_bad_input_exits_2() {
     let out = vmtune()

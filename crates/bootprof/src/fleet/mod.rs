@@ -145,9 +145,11 @@ pub struct BootRow {
     pub shim_pid: Option<u32>,
     /// This boot is the N-th of its sandbox id (`--sandbox ID@N`).
     pub boot: usize,
-    /// The timeline's origin, RFC 3339.
-    pub start: String,
-    pub gpus: usize,
+    /// The timeline's origin, RFC 3339; `null` when no input dates the boot.
+    pub start: Option<String>,
+    /// `null` when no input shows the guest's PCI enumeration, a GPU driver's enable or a
+    /// CDI request.
+    pub gpus: Option<usize>,
     /// Host pages backing guest RAM: `4K`, `hugepages`, or `null` when no input tells.
     pub page_size: Option<&'static str>,
     pub page_size_from: Option<String>,
@@ -159,8 +161,9 @@ pub struct BootRow {
     /// Seconds, first to last phase (or kubectl Start Time → Started); `null` unless the boot
     /// is complete and its log starts before it did.
     pub total_s: Option<f64>,
-    /// First to last phase of what the log shows, whatever the state.
-    pub span_s: f64,
+    /// First to last phase of what the log shows, whatever the state; `null` without a
+    /// phase.
+    pub span_s: Option<f64>,
     pub total_from: &'static str,
     pub phases: BTreeMap<&'static str, PhaseCell>,
     pub slow_phase: Option<SlowPhase>,
@@ -732,7 +735,7 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
                 Some(Excluded::StartedLate)
             }
             "dma_pinning" if status == "unfinished" => Some(Excluded::EndedEarly),
-            "gpu_driver_init" if inst.len() < r.gpu_count => Some(Excluded::Partial),
+            "gpu_driver_init" if inst.len() < r.gpu_count.unwrap_or(0) => Some(Excluded::Partial),
             // a log that ends early may end while the last GPU's BAR is still being pinned
             // (its bind already logged): only the CDI specs appearing, which waits for
             // every GPU, shows the driver was done
@@ -810,8 +813,8 @@ pub fn row(r: &Report) -> BootRow {
         state: r.state.status,
         failure_step: r.state.failure.as_ref().map(|f| f.step),
         started_late: !r.state.started_late.is_empty(),
-        total_s: complete.then_some(round3(r.total_s)),
-        span_s: round3(r.total_s),
+        total_s: r.total_s.filter(|_| complete).map(round3),
+        span_s: r.total_s.map(round3),
         total_from: r.total_from,
         phases: PHASES.iter().map(|k| (*k, counted(r, k))).collect(),
         slow_phase: None,
@@ -943,7 +946,7 @@ fn summarize(f: &mut Fleet, top: usize) {
 fn group_key(r: &BootRow, by: &str) -> Option<String> {
     match by {
         "node" => r.node.clone(),
-        "gpus" => Some(r.gpus.to_string()),
+        "gpus" => r.gpus.map(|g| g.to_string()),
         _ => r.page_size.map(str::to_string),
     }
 }
