@@ -499,6 +499,33 @@ fn gen_journal_then_analyze() {
     assert!(r["stats"]["other_sandbox"].as_u64().unwrap() > 0);
 }
 
+/// `gen-journal --size 0` would write no boot while naming a sandbox to analyze: it is
+/// refused in one line (exit 2) and no file is left; the smallest size writes one whole
+/// boot, and says so. Failed before the fix (exit 0, an empty file, "0 boots … reports the
+/// first, sandbox …").
+#[test]
+fn gen_journal_size_0_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("j.log");
+    let p = j.to_str().unwrap();
+    for size in ["0", "0B", "0M"] {
+        fails_with(&["boot", "gen-journal", "--size", size, p], "--size 0");
+        fails_with(
+            &["boot", "gen-journal", "--size", size, p, "--json"],
+            "--size 0",
+        );
+        assert!(!j.exists(), "--size {size} left {p}");
+    }
+    let v = ok_json(&["boot", "gen-journal", "--size", "1B", p, "--json"]);
+    assert_eq!(v["boots"], 1);
+    assert_eq!(
+        v["bytes"].as_u64(),
+        Some(std::fs::metadata(&j).unwrap().len())
+    );
+    let r = ok_json(&["boot", "analyze", p, "--json"]);
+    assert_eq!(r["sandbox"], v["sandbox"]);
+}
+
 /// `boot bench`: every side timed once per round; medians, spreads, the ratio of each
 /// round's runs and the load averages reported, on a small generated journal (the figures
 /// in the README come from the 1 GB one).

@@ -677,6 +677,11 @@ struct GenOut {
 }
 
 fn gen(a: GenArgs) -> Result<ExitCode> {
+    // the journal holds whole boots, at least one: 0 bytes would hold none, and no sandbox
+    // to analyze (checked before the file is created)
+    if a.size == 0 {
+        bail!("--size 0 writes no boot: give the journal's size, e.g. --size 64M (it holds whole boots of ~1.2 MB each, at least one)");
+    }
     let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
     let (bytes, boots) = bootprof::gen::generate(a.size, a.noise, a.seed, &mut w)?;
@@ -691,8 +696,11 @@ fn gen(a: GenArgs) -> Result<ExitCode> {
         print_json(&o)?;
     } else {
         println!(
-            "wrote {} ({bytes} bytes, {boots} boots, each with its own sandbox ids and times); `vmtune boot analyze {}` reports the first, sandbox {}",
-            o.path, o.path, o.sandbox
+            "wrote {} ({bytes} bytes, {boots} boot{}, each with its own sandbox ids and times); `vmtune boot analyze {}` reports the first, sandbox {}",
+            o.path,
+            if boots == 1 { "" } else { "s" },
+            o.path,
+            o.sandbox
         );
     }
     Ok(ExitCode::SUCCESS)
