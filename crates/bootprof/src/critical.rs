@@ -87,6 +87,7 @@ pub fn critical_path(phases: &[Phase]) -> Vec<CriticalStep> {
             on_path_s: secs(p.end_ns, from).max(0.0),
             gap_before_s: prev_end.map_or(0.0, |e| secs(p.start_ns, e).max(0.0)),
             contains,
+            at_least: p.at_least,
         });
         prev_end = Some(prev_end.map_or(p.end_ns, |e: Nanos| e.max(p.end_ns)));
     }

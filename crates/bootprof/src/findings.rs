@@ -83,21 +83,32 @@ pub fn findings(r: &Report) -> Vec<Finding> {
                 .filter(|p| p.name != "vm_create")
                 .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s))
                 .is_some_and(|l| l.name == "cdi_wait");
+            // a log that starts after the first try shows a lower bound
+            let least = if phase.at_least { "at least " } else { "" };
             let pace = match (cdi.interval_s, cdi.limit_s) {
                 (Some(i), Some(l)) => format!(
-                    " At one try every {i:.2} s the agent gives up after ~{l:.0} s; this boot used {:.0}% of that.",
+                    " At one try every {i:.2} s the agent gives up after ~{l:.0} s; this boot used {least}{:.0}% of that.",
                     100.0 * phase.duration_s / l
                 ),
                 _ => String::new(),
+            };
+            let tries = match cdi.first_try.filter(|_| phase.at_least) {
+                Some(k) if k > 0 => {
+                    format!("{} tries in the log, the first numbered {k}", cdi.tries)
+                }
+                _ if phase.at_least => format!(
+                    "{} tries in the log, which starts after the first",
+                    cdi.tries
+                ),
+                _ => format!("{} tries", cdi.tries),
             };
             out.push(Finding {
                 phase: "cdi_wait",
                 measured_s: Some(phase.duration_s),
                 text: format!(
-                    "The kata-agent waited {:.1} s for the CDI specs of {} GPUs ({} tries){}. {:.1} s of that is the guest driver enabling the GPUs one at a time; the rest is NVRC/nvidia-ctk generating the specs after the last GPU.{pace}",
+                    "The kata-agent waited {least}{:.1} s for the CDI specs of {} GPUs ({tries}){}. {:.1} s of that is the guest driver enabling the GPUs one at a time; the rest is NVRC/nvidia-ctk generating the specs after the last GPU.{pace}",
                     phase.duration_s,
                     cdi.devices,
-                    cdi.tries,
                     if largest { " — the largest phase of the boot" } else { "" },
                     driver
                 ),
@@ -109,7 +120,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
 
     // ---- host pinning: measured, or said to be missing ------------------------------------
     let ps = &r.pin_summary;
-    if !ps.traced && r.gpu_count > 0 {
+    if !ps.traced && r.gpu_count.unwrap_or(0) > 0 {
         let why = if ps.iommufd_maps > 0 {
             format!(
                 "this VM mapped its memory through IOMMUFD ({} IOMMU_IOAS_MAP calls), which has no vfio_pin_pages_remote to time",
@@ -227,7 +238,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
     if maps as f64 >= 0.5 * DMA_ENTRY_LIMIT as f64 {
         out.push(Finding {
             phase: "dma_pinning",
-            measured_s: Some(ps.total_s),
+            measured_s: ps.total_s,
             text: format!("{maps} DMA map/pin calls: near VFIO type1's dma_entry_limit of {DMA_ENTRY_LIMIT}."),
             fix: "Hotplug memory in larger blocks, raise vfio_iommu_type1 dma_entry_limit, or use IOMMUFD.".into(),
             saving_s: None,
@@ -264,10 +275,13 @@ pub fn findings(r: &Report) -> Vec<Finding> {
 /// "Together the fixes …" when the findings name savings.
 pub fn fixes_line(r: &Report) -> Option<String> {
     let save = r.fixes_save_s?;
+    let to = match r.total_s {
+        Some(t) if !r.total_at_least => format!(" (to ~{} s)", secs_fmt((t - save).max(0.0), 1)),
+        _ => String::new(),
+    };
     Some(format!(
-        "Together the fixes above save up to ~{} s of the {} s boot (to ~{} s): all of it where the phases they shorten lie on the critical path.",
+        "Together the fixes above save up to ~{} s of the {} boot{to}: all of it where the phases they shorten lie on the critical path.",
         secs_fmt(save, 1),
-        secs_fmt(r.total_s, 1),
-        secs_fmt((r.total_s - save).max(0.0), 1)
+        crate::report::total_words(r),
     ))
 }

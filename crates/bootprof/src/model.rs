@@ -40,6 +40,11 @@ pub struct Phase {
     pub end_src: Option<SrcRef>,
     /// The end is inferred (no closing line was seen), not read.
     pub estimated: bool,
+    /// Its duration is a lower bound: the log starts after the boot began and this phase
+    /// may have begun before it ([`crate::state::cut_by_late_start`]; the fleet leaves it
+    /// out of its percentiles as `started_late`), or it is a memory hotplug whose host side
+    /// (pinning the memory before the guest onlines it) is not traced (`untraced`).
+    pub at_least: bool,
     pub detail: String,
 }
 
@@ -130,6 +135,8 @@ pub struct CriticalStep {
     pub gap_before_s: f64,
     /// Phases nested inside this one (name, label, seconds).
     pub contains: Vec<String>,
+    /// Its phase's duration is a lower bound (the log starts after the boot began).
+    pub at_least: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -150,7 +157,8 @@ pub struct PinSummary {
     pub traced: bool,
     /// This VM's pin calls (bpftrace).
     pub calls: u64,
-    pub total_s: f64,
+    /// Their seconds; `null` without any.
+    pub total_s: Option<f64>,
     pub heavy_calls: u64,
     pub bytes: u64,
     /// Guest RAM pinning speed over this VM's RAM pin calls, seconds per GiB.
@@ -243,14 +251,21 @@ pub struct Report {
     pub other_boots: Vec<BootSummary>,
     pub other_sandboxes: Vec<String>,
     pub files: Vec<String>,
-    /// Timeline origin, RFC 3339 (or `guest boot` when only guest-relative times exist).
-    pub t0: String,
-    pub total_s: f64,
+    /// Timeline origin, RFC 3339 (or `guest boot` when only guest-relative times exist);
+    /// `null` when no input dates anything (an ftrace trace alone).
+    pub t0: Option<String>,
+    /// `null` when no phase could be timed and kubectl gives no total (a boot that failed
+    /// before the VM started).
+    pub total_s: Option<f64>,
     /// `kubectl` (Start Time → Started) or `timeline` (first to last phase).
     pub total_from: &'static str,
+    /// `total_s` is a lower bound: it runs first to last phase of a log that starts after
+    /// the boot began or ends before it did (the fleet gives such a boot no total).
+    pub total_at_least: bool,
     pub state: BootState,
-    /// GPUs in the VM: the largest count any input shows (see `gpu_count_from`).
-    pub gpu_count: usize,
+    /// GPUs in the VM: the largest count any input shows (see `gpu_count_from`); `null` when
+    /// none shows the guest's PCI enumeration, a GPU driver's enable or a CDI request.
+    pub gpu_count: Option<usize>,
     pub gpu_count_from: String,
     pub gpus: Vec<Gpu>,
     pub phases: Vec<Phase>,

@@ -46,6 +46,7 @@ impl Builder<'_> {
             start_src: Some(o.at.src),
             end_src,
             estimated,
+            at_least: false,
             detail,
         });
     }
@@ -318,20 +319,29 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
                 j.hotplug.len()
             )
         };
-        b.add(
-            open(
-                "memory_hotplug",
-                format!("{} blocks", f.mem_uevents.len()),
-                a,
+        // no memory uevent in the log: how many blocks is not known, not 0
+        let (label, blocks) = match f.mem_uevents.len() {
+            0 => (
+                "blocks unknown".to_string(),
+                "the guest's memory blocks are not in the log".to_string(),
             ),
+            n => (
+                format!("{n} blocks"),
+                format!("{n} memory blocks onlined in the guest"),
+            ),
+        };
+        b.add(
+            open("memory_hotplug", label, a),
             e,
             Some(esrc),
             false,
-            format!(
-                "{} memory blocks onlined in the guest; {host}",
-                f.mem_uevents.len()
-            ),
+            format!("{blocks}; {host}"),
         );
+        // untraced, only the guest's side is seen: the host pins the memory before the
+        // guest onlines it, so what is seen is a lower bound
+        if let Some(p) = b.phases.last_mut() {
+            p.at_least = j.hotplug.is_empty();
+        }
     }
     // ---- container_start: after the devices and memory, until the container runs --------
     let before = b

@@ -44,6 +44,19 @@ pub fn state_line(r: &Report) -> String {
     s
 }
 
+/// The boot's total in words: "155.7 s", "at least 100.3 s" when the log starts after the
+/// boot began or ends before it did, or "unknown" when no phase could be timed.
+pub fn total_words(r: &Report) -> String {
+    match r.total_s {
+        Some(t) => format!(
+            "{}{} s",
+            if r.total_at_least { "at least " } else { "" },
+            secs_fmt(t, 1)
+        ),
+        None => "unknown".to_string(),
+    }
+}
+
 /// `dir/file:12` → `file:12` for the terminal.
 fn base(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
@@ -111,20 +124,28 @@ pub fn text(r: &Report) -> String {
     });
     let _ = writeln!(
         o,
-        "Boot timeline{}{boot}: total {} s ({}), t0 {}",
+        "Boot timeline{}{boot}: total {} ({}), t0 {}",
         r.sandbox
             .as_ref()
             .map_or(String::new(), |s| format!(" of sandbox {}", short(s, 16))),
-        secs_fmt(r.total_s, 1),
+        total_words(r),
         if r.total_from == "kubectl" {
             "kubectl Start Time → Started"
+        } else if r.total_s.is_none() {
+            "no phase could be timed"
+        } else if r.total_at_least {
+            "first to last phase the log shows"
         } else {
             "first to last phase"
         },
-        r.t0
+        r.t0.as_deref()
+            .unwrap_or("unknown (no input dates anything)")
     );
     let _ = writeln!(o, "State: {}", state_line(r));
-    if r.gpu_count > 0 {
+    if r.gpu_count.is_none() {
+        let _ = writeln!(o, "GPUs: {}", r.gpu_count_from);
+    }
+    if let Some(n) = r.gpu_count.filter(|n| *n > 0) {
         let ids: Vec<String> = r.gpus.iter().map(|g| g.bdf.clone()).collect();
         let first = r
             .gpus
@@ -139,8 +160,7 @@ pub fn text(r: &Report) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             o,
-            "GPUs: {}{first}: {} (from {})",
-            r.gpu_count,
+            "GPUs: {n}{first}: {} (from {})",
             ids.join(" "),
             r.gpu_count_from
         );
@@ -178,22 +198,39 @@ pub fn text(r: &Report) -> String {
         "{:<16} {:<16} {:>9} {:>9} {:>9}  SOURCE",
         "PHASE", "LABEL", "START s", "END s", "SECONDS"
     );
-    for p in table_rows(r) {
+    let rows = table_rows(r);
+    for p in &rows {
         let _ = writeln!(
             o,
-            "{:<16} {:<16} {:>9.3} {:>9.3} {:>9.3}{} {} → {}",
+            "{:<16} {:<16} {:>9.3} {:>9.3} {:>9}{} {} → {}",
             p.name,
             short(&p.label, 16),
             p.start_s,
             p.end_s,
-            p.duration_s,
+            format!("{}{:.3}", if p.at_least { "≥" } else { "" }, p.duration_s),
             if p.estimated { "~" } else { " " },
             base(p.start_line.as_deref().unwrap_or("?")),
             base(p.end_line.as_deref().unwrap_or("(estimated)"))
         );
     }
+    if rows.iter().any(|p| p.at_least) {
+        let mut why = Vec::new();
+        if rows
+            .iter()
+            .any(|p| p.at_least && p.name != "memory_hotplug")
+        {
+            why.push("the log starts after the boot began, and the phase may have begun before its first line");
+        }
+        if rows
+            .iter()
+            .any(|p| p.at_least && p.name == "memory_hotplug")
+        {
+            why.push("the host's side of the memory hotplug (pinning the memory before the guest onlines it) is not traced");
+        }
+        let _ = writeln!(o, "(≥ at least: {})", why.join("; "));
+    }
     let s = &r.pin_summary;
-    if !s.traced && r.gpu_count > 0 {
+    if !s.traced && r.gpu_count.unwrap_or(0) > 0 {
         let _ =
             writeln!(
             o,
@@ -205,12 +242,18 @@ pub fn text(r: &Report) -> String {
             }
         );
     }
-    if s.calls > 0 || s.ftrace_calls > 0 {
-        let _ = writeln!(
+    match s.total_s.filter(|_| s.calls > 0) {
+        Some(total) => {
+            let _ = writeln!(
             o,
-            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {:.1} s, {:.0} GiB; {} took ≥ 1 s{}",
+            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {}{} s, {:.0} GiB; {} took ≥ 1 s{}",
             s.calls,
-            s.total_s,
+            if r.state.started_late.is_empty() {
+                ""
+            } else {
+                "at least (the log starts after the boot began: earlier calls are outside its window) "
+            },
+            secs_fmt(total, 1),
             s.bytes as f64 / (1u64 << 30) as f64,
             s.heavy_calls,
             if s.foreign_calls > 0 {
@@ -219,6 +262,14 @@ pub fn text(r: &Report) -> String {
                 String::new()
             }
         );
+        }
+        // function_graph alone: its calls, no bpftrace totals to state
+        None if s.ftrace_calls > 0 => {
+            let _ = writeln!(o, "\nHost DMA pinning (no bpftrace pin calls):");
+        }
+        None => {}
+    }
+    if s.calls > 0 || s.ftrace_calls > 0 {
         if let (Some(rate), Some(b)) = (s.ram_s_per_gib, s.ram_backing) {
             let _ = writeln!(o, "  guest RAM pinned at {rate:.3} s/GiB: {b}");
         }
@@ -250,7 +301,11 @@ pub fn text(r: &Report) -> String {
                 secs_fmt(st.start_s, 1),
                 st.phase,
                 short(&st.label, 14),
-                secs_fmt(st.duration_s, 1),
+                format!(
+                    "{}{}",
+                    if st.at_least { "≥" } else { "" },
+                    secs_fmt(st.duration_s, 1)
+                ),
                 if st.on_path_s + 0.05 < st.duration_s {
                     format!(" ({} s beyond the step before)", secs_fmt(st.on_path_s, 1))
                 } else {
@@ -277,8 +332,15 @@ pub fn text(r: &Report) -> String {
                 "  {}. [{}{}] {}",
                 i + 1,
                 f.phase,
-                f.measured_s
-                    .map_or(String::new(), |m| format!(" {} s", secs_fmt(m, 1))),
+                f.measured_s.map_or(String::new(), |m| format!(
+                    " {}{} s",
+                    if r.phases.iter().any(|p| p.name == f.phase && p.at_least) {
+                        "≥"
+                    } else {
+                        ""
+                    },
+                    secs_fmt(m, 1)
+                )),
                 f.text
             );
             let _ = writeln!(
@@ -411,7 +473,7 @@ pub fn gantt_svg(r: &Report) -> String {
     let span = rows
         .iter()
         .map(|p| p.end_s)
-        .fold(r.total_s, f64::max)
+        .fold(r.total_s.unwrap_or(0.0), f64::max)
         .max(1.0);
     let (left, width, row_h) = (260.0, 900.0, 22.0);
     let height = rows.len() as f64 * row_h + 50.0;
@@ -499,17 +561,17 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 .fix{{color:#2a6}} code{{font-size:12px}}
 </style></head><body>
 <h1>Boot timeline{}</h1>
-<p>Total <b>{} s</b> ({}); origin {}; {} GPUs.</p>
+<p>Total <b>{}</b> ({}); origin {}; {} GPUs.</p>
 <p>State: {}</p>
 "#,
         r.sandbox.as_ref().map_or(String::new(), |s| format!(
             " — sandbox <code>{}</code>",
             esc(s)
         )),
-        secs_fmt(r.total_s, 1),
+        esc(&total_words(r)),
         esc(r.total_from),
-        esc(&r.t0),
-        r.gpu_count,
+        esc(r.t0.as_deref().unwrap_or("unknown")),
+        r.gpu_count.map_or("unknown".to_string(), |n| n.to_string()),
         esc(&state_line(r))
     );
     o.push_str(&svg);
@@ -517,9 +579,10 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
     for st in &r.critical_path {
         let _ = write!(
             o,
-            "<li>{} {} — {} s{}</li>",
+            "<li>{} {} — {}{} s{}</li>",
             esc(st.phase),
             esc(&st.label),
+            if st.at_least { "at least " } else { "" },
             secs_fmt(st.duration_s, 1),
             if st.contains.is_empty() {
                 String::new()
@@ -550,11 +613,12 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
     for p in &rows {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td class=n>{:.3}</td><td class=n>{:.3}</td><td class=n>{:.3}{}</td><td><code>{} → {}</code></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=n>{:.3}</td><td class=n>{:.3}</td><td class=n>{}{:.3}{}</td><td><code>{} → {}</code></td></tr>",
             esc(p.name),
             esc(&p.label),
             p.start_s,
             p.end_s,
+            if p.at_least { "≥" } else { "" },
             p.duration_s,
             if p.estimated { "~" } else { "" },
             esc(p.start_line.as_deref().unwrap_or("?")),

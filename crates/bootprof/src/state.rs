@@ -25,7 +25,8 @@ pub fn assess(
     t0: i64,
     files: &[String],
 ) -> BootState {
-    let at_s = |t: i64| (t - t0) as f64 / 1e9;
+    // with no phase the boot's start is not known: no "N s into the boot"
+    let at_s = |t: i64| (!phases.is_empty()).then(|| (t - t0) as f64 / 1e9);
     // ---- failure ----------------------------------------------------------------------
     let mut failure: Option<Failure> = None;
     let unresolved = cdi.is_some_and(|c| !c.resolved);
@@ -37,7 +38,7 @@ pub fn assess(
                 cdi.map_or(0, |c| c.tries)
             ),
             message: msg.clone(),
-            at_s: Some(at_s(m.t)),
+            at_s: at_s(m.t),
             line: Some(m.src.at(files)),
         });
     }
@@ -83,7 +84,7 @@ pub fn assess(
             },
             summary,
             message,
-            at_s: Some(at_s(e.m.t)),
+            at_s: at_s(e.m.t),
             line: Some(e.m.src.at(files)),
         });
     }
@@ -131,6 +132,21 @@ pub fn assess(
         started_late: late,
         failure,
         ends_during,
+    }
+}
+
+/// Whether a log that starts after the boot began (`late`: [`BootState::started_late`] is
+/// not empty) may have cut off the start of the phases of kind `kind`, so that what it shows
+/// of them is a lower bound: the VM's creation, the guest kernel, PCI enumeration and the
+/// host's pins before the first line, and a CDI wait whose first try in the log is not
+/// number 0 (or, unnumbered, of a log that starts late). The single-boot report says "at
+/// least" of them ([`crate::model::Phase::at_least`]); the fleet leaves them out of its
+/// percentiles (`started_late`).
+pub fn cut_by_late_start(kind: &str, late: bool, cdi: Option<&CdiSummary>) -> bool {
+    match kind {
+        "vm_create" | "kernel_boot" | "pci_enumeration" | "dma_pinning" => late,
+        "cdi_wait" => cdi.is_some_and(|c| c.first_try.map_or(late, |t| t > 0)),
+        _ => false,
     }
 }
 

@@ -142,25 +142,27 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let cdi = built.cdi;
 
     // ---- origin, totals ---------------------------------------------------------------------
-    let t0 = phases
+    // no origin when nothing is dated (an ftrace trace alone): never the epoch
+    let origin = phases
         .iter()
         .map(|p| p.start_ns)
         .chain(f.kube_start.map(|m| m.t))
         .min()
         .or(f.first_any.map(|m| m.t))
-        .or(j.pins.iter().filter_map(|p| p.start).min())
-        .unwrap_or(0);
+        .or(j.pins.iter().filter_map(|p| p.start).min());
+    let t0 = origin.unwrap_or(0);
     for p in &mut phases {
         p.start_s = secs(p.start_ns, t0);
         p.end_s = secs(p.end_ns, t0);
     }
     phases.sort_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
+    // no phase, no kubectl times: the length is unknown, not 0
     let (total_s, total_from) = match (f.kube_start, f.kube_started) {
-        (Some(a), Some(b)) if b.t > a.t => (secs(b.t, a.t), "kubectl"),
-        _ => {
-            let end = phases.iter().map(|p| p.end_ns).max().unwrap_or(t0);
-            (secs(end, t0), "timeline")
-        }
+        (Some(a), Some(b)) if b.t > a.t => (Some(secs(b.t, a.t)), "kubectl"),
+        _ => (
+            phases.iter().map(|p| p.end_ns).max().map(|e| secs(e, t0)),
+            "timeline",
+        ),
     };
 
     // ---- GPUs -------------------------------------------------------------------------------
@@ -196,8 +198,15 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         .collect();
     let enumerated = f.gpus.iter().filter(|g| g.found.is_some()).count();
     let requested = cdi.as_ref().map_or(0, |c| c.devices as usize);
-    let gpu_count = gpus.len().max(requested);
-    let mut gpu_count_from = if requested > gpus.len() {
+    // a count of 0 only from an enumeration seen: the guest kernel from its start to
+    // running init (PCI enumeration lies between), or a display it enumerated
+    let enumeration_seen = (f.kernel_min_t.is_some_and(|t| t <= 1.0) && f.run_init.is_some())
+        || !f.emulated_displays.is_empty();
+    let counted = gpus.len().max(requested);
+    let gpu_count = (counted > 0 || enumeration_seen).then_some(counted);
+    let mut gpu_count_from = if gpu_count.is_none() {
+        "unknown: no input shows the guest's PCI enumeration, a GPU driver enabling a GPU or a CDI request".to_string()
+    } else if requested > gpus.len() {
         format!(
             "the CDI request ({requested} devices); the log shows {} ({enumerated} enumerated)",
             gpus.len()
@@ -244,7 +253,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let pin_summary = PinSummary {
         traced,
         calls: j.pins.len() as u64,
-        total_s: j.pins.iter().map(|p| p.pin.dur_s).sum(),
+        total_s: (!j.pins.is_empty()).then(|| j.pins.iter().map(|p| p.pin.dur_s).sum()),
         heavy_calls: j.pins.iter().filter(|p| p.pin.dur_s >= 1.0).count() as u64,
         bytes: j.pins.iter().filter_map(|p| p.pin.size).sum(),
         ram_s_per_gib,
@@ -258,7 +267,17 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         foreign_pids: j.foreign_pids.clone(),
     };
 
-    let state = state::assess(&f, &phases, cdi.as_ref(), gpu_count, t0, files);
+    let state = state::assess(&f, &phases, cdi.as_ref(), gpu_count.unwrap_or(0), t0, files);
+    // what a log that starts late shows of a phase it may have cut is a lower bound (a pin
+    // call is timed whole: its sum is, see the pin summary), as is an untraced memory
+    // hotplug (marked by `phases::build`)
+    let late = !state.started_late.is_empty();
+    for p in &mut phases {
+        p.at_least |=
+            p.name != "dma_pinning" && state::cut_by_late_start(p.name, late, cdi.as_ref());
+    }
+    let total_at_least =
+        total_s.is_some() && total_from == "timeline" && (late || state.status == "unfinished");
     let critical_path = critical_path(&phases);
     let relative_only = axis.boot == Some(0)
         && traces.relative_only
@@ -282,12 +301,13 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         other_sandboxes: sel.other_sandboxes.clone(),
         files: files.clone(),
         t0: if relative_only {
-            "guest boot".to_string()
+            Some("guest boot".to_string())
         } else {
-            format_rfc3339(t0)
+            origin.map(format_rfc3339)
         },
         total_s,
         total_from,
+        total_at_least,
         state,
         gpu_count,
         gpu_count_from,

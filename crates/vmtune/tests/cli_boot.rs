@@ -77,6 +77,141 @@ fn analyze_text_table() {
     assert!(s.contains("Findings:"));
 }
 
+/// A log that starts mid-boot (the study's journal from its 60th line: CDI try 11 first, no
+/// guest kernel start): the single-boot report calls its total and CDI wait lower bounds,
+/// as `--all` leaves them out (total null, cdi_wait `started_late`); the whole log's are
+/// exact. Failed before the fix (total and CDI wait stated as fact).
+#[test]
+fn a_log_that_starts_late_gives_lower_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("run2-containerd.journal")).unwrap();
+    let late = dir.path().join("late.journal");
+    let tail: Vec<&str> = text.lines().skip(59).collect();
+    std::fs::write(&late, tail.join("\n") + "\n").unwrap();
+    let late = late.to_str().unwrap();
+
+    let v = ok_json(&["boot", "analyze", late, "--json"]);
+    assert_eq!(v["state"]["status"], "complete");
+    assert!(!v["state"]["started_late"].as_array().unwrap().is_empty());
+    assert_eq!(v["total_at_least"], true, "{}", v["total_s"]);
+    let cdi: Vec<&serde_json::Value> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "cdi_wait")
+        .collect();
+    assert_eq!(cdi.len(), 1);
+    assert_eq!(cdi[0]["at_least"], true);
+    // the GPUs' driver inits and the container start were seen whole (the memory hotplug
+    // is a lower bound for another reason: no host trace)
+    for p in v["phases"].as_array().unwrap() {
+        if p["name"] == "container_start" || p["name"] == "gpu_driver_init" {
+            assert_eq!(p["at_least"], false, "{p}");
+        }
+    }
+    let out = run(&["boot", "analyze", late]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.lines().next().unwrap().contains("total at least 100.3 s"),
+        "{s}"
+    );
+    assert!(s.contains("waited at least 65.2 s"), "{s}");
+    assert!(s.contains("≥65.2 s"), "{s}");
+    assert!(!s.contains("(to ~"), "{s}");
+
+    // `--all` agrees: no total, and the CDI wait is left out as started late
+    let o = run(&["boot", "analyze", "--all", late, "--json"]);
+    assert!(o.status.success());
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    assert!(row["total_s"].is_null(), "{row}");
+    assert_eq!(row["phases"]["cdi_wait"]["excluded"], "started_late");
+
+    // the whole log with its pin trace: exact
+    let v = ok_json(&[
+        "boot",
+        "analyze",
+        &fixture("run2-containerd.journal"),
+        &fixture("run2-bpftrace.txt"),
+        "--json",
+    ]);
+    assert_eq!(v["total_at_least"], false);
+    assert!(v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["at_least"] == false));
+}
+
+/// Missing data is said, never shown as 0 or the epoch: a RunPodSandbox cold-plug failure
+/// (no phase, no GPU seen) has no total, no "0.0 s into the boot" and an unknown GPU count
+/// (was: total 0.0, `gpu_count` 0 "from the guest's PCI enumeration"); an ftrace trace alone
+/// has no origin (was: t0 1970-01-01 and "-0.0 s" of bpftrace calls it does not have); a
+/// memory hotplug whose blocks the log lacks is "blocks unknown" (was: "0 blocks"). Failed
+/// before the fix.
+#[test]
+fn missing_data_is_unknown_not_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().join("cold.log");
+    std::fs::write(
+        &cold,
+        r#"Feb 19 13:45:48 xi kubelet[9136]: I0219 13:45:48.100000    9136 kuberuntime_manager.go:1180] "Creating PodSandbox for pod" pod="default/cuda-vectoradd"
+Feb 19 13:45:49 xi containerd[14192]: time="2026-02-19T13:45:49.346103748+01:00" level=error msg="RunPodSandbox for &PodSandboxMetadata{Name:cuda-vectoradd,Uid:01cb0e4f,Namespace:default,Attempt:0,} failed, error" error="rpc error: code = Unknown desc = failed to start sandbox \"269c0f81d5698d68828a456bd95fff5456d0ef3979adedf572670011214c0010\": failed to create containerd task: failed to create shim task: device cold plug failed: cold plug: CDI device injection failed: unresolvable CDI devices nvidia.com/pgpu=vfio1"
+"#,
+    )
+    .unwrap();
+    let cold = cold.to_str().unwrap();
+    let v = ok_json(&["boot", "analyze", cold, "--json"]);
+    assert_eq!(v["state"]["failure"]["step"], "cold_plug");
+    assert!(v["total_s"].is_null(), "{}", v["total_s"]);
+    assert!(v["gpu_count"].is_null(), "{}", v["gpu_count"]);
+    assert!(v["gpu_count_from"].as_str().unwrap().starts_with("unknown"));
+    assert!(v["state"]["failure"]["at_s"].is_null());
+    let s = String::from_utf8_lossy(&run(&["boot", "analyze", cold]).stdout).into_owned();
+    assert!(s.contains("total unknown"), "{s}");
+    assert!(s.contains("GPUs: unknown"), "{s}");
+    assert!(!s.contains("0.0 s"), "{s}");
+    let o = run(&["boot", "analyze", "--all", cold, "--json"]);
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(row["type"], "boot");
+    assert!(row["span_s"].is_null() && row["gpus"].is_null(), "{row}");
+
+    // an ftrace trace alone
+    let ft = fixture("ftrace-abstime.txt");
+    let v = ok_json(&["boot", "analyze", &ft, "--json"]);
+    assert!(v["t0"].is_null(), "{}", v["t0"]);
+    assert!(v["total_s"].is_null());
+    assert!(v["pin_summary"]["total_s"].is_null());
+    assert_eq!(v["pin_summary"]["ftrace_calls"], 3);
+    let s = String::from_utf8_lossy(&run(&["boot", "analyze", &ft]).stdout).into_owned();
+    assert!(s.contains("t0 unknown"), "{s}");
+    assert!(!s.contains("1970") && !s.contains("-0.0"), "{s}");
+    assert!(s.contains("function_graph: 3 calls"), "{s}");
+
+    // the study's boot with its memory blocks' uevents cut from the log
+    let text = std::fs::read_to_string(fixture("run2-containerd.journal")).unwrap();
+    let nomem = dir.path().join("nomem.journal");
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("devices/system/memory/memory"))
+        .collect();
+    std::fs::write(&nomem, kept.join("\n") + "\n").unwrap();
+    let nomem = nomem.to_str().unwrap();
+    let pins = fixture("run2-bpftrace.txt");
+    let v = ok_json(&["boot", "analyze", nomem, &pins, "--json"]);
+    let mh: Vec<&serde_json::Value> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "memory_hotplug")
+        .collect();
+    assert_eq!(mh.len(), 1);
+    assert_eq!(mh[0]["label"], "blocks unknown");
+    let s = String::from_utf8_lossy(&run(&["boot", "analyze", nomem, &pins]).stdout).into_owned();
+    assert!(!s.contains("0 blocks"), "{s}");
+}
+
 #[test]
 fn analyze_bad_input_exits_2() {
     let out = vmtune()
@@ -97,6 +232,68 @@ fn analyze_bad_input_exits_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no boot events"));
+}
+
+/// The same journal given twice — the same path, a link to it or a copy — is read once,
+/// with a note: the report is the one of the journal given once (was: 1504 memory blocks
+/// of the study's 752, its lines counted twice). Failed before the fix.
+#[test]
+fn a_journal_given_twice_is_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = fixture("run2-containerd.journal");
+    let pins = fixture("run2-bpftrace.txt");
+    let copy = dir.path().join("copy.journal");
+    std::fs::copy(&j, &copy).unwrap();
+    let link = dir.path().join("link.journal");
+    std::os::unix::fs::symlink(&j, &link).unwrap();
+    let (copy, link) = (copy.to_str().unwrap(), link.to_str().unwrap());
+    // what differs by design: the notes, and the input list
+    let without_notes = |mut v: serde_json::Value| {
+        v["clocks"]["notes"] = serde_json::Value::Null;
+        v
+    };
+    let once = ok_json(&["boot", "analyze", &j, &pins, "--json"]);
+    let label = |v: &serde_json::Value| {
+        v["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "memory_hotplug")
+            .map(|p| p["label"].clone())
+    };
+    assert_eq!(label(&once), Some("752 blocks".into()));
+    for twice in [
+        vec![j.as_str(), j.as_str(), pins.as_str()],
+        vec![j.as_str(), pins.as_str(), j.as_str(), pins.as_str()],
+        vec![j.as_str(), link, pins.as_str()],
+        vec![j.as_str(), copy, pins.as_str()],
+    ] {
+        let mut args = vec!["boot", "analyze"];
+        args.extend(&twice);
+        args.push("--json");
+        let v = ok_json(&args);
+        let notes: Vec<&str> = v["clocks"]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_str())
+            .filter(|n| n.ends_with("read once"))
+            .collect();
+        assert_eq!(notes.len(), twice.len() - 2, "{twice:?}: {notes:?}");
+        assert_eq!(v["files"], once["files"], "{twice:?}");
+        assert_eq!(without_notes(v), without_notes(once.clone()), "{twice:?}");
+        // and every boot of --all
+        let mut args = vec!["boot", "analyze", "--all"];
+        args.extend(&twice);
+        args.push("--json");
+        let o = run(&args);
+        assert!(o.status.success());
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let row: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(row["phases"]["memory_hotplug"]["s"], 16.605, "{twice:?}");
+        let fleet: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(fleet["files"].as_array().unwrap().len(), 2, "{twice:?}");
+    }
 }
 
 /// A rotated, gzip'd journal (`containerd.log.1.gz`) is read as its text, by path and on
@@ -362,6 +559,33 @@ fn gen_journal_then_analyze() {
     ]);
     assert_eq!(r["gpus"].as_array().unwrap().len(), 7);
     assert!(r["stats"]["other_sandbox"].as_u64().unwrap() > 0);
+}
+
+/// `gen-journal --size 0` would write no boot while naming a sandbox to analyze: it is
+/// refused in one line (exit 2) and no file is left; the smallest size writes one whole
+/// boot, and says so. Failed before the fix (exit 0, an empty file, "0 boots … reports the
+/// first, sandbox …").
+#[test]
+fn gen_journal_size_0_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("j.log");
+    let p = j.to_str().unwrap();
+    for size in ["0", "0B", "0M"] {
+        fails_with(&["boot", "gen-journal", "--size", size, p], "--size 0");
+        fails_with(
+            &["boot", "gen-journal", "--size", size, p, "--json"],
+            "--size 0",
+        );
+        assert!(!j.exists(), "--size {size} left {p}");
+    }
+    let v = ok_json(&["boot", "gen-journal", "--size", "1B", p, "--json"]);
+    assert_eq!(v["boots"], 1);
+    assert_eq!(
+        v["bytes"].as_u64(),
+        Some(std::fs::metadata(&j).unwrap().len())
+    );
+    let r = ok_json(&["boot", "analyze", p, "--json"]);
+    assert_eq!(r["sandbox"], v["sandbox"]);
 }
 
 /// `boot bench`: every side timed once per round; medians, spreads, the ratio of each

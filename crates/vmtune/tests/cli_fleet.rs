@@ -291,6 +291,134 @@ fn generated_journal_lists_all_its_boots() {
     );
 }
 
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../bootprof/tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A sandbox whose own lines show no boot (the study journal's VM that was already running:
+/// one agent record) stays `no_boot` whatever its node's traces hold: the node's pin trace
+/// and a `kubectl describe` pod whose times fall in its window made it a row (a "complete"
+/// boot of 40 s in the totals' percentiles, pins and a memory hotplug read from another
+/// VM's calls). Failed before the fix.
+#[test]
+fn node_traces_and_pods_make_no_boot_of_a_sandbox() {
+    let idle = "38f55c4a058a0f7227e64edd75f2aed134bee7db4b211f071be84fb44d17b0bb";
+    // the study's journal with its pin trace: one boot, and the idle VM without one
+    let lines = json_lines(
+        &analyze_all(
+            &[
+                fixture("run2-containerd.journal"),
+                fixture("run2-bpftrace.txt"),
+            ],
+            &["--json"],
+        )
+        .stdout,
+    );
+    let rows: Vec<&Value> = lines.iter().filter(|v| v["type"] == "boot").collect();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["gpus"], 7);
+    let nb: Vec<&Value> = lines.iter().filter(|v| v["type"] == "no_boot").collect();
+    assert_eq!(nb.len(), 1);
+    assert_eq!(nb[0]["sandbox"], idle);
+    for p in lines.iter().filter(|v| v["type"] == "phase") {
+        let left: u64 = p["excluded"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(p["n"].as_u64().unwrap() + left, 1, "{p}");
+    }
+    let gpus: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["type"] == "group" && v["by"] == "gpus")
+        .map(|g| &g["key"])
+        .collect();
+    assert_eq!(gpus, ["7"]);
+
+    // that VM's one line on a node of its own, with a pod on that node whose Start Time →
+    // Started covers it: still no boot, and no total
+    let dir = tempfile::tempdir().unwrap();
+    let journal = std::fs::read_to_string(fixture("run2-containerd.journal")).unwrap();
+    let line = journal
+        .lines()
+        .find(|l| l.contains(idle))
+        .unwrap()
+        .replace("dal03-sgpu-160", "gpu-x");
+    let j = dir.path().join("idle.journal");
+    std::fs::write(&j, format!("{line}\n")).unwrap();
+    let pods = dir.path().join("pods.txt");
+    std::fs::write(
+        &pods,
+        "Name:             idle-pod\nNode:             gpu-x/10.0.0.7\n\
+         Start Time:       Thu, 20 Nov 2025 17:55:00 +0000\nStatus:           Running\n\
+         Containers:\n  check:\n    State:          Running\n\
+         \x20     Started:      Thu, 20 Nov 2025 17:55:40 +0000\n",
+    )
+    .unwrap();
+    let files = [j.display().to_string(), pods.display().to_string()];
+    let lines = json_lines(&analyze_all(&files, &["--json"]).stdout);
+    assert!(
+        lines.iter().all(|v| v["type"] != "boot"),
+        "{:#?}",
+        lines.first()
+    );
+    let total = lines
+        .iter()
+        .find(|v| v["type"] == "phase" && v["phase"] == "total")
+        .unwrap();
+    assert_eq!(total["n"], 0, "{total}");
+    let fleet = lines.last().unwrap();
+    assert_eq!(
+        (&fleet["boots"], &fleet["without_boot"]),
+        (&0.into(), &1.into())
+    );
+}
+
+/// A memory hotplug whose host side is not traced is the guest onlining its blocks only
+/// (0.07 s of the study's 16.6 s): left out of the percentiles as `untraced`, and called a
+/// lower bound by the single-boot report; with the pin trace it is counted. Failed before
+/// the fix (0.07 s counted as the boot's hotplug).
+#[test]
+fn an_untraced_memory_hotplug_is_left_out() {
+    let hotplug = |files: &[String]| {
+        let lines = json_lines(&analyze_all(files, &["--json"]).stdout);
+        let row = lines.iter().find(|v| v["type"] == "boot").unwrap().clone();
+        let stats = lines
+            .iter()
+            .find(|v| v["type"] == "phase" && v["phase"] == "memory_hotplug")
+            .unwrap()
+            .clone();
+        (row["phases"]["memory_hotplug"].clone(), stats)
+    };
+    let journal = fixture("run2-containerd.journal");
+    let (cell, stats) = hotplug(std::slice::from_ref(&journal));
+    assert_eq!(cell["counted"], false, "{cell}");
+    assert_eq!(cell["excluded"], "untraced", "{cell}");
+    assert_eq!(stats["n"], 0, "{stats}");
+    assert_eq!(stats["excluded"]["untraced"], 1, "{stats}");
+    assert!(stats["p50"].is_null());
+    let one = common::ok_json(&["boot", "analyze", &journal, "--json"]);
+    let mh: Vec<&Value> = one["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "memory_hotplug")
+        .collect();
+    assert_eq!(mh.len(), 1);
+    assert_eq!(mh[0]["at_least"], true, "{}", mh[0]);
+
+    // traced: the host's pins are in it, and it is counted
+    let (cell, stats) = hotplug(&[journal.clone(), fixture("run2-bpftrace.txt")]);
+    assert_eq!(cell["counted"], true, "{cell}");
+    assert!(cell["s"].as_f64().unwrap() > 16.0, "{cell}");
+    assert_eq!(stats["n"], 1, "{stats}");
+}
+
 /// Journals of several hosts in one file (`journalctl -m`), a journal without host field
 /// (`-o cat`: a node named after its file), and a trace given before any journal (it goes
 /// with the journal after it).

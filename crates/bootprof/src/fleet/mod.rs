@@ -90,6 +90,9 @@ pub enum Excluded {
     Unresolved,
     /// No later line shows it was over (a boot that failed or whose log ends first).
     NotClosed,
+    /// A memory hotplug whose host side is not traced: only the guest onlining its blocks
+    /// is seen, not the host pinning the memory before it (a lower bound).
+    Untraced,
     /// Totals: the boot did not complete, or started before its log.
     NotComplete,
 }
@@ -104,6 +107,7 @@ impl Excluded {
             Excluded::Partial => "partial",
             Excluded::Unresolved => "unresolved",
             Excluded::NotClosed => "not_closed",
+            Excluded::Untraced => "untraced",
             Excluded::NotComplete => "not_complete",
         }
     }
@@ -141,9 +145,11 @@ pub struct BootRow {
     pub shim_pid: Option<u32>,
     /// This boot is the N-th of its sandbox id (`--sandbox ID@N`).
     pub boot: usize,
-    /// The timeline's origin, RFC 3339.
-    pub start: String,
-    pub gpus: usize,
+    /// The timeline's origin, RFC 3339; `null` when no input dates the boot.
+    pub start: Option<String>,
+    /// `null` when no input shows the guest's PCI enumeration, a GPU driver's enable or a
+    /// CDI request.
+    pub gpus: Option<usize>,
     /// Host pages backing guest RAM: `4K`, `hugepages`, or `null` when no input tells.
     pub page_size: Option<&'static str>,
     pub page_size_from: Option<String>,
@@ -155,8 +161,9 @@ pub struct BootRow {
     /// Seconds, first to last phase (or kubectl Start Time → Started); `null` unless the boot
     /// is complete and its log starts before it did.
     pub total_s: Option<f64>,
-    /// First to last phase of what the log shows, whatever the state.
-    pub span_s: f64,
+    /// First to last phase of what the log shows, whatever the state; `null` without a
+    /// phase.
+    pub span_s: Option<f64>,
     pub total_from: &'static str,
     pub phases: BTreeMap<&'static str, PhaseCell>,
     pub slow_phase: Option<SlowPhase>,
@@ -202,8 +209,9 @@ pub struct Group {
     pub largest_phase: Option<&'static str>,
 }
 
-/// A sandbox whose lines show no boot: no phase, no failure (a VM already running when the
-/// log starts, a line of another sandbox's teardown).
+/// A sandbox whose lines show no boot: no phase of its own lines, no failure (a VM already
+/// running when the log starts, a line of another sandbox's teardown), whatever its node's
+/// traces or `kubectl describe` hold ([`shows_boot`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct NoBoot {
     pub node: Option<String>,
@@ -480,8 +488,16 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
     // held at once); the few boots the HTML page charts are analyzed again at the end
     let to_row = |k: usize, shift: Option<i64>| {
         let r = analyze_boot(k, shift);
-        let shown = if r.phases.is_empty() && r.state.failure.is_none() && r.total_from != "kubectl"
-        {
+        // a boot is shown by its own lines: its node's pin trace or `kubectl describe`
+        // alone would turn any sandbox whose time window they fall in into a boot
+        let mine: std::collections::HashSet<(u32, u64)> = own
+            .get(k)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| ing.events.get(i as usize))
+            .map(|e| (e.src.file, e.src.line))
+            .collect();
+        let shown = if !shows_boot(&r, |s| mine.contains(&(s.file, s.line))) {
             let b = r.boot.as_ref();
             Err(NoBoot {
                 node: b.and_then(|b| b.node.clone()),
@@ -712,12 +728,14 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
     let why = if inst.iter().any(|p| p.estimated) {
         Some(Excluded::Estimated)
     } else {
+        let cut = crate::state::cut_by_late_start(kind, late, r.cdi.as_ref());
         match kind {
-            "vm_create" | "kernel_boot" | "pci_enumeration" | "dma_pinning" if late => {
+            // the single-boot report says "at least" of these (`Phase::at_least`)
+            "vm_create" | "kernel_boot" | "pci_enumeration" | "dma_pinning" if cut => {
                 Some(Excluded::StartedLate)
             }
             "dma_pinning" if status == "unfinished" => Some(Excluded::EndedEarly),
-            "gpu_driver_init" if inst.len() < r.gpu_count => Some(Excluded::Partial),
+            "gpu_driver_init" if inst.len() < r.gpu_count.unwrap_or(0) => Some(Excluded::Partial),
             // a log that ends early may end while the last GPU's BAR is still being pinned
             // (its bind already logged): only the CDI specs appearing, which waits for
             // every GPU, shows the driver was done
@@ -727,13 +745,9 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
                 Some(Excluded::EndedEarly)
             }
             "cdi_wait" if !r.cdi.as_ref().is_some_and(|c| c.resolved) => Some(Excluded::Unresolved),
-            "cdi_wait"
-                if r.cdi
-                    .as_ref()
-                    .is_some_and(|c| c.first_try.map_or(late, |t| t > 0)) =>
-            {
-                Some(Excluded::StartedLate)
-            }
+            "cdi_wait" if cut => Some(Excluded::StartedLate),
+            // untraced, a memory hotplug is its guest side only (`Phase::at_least`)
+            "memory_hotplug" if inst.iter().any(|p| p.at_least) => Some(Excluded::Untraced),
             "pci_enumeration" | "memory_hotplug" if status != "complete" && !closed => {
                 Some(Excluded::NotClosed)
             }
@@ -746,6 +760,19 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
         counted: why.is_none(),
         excluded: why,
     }
+}
+
+/// Whether a report shows a boot of its own: a failure, or a phase that one of the boot's
+/// own lines (`own`: the lines that name its sandbox) opens or closes. Phases read from its
+/// node's host traces, `kubectl describe` or other lines that name no sandbox do not count:
+/// they would make a boot of every sandbox whose time window they fall in (a VM already
+/// running when the log starts). A report that shows none is a sandbox without a boot
+/// (`no_boot`), not a row.
+pub fn shows_boot(r: &Report, own: impl Fn(crate::ingest::SrcRef) -> bool) -> bool {
+    r.state.failure.is_some()
+        || r.phases
+            .iter()
+            .any(|p| p.start_src.into_iter().chain(p.end_src).any(&own))
 }
 
 /// What a RAM pinning pace says about page size.
@@ -786,8 +813,8 @@ pub fn row(r: &Report) -> BootRow {
         state: r.state.status,
         failure_step: r.state.failure.as_ref().map(|f| f.step),
         started_late: !r.state.started_late.is_empty(),
-        total_s: complete.then_some(round3(r.total_s)),
-        span_s: round3(r.total_s),
+        total_s: r.total_s.filter(|_| complete).map(round3),
+        span_s: r.total_s.map(round3),
         total_from: r.total_from,
         phases: PHASES.iter().map(|k| (*k, counted(r, k))).collect(),
         slow_phase: None,
@@ -919,7 +946,7 @@ fn summarize(f: &mut Fleet, top: usize) {
 fn group_key(r: &BootRow, by: &str) -> Option<String> {
     match by {
         "node" => r.node.clone(),
-        "gpus" => Some(r.gpus.to_string()),
+        "gpus" => r.gpus.map(|g| g.to_string()),
         _ => r.page_size.map(str::to_string),
     }
 }

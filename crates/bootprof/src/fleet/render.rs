@@ -59,6 +59,11 @@ fn cell(c: Option<&PhaseCell>) -> String {
     }
 }
 
+/// A boot's GPU count, `?` when no input shows it.
+fn gpus_word(g: Option<usize>) -> String {
+    g.map_or_else(|| "?".to_string(), |n| n.to_string())
+}
+
 fn state_word(r: &BootRow) -> String {
     let mut s = match r.failure_step {
         Some(step) => format!("failed:{step}"),
@@ -149,7 +154,7 @@ pub fn text(f: &Fleet) -> String {
                 short(r.sandbox.as_deref().unwrap_or("?"), 13),
                 r.boot
             ),
-            r.gpus,
+            gpus_word(r.gpus),
             r.page_size.unwrap_or("?"),
             short(&state_word(r), 18),
             opt_s(r.total_s, 1)
@@ -209,7 +214,7 @@ pub fn text(f: &Fleet) -> String {
                 i + 1,
                 boot_name(r, 16),
                 opt_s(r.total_s, 1),
-                r.gpus,
+                gpus_word(r.gpus),
                 r.page_size.unwrap_or("pages unknown"),
                 r.slow_phase.as_ref().map_or(String::new(), |sp| format!(
                     "  — {} {} s (+{} s over the median {} s)",
@@ -316,7 +321,7 @@ struct Slowest<'a> {
     sandbox: Option<&'a str>,
     boot: usize,
     total_s: Option<f64>,
-    gpus: usize,
+    gpus: Option<usize>,
     page_size: Option<&'static str>,
     slow_phase: Option<&'a super::SlowPhase>,
 }
@@ -513,7 +518,7 @@ pub fn prometheus(f: &Fleet) -> String {
     }
     let _ = writeln!(
         o,
-        "# HELP vmtune_boot_phase_left_out VM boots left out of vmtune_boot_phase_seconds for a phase, by reason (missing, estimated, started_late, ended_early, partial, unresolved, not_closed)."
+        "# HELP vmtune_boot_phase_left_out VM boots left out of vmtune_boot_phase_seconds for a phase, by reason (missing, estimated, started_late, ended_early, partial, unresolved, not_closed, untraced)."
     );
     let _ = writeln!(o, "# TYPE vmtune_boot_phase_left_out gauge");
     for st in &f.phases {
@@ -742,7 +747,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
                 i + 1,
                 esc(&boot_name(r, 64)),
                 opt_s(r.total_s, 1),
-                r.gpus,
+                gpus_word(r.gpus),
                 esc(&r.slow_phase.as_ref().map_or(String::new(), |sp| format!(
                     "; {} {} s, +{} s over the fleet median",
                     sp.phase,
@@ -795,7 +800,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
             esc(r.node.as_deref().unwrap_or("?")),
             esc(&short(r.sandbox.as_deref().unwrap_or("?"), 16)),
             r.boot,
-            r.gpus,
+            gpus_word(r.gpus),
             esc(r.page_size.unwrap_or("?")),
             esc(&state_word(r)),
             opt_s(r.total_s, 1)

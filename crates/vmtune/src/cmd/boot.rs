@@ -239,6 +239,78 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
 }
 
+/// The inputs, each read once: a file given twice — the same file (same device and inode:
+/// the same path again, a link to it) or another file with the same bytes (a copy) — would
+/// have its lines counted twice (memory blocks, CDI tries, pin calls). Repeats are dropped,
+/// each with a note. Files are compared byte by byte only when their sizes are equal; stdin,
+/// pipes and files that cannot be read are kept as given (reading them says what is wrong).
+fn distinct_inputs(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut kept: Vec<(PathBuf, Option<FileId>)> = Vec::new();
+    let mut notes = Vec::new();
+    for f in files {
+        let id = std::fs::metadata(f)
+            .ok()
+            .filter(|m| f.as_os_str() != "-" && m.is_file())
+            .map(|m| (m.dev(), m.ino(), m.len()));
+        let mut dup = None;
+        if let Some((dev, ino, len)) = id {
+            for (g, gid) in &kept {
+                let Some((gdev, gino, glen)) = *gid else {
+                    continue;
+                };
+                if (gdev, gino) == (dev, ino) {
+                    dup = Some((g, "is the same file as"));
+                    break;
+                }
+                if glen == len && same_bytes(g, f)? {
+                    dup = Some((g, "holds the same bytes as"));
+                    break;
+                }
+            }
+        }
+        match dup {
+            Some((g, how)) => {
+                notes.push(format!("{} {how} {}: read once", f.display(), g.display()))
+            }
+            None => kept.push((f.clone(), id)),
+        }
+    }
+    Ok((kept.into_iter().map(|(f, _)| f).collect(), notes))
+}
+
+/// A regular file's device, inode and size.
+type FileId = (u64, u64, u64);
+
+/// Whether two files of the same size hold the same bytes.
+fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
+    use std::io::Read;
+    let open = |p: &Path| {
+        File::open(p)
+            .map(|f| BufReader::with_capacity(1 << 20, f))
+            .with_context(|| format!("reading {}", p.display()))
+    };
+    let (mut x, mut y) = (open(a)?, open(b)?);
+    let (mut bx, mut by) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let n = x
+            .read(&mut bx)
+            .with_context(|| format!("reading {}", a.display()))?;
+        if n == 0 {
+            // the sizes are equal: b ends here too unless it grew meanwhile
+            let m = y
+                .read(&mut by[..1])
+                .with_context(|| format!("reading {}", b.display()))?;
+            return Ok(m == 0);
+        }
+        let want = bx.get(..n).unwrap_or_default();
+        let got = by.get_mut(..n).unwrap_or_default();
+        if y.read_exact(got).is_err() || want != &*got {
+            return Ok(false);
+        }
+    }
+}
+
 fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
     let mut ing = Ingester::new(opts);
     for f in files {
@@ -282,6 +354,8 @@ fn one_boot(
     sandbox: Option<&str>,
     clocks: bootprof::clocks::ClockOptions,
 ) -> Result<bootprof::Report> {
+    let (files, repeats) = distinct_inputs(files)?;
+    let files = files.as_slice();
     // Without --sandbox, a byte-level census of the files picks the sandbox with the most
     // guest console lines, so that only its lines are parsed (stdin cannot be read twice).
     let census = if sandbox.is_none() && files.iter().all(|f| f.as_os_str() != "-") {
@@ -311,12 +385,14 @@ fn one_boot(
     if let Some(c) = &census {
         timeline::other_sandboxes_from(&mut r, c);
     }
+    r.clocks.notes.extend(repeats);
     Ok(r)
 }
 
 /// Every boot of the inputs, read in one pass.
 fn all_boots(files: &[PathBuf], opts: &fleet::FleetOptions) -> Result<fleet::Fleet> {
-    let ing = read_inputs(files, Options::default())?;
+    let (files, repeats) = distinct_inputs(files)?;
+    let ing = read_inputs(&files, Options::default())?;
     if ing.events.is_empty() {
         bail!(
             "no boot events found ({} lines read, {} bad{})",
@@ -325,7 +401,9 @@ fn all_boots(files: &[PathBuf], opts: &fleet::FleetOptions) -> Result<fleet::Fle
             ing.stats.why_no_events()
         );
     }
-    Ok(fleet::analyze(&ing, opts))
+    let mut f = fleet::analyze(&ing, opts);
+    f.notes.extend(repeats);
+    Ok(f)
 }
 
 /// Replace `path` with `text` atomically, as node_exporter's textfile collector needs: a
@@ -678,6 +756,11 @@ struct GenOut {
 }
 
 fn gen(a: GenArgs) -> Result<ExitCode> {
+    // the journal holds whole boots, at least one: 0 bytes would hold none, and no sandbox
+    // to analyze (checked before the file is created)
+    if a.size == 0 {
+        bail!("--size 0 writes no boot: give the journal's size, e.g. --size 64M (it holds whole boots of ~1.2 MB each, at least one)");
+    }
     let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
     let (bytes, boots) = bootprof::gen::generate(a.size, a.noise, a.seed, &mut w)?;
@@ -692,8 +775,11 @@ fn gen(a: GenArgs) -> Result<ExitCode> {
         print_json(&o)?;
     } else {
         println!(
-            "wrote {} ({bytes} bytes, {boots} boots, each with its own sandbox ids and times); `vmtune boot analyze {}` reports the first, sandbox {}",
-            o.path, o.path, o.sandbox
+            "wrote {} ({bytes} bytes, {boots} boot{}, each with its own sandbox ids and times); `vmtune boot analyze {}` reports the first, sandbox {}",
+            o.path,
+            if boots == 1 { "" } else { "s" },
+            o.path,
+            o.sandbox
         );
     }
     Ok(ExitCode::SUCCESS)
