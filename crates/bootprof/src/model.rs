@@ -46,6 +46,10 @@ pub struct Phase {
     /// (pinning the memory before the guest onlines it) is not traced (`untraced`).
     pub at_least: bool,
     pub detail: String,
+    /// For a `dma_pinning` phase, what the pinned region is (`bar`, `ram`, or `unknown`
+    /// for a call whose size the trace does not show: a return without its call line).
+    #[serde(skip)]
+    pub pin_kind: Option<&'static str>,
 }
 
 /// One host-side `vfio_pin_pages_remote` call (bpftrace) of this VM.
@@ -160,7 +164,12 @@ pub struct PinSummary {
     /// Their seconds; `null` without any.
     pub total_s: Option<f64>,
     pub heavy_calls: u64,
+    /// Bytes of the calls whose size the trace shows.
     pub bytes: u64,
+    /// Calls whose size (and process) the trace does not show: returns whose call line it
+    /// lacks (the trace began during the call, or the call line was cut). Counted in `calls`
+    /// and `total_s`, not in `bytes`, which is then a lower bound.
+    pub size_unknown: u64,
     /// Guest RAM pinning speed over this VM's RAM pin calls, seconds per GiB.
     pub ram_s_per_gib: Option<f64>,
     /// What that speed says about the pages backing guest RAM: `small pages` (4 KiB, faulted

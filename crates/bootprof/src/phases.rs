@@ -48,6 +48,7 @@ impl Builder<'_> {
             estimated,
             at_least: false,
             detail,
+            pin_kind: None,
         });
     }
 }
@@ -163,10 +164,11 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
         if p.pin.dur_s < PIN_PHASE_MIN_S {
             continue;
         }
-        let label = p
-            .pin
-            .size
-            .map_or("pin".to_string(), |s| format!("{:.0} GiB", gib(s)));
+        let label = match (p.pin.size, p.kind) {
+            (Some(s), "bar") if p.gpu.is_none() => format!("BAR {:.0} GiB", gib(s)),
+            (Some(s), _) => format!("{:.0} GiB", gib(s)),
+            (None, _) => "pin, size unknown".to_string(),
+        };
         b.add(
             Open {
                 name: "dma_pinning",
@@ -180,12 +182,17 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
             en,
             Some(p.pin.end_src),
             false,
-            format!(
-                "vfio_pin_pages_remote, {} pages ({})",
-                p.pin.npage.unwrap_or(0),
-                p.kind
-            ),
+            match p.pin.npage {
+                Some(n) => format!("vfio_pin_pages_remote, {n} pages ({})", p.kind),
+                None => format!(
+                    "vfio_pin_pages_remote, pages unknown ({}): a return whose call the trace does not hold",
+                    p.kind
+                ),
+            },
         );
+        if let Some(last) = b.phases.last_mut() {
+            last.pin_kind = Some(p.kind);
+        }
     }
     // ---- cdi_wait ---------------------------------------------------------------------------
     let mut cdi = None;

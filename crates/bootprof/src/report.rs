@@ -72,14 +72,14 @@ fn short(s: &str, n: usize) -> String {
     }
 }
 
-/// Rows shown in tables: every phase, except RAM pin calls (not tied to a GPU), which are
-/// folded into one row per phase kind.
+/// Rows shown in tables: every phase, except guest RAM pin calls, which are folded into
+/// one row (a BAR pin of no known GPU and a call of unknown size keep rows of their own).
 fn table_rows(r: &Report) -> Vec<Phase> {
     let mut rows: Vec<Phase> = Vec::new();
     let mut ram: Option<Phase> = None;
     let mut ram_n = 0usize;
     for p in &r.phases {
-        if p.name == "dma_pinning" && p.gpu.is_none() {
+        if p.name == "dma_pinning" && p.gpu.is_none() && p.pin_kind == Some("ram") {
             ram_n += 1;
             match &mut ram {
                 None => ram = Some(p.clone()),
@@ -246,14 +246,21 @@ pub fn text(r: &Report) -> String {
         Some(total) => {
             let _ = writeln!(
             o,
-            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace), {}{} s, {:.0} GiB; {} took ≥ 1 s{}",
+            "\nHost DMA pinning: {} vfio_pin_pages_remote calls (bpftrace){}, {}{} s, {}{:.0} GiB; {} took ≥ 1 s{}",
             s.calls,
+            match s.size_unknown {
+                0 => String::new(),
+                n => format!(
+                    " ({n} of them a return whose call line the trace lacks: size and process unknown)"
+                ),
+            },
             if r.state.started_late.is_empty() {
                 ""
             } else {
                 "at least (the log starts after the boot began: earlier calls are outside its window) "
             },
             secs_fmt(total, 1),
+            if s.size_unknown > 0 { "at least " } else { "" },
             s.bytes as f64 / (1u64 << 30) as f64,
             s.heavy_calls,
             if s.foreign_calls > 0 {

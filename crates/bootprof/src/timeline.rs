@@ -256,6 +256,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         total_s: (!j.pins.is_empty()).then(|| j.pins.iter().map(|p| p.pin.dur_s).sum()),
         heavy_calls: j.pins.iter().filter(|p| p.pin.dur_s >= 1.0).count() as u64,
         bytes: j.pins.iter().filter_map(|p| p.pin.size).sum(),
+        size_unknown: j.pins.iter().filter(|p| p.pin.size.is_none()).count() as u64,
         ram_s_per_gib,
         ram_backing: ram_s_per_gib.map(ram_backing),
         hist: traces.hist.iter().map(|((a, b), c)| (*a, *b, *c)).collect(),

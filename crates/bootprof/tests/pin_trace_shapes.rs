@@ -1,0 +1,60 @@
+//! A bpftrace pin trace that holds returns without their call lines — the trace began during
+//! a call, or a call line was cut (the Kata GPU boot study's own trace has one) — counts each
+//! such call with its duration, names it as of unknown size and process, and never folds it
+//! into the guest RAM row (which grew to start 100 s early when one sat before the BAR pins).
+
+use bootprof::ingest::{Ingester, Options};
+
+const JOURNAL: &str = include_str!("fixtures/run2-containerd.journal");
+const PINS: &str = include_str!("fixtures/run2-bpftrace.txt");
+
+fn report(pins: &str) -> bootprof::Report {
+    let mut ing = Ingester::new(Options::default());
+    ing.read("node.journal", JOURNAL.as_bytes()).unwrap();
+    ing.read("pins.txt", pins.as_bytes()).unwrap();
+    bootprof::build(&ing.finish(), None).unwrap()
+}
+
+/// The table row of the folded RAM pins: (label, start s).
+fn ram_row(text: &str) -> (String, f64) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("dma_pinning") && l.contains("RAM ×"))
+        .unwrap_or_else(|| panic!("no RAM row:\n{text}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    (w[1..3].join(" "), w[3].parse().unwrap())
+}
+
+#[test]
+fn returns_without_their_call_are_counted_apart_from_guest_ram() {
+    let base = report(PINS);
+    let s = &base.pin_summary;
+    // the study's trace: one call line is cut (`025-11-20T…`), its return stays alone
+    assert_eq!((s.calls, s.size_unknown), (33, 1));
+    let text = bootprof::report::text(&base);
+    let (label, start) = ram_row(&text);
+    assert_eq!(label, "RAM ×25", "{text}");
+    assert!((start - 138.459).abs() < 1e-3, "{text}");
+    assert!(
+        text.contains("1 of them a return whose call line the trace lacks"),
+        "{text}"
+    );
+    assert!(text.contains("at least 1092 GiB"), "{text}");
+    // a trace that began during a call: its return is the first line
+    let early =
+        format!("2025-11-20T17:56:20.000000000Z: vfio_pin_pages_remote took 900 ms\n{PINS}");
+    let r = report(&early);
+    assert_eq!((r.pin_summary.calls, r.pin_summary.size_unknown), (34, 2));
+    let text = bootprof::report::text(&r);
+    assert_eq!(ram_row(&text), ("RAM ×25".to_string(), start), "{text}");
+    let alone: Vec<_> = r
+        .phases
+        .iter()
+        .filter(|p| p.name == "dma_pinning" && p.label == "pin, size unknown")
+        .collect();
+    assert_eq!(alone.len(), 2, "{:?}", r.phases);
+    assert!(
+        alone.iter().all(|p| p.detail.contains("pages unknown")),
+        "{alone:?}"
+    );
+}
