@@ -338,6 +338,14 @@ pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join 
             placed[k] = Some((None, "unknown"));
         }
     }
+    // with nothing of the guest's side (no GPU enabled, no BAR sizes, no guest boot: a pin
+    // trace alone), a pin's size tells a GPU's BAR from guest RAM no better than a guess
+    let guest_seen = !enables.is_empty() || !all_bars.is_empty() || guest_boot.is_some();
+    if !guest_seen && !mine.is_empty() {
+        out.notes.push(
+            "no guest-side log (GPU enables, BAR sizes, the guest's boot): which pin calls are GPU BARs and which guest RAM is not known, so no RAM pinning pace, page size or memory hotplug is given".into(),
+        );
+    }
     for (k, p) in mine.into_iter().enumerate() {
         let (gpu, kind) = match placed.get_mut(k).and_then(Option::take) {
             Some(x) => x,
@@ -346,6 +354,7 @@ pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join 
                 // outside every GPU's window: a BAR pinned again (its address was a BAR's),
                 // a BAR-sized region after the guest booted, or guest RAM
                 (Some(_), Some(g)) => (Some(g), "bar"),
+                (Some(_), None) if !guest_seen => (None, "unclassified"),
                 (Some(size), None) => {
                     let after_boot = guest_boot.zip(p.start).is_some_and(|(b, s)| s >= b);
                     if after_boot && size >= 1 << 20 && matches_bar(size, &seen_bars) {

@@ -72,36 +72,49 @@ fn short(s: &str, n: usize) -> String {
     }
 }
 
-/// Rows shown in tables: every phase, except guest RAM pin calls, which are folded into
-/// one row (a BAR pin of no known GPU and a call of unknown size keep rows of their own).
+/// Rows shown in tables: every phase, except the pin calls not tied to a GPU that are guest
+/// RAM, or that nothing tells apart (a pin trace without the guest's log), which are folded
+/// into one row each (a BAR pin of no known GPU and a call of unknown size keep their own).
 fn table_rows(r: &Report) -> Vec<Phase> {
+    // (kind, its row's label, what the row sums)
+    const FOLDED: [(&str, &str, &str); 2] = [
+        ("ram", "RAM", "guest RAM pin calls"),
+        ("unclassified", "pins", "pin calls, BAR or RAM not known"),
+    ];
     let mut rows: Vec<Phase> = Vec::new();
-    let mut ram: Option<Phase> = None;
-    let mut ram_n = 0usize;
+    let mut folded: [(Option<Phase>, usize); 2] = [(None, 0), (None, 0)];
     for p in &r.phases {
-        if p.name == "dma_pinning" && p.gpu.is_none() && p.pin_kind == Some("ram") {
-            ram_n += 1;
-            match &mut ram {
-                None => ram = Some(p.clone()),
-                Some(a) => {
-                    a.duration_s += p.duration_s;
-                    if p.end_ns > a.end_ns {
-                        a.end_ns = p.end_ns;
-                        a.end_s = p.end_s;
-                        a.end_line = p.end_line.clone().or(p.start_line.clone());
-                    }
+        let slot = FOLDED
+            .iter()
+            .position(|(k, ..)| {
+                p.name == "dma_pinning" && p.gpu.is_none() && p.pin_kind == Some(*k)
+            })
+            .and_then(|i| folded.get_mut(i));
+        let Some((acc, n)) = slot else {
+            rows.push(p.clone());
+            continue;
+        };
+        *n += 1;
+        match acc {
+            None => *acc = Some(p.clone()),
+            Some(a) => {
+                a.duration_s += p.duration_s;
+                if p.end_ns > a.end_ns {
+                    a.end_ns = p.end_ns;
+                    a.end_s = p.end_s;
+                    a.end_line = p.end_line.clone().or(p.start_line.clone());
                 }
             }
-            continue;
         }
-        rows.push(p.clone());
     }
-    if let Some(mut a) = ram {
-        a.label = format!("RAM ×{ram_n}");
-        a.detail = format!("{ram_n} guest RAM pin calls; duration is their sum");
-        rows.push(a);
-        rows.sort_by_key(|x| x.start_ns);
+    for ((acc, n), (_, label, what)) in folded.into_iter().zip(FOLDED) {
+        if let Some(mut a) = acc {
+            a.label = format!("{label} ×{n}");
+            a.detail = format!("{n} {what}; duration is their sum");
+            rows.push(a);
+        }
     }
+    rows.sort_by_key(|x| x.start_ns);
     rows
 }
 

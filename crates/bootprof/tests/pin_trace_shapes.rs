@@ -58,3 +58,31 @@ fn returns_without_their_call_are_counted_apart_from_guest_ram() {
         "{alone:?}"
     );
 }
+
+#[test]
+fn a_pin_trace_alone_does_not_guess_which_pins_are_guest_ram() {
+    let mut ing = Ingester::new(Options::default());
+    ing.read("pins.txt", PINS.as_bytes()).unwrap();
+    let r = bootprof::build(&ing.finish(), None).unwrap();
+    // the seven 128 GiB BAR pins were read as RAM: 0.033 s/GiB, "pre-faulted" (the RAM
+    // pins alone pace at 0.064 s/GiB: small pages)
+    assert_eq!(r.pin_summary.ram_s_per_gib, None);
+    assert_eq!(r.pin_summary.ram_backing, None);
+    assert!(
+        !r.phases.iter().any(|p| p.name == "memory_hotplug"),
+        "{:?}",
+        r.phases
+    );
+    assert!(
+        r.clocks
+            .notes
+            .iter()
+            .any(|n| n.contains("no guest-side log")),
+        "{:?}",
+        r.clocks.notes
+    );
+    let text = bootprof::report::text(&r);
+    assert!(!text.contains("RAM ×"), "{text}");
+    assert!(text.contains("pins ×32"), "{text}");
+    assert_eq!(r.pin_summary.calls, 33);
+}
