@@ -677,3 +677,57 @@ fn another_vms_pins_do_not_set_the_nodes_trace_clock() {
         assert_eq!(row.phases["dma_pinning"].n, 0, "{ctx}: {row:?}");
     }
 }
+
+/// Two boots of one node 200 s apart, only the first traced: the second's window (which
+/// looks 120 s before its first line, for logs that start after QEMU pinned its RAM) holds
+/// the first VM's last RAM pins. They are the first boot's alone.
+#[test]
+fn an_untraced_boot_does_not_take_the_pins_of_the_boot_before_it() {
+    let mut first = Spec::study(7);
+    first.gpus = 2;
+    first.pin_trace = true;
+    let mut second = Spec::study(8);
+    second.gpus = 2;
+    second.pin_trace = false;
+    let start = parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
+    let nodes = gen_fleet(&[("gpu-01".to_string(), vec![first, second])], start, 200);
+    let f = analyze(&nodes);
+    assert_eq!(f.rows.len(), 2, "{:?}", f.rows);
+    let (a, b) = (&f.rows[0], &f.rows[1]);
+    assert!(a.phases["dma_pinning"].n > 0, "{a:?}");
+    assert_eq!(b.phases["dma_pinning"].n, 0, "{b:?}");
+    assert_eq!(b.page_size, None, "{b:?}");
+}
+
+/// A return without its call line between two traced boots of one node, inside both of
+/// their windows (120 s before the second's first line, 60 s after the first's last):
+/// counted by one boot at most — it was counted by both.
+#[test]
+fn a_return_without_its_call_between_two_boots_is_counted_once_at_most() {
+    let mut first = Spec::study(7);
+    first.gpus = 2;
+    first.pin_trace = true;
+    let mut second = Spec::study(8);
+    second.gpus = 2;
+    second.pin_trace = true;
+    let start = parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
+    let mut nodes = gen_fleet(&[("gpu-01".to_string(), vec![first, second])], start, 200);
+    let pin_phases =
+        |f: &Fleet| -> usize { f.rows.iter().map(|r| r.phases["dma_pinning"].n).sum() };
+    let before = pin_phases(&analyze(&nodes));
+    let trace = nodes[0].bpftrace.clone().expect("both boots traced");
+    let stamp = "2026-03-02T08:18:00.250000000Z";
+    let at = trace
+        .lines()
+        .position(|l| {
+            l.get(..stamp.len())
+                .is_some_and(|t| t.as_bytes()[0].is_ascii_digit() && t > stamp)
+        })
+        .expect("calls after the stamp");
+    let mut lines: Vec<&str> = trace.lines().collect();
+    let ret = format!("{stamp}: vfio_pin_pages_remote took 700 ms");
+    lines.insert(at, &ret);
+    nodes[0].bpftrace = Some(lines.join("\n") + "\n");
+    let after = pin_phases(&analyze(&nodes));
+    assert!(after <= before + 1, "pin phases {before} → {after}");
+}
