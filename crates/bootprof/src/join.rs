@@ -211,11 +211,18 @@ pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join 
             pins.iter().filter(|p| in_window(p)).count(),
         )
     };
-    // a call whose process is unknown (a return without its call line) cannot be another
-    // VM's: it stays when it falls inside the window
+    // the slack around the boot's own lines (QEMU pins RAM before the guest prints; a log
+    // cut short) extends a process that pins during them, it brings in no other: a process
+    // none of whose calls falls inside the boot's own span is another VM's (an already
+    // running VM's one console line took the next VM's BAR pins 60 s after it)
+    let span = f.window();
+    let in_span = |p: &RawPin| match (span, p.start) {
+        (Some((lo, hi)), Some(s)) => (lo..=hi).contains(&s),
+        _ => true,
+    };
     let scored: Vec<(Option<u32>, (usize, usize, usize))> = by_pid
         .iter()
-        .filter(|(pid, _)| pid.is_some())
+        .filter(|(pid, v)| pid.is_some() && v.iter().any(|p| in_span(p)))
         .map(|(pid, v)| (*pid, score(v)))
         .collect();
     let best = scored.iter().map(|(_, s)| *s).max().unwrap_or((0, 0, 0));
@@ -254,11 +261,15 @@ pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join 
             tied
         }
     };
-    keep.push(None);
     let mine: Vec<RawPin> = pins
         .near
         .iter()
-        .filter(|p| keep.contains(&p.pid) && in_window(p))
+        .filter(|p| match p.pid {
+            Some(_) => keep.contains(&p.pid) && in_window(p),
+            // a call of unknown process (a return without its call line) is this boot's
+            // inside its own span; in the slack it may as well close another VM's call
+            None => in_span(p),
+        })
         .copied()
         .collect();
     // every call of a process not kept is another VM's

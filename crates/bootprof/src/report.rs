@@ -31,6 +31,12 @@ pub fn state_line(r: &Report) -> String {
                 secs_fmt(t, 1)
             ))
         ),
+        ("unfinished", _) if r.phases.is_empty() => format!(
+            "UNFINISHED: {}",
+            st.ends_during
+                .as_deref()
+                .unwrap_or("no phase of the boot is in the inputs")
+        ),
         ("unfinished", _) => format!(
             "UNFINISHED: the log ends during {}",
             st.ends_during.as_deref().unwrap_or("the boot")

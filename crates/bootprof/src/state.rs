@@ -121,7 +121,7 @@ pub fn assess(
         } else if let Some(p) = phases.iter().max_by_key(|p| p.end_ns) {
             format!("{} ({}), the last phase seen", p.name, p.label)
         } else {
-            "before any phase could be told".to_string()
+            "a boot none of whose phases the inputs show (a VM already running when the log starts, or another's teardown)".to_string()
         };
         ("unfinished", Some(open))
     } else {

@@ -86,3 +86,28 @@ fn a_pin_trace_alone_does_not_guess_which_pins_are_guest_ram() {
     assert!(text.contains("pins ×32"), "{text}");
     assert_eq!(r.pin_summary.calls, 33);
 }
+
+/// The study journal's other sandbox — a VM already running, one console line a minute
+/// before the study VM pins its first BARs — took four of those BAR pins (they fell in the
+/// 60 s after its last line) while its notes said no call fell inside its window.
+#[test]
+fn a_sandbox_takes_no_pins_of_a_process_that_pins_nothing_during_its_lines() {
+    let mut ing = Ingester::new(Options {
+        sandbox: Some("38f55c4a".into()),
+    });
+    ing.read("node.journal", JOURNAL.as_bytes()).unwrap();
+    ing.read("pins.txt", PINS.as_bytes()).unwrap();
+    let r = bootprof::build_with(
+        &ing.finish(),
+        &bootprof::AnalyzeOptions {
+            sandbox: Some("38f55c4a".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.pin_summary.calls, 0, "{:?}", r.phases);
+    assert!(!r.phases.iter().any(|p| p.name == "dma_pinning"));
+    assert_eq!(r.pin_summary.foreign_calls, 33);
+    let text = bootprof::report::text(&r);
+    assert!(!text.contains("the log ends during"), "{text}");
+}
