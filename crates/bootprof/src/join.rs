@@ -226,7 +226,7 @@ pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join 
         .map(|(pid, v)| (*pid, score(v)))
         .collect();
     let best = scored.iter().map(|(_, s)| *s).max().unwrap_or((0, 0, 0));
-    let mut keep: Vec<Option<u32>> = if window.is_none() {
+    let keep: Vec<Option<u32>> = if window.is_none() {
         if scored.len() > 1 {
             out.notes.push(format!(
                 "pin calls of {} processes and no journal to tell which is this VM: all are counted",
