@@ -165,7 +165,8 @@ fn snapshot_spec_is_written_atomically_with_a_report() {
         0o644
     );
 
-    // rewritten in place (legacy now), the report as JSON; a new directory is created
+    // a file named in an existing directory, legacy now, the report as JSON
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
     let file = dir.path().join("sub/nvidia.json");
     let rep = ok_json(&[
         "cdi",
@@ -202,6 +203,20 @@ fn snapshot_spec_is_written_atomically_with_a_report() {
         "112"
     );
 
+    // a file in a directory that does not exist: refused, naming the directory, and the
+    // directory is not made (a typo in -o must not leave a tree behind)
+    let missing = dir.path().join("no/such");
+    let target = missing.join("spec.json");
+    let line = fails(
+        &["cdi", "--topology", &snap, "-o", target.to_str().unwrap()],
+        &format!("{} does not exist", missing.display()),
+    );
+    assert!(line.contains("--output"), "{line}");
+    assert!(
+        !dir.path().join("no").exists(),
+        "created {}",
+        missing.display()
+    );
     // a directory that does not exist yet, written with a trailing '/'
     let new_dir = format!("{}/etc/cdi/", dir.path().display());
     let o = run(&["cdi", "--topology", &snap, "-o", &new_dir]);
