@@ -175,14 +175,15 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
-    /// Classify by the PCI base class and subclass (`class >> 8`, `class & 0xff`) and vendor.
-    pub fn from_class(class: u16, vendor_id: u16) -> DeviceKind {
+    /// Classify by the PCI base class and subclass (`class >> 8`, `class & 0xff`) and vendor
+    /// (`None` where unknown).
+    pub fn from_class(class: u16, vendor_id: Option<u16>) -> DeviceKind {
         let base = (class >> 8) as u8;
         let sub = (class & 0xff) as u8;
         match base {
             // Server BMC / onboard VGA (ASPEED, Matrox G200) is a display controller but never
             // a passthrough GPU: keep the planner from offering it.
-            0x03 if matches!(vendor_id, 0x1a03 | 0x102b) => DeviceKind::Other,
+            0x03 if matches!(vendor_id, Some(0x1a03 | 0x102b)) => DeviceKind::Other,
             0x03 => DeviceKind::Gpu,
             0x02 => DeviceKind::Nic,
             // InfiniBand controllers are network controllers too
@@ -192,7 +193,7 @@ impl DeviceKind {
             // processing accelerators, co-processors
             0x12 | 0x0b => DeviceKind::Accelerator,
             // Some accelerators report class "unassigned" (0xff): classify by vendor.
-            0xff if matches!(vendor_id, 0x10de | 0x1002) => DeviceKind::Accelerator,
+            0xff if matches!(vendor_id, Some(0x10de | 0x1002)) => DeviceKind::Accelerator,
             _ => DeviceKind::Other,
         }
     }
@@ -244,10 +245,14 @@ mod hex16 {
 pub struct PciDevice {
     /// `dddd:bb:dd.f`, lower-case hex.
     pub bdf: String,
-    #[serde(with = "hex16")]
-    pub vendor_id: u16,
-    #[serde(with = "hex16")]
-    pub device_id: u16,
+    /// PCI vendor id; `None` (JSON `null`) where the source does not give it: no `vendor`
+    /// file and no readable config space, or the `0000` hwloc writes for an unknown id
+    /// (PCI-SIG assigns neither 0x0000 nor 0xffff). Build it with [`PciDevice::ids`].
+    #[serde(with = "hex16::opt", default)]
+    pub vendor_id: Option<u16>,
+    /// PCI device id; `None` where unknown, and always where the vendor is.
+    #[serde(with = "hex16::opt", default)]
+    pub device_id: Option<u16>,
     #[serde(with = "hex16::opt", default)]
     pub subsystem_vendor_id: Option<u16>,
     #[serde(with = "hex16::opt", default)]
@@ -371,6 +376,30 @@ impl VfioNodes {
 }
 
 impl PciDevice {
+    /// Vendor and device ids as a source spells them, `0x0000`/`0xffff` for "none": an
+    /// unassigned vendor makes both unknown (the device id means nothing without it).
+    pub fn ids(vendor: Option<u16>, device: Option<u16>) -> (Option<u16>, Option<u16>) {
+        match vendor {
+            Some(v) if v != 0 && v != 0xffff => (Some(v), device),
+            _ => (None, None),
+        }
+    }
+
+    /// The vendor id, `None` where unknown.
+    pub fn vendor(&self) -> Option<u16> {
+        self.vendor_id
+    }
+
+    /// The device id, `None` where unknown.
+    pub fn device(&self) -> Option<u16> {
+        self.device_id
+    }
+
+    /// `vvvv:dddd` as `lspci -n` writes it; `None` unless both ids are known.
+    pub fn pci_id(&self) -> Option<String> {
+        Some(format!("{:04x}:{:04x}", self.vendor()?, self.device()?))
+    }
+
     /// Bound to a VFIO PCI driver: `vfio-pci`, or one of its variant drivers, which register
     /// the same VFIO group and cdev (`mlx5_vfio_pci`, `nvgrace_gpu_vfio_pci`,
     /// `hisi_acc_vfio_pci`, ...: module names ending in `vfio_pci`).
@@ -1002,23 +1031,45 @@ mod tests {
     }
 
     #[test]
+    fn unknown_pci_ids_are_none_not_zero() {
+        assert_eq!(PciDevice::ids(Some(0), Some(0)), (None, None));
+        assert_eq!(PciDevice::ids(Some(0xffff), Some(0x1234)), (None, None));
+        assert_eq!(PciDevice::ids(None, Some(0x1234)), (None, None));
+        assert_eq!(PciDevice::ids(Some(0x10de), None), (Some(0x10de), None));
+        // device 0 of a real vendor is a real id
+        assert_eq!(
+            PciDevice::ids(Some(0x10de), Some(0)),
+            (Some(0x10de), Some(0))
+        );
+        let mut d = crate::builtin::default_host().pci_devices[0].clone();
+        assert!(d.pci_id().is_some());
+        (d.vendor_id, d.device_id) = PciDevice::ids(Some(0), Some(0));
+        assert_eq!((d.vendor(), d.device(), d.pci_id()), (None, None, None));
+        let v = serde_json::to_value(&d).unwrap();
+        assert!(v["vendor_id"].is_null() && v["device_id"].is_null(), "{v}");
+        let back: PciDevice = serde_json::from_value(v).unwrap();
+        assert_eq!(back, d);
+        d.vendor_id = Some(0x10de);
+        assert_eq!(serde_json::to_value(&d).unwrap()["vendor_id"], "0x10de");
+        assert_eq!(d.pci_id(), None, "a vendor without a device is no PCI id");
+    }
+
+    #[test]
     fn device_kinds() {
-        assert_eq!(DeviceKind::from_class(0x0300, 0x10de), DeviceKind::Gpu);
-        assert_eq!(DeviceKind::from_class(0x0302, 0x10de), DeviceKind::Gpu);
-        assert_eq!(DeviceKind::from_class(0x0200, 0x8086), DeviceKind::Nic);
-        assert_eq!(DeviceKind::from_class(0x0207, 0x15b3), DeviceKind::Nic);
-        assert_eq!(DeviceKind::from_class(0x0108, 0x144d), DeviceKind::Storage);
-        assert_eq!(DeviceKind::from_class(0x0604, 0x10b5), DeviceKind::Bridge);
-        assert_eq!(
-            DeviceKind::from_class(0x1200, 0x1002),
-            DeviceKind::Accelerator
-        );
-        assert_eq!(
-            DeviceKind::from_class(0x0b40, 0x1bcf),
-            DeviceKind::Accelerator
-        );
-        assert_eq!(DeviceKind::from_class(0x0403, 0x10de), DeviceKind::Other);
-        assert_eq!(DeviceKind::from_class(0x0300, 0x1a03), DeviceKind::Other);
-        assert_eq!(DeviceKind::from_class(0x0300, 0x102b), DeviceKind::Other);
+        let k = |class, vendor| DeviceKind::from_class(class, Some(vendor));
+        assert_eq!(k(0x0300, 0x10de), DeviceKind::Gpu);
+        assert_eq!(k(0x0302, 0x10de), DeviceKind::Gpu);
+        assert_eq!(k(0x0200, 0x8086), DeviceKind::Nic);
+        assert_eq!(k(0x0207, 0x15b3), DeviceKind::Nic);
+        assert_eq!(k(0x0108, 0x144d), DeviceKind::Storage);
+        assert_eq!(k(0x0604, 0x10b5), DeviceKind::Bridge);
+        assert_eq!(k(0x1200, 0x1002), DeviceKind::Accelerator);
+        assert_eq!(k(0x0b40, 0x1bcf), DeviceKind::Accelerator);
+        assert_eq!(k(0x0403, 0x10de), DeviceKind::Other);
+        assert_eq!(k(0x0300, 0x1a03), DeviceKind::Other);
+        assert_eq!(k(0x0300, 0x102b), DeviceKind::Other);
+        // a VGA controller of unknown vendor is still a display controller
+        assert_eq!(DeviceKind::from_class(0x0300, None), DeviceKind::Gpu);
+        assert_eq!(DeviceKind::from_class(0xff00, None), DeviceKind::Other);
     }
 }

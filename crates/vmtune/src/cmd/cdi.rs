@@ -273,6 +273,11 @@ fn node_text(n: &cdi::Node) -> String {
     }
 }
 
+/// `vvvv:dddd`; `None` (JSON `null`) unless both ids are known.
+fn pci_id(e: &cdi::Entry) -> Option<String> {
+    Some(format!("{:04x}:{:04x}", e.vendor_id?, e.device_id?))
+}
+
 fn report_text(gen: &Generated, mode: Mode, path: &Path) -> String {
     let mut out = String::new();
     let kind = &gen.spec.kind;
@@ -292,11 +297,10 @@ fn report_text(gen: &Generated, mode: Mode, path: &Path) -> String {
         let names: Vec<String> = e.names.iter().map(|n| format!("{kind}={n}")).collect();
         let _ = writeln!(
             out,
-            "  {:>2}  {}  {:04x}:{:04x} {}, IOMMU group {}: {}",
+            "  {:>2}  {}  {} {}, IOMMU group {}: {}",
             e.index,
             e.bdf,
-            e.vendor_id,
-            e.device_id,
+            pci_id(e).as_deref().unwrap_or("unknown id"),
             kind_name(e.kind),
             e.iommu_group,
             nodes.join(", ")
@@ -329,7 +333,7 @@ fn report_json(gen: &Generated, mode: Mode, path: &Path) -> serde_json::Value {
                 "index": e.index,
                 "bdf": e.bdf,
                 "names": e.names,
-                "pci_id": format!("{:04x}:{:04x}", e.vendor_id, e.device_id),
+                "pci_id": pci_id(e),
                 "class": e.kind,
                 "iommu_group": e.iommu_group,
                 "vfio_cdev": e.cdev,

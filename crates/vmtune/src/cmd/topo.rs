@@ -349,7 +349,12 @@ fn device_line(d: &topo::PciDevice) -> String {
         DeviceKind::Bridge => "Bridge",
         DeviceKind::Other => "PCI",
     };
-    let mut s = format!("{kind} {} [{:04x}:{:04x}]", d.bdf, d.vendor_id, d.device_id);
+    let id = match (d.vendor(), d.device()) {
+        (Some(v), Some(dev)) => format!("{v:04x}:{dev:04x}"),
+        (Some(v), None) => format!("{v:04x}:unknown device"),
+        _ => "unknown id".to_string(),
+    };
+    let mut s = format!("{kind} {} [{id}]", d.bdf);
     if let Some(n) = &d.name {
         s.push_str(&format!(" \"{n}\""));
     }
