@@ -520,6 +520,24 @@ impl Host {
             .filter(move |c| c.level == level && c.cache_type != CacheType::Instruction)
     }
 
+    /// How many L3 caches (groups of cores sharing one) the host has: `None` where the source
+    /// says nothing about caches at all (no cache of any level), so a host whose caches are
+    /// unknown is not said to have no L3; `Some(0)` where it lists caches but no L3.
+    pub fn l3_count(&self) -> Option<usize> {
+        let n = self.caches_at(3).count();
+        (n > 0 || !self.caches.is_empty()).then_some(n)
+    }
+
+    /// [`Host::l3_count`] in words: `"8 L3 groups"`, `"1 L3 group"`, `"no L3"`, `"L3 unknown"`.
+    pub fn l3_summary(&self) -> String {
+        match self.l3_count() {
+            None => "L3 unknown".into(),
+            Some(0) => "no L3".into(),
+            Some(1) => "1 L3 group".into(),
+            Some(n) => format!("{n} L3 groups"),
+        }
+    }
+
     /// NUMA distance between two nodes, where known.
     pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
         self.distances.as_ref()?.get(from, to)
@@ -1007,6 +1025,45 @@ mod tests {
         assert_eq!(host.pu(3).unwrap().l2, None);
         assert_eq!(host.pu(0).unwrap().numa, None);
         assert_eq!(host.pu(0).unwrap().kind, None);
+    }
+
+    #[test]
+    fn l3_count_is_unknown_without_cache_information() {
+        let raw = |caches: Vec<RawCache>| RawTopology {
+            source: "test".into(),
+            pus: set("0-3"),
+            caches,
+            ..Default::default()
+        };
+        let cache = |level, cpus| RawCache {
+            level,
+            cache_type: CacheType::Unified,
+            size_bytes: None,
+            line_bytes: None,
+            ways: None,
+            cpus: set(cpus),
+        };
+        let none = raw(vec![]).assemble().unwrap();
+        assert_eq!(
+            (none.l3_count(), none.l3_summary().as_str()),
+            (None, "L3 unknown")
+        );
+        let l2_only = raw(vec![cache(2, "0-1"), cache(2, "2-3")])
+            .assemble()
+            .unwrap();
+        assert_eq!(
+            (l2_only.l3_count(), l2_only.l3_summary().as_str()),
+            (Some(0), "no L3")
+        );
+        let two = raw(vec![cache(3, "0-1"), cache(3, "2-3")])
+            .assemble()
+            .unwrap();
+        assert_eq!(
+            (two.l3_count(), two.l3_summary().as_str()),
+            (Some(2), "2 L3 groups")
+        );
+        let one = raw(vec![cache(3, "0-3")]).assemble().unwrap();
+        assert_eq!(one.l3_summary(), "1 L3 group");
     }
 
     #[test]

@@ -339,3 +339,20 @@ fn unknown_pci_ids_are_said_to_be_unknown() {
         assert!(d["vendor_id"].is_null() && d["device_id"].is_null(), "{d}");
     }
 }
+
+/// A source without cache information: the tree says the L3 count is unknown, not "0 L3".
+#[test]
+fn l3_count_unknown_without_cache_information() {
+    let d = tempfile::tempdir().unwrap();
+    let root = common::sysfs_without_caches(d.path());
+    let out = run(&["topo", "--topology", root.to_str().unwrap()]);
+    assert!(out.status.success());
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let head = tree.lines().nth(1).unwrap();
+    assert!(head.contains("2 cores, L3 unknown,"), "{head}");
+    assert!(!tree.contains("0 L3"), "{tree}");
+    // a source with caches keeps its count
+    let out = run(&["topo", "--topology", "builtin"]);
+    let tree = String::from_utf8(out.stdout).unwrap();
+    assert!(tree.lines().nth(1).unwrap().contains(" 1 L3,"), "{tree}");
+}

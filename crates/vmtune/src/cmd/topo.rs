@@ -69,10 +69,14 @@ pub fn render_tree(host: &Host) -> String {
     );
     let _ = writeln!(
         out,
-        "  {} PUs, {} cores, {} L3, {} package(s), {} NUMA node(s){}{}",
+        "  {} PUs, {} cores, {}, {} package(s), {} NUMA node(s){}{}",
         host.pus.len(),
         host.cores.len(),
-        host.caches_at(3).count(),
+        match host.l3_count() {
+            Some(0) => "no L3".to_string(),
+            Some(n) => format!("{n} L3"),
+            None => "L3 unknown".to_string(),
+        },
         host.packages.len().max(1),
         host.numa_nodes.len(),
         if mem > 0 {
