@@ -165,6 +165,7 @@ pub fn raw_default() -> RawTopology {
         )],
         dies: vec![],
         caches,
+        groups: vec![],
         cpu_kinds: vec![],
         numa_nodes: vec![NumaNode {
             os_index: 0,

@@ -231,6 +231,8 @@ struct Loader<'a, 'input> {
     cores: Vec<(Option<u32>, Bitmap)>,
     packages: Vec<(Option<u32>, Bitmap, Option<String>)>,
     dies: Vec<(Option<u32>, Bitmap)>,
+    /// `Group` objects (and v1's inner `Machine`s): they only order the levels below them.
+    groups: Vec<Bitmap>,
     caches: Vec<CacheRec>,
     cpu_kinds: Vec<CpuKind>,
     cpu_kind_sets: Vec<Bitmap>,
@@ -258,6 +260,7 @@ impl<'a, 'input> Loader<'a, 'input> {
             cores: Vec::new(),
             packages: Vec::new(),
             dies: Vec::new(),
+            groups: Vec::new(),
             caches: Vec::new(),
             cpu_kinds: Vec::new(),
             cpu_kind_sets: Vec::new(),
@@ -494,7 +497,7 @@ impl<'a, 'input> Loader<'a, 'input> {
                 self.packages.push((os_index, cpuset, model));
             }
             Kind::Die => self.dies.push((os_index, cpuset)),
-            Kind::Group => {}
+            Kind::Group => self.groups.push(cpuset.clone()),
             Kind::Core => self.cores.push((os_index, cpuset)),
             Kind::Pu => {
                 let Some(os) = os_index else {
@@ -1192,6 +1195,7 @@ impl<'a, 'input> Loader<'a, 'input> {
                     cpus: resolve(c),
                 })
                 .collect(),
+            groups: self.groups.iter().map(resolve).collect(),
             cpu_kinds,
             numa_nodes,
             distances,

@@ -3,7 +3,9 @@
 //! Loaders never build a [`Host`] directly: they fill a [`RawTopology`] (groups of PUs as
 //! cpusets, as each source spells them) and call [`RawTopology::assemble`], which validates the
 //! groups and numbers cores, caches, dies and packages the same way for every source, so a
-//! sysfs snapshot and an hwloc XML of one machine produce equal ids.
+//! sysfs snapshot and an hwloc XML of one machine produce equal ids: hwloc's logical indexes
+//! (`Core L#n` in `lstopo`), depth-first through the tree of packages, dies, groups, NUMA
+//! nodes and caches, siblings by first PU.
 //!
 //! Everything a source does not say is `None` (JSON `null`), never a made-up value.
 
@@ -19,7 +21,8 @@ use crate::error::TopoError;
 pub struct Pu {
     /// Linux CPU number.
     pub os_index: u32,
-    /// Machine-unique core id (index into [`Host::cores`]); equal `core` = SMT siblings.
+    /// Machine-unique core id (index into [`Host::cores`], hwloc's `Core L#`); equal `core`
+    /// = SMT siblings.
     pub core: u32,
     /// Package (socket) id, index into [`Host::packages`].
     pub package: Option<u32>,
@@ -40,6 +43,8 @@ pub struct Pu {
 /// A physical core and its SMT siblings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Core {
+    /// hwloc's logical index (`Core L#` in lstopo), which is also the position in
+    /// [`Host::cores`].
     pub id: u32,
     /// The OS's own core number (`topology/core_id`, hwloc Core os_index); not unique across
     /// packages.
@@ -60,7 +65,7 @@ pub enum CacheType {
 /// One cache instance and the PUs that share it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cache {
-    /// Index among caches of the same level and type, ordered by first PU.
+    /// Index among caches of the same level and type in hwloc's logical order (`L3 L#`).
     pub id: u32,
     pub level: u8,
     #[serde(rename = "type")]
@@ -611,6 +616,10 @@ pub struct RawTopology {
     pub dies: Vec<RawGroup>,
     /// Cache instances; duplicates (same level, type and cpus) are merged.
     pub caches: Vec<RawCache>,
+    /// Other groups of PUs in the source's tree (hwloc `Group` objects: SNC/NPS halves,
+    /// clusters, distance groups). They hold nothing the model keeps; they only place cores,
+    /// caches, dies and packages in hwloc's logical order.
+    pub groups: Vec<CpuSet>,
     /// CPU kinds; only kept when there are two or more.
     pub cpu_kinds: Vec<CpuKind>,
     pub numa_nodes: Vec<NumaNode>,
@@ -669,7 +678,6 @@ impl RawTopology {
                 cpus: std::iter::once(cpu).collect(),
             });
         }
-        cores.sort_by_key(|c| c.cpus.first());
 
         let packages = number_groups(self.packages.drain(..).collect(), &all)
             .map_err(|m| invalid(format!("package: {m}")))?;
@@ -689,9 +697,41 @@ impl RawTopology {
             }
             caches.push(c);
         }
-        caches.sort_by(|a, b| {
-            (a.level, a.cache_type, a.cpus.first()).cmp(&(b.level, b.cache_type, b.cpus.first()))
+        for n in &mut self.numa_nodes {
+            n.cpus = n.cpus.intersection(&all);
+        }
+
+        // Number every level as hwloc does (its logical index, `L#` in lstopo): depth-first
+        // through the tree these sets form, siblings by first PU. Sorting by first PU alone
+        // differs where Linux numbers CPUs across packages (package 0 the even CPUs) or
+        // nodes (SNC): lstopo's Core L#1 is then CPU 4, not CPU 1.
+        let tree = {
+            let mut sets: Vec<&CpuSet> = Vec::new();
+            sets.extend(packages.iter().map(|(g, _, _)| &g.cpus));
+            sets.extend(dies.iter().map(|(g, _, _)| &g.cpus));
+            sets.extend(self.numa_nodes.iter().map(|n| &n.cpus));
+            sets.extend(
+                caches
+                    .iter()
+                    .filter(|c| c.cache_type != CacheType::Instruction)
+                    .map(|c| &c.cpus),
+            );
+            let groups: Vec<CpuSet> = self.groups.iter().map(|g| g.intersection(&all)).collect();
+            sets.extend(groups.iter());
+            SetTree::new(sets, &all)
+        };
+        let mut keyed: Vec<(Vec<u32>, RawGroup)> =
+            cores.into_iter().map(|c| (tree.key(&c.cpus), c)).collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        let cores: Vec<RawGroup> = keyed.into_iter().map(|(_, c)| c).collect();
+        let packages = tree.renumber(packages);
+        let dies = tree.renumber(dies);
+        let mut caches: Vec<(Vec<u32>, RawCache)> =
+            caches.into_iter().map(|c| (tree.key(&c.cpus), c)).collect();
+        caches.sort_by(|(ka, a), (kb, b)| {
+            (a.level, a.cache_type, ka).cmp(&(b.level, b.cache_type, kb))
         });
+        let caches: Vec<RawCache> = caches.into_iter().map(|(_, c)| c).collect();
         let mut next_id: BTreeMap<(u8, CacheType), u32> = BTreeMap::new();
         let caches: Vec<Cache> = caches
             .into_iter()
@@ -722,7 +762,6 @@ impl RawTopology {
             }
         }
         for n in &mut self.numa_nodes {
-            n.cpus = n.cpus.intersection(&all);
             n.hugepages.sort_by_key(|h| h.size_kb);
         }
 
@@ -873,6 +912,86 @@ impl RawTopology {
                 v
             }),
         })
+    }
+}
+
+/// The PU sets of a host's tree (packages, dies, NUMA nodes, caches, groups), for numbering
+/// objects in hwloc's logical order.
+struct SetTree {
+    /// Sets of one kind that do not overlap, each with a table from CPU to the set holding it.
+    layers: Vec<(Vec<CpuSet>, Vec<Option<u32>>)>,
+}
+
+impl SetTree {
+    fn new(mut sets: Vec<&CpuSet>, all: &CpuSet) -> SetTree {
+        // largest first, so a set's layer holds no set inside it
+        let mut seen = std::collections::HashSet::new();
+        sets.retain(|s| !s.is_empty() && seen.insert(*s));
+        sets.sort_by_key(|s| (std::cmp::Reverse(s.len()), s.first()));
+        let width = all.last().map_or(0, |l| l as usize + 1);
+        let mut layers: Vec<(Vec<CpuSet>, Vec<Option<u32>>, CpuSet)> = Vec::new();
+        for s in sets {
+            let layer = match layers
+                .iter_mut()
+                .position(|(_, _, used)| !used.intersects(s))
+            {
+                Some(i) => &mut layers[i],
+                None => {
+                    layers.push((Vec::new(), vec![None; width], CpuSet::new()));
+                    layers.last_mut().expect("just pushed")
+                }
+            };
+            let id = layer.0.len() as u32;
+            for cpu in s.iter() {
+                if let Some(slot) = layer.1.get_mut(cpu as usize) {
+                    *slot = Some(id);
+                }
+                layer.2.insert(cpu);
+            }
+            layer.0.push(s.clone());
+        }
+        SetTree {
+            layers: layers.into_iter().map(|(s, t, _)| (s, t)).collect(),
+        }
+    }
+
+    /// Groups numbered by [`number_groups`], renumbered in this tree's order.
+    fn renumber<T>(&self, groups: Vec<(RawGroup, T, u32)>) -> Vec<(RawGroup, T, u32)> {
+        let mut keyed: Vec<_> = groups
+            .into_iter()
+            .map(|(g, extra, _)| (self.key(&g.cpus), g, extra))
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed
+            .into_iter()
+            .enumerate()
+            .map(|(i, (_, g, extra))| (g, extra, i as u32))
+            .collect()
+    }
+
+    /// The sort key of an object covering `cpus`: the first PU of each set that contains it,
+    /// largest first, then its own. Siblings differ first at their own sets, which are
+    /// disjoint, so keys order them by first PU within their parent, as hwloc orders children.
+    fn key(&self, cpus: &CpuSet) -> Vec<u32> {
+        let Some(first) = cpus.first() else {
+            return Vec::new();
+        };
+        let mut above: Vec<&CpuSet> = self
+            .layers
+            .iter()
+            .filter_map(|(sets, table)| {
+                let id = (*table.get(first as usize)?)?;
+                let s = &sets[id as usize];
+                cpus.is_subset(s).then_some(s)
+            })
+            .collect();
+        above.sort_by_key(|s| (std::cmp::Reverse(s.len()), s.first()));
+        above.dedup();
+        above
+            .iter()
+            .filter_map(|s| s.first())
+            .chain(std::iter::once(first))
+            .collect()
     }
 }
 
