@@ -225,6 +225,23 @@ impl Default for Constants {
     }
 }
 
+/// The constants only GPU phases, BAR page tables and the CDI wait use: an estimate for a VM
+/// without GPUs does not list them in its text.
+pub const GPU_CONSTANTS: &[&str] = &[
+    "pci_hotplug_wait_s",
+    "pci_per_gpu_s",
+    "driver_load_s",
+    "driver_per_gpu_s",
+    "fbhub_per_gpu_s",
+    "cdi_generation_s",
+    "bar_old_s_per_gib",
+    "bar_new_s",
+    "bar_legacy_s_per_gib",
+    "bar_pte_kb_per_gib",
+    "cdi_max_tries",
+    "cdi_interval_s",
+];
+
 impl Constants {
     /// Every constant with its value, unit and source.
     pub fn table(&self) -> Vec<Constant> {
@@ -669,24 +686,30 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
         c.kernel_boot_s + c.agent_init_s,
         "kernel_boot_s + agent_init_s".into(),
     );
-    p(
-        "pci_enumeration",
-        c.pci_hotplug_wait_s + g * c.pci_per_gpu_s,
-        "pci_hotplug_wait_s + GPUs × pci_per_gpu_s".into(),
-    );
-    let bar = c.bar_map_s(inp.bar_size, inp.kernel, inp.backend, page);
-    let driver = c.driver_load_s + g * (c.driver_per_gpu_s + bar);
-    p(
-        "gpu_driver_init",
-        driver,
-        format!("driver_load_s + GPUs × (driver_per_gpu_s + BAR map {bar:.3} s)"),
-    );
-    let cdi_rest = g * c.fbhub_per_gpu_s + c.cdi_generation_s;
-    p(
-        "cdi_wait",
-        cdi_rest,
-        "GPUs × fbhub_per_gpu_s + cdi_generation_s (after the last GPU is enabled)".into(),
-    );
+    // Without GPUs there is nothing to enumerate, no driver to load, no BAR to map and no
+    // CDI spec for the agent to wait for: those phases are left out, not charged.
+    let has_gpus = inp.gpus > 0;
+    let (mut driver, mut cdi_rest) = (0.0, 0.0);
+    if has_gpus {
+        p(
+            "pci_enumeration",
+            c.pci_hotplug_wait_s + g * c.pci_per_gpu_s,
+            "pci_hotplug_wait_s + GPUs × pci_per_gpu_s".into(),
+        );
+        let bar = c.bar_map_s(inp.bar_size, inp.kernel, inp.backend, page);
+        driver = c.driver_load_s + g * (c.driver_per_gpu_s + bar);
+        p(
+            "gpu_driver_init",
+            driver,
+            format!("driver_load_s + GPUs × (driver_per_gpu_s + BAR map {bar:.3} s)"),
+        );
+        cdi_rest = g * c.fbhub_per_gpu_s + c.cdi_generation_s;
+        p(
+            "cdi_wait",
+            cdi_rest,
+            "GPUs × fbhub_per_gpu_s + cdi_generation_s (after the last GPU is enabled)".into(),
+        );
+    }
     let hot = ram_s(hot_gib);
     p(
         "memory_hotplug",
@@ -700,7 +723,7 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
     let mut warnings = Vec::new();
     // the agent waits for CDI from enumeration until the specs appear
     let cdi_wait = driver + cdi_rest;
-    if c.cdi.used(cdi_wait) >= 0.8 {
+    if has_gpus && c.cdi.used(cdi_wait) >= 0.8 {
         warnings.push(format!(
             "the kata-agent would wait ~{cdi_wait:.0} s for CDI specs, {:.0}% of its ~{:.0} s limit ({} tries at {:.2} s each): a slower host turns this boot into a failure",
             100.0 * c.cdi.used(cdi_wait),
@@ -727,7 +750,7 @@ pub fn estimate(inp: &Input, c: &Constants) -> Estimate {
             c.dma_entry_limit
         ));
     }
-    if inp.kernel < (6, 8) {
+    if has_gpus && inp.kernel < (6, 8) {
         warnings.push("host kernel before 6.8 faults in every BAR page when mapping it (Kata GPU boot study: >30 min with 8 GPUs on 5.15); upgrade".into());
     }
     let pte_kb = match page {
@@ -927,6 +950,42 @@ mod tests {
         }
         .check()
         .is_ok());
+    }
+
+    /// A VM without GPUs has no GPU phases (enumeration wait, driver init, BAR pinning, CDI
+    /// wait), no BAR page tables and no GPU warnings, even on an old kernel.
+    #[test]
+    fn no_gpus_no_gpu_phases() {
+        let c = Constants::default();
+        let inp = Input {
+            gpus: 0,
+            kernel: (5, 15),
+            ..Input::seed001()
+        };
+        let e = estimate(&inp, &c);
+        let names: Vec<&str> = e.phases.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["vm_create", "kernel_boot", "memory_hotplug"]);
+        for p in &e.phases {
+            assert!(!p.formula.contains("GPU"), "{}: {}", p.name, p.formula);
+        }
+        assert_eq!(e.page_table_bar_bytes, 0);
+        assert!(
+            e.warnings
+                .iter()
+                .all(|w| !w.contains("GPU") && !w.contains("BAR") && !w.contains("CDI")),
+            "{:?}",
+            e.warnings
+        );
+        let sum: f64 = e.phases.iter().map(|p| p.seconds).sum();
+        assert!((e.total_s - sum).abs() < 1e-9);
+        let one = estimate(&Input { gpus: 1, ..inp }, &c);
+        // one GPU adds its enumeration wait, driver load and CDI generation on top
+        assert!(
+            one.total_s - e.total_s > c.pci_hotplug_wait_s + c.driver_load_s + c.cdi_generation_s,
+            "{} vs {}",
+            one.total_s,
+            e.total_s
+        );
     }
 
     #[test]

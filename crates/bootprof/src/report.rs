@@ -430,11 +430,15 @@ pub fn estimate_text(e: &Estimate) -> String {
     let i = &e.input;
     let _ = writeln!(
         o,
-        "Estimated boot: {:.0} s ({:.0}:{:02.0}) for {} GPUs, {:.0} GiB RAM, {} pages{}, {:?} backend, kernel {}.{}",
+        "Estimated boot: {:.0} s ({:.0}:{:02.0}) for {}{:.0} GiB RAM, {} pages{}, {:?} backend, kernel {}.{}",
         e.total_s,
         (e.total_s / 60.0).floor(),
         e.total_s % 60.0,
-        i.gpus,
+        match i.gpus {
+            0 => String::new(),
+            1 => "1 GPU, ".to_string(),
+            n => format!("{n} GPUs, "),
+        },
         i.memory as f64 / (1u64 << 30) as f64,
         serde_json::to_value(i.page_size).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
         if i.prealloc { " (prealloc)" } else { "" },
@@ -448,18 +452,30 @@ pub fn estimate_text(e: &Estimate) -> String {
     }
     let _ = writeln!(o, "{:<16} {:>9.1}", "total", e.total_s);
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-    let _ = writeln!(
-        o,
-        "\nQEMU page tables (VmPTE): {:.1} MiB = guest RAM {:.1} MiB + GPU BARs {:.1} MiB",
-        mib(e.page_table_bytes),
-        mib(e.page_table_ram_bytes),
-        mib(e.page_table_bar_bytes)
-    );
+    if i.gpus == 0 {
+        let _ = writeln!(
+            o,
+            "\nQEMU page tables (VmPTE): {:.1} MiB for guest RAM",
+            mib(e.page_table_ram_bytes)
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "\nQEMU page tables (VmPTE): {:.1} MiB = guest RAM {:.1} MiB + GPU BARs {:.1} MiB",
+            mib(e.page_table_bytes),
+            mib(e.page_table_ram_bytes),
+            mib(e.page_table_bar_bytes)
+        );
+    }
     for w in &e.warnings {
         let _ = writeln!(o, "\nwarning: {w}");
     }
     let _ = writeln!(o, "\nConstants:");
-    for c in &e.constants {
+    // a VM without GPUs uses none of the GPU constants: list only those it used
+    let used = |c: &&crate::estimate::Constant| {
+        i.gpus > 0 || !crate::estimate::GPU_CONSTANTS.contains(&c.name)
+    };
+    for c in e.constants.iter().filter(used) {
         let _ = writeln!(
             o,
             "  {:<28} {:>10.4} {:<9} {}",

@@ -87,8 +87,9 @@ pub struct Entry {
     pub nodes: Vec<Node>,
     pub iommu_group: u32,
     pub cdev: Option<String>,
-    pub vendor_id: u16,
-    pub device_id: u16,
+    /// PCI vendor and device ids; `None` where the host does not say.
+    pub vendor_id: Option<u16>,
+    pub device_id: Option<u16>,
     pub kind: DeviceKind,
     pub driver: String,
 }
@@ -226,10 +227,10 @@ fn annotations(e: &Entry, d: &PciDevice) -> BTreeMap<String, String> {
     let mut a = BTreeMap::new();
     let k = |s: &str| format!("{ANNOTATION_PREFIX}{s}");
     a.insert(k("bdf"), e.bdf.clone());
-    a.insert(
-        k("pci-id"),
-        format!("{:04x}:{:04x}", e.vendor_id, e.device_id),
-    );
+    // an unknown id is left out (as an unknown cdev or NUMA node is), never written 0000:0000
+    if let Some(id) = d.pci_id() {
+        a.insert(k("pci-id"), id);
+    }
     a.insert(k("iommu-group"), e.iommu_group.to_string());
     if let Some(c) = &d.vfio_cdev {
         a.insert(k("vfio-cdev"), c.name.clone());

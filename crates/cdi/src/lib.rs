@@ -23,7 +23,7 @@ pub use generate::{
     ANNOTATION_PREFIX, DEFAULT_KIND,
 };
 pub use spec::{ContainerEdits, Device, DeviceNode, Spec};
-pub use write::{default_path, write_atomic, DEFAULT_DIR};
+pub use write::{default_path, parent_dir, write_atomic, MissingDir, DEFAULT_DIR};
 
 /// What stops a spec from being made or written: one line naming the problem.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +49,22 @@ pub enum CdiError {
     /// The generated spec breaks a CDI rule (a bug; never written).
     #[error("generated spec is not valid CDI: {0}")]
     Invalid(String),
+    /// The directory a spec file was to go in is missing (or is not a directory), and
+    /// creating it was not asked for.
+    #[error("{}", no_dir_message(.0))]
+    NoDir(std::path::PathBuf),
     #[error("{}: {source}", path.display())]
     Io {
         path: std::path::PathBuf,
         #[source]
         source: std::io::Error,
     },
+}
+
+fn no_dir_message(dir: &std::path::Path) -> String {
+    if dir.exists() {
+        format!("{} is not a directory", dir.display())
+    } else {
+        format!("directory {} does not exist", dir.display())
+    }
 }

@@ -26,14 +26,33 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CdiError + '_ {
     }
 }
 
-/// Replace `path` with `bytes` atomically (mode 0644), creating its directory (0755) when
-/// missing. On any error the old file, if any, is left as it was and no temporary remains.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CdiError> {
-    let dir = match path.parent() {
+/// What [`write_atomic`] does when the spec's directory does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingDir {
+    /// Create it (0755): the default directory, or one the user named as a directory.
+    Create,
+    /// Fail with [`CdiError::NoDir`]: a file path whose directory is missing is more likely a
+    /// typo than a wish for a new tree.
+    Refuse,
+}
+
+/// The directory `path` goes in (`.` for a bare file name).
+pub fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
-    };
+    }
+}
+
+/// Replace `path` with `bytes` atomically (mode 0644); a missing directory is created (0755)
+/// or refused as `missing` says. On any error the old file, if any, is left as it was and no
+/// temporary remains.
+pub fn write_atomic(path: &Path, bytes: &[u8], missing: MissingDir) -> Result<(), CdiError> {
+    let dir = parent_dir(path);
     if !dir.is_dir() {
+        if missing == MissingDir::Refuse || dir.exists() {
+            return Err(CdiError::NoDir(dir));
+        }
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         set_mode(&dir, 0o755).map_err(io(&dir))?;
     }
@@ -72,8 +91,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = default_path(&d.path().join("run/cdi"), "vmtune.io/vfio").unwrap();
         assert!(p.ends_with("run/cdi/vmtune.io-vfio.json"));
-        write_atomic(&p, b"{\"a\":1}\n").unwrap();
-        write_atomic(&p, b"{\"a\":2}\n").unwrap();
+        write_atomic(&p, b"{\"a\":1}\n", MissingDir::Create).unwrap();
+        write_atomic(&p, b"{\"a\":2}\n", MissingDir::Refuse).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":2}\n");
         let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o644);
@@ -85,13 +104,40 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_directory_is_refused_unless_asked_for() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("no/such/spec.json");
+        let e = write_atomic(&p, b"{}", MissingDir::Refuse).unwrap_err();
+        assert!(matches!(&e, CdiError::NoDir(dir) if dir == &d.path().join("no/such")));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("no/such") && msg.contains("does not exist"),
+            "{msg}"
+        );
+        assert!(
+            !d.path().join("no").exists(),
+            "the refusal created a directory"
+        );
+        // a file where the directory should be is not a directory, created or not
+        std::fs::write(d.path().join("file"), "x").unwrap();
+        let e = write_atomic(&d.path().join("file/spec.json"), b"{}", MissingDir::Create)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a directory"), "{e}");
+        write_atomic(&p, b"{}", MissingDir::Create).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{}");
+    }
+
+    #[test]
     fn a_failed_write_keeps_the_old_file() {
         let d = tempfile::tempdir().unwrap();
         // the destination is a non-empty directory: the rename fails
         let p = d.path().join("spec.json");
         std::fs::create_dir(&p).unwrap();
         std::fs::write(p.join("keep"), "x").unwrap();
-        let e = write_atomic(&p, b"{}").unwrap_err().to_string();
+        let e = write_atomic(&p, b"{}", MissingDir::Create)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("spec.json"), "{e}");
         assert!(p.join("keep").exists());
         let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();

@@ -324,6 +324,33 @@ fn annotations_and_versions() {
     assert_eq!(a["vmtune.io/iommu-group"], "1");
     assert_eq!(a["vmtune.io/vfio-cdev"], "vfio1");
     assert_eq!(a["vmtune.io/numa-node"], "0");
+    // a function whose ids the host does not give has no pci-id annotation (not 0000:0000)
+    let mut unknown = h.clone();
+    let d = unknown
+        .pci_devices
+        .iter_mut()
+        .find(|d| d.bdf == "0000:01:00.1")
+        .expect("audio");
+    (d.vendor_id, d.device_id) = topo::PciDevice::ids(Some(0), Some(0));
+    let gen = cdi::generate(
+        &unknown,
+        &cdi::Options {
+            mode: Mode::Iommufd,
+            annotate: true,
+            ..Default::default()
+        },
+    )
+    .expect("unknown ids");
+    common::assert_valid(&gen.spec);
+    let a = &gen.spec.device("0000:01:00.1").expect("audio").annotations;
+    assert!(!a.contains_key("vmtune.io/pci-id"), "{a:?}");
+    assert_eq!(a["vmtune.io/bdf"], "0000:01:00.1");
+    let e = gen
+        .entries
+        .iter()
+        .find(|e| e.bdf == "0000:01:00.1")
+        .unwrap();
+    assert_eq!((e.vendor_id, e.device_id), (None, None));
     // an explicit version: the current one is fine, an older one than needed is not
     let v = |s: &str| {
         cdi::generate(

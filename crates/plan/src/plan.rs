@@ -221,8 +221,10 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
                 ctx.node_device_distance(node),
                 why_not.join("; ")
             )
-        } else {
+        } else if ctx.has_l3 {
             "no passed-through device steers placement; the single node with room and the lowest cost (hugepages free, fewest shared L3 groups, lowest CPUs)".into()
+        } else {
+            "no passed-through device steers placement; the single node with room and the lowest cost (hugepages free, lowest CPUs)".into()
         };
         out.push(format!(
             "node {chosen}: {why}; {} free CPUs there for {n} vCPUs and room for {mem}",
@@ -396,15 +398,26 @@ fn emulator_rationale(ctx: &Context, p: &Placement, cpus: &CpuSet) -> String {
                 .host_cpus
                 .iter()
                 .any(|c| p.nodes.contains(&ctx.node_of(c)));
+            let why = if ctx.has_l3 {
+                "neither the VM's own L3 groups nor the host's have a spare core, and a core of an unused L3 group would spoil it for the next VM"
+            } else {
+                // the host model has no L3 groups to speak of
+                "the VM's node(s) have no spare whole core"
+            };
             format!(
-                "the host housekeeping CPUs {}{}: neither the VM's own L3 groups nor the host's have a spare core, and a core of an unused L3 group would spoil it for the next VM",
+                "the host housekeeping CPUs {}{}: {why}",
                 ctx.host_cpus,
                 if on_vm_node { "" } else { " (on another node than the VM's)" }
             )
         }
     };
+    let never = if ctx.has_l3 {
+        "; never a core in another VM's L3 group"
+    } else {
+        "; never a core of another VM"
+    };
     format!(
-        "emulator and iothread CPUs {cpus}: {what} (VFIO gaming-host write-up: emulatorpin); never a core in another VM's L3 group"
+        "emulator and iothread CPUs {cpus}: {what} (VFIO gaming-host write-up: emulatorpin){never}"
     )
 }
 

@@ -60,13 +60,13 @@ fn dev(
 ) -> PciDevice {
     PciDevice {
         bdf: bdf.into(),
-        vendor_id: vendor,
-        device_id: device,
+        vendor_id: Some(vendor),
+        device_id: Some(device),
         subsystem_vendor_id: None,
         subsystem_device_id: None,
         class,
         prog_if: None,
-        kind: DeviceKind::from_class(class, vendor),
+        kind: DeviceKind::from_class(class, Some(vendor)),
         name: Some(name.into()),
         numa: Some(vec![0]),
         local_cpus: Some(list("0-15")),
@@ -165,6 +165,7 @@ pub fn raw_default() -> RawTopology {
         )],
         dies: vec![],
         caches,
+        groups: vec![],
         cpu_kinds: vec![],
         numa_nodes: vec![NumaNode {
             os_index: 0,

@@ -231,6 +231,8 @@ struct Loader<'a, 'input> {
     cores: Vec<(Option<u32>, Bitmap)>,
     packages: Vec<(Option<u32>, Bitmap, Option<String>)>,
     dies: Vec<(Option<u32>, Bitmap)>,
+    /// `Group` objects (and v1's inner `Machine`s): they only order the levels below them.
+    groups: Vec<Bitmap>,
     caches: Vec<CacheRec>,
     cpu_kinds: Vec<CpuKind>,
     cpu_kind_sets: Vec<Bitmap>,
@@ -258,6 +260,7 @@ impl<'a, 'input> Loader<'a, 'input> {
             cores: Vec::new(),
             packages: Vec::new(),
             dies: Vec::new(),
+            groups: Vec::new(),
             caches: Vec::new(),
             cpu_kinds: Vec::new(),
             cpu_kind_sets: Vec::new(),
@@ -494,7 +497,7 @@ impl<'a, 'input> Loader<'a, 'input> {
                 self.packages.push((os_index, cpuset, model));
             }
             Kind::Die => self.dies.push((os_index, cpuset)),
-            Kind::Group => {}
+            Kind::Group => self.groups.push(cpuset.clone()),
             Kind::Core => self.cores.push((os_index, cpuset)),
             Kind::Pu => {
                 let Some(os) = os_index else {
@@ -694,16 +697,18 @@ impl<'a, 'input> Loader<'a, 'input> {
         let Some(anchor) = ctx.anchor else {
             return Err(self.err(node, "PCI object outside the object tree"));
         };
+        // hwloc writes `[0000:0000]` for ids it could not read (POWER sysfs without `vendor`)
+        let (vendor_id, device_id) = PciDevice::ids(Some(t.vendor), Some(t.device));
         self.pci.push(RawPci {
             dev: PciDevice {
                 bdf,
-                vendor_id: t.vendor,
-                device_id: t.device,
+                vendor_id,
+                device_id,
                 subsystem_vendor_id: sub_v,
                 subsystem_device_id: sub_d,
                 class: t.class,
                 prog_if: t.prog_if,
-                kind: DeviceKind::from_class(t.class, t.vendor),
+                kind: DeviceKind::from_class(t.class, vendor_id),
                 name,
                 numa: None,
                 local_cpus: None,
@@ -1190,6 +1195,7 @@ impl<'a, 'input> Loader<'a, 'input> {
                     cpus: resolve(c),
                 })
                 .collect(),
+            groups: self.groups.iter().map(resolve).collect(),
             cpu_kinds,
             numa_nodes,
             distances,
@@ -1398,6 +1404,27 @@ mod tests {
         assert_eq!(bridge.subsystem_vendor_id, None);
         assert!(h.interrupts.is_none() && h.tsc_stable.is_none());
         assert!(h.source.starts_with("hwloc-xml:"));
+    }
+
+    /// hwloc writes `[0000:0000]` for the ids of a function it could not read (POWER9 sysfs
+    /// without `vendor` files): unknown, not vendor 0x0000.
+    #[test]
+    fn zero_pci_ids_are_unknown() {
+        let xml = V2_SMALL.replace("[10de:1b06] [1458:3752]", "[0000:0000] [0000:0000]");
+        let h = parse(&xml).unwrap();
+        let gpu = h.pci("01:00.0").unwrap();
+        assert_eq!(
+            (gpu.vendor_id, gpu.device_id, gpu.pci_id()),
+            (None, None, None)
+        );
+        assert_eq!(
+            gpu.kind,
+            DeviceKind::Gpu,
+            "still a VGA controller by its class"
+        );
+        assert_eq!(gpu.subsystem_vendor_id, None);
+        let bridge = h.pci("00:01.0").unwrap();
+        assert_eq!(bridge.pci_id().as_deref(), Some("8086:1901"));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! Loaders never build a [`Host`] directly: they fill a [`RawTopology`] (groups of PUs as
 //! cpusets, as each source spells them) and call [`RawTopology::assemble`], which validates the
 //! groups and numbers cores, caches, dies and packages the same way for every source, so a
-//! sysfs snapshot and an hwloc XML of one machine produce equal ids.
+//! sysfs snapshot and an hwloc XML of one machine produce equal ids: hwloc's logical indexes
+//! (`Core L#n` in `lstopo`), depth-first through the tree of packages, dies, groups, NUMA
+//! nodes and caches, siblings by first PU.
 //!
 //! Everything a source does not say is `None` (JSON `null`), never a made-up value.
 
@@ -19,7 +21,8 @@ use crate::error::TopoError;
 pub struct Pu {
     /// Linux CPU number.
     pub os_index: u32,
-    /// Machine-unique core id (index into [`Host::cores`]); equal `core` = SMT siblings.
+    /// Machine-unique core id (index into [`Host::cores`], hwloc's `Core L#`); equal `core`
+    /// = SMT siblings.
     pub core: u32,
     /// Package (socket) id, index into [`Host::packages`].
     pub package: Option<u32>,
@@ -40,6 +43,8 @@ pub struct Pu {
 /// A physical core and its SMT siblings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Core {
+    /// hwloc's logical index (`Core L#` in lstopo), which is also the position in
+    /// [`Host::cores`].
     pub id: u32,
     /// The OS's own core number (`topology/core_id`, hwloc Core os_index); not unique across
     /// packages.
@@ -60,7 +65,7 @@ pub enum CacheType {
 /// One cache instance and the PUs that share it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cache {
-    /// Index among caches of the same level and type, ordered by first PU.
+    /// Index among caches of the same level and type in hwloc's logical order (`L3 L#`).
     pub id: u32,
     pub level: u8,
     #[serde(rename = "type")]
@@ -175,14 +180,15 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
-    /// Classify by the PCI base class and subclass (`class >> 8`, `class & 0xff`) and vendor.
-    pub fn from_class(class: u16, vendor_id: u16) -> DeviceKind {
+    /// Classify by the PCI base class and subclass (`class >> 8`, `class & 0xff`) and vendor
+    /// (`None` where unknown).
+    pub fn from_class(class: u16, vendor_id: Option<u16>) -> DeviceKind {
         let base = (class >> 8) as u8;
         let sub = (class & 0xff) as u8;
         match base {
             // Server BMC / onboard VGA (ASPEED, Matrox G200) is a display controller but never
             // a passthrough GPU: keep the planner from offering it.
-            0x03 if matches!(vendor_id, 0x1a03 | 0x102b) => DeviceKind::Other,
+            0x03 if matches!(vendor_id, Some(0x1a03 | 0x102b)) => DeviceKind::Other,
             0x03 => DeviceKind::Gpu,
             0x02 => DeviceKind::Nic,
             // InfiniBand controllers are network controllers too
@@ -192,7 +198,7 @@ impl DeviceKind {
             // processing accelerators, co-processors
             0x12 | 0x0b => DeviceKind::Accelerator,
             // Some accelerators report class "unassigned" (0xff): classify by vendor.
-            0xff if matches!(vendor_id, 0x10de | 0x1002) => DeviceKind::Accelerator,
+            0xff if matches!(vendor_id, Some(0x10de | 0x1002)) => DeviceKind::Accelerator,
             _ => DeviceKind::Other,
         }
     }
@@ -244,10 +250,14 @@ mod hex16 {
 pub struct PciDevice {
     /// `dddd:bb:dd.f`, lower-case hex.
     pub bdf: String,
-    #[serde(with = "hex16")]
-    pub vendor_id: u16,
-    #[serde(with = "hex16")]
-    pub device_id: u16,
+    /// PCI vendor id; `None` (JSON `null`) where the source does not give it: no `vendor`
+    /// file and no readable config space, or the `0000` hwloc writes for an unknown id
+    /// (PCI-SIG assigns neither 0x0000 nor 0xffff). Build it with [`PciDevice::ids`].
+    #[serde(with = "hex16::opt", default)]
+    pub vendor_id: Option<u16>,
+    /// PCI device id; `None` where unknown, and always where the vendor is.
+    #[serde(with = "hex16::opt", default)]
+    pub device_id: Option<u16>,
     #[serde(with = "hex16::opt", default)]
     pub subsystem_vendor_id: Option<u16>,
     #[serde(with = "hex16::opt", default)]
@@ -371,6 +381,30 @@ impl VfioNodes {
 }
 
 impl PciDevice {
+    /// Vendor and device ids as a source spells them, `0x0000`/`0xffff` for "none": an
+    /// unassigned vendor makes both unknown (the device id means nothing without it).
+    pub fn ids(vendor: Option<u16>, device: Option<u16>) -> (Option<u16>, Option<u16>) {
+        match vendor {
+            Some(v) if v != 0 && v != 0xffff => (Some(v), device),
+            _ => (None, None),
+        }
+    }
+
+    /// The vendor id, `None` where unknown.
+    pub fn vendor(&self) -> Option<u16> {
+        self.vendor_id
+    }
+
+    /// The device id, `None` where unknown.
+    pub fn device(&self) -> Option<u16> {
+        self.device_id
+    }
+
+    /// `vvvv:dddd` as `lspci -n` writes it; `None` unless both ids are known.
+    pub fn pci_id(&self) -> Option<String> {
+        Some(format!("{:04x}:{:04x}", self.vendor()?, self.device()?))
+    }
+
     /// Bound to a VFIO PCI driver: `vfio-pci`, or one of its variant drivers, which register
     /// the same VFIO group and cdev (`mlx5_vfio_pci`, `nvgrace_gpu_vfio_pci`,
     /// `hisi_acc_vfio_pci`, ...: module names ending in `vfio_pci`).
@@ -491,6 +525,24 @@ impl Host {
             .filter(move |c| c.level == level && c.cache_type != CacheType::Instruction)
     }
 
+    /// How many L3 caches (groups of cores sharing one) the host has: `None` where the source
+    /// says nothing about caches at all (no cache of any level), so a host whose caches are
+    /// unknown is not said to have no L3; `Some(0)` where it lists caches but no L3.
+    pub fn l3_count(&self) -> Option<usize> {
+        let n = self.caches_at(3).count();
+        (n > 0 || !self.caches.is_empty()).then_some(n)
+    }
+
+    /// [`Host::l3_count`] in words: `"8 L3 groups"`, `"1 L3 group"`, `"no L3"`, `"L3 unknown"`.
+    pub fn l3_summary(&self) -> String {
+        match self.l3_count() {
+            None => "L3 unknown".into(),
+            Some(0) => "no L3".into(),
+            Some(1) => "1 L3 group".into(),
+            Some(n) => format!("{n} L3 groups"),
+        }
+    }
+
     /// NUMA distance between two nodes, where known.
     pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
         self.distances.as_ref()?.get(from, to)
@@ -564,6 +616,10 @@ pub struct RawTopology {
     pub dies: Vec<RawGroup>,
     /// Cache instances; duplicates (same level, type and cpus) are merged.
     pub caches: Vec<RawCache>,
+    /// Other groups of PUs in the source's tree (hwloc `Group` objects: SNC/NPS halves,
+    /// clusters, distance groups). They hold nothing the model keeps; they only place cores,
+    /// caches, dies and packages in hwloc's logical order.
+    pub groups: Vec<CpuSet>,
     /// CPU kinds; only kept when there are two or more.
     pub cpu_kinds: Vec<CpuKind>,
     pub numa_nodes: Vec<NumaNode>,
@@ -622,7 +678,6 @@ impl RawTopology {
                 cpus: std::iter::once(cpu).collect(),
             });
         }
-        cores.sort_by_key(|c| c.cpus.first());
 
         let packages = number_groups(self.packages.drain(..).collect(), &all)
             .map_err(|m| invalid(format!("package: {m}")))?;
@@ -642,9 +697,41 @@ impl RawTopology {
             }
             caches.push(c);
         }
-        caches.sort_by(|a, b| {
-            (a.level, a.cache_type, a.cpus.first()).cmp(&(b.level, b.cache_type, b.cpus.first()))
+        for n in &mut self.numa_nodes {
+            n.cpus = n.cpus.intersection(&all);
+        }
+
+        // Number every level as hwloc does (its logical index, `L#` in lstopo): depth-first
+        // through the tree these sets form, siblings by first PU. Sorting by first PU alone
+        // differs where Linux numbers CPUs across packages (package 0 the even CPUs) or
+        // nodes (SNC): lstopo's Core L#1 is then CPU 4, not CPU 1.
+        let tree = {
+            let mut sets: Vec<&CpuSet> = Vec::new();
+            sets.extend(packages.iter().map(|(g, _, _)| &g.cpus));
+            sets.extend(dies.iter().map(|(g, _, _)| &g.cpus));
+            sets.extend(self.numa_nodes.iter().map(|n| &n.cpus));
+            sets.extend(
+                caches
+                    .iter()
+                    .filter(|c| c.cache_type != CacheType::Instruction)
+                    .map(|c| &c.cpus),
+            );
+            let groups: Vec<CpuSet> = self.groups.iter().map(|g| g.intersection(&all)).collect();
+            sets.extend(groups.iter());
+            SetTree::new(sets, &all)
+        };
+        let mut keyed: Vec<(Vec<u32>, RawGroup)> =
+            cores.into_iter().map(|c| (tree.key(&c.cpus), c)).collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        let cores: Vec<RawGroup> = keyed.into_iter().map(|(_, c)| c).collect();
+        let packages = tree.renumber(packages);
+        let dies = tree.renumber(dies);
+        let mut caches: Vec<(Vec<u32>, RawCache)> =
+            caches.into_iter().map(|c| (tree.key(&c.cpus), c)).collect();
+        caches.sort_by(|(ka, a), (kb, b)| {
+            (a.level, a.cache_type, ka).cmp(&(b.level, b.cache_type, kb))
         });
+        let caches: Vec<RawCache> = caches.into_iter().map(|(_, c)| c).collect();
         let mut next_id: BTreeMap<(u8, CacheType), u32> = BTreeMap::new();
         let caches: Vec<Cache> = caches
             .into_iter()
@@ -675,7 +762,6 @@ impl RawTopology {
             }
         }
         for n in &mut self.numa_nodes {
-            n.cpus = n.cpus.intersection(&all);
             n.hugepages.sort_by_key(|h| h.size_kb);
         }
 
@@ -826,6 +912,86 @@ impl RawTopology {
                 v
             }),
         })
+    }
+}
+
+/// The PU sets of a host's tree (packages, dies, NUMA nodes, caches, groups), for numbering
+/// objects in hwloc's logical order.
+struct SetTree {
+    /// Sets of one kind that do not overlap, each with a table from CPU to the set holding it.
+    layers: Vec<(Vec<CpuSet>, Vec<Option<u32>>)>,
+}
+
+impl SetTree {
+    fn new(mut sets: Vec<&CpuSet>, all: &CpuSet) -> SetTree {
+        // largest first, so a set's layer holds no set inside it
+        let mut seen = std::collections::HashSet::new();
+        sets.retain(|s| !s.is_empty() && seen.insert(*s));
+        sets.sort_by_key(|s| (std::cmp::Reverse(s.len()), s.first()));
+        let width = all.last().map_or(0, |l| l as usize + 1);
+        let mut layers: Vec<(Vec<CpuSet>, Vec<Option<u32>>, CpuSet)> = Vec::new();
+        for s in sets {
+            let layer = match layers
+                .iter_mut()
+                .position(|(_, _, used)| !used.intersects(s))
+            {
+                Some(i) => &mut layers[i],
+                None => {
+                    layers.push((Vec::new(), vec![None; width], CpuSet::new()));
+                    layers.last_mut().expect("just pushed")
+                }
+            };
+            let id = layer.0.len() as u32;
+            for cpu in s.iter() {
+                if let Some(slot) = layer.1.get_mut(cpu as usize) {
+                    *slot = Some(id);
+                }
+                layer.2.insert(cpu);
+            }
+            layer.0.push(s.clone());
+        }
+        SetTree {
+            layers: layers.into_iter().map(|(s, t, _)| (s, t)).collect(),
+        }
+    }
+
+    /// Groups numbered by [`number_groups`], renumbered in this tree's order.
+    fn renumber<T>(&self, groups: Vec<(RawGroup, T, u32)>) -> Vec<(RawGroup, T, u32)> {
+        let mut keyed: Vec<_> = groups
+            .into_iter()
+            .map(|(g, extra, _)| (self.key(&g.cpus), g, extra))
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed
+            .into_iter()
+            .enumerate()
+            .map(|(i, (_, g, extra))| (g, extra, i as u32))
+            .collect()
+    }
+
+    /// The sort key of an object covering `cpus`: the first PU of each set that contains it,
+    /// largest first, then its own. Siblings differ first at their own sets, which are
+    /// disjoint, so keys order them by first PU within their parent, as hwloc orders children.
+    fn key(&self, cpus: &CpuSet) -> Vec<u32> {
+        let Some(first) = cpus.first() else {
+            return Vec::new();
+        };
+        let mut above: Vec<&CpuSet> = self
+            .layers
+            .iter()
+            .filter_map(|(sets, table)| {
+                let id = (*table.get(first as usize)?)?;
+                let s = &sets[id as usize];
+                cpus.is_subset(s).then_some(s)
+            })
+            .collect();
+        above.sort_by_key(|s| (std::cmp::Reverse(s.len()), s.first()));
+        above.dedup();
+        above
+            .iter()
+            .filter_map(|s| s.first())
+            .chain(std::iter::once(first))
+            .collect()
     }
 }
 
@@ -981,6 +1147,45 @@ mod tests {
     }
 
     #[test]
+    fn l3_count_is_unknown_without_cache_information() {
+        let raw = |caches: Vec<RawCache>| RawTopology {
+            source: "test".into(),
+            pus: set("0-3"),
+            caches,
+            ..Default::default()
+        };
+        let cache = |level, cpus| RawCache {
+            level,
+            cache_type: CacheType::Unified,
+            size_bytes: None,
+            line_bytes: None,
+            ways: None,
+            cpus: set(cpus),
+        };
+        let none = raw(vec![]).assemble().unwrap();
+        assert_eq!(
+            (none.l3_count(), none.l3_summary().as_str()),
+            (None, "L3 unknown")
+        );
+        let l2_only = raw(vec![cache(2, "0-1"), cache(2, "2-3")])
+            .assemble()
+            .unwrap();
+        assert_eq!(
+            (l2_only.l3_count(), l2_only.l3_summary().as_str()),
+            (Some(0), "no L3")
+        );
+        let two = raw(vec![cache(3, "0-1"), cache(3, "2-3")])
+            .assemble()
+            .unwrap();
+        assert_eq!(
+            (two.l3_count(), two.l3_summary().as_str()),
+            (Some(2), "2 L3 groups")
+        );
+        let one = raw(vec![cache(3, "0-3")]).assemble().unwrap();
+        assert_eq!(one.l3_summary(), "1 L3 group");
+    }
+
+    #[test]
     fn assemble_rejects_overlapping_cores() {
         let raw = RawTopology {
             source: "test".into(),
@@ -1002,23 +1207,45 @@ mod tests {
     }
 
     #[test]
+    fn unknown_pci_ids_are_none_not_zero() {
+        assert_eq!(PciDevice::ids(Some(0), Some(0)), (None, None));
+        assert_eq!(PciDevice::ids(Some(0xffff), Some(0x1234)), (None, None));
+        assert_eq!(PciDevice::ids(None, Some(0x1234)), (None, None));
+        assert_eq!(PciDevice::ids(Some(0x10de), None), (Some(0x10de), None));
+        // device 0 of a real vendor is a real id
+        assert_eq!(
+            PciDevice::ids(Some(0x10de), Some(0)),
+            (Some(0x10de), Some(0))
+        );
+        let mut d = crate::builtin::default_host().pci_devices[0].clone();
+        assert!(d.pci_id().is_some());
+        (d.vendor_id, d.device_id) = PciDevice::ids(Some(0), Some(0));
+        assert_eq!((d.vendor(), d.device(), d.pci_id()), (None, None, None));
+        let v = serde_json::to_value(&d).unwrap();
+        assert!(v["vendor_id"].is_null() && v["device_id"].is_null(), "{v}");
+        let back: PciDevice = serde_json::from_value(v).unwrap();
+        assert_eq!(back, d);
+        d.vendor_id = Some(0x10de);
+        assert_eq!(serde_json::to_value(&d).unwrap()["vendor_id"], "0x10de");
+        assert_eq!(d.pci_id(), None, "a vendor without a device is no PCI id");
+    }
+
+    #[test]
     fn device_kinds() {
-        assert_eq!(DeviceKind::from_class(0x0300, 0x10de), DeviceKind::Gpu);
-        assert_eq!(DeviceKind::from_class(0x0302, 0x10de), DeviceKind::Gpu);
-        assert_eq!(DeviceKind::from_class(0x0200, 0x8086), DeviceKind::Nic);
-        assert_eq!(DeviceKind::from_class(0x0207, 0x15b3), DeviceKind::Nic);
-        assert_eq!(DeviceKind::from_class(0x0108, 0x144d), DeviceKind::Storage);
-        assert_eq!(DeviceKind::from_class(0x0604, 0x10b5), DeviceKind::Bridge);
-        assert_eq!(
-            DeviceKind::from_class(0x1200, 0x1002),
-            DeviceKind::Accelerator
-        );
-        assert_eq!(
-            DeviceKind::from_class(0x0b40, 0x1bcf),
-            DeviceKind::Accelerator
-        );
-        assert_eq!(DeviceKind::from_class(0x0403, 0x10de), DeviceKind::Other);
-        assert_eq!(DeviceKind::from_class(0x0300, 0x1a03), DeviceKind::Other);
-        assert_eq!(DeviceKind::from_class(0x0300, 0x102b), DeviceKind::Other);
+        let k = |class, vendor| DeviceKind::from_class(class, Some(vendor));
+        assert_eq!(k(0x0300, 0x10de), DeviceKind::Gpu);
+        assert_eq!(k(0x0302, 0x10de), DeviceKind::Gpu);
+        assert_eq!(k(0x0200, 0x8086), DeviceKind::Nic);
+        assert_eq!(k(0x0207, 0x15b3), DeviceKind::Nic);
+        assert_eq!(k(0x0108, 0x144d), DeviceKind::Storage);
+        assert_eq!(k(0x0604, 0x10b5), DeviceKind::Bridge);
+        assert_eq!(k(0x1200, 0x1002), DeviceKind::Accelerator);
+        assert_eq!(k(0x0b40, 0x1bcf), DeviceKind::Accelerator);
+        assert_eq!(k(0x0403, 0x10de), DeviceKind::Other);
+        assert_eq!(k(0x0300, 0x1a03), DeviceKind::Other);
+        assert_eq!(k(0x0300, 0x102b), DeviceKind::Other);
+        // a VGA controller of unknown vendor is still a display controller
+        assert_eq!(DeviceKind::from_class(0x0300, None), DeviceKind::Gpu);
+        assert_eq!(DeviceKind::from_class(0xff00, None), DeviceKind::Other);
     }
 }

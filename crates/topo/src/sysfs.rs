@@ -143,6 +143,7 @@ fn load(fs: &Fs) -> Result<Host, TopoError> {
         packages: cpus.packages,
         dies: cpus.dies,
         caches: cpus.caches,
+        groups: Vec::new(),
         cpu_kinds: cpus.kinds,
         numa_nodes,
         distances,

@@ -78,9 +78,9 @@ fn live_host_loads_and_matches_sysfs() {
         let device = read(&format!("/sys/bus/pci/devices/{name}/device"));
         let v = u16::from_str_radix(vendor.trim().trim_start_matches("0x"), 16).unwrap();
         let d = u16::from_str_radix(device.trim().trim_start_matches("0x"), 16).unwrap();
-        listed.insert((name, v, d));
+        listed.insert((name, Some(v), Some(d)));
     }
-    let model: BTreeSet<(String, u16, u16)> = h
+    let model: BTreeSet<(String, Option<u16>, Option<u16>)> = h
         .pci_devices
         .iter()
         .map(|d| (d.bdf.clone(), d.vendor_id, d.device_id))
@@ -93,7 +93,7 @@ fn live_host_loads_and_matches_sysfs() {
     let virtio: Vec<_> = h
         .pci_devices
         .iter()
-        .filter(|d| d.vendor_id == 0x1af4)
+        .filter(|d| d.vendor() == Some(0x1af4))
         .collect();
     if is_kvm_guest {
         assert!(!virtio.is_empty(), "virtio PCI devices on a KVM guest");

@@ -388,6 +388,44 @@ fn estimate_seed_configurations() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `--gpus 0`: no GPU phase is charged and the text says nothing of GPUs the VM does not
+/// have (header, phases, page tables, warnings — even on a 5.15 kernel — and constants).
+#[test]
+fn estimate_without_gpus_has_no_gpu_phases() {
+    let args = [
+        "boot", "estimate", "--memory", "16G", "--gpus", "0", "--kernel", "5.15",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let v = ok_json(&json_args);
+    let names: Vec<&str> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["vm_create", "kernel_boot", "memory_hotplug"]);
+    assert_eq!(v["page_table_bar_bytes"], 0);
+    assert_eq!(v["warnings"], serde_json::json!([]));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let (body, constants) = text.split_once("\nConstants:").unwrap();
+    assert!(body.starts_with("Estimated boot: "), "{body}");
+    for word in ["GPU", "BAR", "CDI", "pci_enumeration", "gpu_driver_init"] {
+        assert!(!body.contains(word), "{word:?} in {body}");
+    }
+    for name in [
+        "driver_load_s",
+        "fbhub_per_gpu_s",
+        "cdi_generation_s",
+        "bar_new_s",
+    ] {
+        assert!(!constants.contains(name), "{name} listed: {constants}");
+    }
+    assert!(constants.contains("kernel_boot_s"), "{constants}");
+}
+
 /// Inputs the model cannot mean are refused, in one line, with exit 2.
 #[test]
 fn estimate_inputs_are_range_checked() {

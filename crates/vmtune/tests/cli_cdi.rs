@@ -165,7 +165,8 @@ fn snapshot_spec_is_written_atomically_with_a_report() {
         0o644
     );
 
-    // rewritten in place (legacy now), the report as JSON; a new directory is created
+    // a file named in an existing directory, legacy now, the report as JSON
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
     let file = dir.path().join("sub/nvidia.json");
     let rep = ok_json(&[
         "cdi",
@@ -202,6 +203,20 @@ fn snapshot_spec_is_written_atomically_with_a_report() {
         "112"
     );
 
+    // a file in a directory that does not exist: refused, naming the directory, and the
+    // directory is not made (a typo in -o must not leave a tree behind)
+    let missing = dir.path().join("no/such");
+    let target = missing.join("spec.json");
+    let line = fails(
+        &["cdi", "--topology", &snap, "-o", target.to_str().unwrap()],
+        &format!("{} does not exist", missing.display()),
+    );
+    assert!(line.contains("--output"), "{line}");
+    assert!(
+        !dir.path().join("no").exists(),
+        "created {}",
+        missing.display()
+    );
     // a directory that does not exist yet, written with a trailing '/'
     let new_dir = format!("{}/etc/cdi/", dir.path().display());
     let o = run(&["cdi", "--topology", &snap, "-o", &new_dir]);
@@ -478,4 +493,66 @@ fn vmd_devices_keep_their_five_digit_names() {
     let spec = ok_json(&["cdi", "--topology", &snap, "--iommufd"]);
     valid(&spec);
     assert_eq!(names(&spec), vec!["0", "0000:18:00.0", "vfio0"]);
+}
+
+/// A VFIO function whose vendor file says 0x0000 (no vendor PCI-SIG assigns): the report
+/// says "unknown id", the JSON report `null`, and `--annotate` leaves `pci-id` out, never
+/// 0000:0000; `vmtune topo` shows it the same way.
+#[test]
+fn unknown_pci_ids_are_not_written_as_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = std::process::Command::new("tar")
+        .arg("-xzf")
+        .arg(snapshot("hgx-h100-vfio"))
+        .arg("-C")
+        .arg(dir.path())
+        .status()
+        .expect("tar");
+    assert!(st.success());
+    let root = dir.path().join("hgx-h100-vfio");
+    let dev = root.join("sys/bus/pci/devices/0000:18:00.0");
+    for f in ["vendor", "device"] {
+        std::fs::write(dev.join(f), "0x0000\n").unwrap();
+    }
+    let root_s = root.to_str().unwrap();
+    let spec_path = dir.path().join("spec.json");
+    let spec_s = spec_path.to_str().unwrap();
+    let args = ["cdi", "--topology", root_s, "--annotate", "-o", spec_s];
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let line = text.lines().find(|l| l.contains("0000:18:00.0")).unwrap();
+    assert!(
+        line.contains("unknown id") && !line.contains("0000:0000"),
+        "{line}"
+    );
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let rep = ok_json(&json_args);
+    let d = rep["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["bdf"] == "0000:18:00.0")
+        .unwrap();
+    assert!(d["pci_id"].is_null(), "{d}");
+    let other = rep["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["bdf"] != "0000:18:00.0")
+        .unwrap();
+    assert!(
+        other["pci_id"].as_str().unwrap().starts_with("10de:"),
+        "{other}"
+    );
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(&spec_path).unwrap()).unwrap();
+    valid(&spec);
+    let a = &device(&spec, "0000:18:00.0")["annotations"];
+    assert!(a.get("vmtune.io/pci-id").is_none(), "{a}");
+    assert_eq!(a["vmtune.io/bdf"], "0000:18:00.0");
+    let o = run(&["topo", "--topology", root_s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tree = String::from_utf8(o.stdout).unwrap();
+    assert!(tree.contains("0000:18:00.0 [unknown id]"), "{tree}");
 }

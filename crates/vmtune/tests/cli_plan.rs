@@ -725,3 +725,28 @@ fn vmd_device_is_planned_with_a_warning() {
     let err = plan("18:00.0");
     assert!(!err.contains("VMD"), "{err}");
 }
+
+/// A host whose source says nothing about caches: the report says the L3 count is unknown
+/// ("0 L3 groups" before) and no reason talks of L3 groups it cannot know.
+#[test]
+fn host_without_cache_information_says_l3_unknown() {
+    let d = tempfile::tempdir().unwrap();
+    let root = common::sysfs_without_caches(d.path());
+    let o = run(&[
+        "plan",
+        "--topology",
+        root.to_str().unwrap(),
+        "--vcpus",
+        "1",
+        "--memory",
+        "64M",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let host = text.lines().find(|l| l.starts_with("Host: ")).unwrap();
+    assert!(
+        host.contains("2 cores, L3 unknown, 1 NUMA node(s)"),
+        "{host}"
+    );
+    assert!(!text.contains("L3 group"), "{text}");
+}

@@ -317,3 +317,42 @@ fn closed_output_pipe_is_not_a_panic() {
         );
     }
 }
+
+/// PCI functions whose ids the source does not give (the POWER9 snapshot keeps no `vendor`
+/// files; hwloc shows "id=0000:0000") are "unknown id" in the tree and `null` in JSON, not
+/// vendor 0x0000.
+#[test]
+fn unknown_pci_ids_are_said_to_be_unknown() {
+    let p = shared("sysfs/nvidiagpunumanodes.tar.bz2");
+    let p = p.to_str().unwrap();
+    let out = run(&["topo", "--topology", p]);
+    assert!(out.status.success());
+    let tree = String::from_utf8(out.stdout).unwrap();
+    assert!(!tree.contains("0000:0000"), "{tree}");
+    assert!(tree.contains("GPU 0035:05:00.0 [unknown id]"), "{tree}");
+    let out = run(&["topo", "--topology", p, "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let devs = v["pci_devices"].as_array().unwrap();
+    assert_eq!(devs.len(), 6);
+    for d in devs {
+        assert!(d["vendor_id"].is_null() && d["device_id"].is_null(), "{d}");
+    }
+}
+
+/// A source without cache information: the tree says the L3 count is unknown, not "0 L3".
+#[test]
+fn l3_count_unknown_without_cache_information() {
+    let d = tempfile::tempdir().unwrap();
+    let root = common::sysfs_without_caches(d.path());
+    let out = run(&["topo", "--topology", root.to_str().unwrap()]);
+    assert!(out.status.success());
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let head = tree.lines().nth(1).unwrap();
+    assert!(head.contains("2 cores, L3 unknown,"), "{head}");
+    assert!(!tree.contains("0 L3"), "{tree}");
+    // a source with caches keeps its count
+    let out = run(&["topo", "--topology", "builtin"]);
+    let tree = String::from_utf8(out.stdout).unwrap();
+    assert!(tree.lines().nth(1).unwrap().contains(" 1 L3,"), "{tree}");
+}

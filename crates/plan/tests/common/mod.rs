@@ -270,8 +270,8 @@ pub fn synthetic(s: &Shape) -> Host {
         let bdf = format!("0000:{:02x}:00.0", 0x10 + i);
         raw.pci_devices.push(PciDevice {
             bdf: bdf.clone(),
-            vendor_id: 0x10de,
-            device_id: 0x20b0,
+            vendor_id: Some(0x10de),
+            device_id: Some(0x20b0),
             subsystem_vendor_id: None,
             subsystem_device_id: None,
             class: 0x0302,

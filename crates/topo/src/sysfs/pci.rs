@@ -65,12 +65,15 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
         _ => ids_from_config(fs, &dir),
     };
     // Neither ids nor class: nothing to describe. With a class but no ids (hwloc's POWER
-    // snapshots keep only `class` and `local_cpus`) the ids are 0x0000, as hwloc writes
-    // them ("id=0000:0000"): PCI-SIG never assigns vendor 0, so it reads as "unknown".
+    // snapshots keep only `class` and `local_cpus`; hwloc shows them as "id=0000:0000") the
+    // ids are unknown: `None`, never a made-up 0x0000.
     if ids.is_none() && class_full.is_none() {
         return None;
     }
-    let (vendor_id, device_id) = ids.unwrap_or((0, 0));
+    let (vendor_id, device_id) = match ids {
+        Some((v, d)) => PciDevice::ids(Some(v), Some(d)),
+        None => (None, None),
+    };
     let prog_if = class_full.map(|c| (c & 0xff) as u8);
     let class = ((class_full.unwrap_or(0) >> 8) & 0xffff) as u16;
 

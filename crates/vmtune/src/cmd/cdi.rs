@@ -83,8 +83,8 @@ pub struct Args {
     /// on a node whose GPUs are not, or no longer, on vfio-pci) instead of failing.
     #[arg(long)]
     pub allow_empty: bool,
-    /// Where to write: a file, a directory (gets VENDOR-CLASS.json; created when written
-    /// with a trailing /), or - for stdout.
+    /// Where to write: a file (in a directory that exists), a directory (gets
+    /// VENDOR-CLASS.json; created when written with a trailing /), or - for stdout.
     /// Default: /var/run/cdi/VENDOR-CLASS.json for the live host, stdout with --topology.
     #[arg(long, short = 'o', value_name = "FILE|DIR|-")]
     pub output: Option<PathBuf>,
@@ -130,22 +130,36 @@ fn kind_name(k: DeviceKind) -> &'static str {
 
 enum Dest {
     Stdout,
-    File(PathBuf),
+    /// A file, and whether its directory may be created.
+    File(PathBuf, cdi::MissingDir),
 }
 
 fn destination(args: &Args) -> Result<Dest> {
     match &args.output {
         Some(p) if p.as_os_str() == "-" => Ok(Dest::Stdout),
-        // an existing directory, or a path written as one (`/etc/cdi/`), gets VENDOR-CLASS.json
-        Some(p) if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') => {
-            Ok(Dest::File(cdi::default_path(p, &args.kind)?))
+        // an existing directory, or a path written as one (`/etc/cdi/`), gets VENDOR-CLASS.json;
+        // the latter is created when missing
+        Some(p) if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') => Ok(Dest::File(
+            cdi::default_path(p, &args.kind)?,
+            cdi::MissingDir::Create,
+        )),
+        // a file: its directory must exist (a typo must not leave a new tree behind)
+        Some(p) => {
+            let dir = cdi::parent_dir(p);
+            if !dir.is_dir() {
+                bail!(
+                    "--output {}: {} (end --output with / to have the directory created)",
+                    p.display(),
+                    cdi::CdiError::NoDir(dir)
+                );
+            }
+            Ok(Dest::File(p.clone(), cdi::MissingDir::Refuse))
         }
-        Some(p) => Ok(Dest::File(p.clone())),
         None if args.host.topology.is_some() => Ok(Dest::Stdout),
-        None => Ok(Dest::File(cdi::default_path(
-            Path::new(cdi::DEFAULT_DIR),
-            &args.kind,
-        )?)),
+        None => Ok(Dest::File(
+            cdi::default_path(Path::new(cdi::DEFAULT_DIR), &args.kind)?,
+            cdi::MissingDir::Create,
+        )),
     }
 }
 
@@ -194,8 +208,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let text = gen.spec.to_json();
     match dest {
         Dest::Stdout => print!("{text}"),
-        Dest::File(path) => {
-            cdi::write_atomic(&path, text.as_bytes())
+        Dest::File(path, missing) => {
+            cdi::write_atomic(&path, text.as_bytes(), missing)
                 .with_context(|| "writing the CDI spec".to_string())?;
             if args.json {
                 println!(
@@ -220,11 +234,11 @@ fn allow_empty(dest: &Dest, why: &str, json: bool) -> Result<ExitCode> {
             eprintln!("vmtune: note: {why}; no spec written");
             return Ok(ExitCode::SUCCESS);
         }
-        Dest::File(p) if p.is_file() => {
+        Dest::File(p, _) if p.is_file() => {
             std::fs::remove_file(p).with_context(|| format!("removing {}", p.display()))?;
             Some(p.clone())
         }
-        Dest::File(_) => None,
+        Dest::File(..) => None,
     };
     if json {
         println!(
@@ -259,6 +273,11 @@ fn node_text(n: &cdi::Node) -> String {
     }
 }
 
+/// `vvvv:dddd`; `None` (JSON `null`) unless both ids are known.
+fn pci_id(e: &cdi::Entry) -> Option<String> {
+    Some(format!("{:04x}:{:04x}", e.vendor_id?, e.device_id?))
+}
+
 fn report_text(gen: &Generated, mode: Mode, path: &Path) -> String {
     let mut out = String::new();
     let kind = &gen.spec.kind;
@@ -278,11 +297,10 @@ fn report_text(gen: &Generated, mode: Mode, path: &Path) -> String {
         let names: Vec<String> = e.names.iter().map(|n| format!("{kind}={n}")).collect();
         let _ = writeln!(
             out,
-            "  {:>2}  {}  {:04x}:{:04x} {}, IOMMU group {}: {}",
+            "  {:>2}  {}  {} {}, IOMMU group {}: {}",
             e.index,
             e.bdf,
-            e.vendor_id,
-            e.device_id,
+            pci_id(e).as_deref().unwrap_or("unknown id"),
             kind_name(e.kind),
             e.iommu_group,
             nodes.join(", ")
@@ -315,7 +333,7 @@ fn report_json(gen: &Generated, mode: Mode, path: &Path) -> serde_json::Value {
                 "index": e.index,
                 "bdf": e.bdf,
                 "names": e.names,
-                "pci_id": format!("{:04x}:{:04x}", e.vendor_id, e.device_id),
+                "pci_id": pci_id(e),
                 "class": e.kind,
                 "iommu_group": e.iommu_group,
                 "vfio_cdev": e.cdev,

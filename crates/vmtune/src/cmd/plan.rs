@@ -350,12 +350,12 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
     );
     let _ = writeln!(
         o,
-        "Host: {} ({}): {} PUs, {} cores, {} L3 groups, {} NUMA node(s)",
+        "Host: {} ({}): {} PUs, {} cores, {}, {} NUMA node(s)",
         host.name.as_deref().unwrap_or("unnamed"),
         host.source,
         host.pus.len(),
         host.cores.len(),
-        host.caches_at(3).count(),
+        host.l3_summary(),
         host.numa_nodes.len()
     );
     let _ = writeln!(o);

@@ -69,10 +69,14 @@ pub fn render_tree(host: &Host) -> String {
     );
     let _ = writeln!(
         out,
-        "  {} PUs, {} cores, {} L3, {} package(s), {} NUMA node(s){}{}",
+        "  {} PUs, {} cores, {}, {} package(s), {} NUMA node(s){}{}",
         host.pus.len(),
         host.cores.len(),
-        host.caches_at(3).count(),
+        match host.l3_count() {
+            Some(0) => "no L3".to_string(),
+            Some(n) => format!("{n} L3"),
+            None => "L3 unknown".to_string(),
+        },
         host.packages.len().max(1),
         host.numa_nodes.len(),
         if mem > 0 {
@@ -349,7 +353,12 @@ fn device_line(d: &topo::PciDevice) -> String {
         DeviceKind::Bridge => "Bridge",
         DeviceKind::Other => "PCI",
     };
-    let mut s = format!("{kind} {} [{:04x}:{:04x}]", d.bdf, d.vendor_id, d.device_id);
+    let id = match (d.vendor(), d.device()) {
+        (Some(v), Some(dev)) => format!("{v:04x}:{dev:04x}"),
+        (Some(v), None) => format!("{v:04x}:unknown device"),
+        _ => "unknown id".to_string(),
+    };
+    let mut s = format!("{kind} {} [{id}]", d.bdf);
     if let Some(n) = &d.name {
         s.push_str(&format!(" \"{n}\""));
     }

@@ -79,3 +79,21 @@ impl Drop for RestoreIrqMask {
         let _ = std::fs::write(format!("/proc/irq/{}/smp_affinity_list", self.0), &self.1);
     }
 }
+
+/// A two-CPU sysfs tree under `dir` (one node, one PU per core) whose CPUs have no `cache/`
+/// directories: a source that says nothing about caches. Returns its root.
+pub fn sysfs_without_caches(dir: &std::path::Path) -> std::path::PathBuf {
+    let root = dir.join("nocaches");
+    let cpu = root.join("sys/devices/system/cpu");
+    for c in 0..2 {
+        let t = cpu.join(format!("cpu{c}/topology"));
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("core_cpus_list"), format!("{c}\n")).unwrap();
+    }
+    std::fs::write(cpu.join("online"), "0-1\n").unwrap();
+    let node = root.join("sys/devices/system/node");
+    std::fs::create_dir_all(node.join("node0")).unwrap();
+    std::fs::write(node.join("online"), "0\n").unwrap();
+    std::fs::write(node.join("node0/cpulist"), "0-1\n").unwrap();
+    root
+}
