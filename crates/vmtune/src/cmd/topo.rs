@@ -69,7 +69,7 @@ pub fn render_tree(host: &Host) -> String {
     );
     let _ = writeln!(
         out,
-        "  {} PUs, {} cores, {}, {} package(s), {} NUMA node(s){}{}",
+        "  {} PUs, {} cores, {}, {}, {} NUMA node(s){}{}",
         host.pus.len(),
         host.cores.len(),
         match host.l3_count() {
@@ -77,7 +77,10 @@ pub fn render_tree(host: &Host) -> String {
             Some(n) => format!("{n} L3"),
             None => "L3 unknown".to_string(),
         },
-        host.packages.len().max(1),
+        match host.packages.len() {
+            0 => "packages unknown".to_string(),
+            n => format!("{n} package(s)"),
+        },
         host.numa_nodes.len(),
         if mem > 0 {
             format!(", {} memory", human_bytes(mem))
@@ -427,5 +430,30 @@ fn render_obj(
     }
     for &c in &children[cur] {
         render_obj(host, objs, children, c, depth + 1, out, shown);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source that names no package says so: it printed "1 package(s)", a made-up count.
+    #[test]
+    fn packages_unknown_is_said() {
+        let mut host = topo::builtin::default_host();
+        let head = |h: &Host| {
+            render_tree(h)
+                .lines()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(head(&host).contains(", 1 package(s),"), "{}", head(&host));
+        host.packages.clear();
+        assert!(
+            head(&host).contains(", packages unknown,"),
+            "{}",
+            head(&host)
+        );
     }
 }
