@@ -1,8 +1,7 @@
 //! `vmtune boot …` end to end on the Kata GPU boot study's fixtures.
 
-use std::path::PathBuf;
-
 mod common;
+use common::fixture;
 use common::{ok_json, run, vmtune};
 
 /// `vmtune ARGS` must fail with exit 2 and one line on stderr that contains `want`.
@@ -12,14 +11,6 @@ fn fails_with(args: &[&str], want: &str) {
     assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     assert!(err.contains(want), "{args:?}: {err}");
-}
-
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../bootprof/tests/fixtures")
-        .join(name)
-        .display()
-        .to_string()
 }
 
 #[test]

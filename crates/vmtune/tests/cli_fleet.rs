@@ -10,6 +10,7 @@ use bootprof::synth::{fleet, JournalFormat, NodeRecords, Outcome, RamPages, Spec
 use serde_json::Value;
 
 mod common;
+use common::fixture;
 use common::run;
 
 /// Three nodes: short, short-iso-precise and short-full journals in three zones, boots of
@@ -289,14 +290,6 @@ fn generated_journal_lists_all_its_boots() {
         (total["p50"].as_f64().unwrap() - 155.7).abs() < 0.1,
         "{total}"
     );
-}
-
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../bootprof/tests/fixtures")
-        .join(name)
-        .display()
-        .to_string()
 }
 
 /// A sandbox whose own lines show no boot (the study journal's VM that was already running:

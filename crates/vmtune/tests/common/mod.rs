@@ -97,3 +97,12 @@ pub fn sysfs_without_caches(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::write(node.join("node0/cpulist"), "0-1\n").unwrap();
     root
 }
+
+/// A file of bootprof's test fixtures (the Kata GPU boot study's logs), by name.
+pub fn fixture(name: &str) -> String {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../bootprof/tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
