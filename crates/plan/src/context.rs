@@ -13,6 +13,14 @@ use crate::memory::MemoryModel;
 use crate::model::{CoreInfo, DeviceInfo};
 use crate::{PlanError, Request, Tenant};
 
+/// The cost terms fixed by a node set (see [`crate::cost::Cost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeTerms {
+    pub nodes: u32,
+    pub node_distance: u64,
+    pub page_rank: u32,
+}
+
 /// Distance used where the host has no distance matrix.
 pub const LOCAL_DISTANCE: u64 = 10;
 pub const REMOTE_DISTANCE: u64 = 20;
@@ -383,11 +391,24 @@ impl Context {
         }
     }
 
-    /// The per-node-set part of the cost: (nodes, page rank); `None` when the memory does not
-    /// fit on those nodes.
-    pub fn node_terms(&self, nodes: &[u32]) -> Option<(u32, u32)> {
-        let rank = self.memory.page_rank(nodes, self.memory_bytes)?;
-        Some((nodes.len() as u32, rank))
+    /// The per-node-set part of the cost; `None` when the memory does not fit on those nodes.
+    pub fn node_terms(&self, nodes: &[u32]) -> Option<NodeTerms> {
+        let page_rank = self.memory.page_rank(nodes, self.memory_bytes)?;
+        Some(NodeTerms {
+            nodes: nodes.len() as u32,
+            node_distance: self.node_distance(nodes),
+            page_rank,
+        })
+    }
+
+    /// Σ of the NUMA distances between the nodes of a set, over ordered pairs of different
+    /// nodes (both directions: a SLIT need not be symmetric); 0 for one node.
+    pub fn node_distance(&self, nodes: &[u32]) -> u64 {
+        nodes
+            .iter()
+            .flat_map(|&a| nodes.iter().filter(move |&&b| b != a).map(move |&b| (a, b)))
+            .map(|(a, b)| self.distance(a, b))
+            .sum()
     }
 
     /// The label of a kind rank ("performance", "efficiency", "kind2"), if the host is hybrid.

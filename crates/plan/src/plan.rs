@@ -235,8 +235,28 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
             .filter_map(|&d| fits(&[d]).err().map(|e| format!("node {d} {e}")))
             .take(4)
             .collect();
+        let pairs: Vec<u64> = p
+            .nodes
+            .iter()
+            .flat_map(|&a| {
+                p.nodes
+                    .iter()
+                    .filter(move |&&b| b != a)
+                    .map(move |&b| (a, b))
+            })
+            .map(|(a, b)| ctx.distance(a, b))
+            .collect();
+        let (lo, hi) = (
+            pairs.iter().min().copied().unwrap_or(0),
+            pairs.iter().max().copied().unwrap_or(0),
+        );
+        let between = if lo == hi {
+            format!("NUMA distance {lo} between them")
+        } else {
+            format!("NUMA distances {lo}-{hi} between them")
+        };
         out.push(format!(
-            "nodes {chosen}: no single node holds {n} vCPUs and {mem} ({}{}); the smallest set of nodes nearest the devices that does",
+            "nodes {chosen}: no single node holds {n} vCPUs and {mem} ({}{}); the smallest set of nodes that does, nearest the devices and then nearest each other ({between}), as remote memory costs every access",
             single.join("; "),
             if ctx.nodes.len() > 4 { "; …" } else { "" }
         ));

@@ -366,16 +366,17 @@ pub fn best_placement(ctx: &Context) -> Option<Placement> {
             if ctx.free_pus_in(&nodes) < ctx.vcpus {
                 continue;
             }
-            let Some((n_nodes, page_rank)) = ctx.node_terms(&nodes) else {
+            let Some(terms) = ctx.node_terms(&nodes) else {
                 continue;
             };
             let Some((v, total, kinds)) = best_cores(ctx, &nodes) else {
                 continue;
             };
             let cost = Cost {
-                nodes: n_nodes,
+                nodes: terms.nodes,
                 device_distance: v.device_distance,
-                page_rank,
+                node_distance: terms.node_distance,
+                page_rank: terms.page_rank,
                 no_l3_pus: v.no_l3_pus,
                 kinds,
                 efficiency: v.efficiency,
