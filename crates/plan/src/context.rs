@@ -16,6 +16,7 @@ use crate::{PlanError, Request, Tenant};
 /// The cost terms fixed by a node set (see [`crate::cost::Cost`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeTerms {
+    pub host_reserve: u32,
     pub nodes: u32,
     pub node_distance: u64,
     pub page_rank: u32,
@@ -393,8 +394,9 @@ impl Context {
 
     /// The per-node-set part of the cost; `None` when the memory does not fit on those nodes.
     pub fn node_terms(&self, nodes: &[u32]) -> Option<NodeTerms> {
-        let page_rank = self.memory.page_rank(nodes, self.memory_bytes)?;
+        let (host_reserve, page_rank) = self.memory.terms(nodes, self.memory_bytes)?;
         Some(NodeTerms {
+            host_reserve,
             nodes: nodes.len() as u32,
             node_distance: self.node_distance(nodes),
             page_rank,

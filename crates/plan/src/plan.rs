@@ -184,16 +184,24 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
         if free < n {
             return Err(format!("has {free} free CPUs for {n} vCPUs"));
         }
-        if ctx.node_terms(nodes).is_none() {
-            return Err(format!(
-                "cannot hold {mem} ({} after tenants)",
-                ctx.memory
-                    .capacity(nodes)
-                    .map(human_bytes)
-                    .unwrap_or_default()
-            ));
+        let cap = || {
+            ctx.memory
+                .capacity(nodes)
+                .map(human_bytes)
+                .unwrap_or_else(|| "unknown".into())
+        };
+        match ctx.node_terms(nodes) {
+            None => Err(format!("cannot hold {mem} ({} after tenants)", cap())),
+            Some(t) if t.host_reserve > p.cost.host_reserve => {
+                let reserve: u64 = nodes.iter().filter_map(|&n| ctx.memory.reserve(n)).sum();
+                Err(format!(
+                    "cannot hold {mem} and keep the host its reserve ({} after tenants, {} of it kept for the host)",
+                    cap(),
+                    human_bytes(reserve)
+                ))
+            }
+            Some(_) => Ok(()),
         }
-        Ok(())
     };
     let chosen = list(&p.nodes);
     if p.nodes.len() == 1 {

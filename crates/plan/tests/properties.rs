@@ -264,7 +264,8 @@ fn check_emulator(host: &Host, tenants: &[Tenant], p: &Plan) -> Result<(), Strin
     Ok(())
 }
 
-/// Independent of the planner: free PUs on whole free cores of `node` and its memory.
+/// Independent of the planner: free PUs on whole free cores of `node` and its memory, less
+/// the host's reserve.
 fn device_node_has_room(
     host: &Host,
     req: &Request,
@@ -289,7 +290,8 @@ fn device_node_has_room(
     let mem_ok = host
         .numa_node(node)
         .and_then(|n| n.memory_bytes)
-        .is_none_or(|m| m.saturating_sub(held) >= req.memory_bytes);
+        // the host keeps max(2 GiB, 5 %) of the node
+        .is_none_or(|m| m.saturating_sub(held) >= req.memory_bytes + (2 * common::GIB).max(m / 20));
     free >= req.vcpus as usize && mem_ok
 }
 

@@ -17,6 +17,19 @@ fn shared(name: &str) -> Host {
         .unwrap_or_else(|e| panic!("shared topology {name} does not load: {e}"))
 }
 
+/// A shared sysfs snapshot (tarball) by file name.
+fn shared_sysfs(name: &str) -> Host {
+    let path = common::topology_dir().join("../sysfs").join(name);
+    topo::load_path(Path::new(&path))
+        .unwrap_or_else(|e| panic!("shared sysfs snapshot {name} does not load: {e}"))
+}
+
+fn warned(p: &Plan, words: &[&str]) -> bool {
+    p.warnings
+        .iter()
+        .any(|w| words.iter().all(|x| w.contains(x)))
+}
+
 fn request(vcpus: u32, memory_bytes: u64) -> Request {
     Request {
         name: Some("review".into()),
@@ -71,5 +84,69 @@ fn a_vm_spanning_nodes_takes_the_nearest_ones() {
             .any(|r| r.contains("nearest each other") && r.contains("NUMA distance 50")),
         "{:?}",
         p.rationale
+    );
+}
+
+/// JURECA-DC node 0 has 62.6 GiB: a 62 GiB VM went there alone and left the host 0.6 GiB.
+/// Every node must keep max(2 GiB, 5 %) when another node can take the rest.
+#[test]
+fn every_node_keeps_its_host_reserve() {
+    let host = shared("topo.jrc0323.xml");
+    let p = plan_ok(&request(8, 62 * GIB), &host);
+    let page = p.memory.hugepage_size_kb * 1024;
+    for (n, pages) in p.memory.host_nodes.iter().zip(&p.memory.pages_per_node) {
+        let total = host
+            .numa_node(*n)
+            .and_then(|x| x.memory_bytes)
+            .expect("node size");
+        let left = total - pages * page;
+        assert!(
+            left >= (2 * GIB).max(total / 20),
+            "node {n} keeps {left} of {total} for the host: {:?}",
+            p.memory
+        );
+    }
+    assert!(p.memory.host_nodes.len() > 1, "{:?}", p.memory);
+    assert!(!warned(&p, &["less than its reserve"]), "{:?}", p.warnings);
+    assert!(
+        p.rationale.iter().any(|r| r.contains("host reserve")),
+        "{:?}",
+        p.rationale
+    );
+}
+
+/// The 8-node AMD sysfs snapshot (120 GiB, MemFree 115.8 GiB): 118 GiB only fits by taking
+/// the host's reserves, and needs more than MemFree on the nodes; both are warned about.
+#[test]
+fn taking_the_reserve_or_more_than_memfree_is_warned_about() {
+    let host = shared_sysfs("64amd64-4s2n4ca2co.tar.bz2");
+    let p = plan_ok(&request(8, 118 * GIB), &host);
+    assert_eq!(p.memory.host_nodes.len(), 8, "{:?}", p.memory);
+    assert!(
+        warned(&p, &["less than its reserve", "max(2 GiB, 5 %)"]),
+        "{:?}",
+        p.warnings
+    );
+    assert!(warned(&p, &["MemFree is"]), "{:?}", p.warnings);
+    // one that fits is not warned about
+    let p = plan_ok(&request(8, 8 * GIB), &host);
+    assert!(!warned(&p, &["less than its reserve"]), "{:?}", p.warnings);
+    assert!(!warned(&p, &["MemFree"]), "{:?}", p.warnings);
+}
+
+/// The Zen 3 hwloc export gives no node memory sizes: 10 TiB was planned on node 0 as if the
+/// node were endless, with no word about it.
+#[test]
+fn a_node_of_unknown_size_is_warned_about() {
+    let host = shared("AMD-19h-Zen3-2xEpyc-7763.xml");
+    assert!(host.numa_nodes.iter().all(|n| n.memory_bytes.is_none()));
+    let p = plan_ok(&request(8, 16 * GIB), &host);
+    assert!(
+        warned(
+            &p,
+            &["does not say how much memory node(s) 0", "cannot check"]
+        ),
+        "{:?}",
+        p.warnings
     );
 }
