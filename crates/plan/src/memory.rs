@@ -95,6 +95,27 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// `memory_bytes` rounded up to whole pages of `size_kb`.
+pub fn rounded(memory_bytes: u64, size_kb: u64) -> u64 {
+    let page = size_kb * 1024;
+    memory_bytes.div_ceil(page).saturating_mul(page)
+}
+
+/// A size without rounding: whole GiB or MiB, else KiB, else bytes.
+fn exact_bytes(b: u64) -> String {
+    const G: u64 = 1 << 30;
+    const M: u64 = 1 << 20;
+    if b >= G && b.is_multiple_of(G) {
+        format!("{} GiB", b / G)
+    } else if b.is_multiple_of(M) {
+        format!("{} MiB", b / M)
+    } else if b.is_multiple_of(1024) {
+        format!("{} KiB", b / 1024)
+    } else {
+        format!("{b} bytes")
+    }
+}
+
 pub fn page_name(size_kb: u64) -> String {
     match size_kb {
         KB_1G => "1 GiB".into(),
@@ -227,11 +248,12 @@ impl MemoryModel {
             HugepagePolicy::Auto => {
                 let (f1, u1) = self.free_pages(nodes, KB_1G);
                 let (f2, u2) = self.free_pages(nodes, KB_2M);
+                // 1 GiB pages for whole GiB; any other size is rounded up to whole 2 MiB
+                // pages rather than lose hugepage backing for a few KiB
                 let g1 = memory_bytes.is_multiple_of(KB_1G * 1024);
-                let m2 = memory_bytes.is_multiple_of(KB_2M * 1024);
                 if g1 && f1 >= need(KB_1G) {
                     (KB_1G, Availability::Free, 0)
-                } else if m2 && f2 >= need(KB_2M) {
+                } else if f2 >= need(KB_2M) {
                     (KB_2M, Availability::Free, 1)
                 } else if u1 || u2 {
                     (KB_2M, Availability::Unknown, 2)
@@ -245,16 +267,18 @@ impl MemoryModel {
     /// The cost terms (host reserve taken: 0/1, page rank): `None` when the memory does not
     /// fit on `nodes` at all. Nodes of unknown size count as holding it.
     pub fn terms(&self, nodes: &[u32], memory_bytes: u64) -> Option<(u32, u32)> {
+        let (size_kb, _, rank) = self.pick(nodes, memory_bytes);
+        let bytes = rounded(memory_bytes, size_kb);
         if let Some(cap) = self.capacity(nodes) {
-            if cap < memory_bytes {
+            if cap < bytes {
                 return None;
             }
         }
         let short = match self.room_with_reserve(nodes) {
-            Some(room) if room < memory_bytes => 1,
+            Some(room) if room < bytes => 1,
             _ => 0,
         };
-        Some((short, self.pick(nodes, memory_bytes).2))
+        Some((short, rank))
     }
 
     /// Bytes a node can take in pages of `size_kb` (free pages, or capacity where unknown).
@@ -387,11 +411,12 @@ impl MemoryModel {
         let total_bytes = pages * page;
         if total_bytes != memory_bytes {
             rationale.push(format!(
-                "memory rounded up from {} to {} ({} pages of {})",
-                human_bytes(memory_bytes),
-                human_bytes(total_bytes),
+                "memory rounded up from {} to {} ({} pages of {}): guest memory is whole pages, so the plan and the configuration it emits use {}",
+                exact_bytes(memory_bytes),
+                exact_bytes(total_bytes),
                 pages,
-                page_name(size_kb)
+                page_name(size_kb),
+                exact_bytes(total_bytes)
             ));
         }
         match (self.policy, size_kb, avail) {

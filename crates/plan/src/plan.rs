@@ -122,6 +122,8 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
 
     let mut request = req.clone();
     request.devices = ctx.devices.iter().map(|d| d.bdf.clone()).collect();
+    // whole pages: what the emitters give the VM (a hugepage backend of 1001 MiB is refused)
+    request.memory_bytes = mem.bytes_per_node.iter().sum();
     Ok(Plan {
         request,
         host_source: host.source.clone(),

@@ -150,3 +150,30 @@ fn a_node_of_unknown_size_is_warned_about() {
         p.warnings
     );
 }
+
+/// The 32intel64 sysfs snapshot has 2048 free 2 MiB pages on each node. `--memory 1001M`
+/// (or a fractional 1.3G) with `--hugepages auto` fell back to 4 KiB pages, warning that too
+/// few hugepages were free; it must round up to whole 2 MiB pages, and the plan's size (what
+/// the emitters give QEMU, whose hugepage backend takes whole pages only) must be that.
+#[test]
+fn auto_pages_round_odd_sizes_up_to_whole_2mib_pages() {
+    let host = shared_sysfs("32intel64-2p8co2t+8ve.tar.bz2");
+    for (asked, pages) in [(1001u64 << 20, 501u64), (1_395_864_371, 666)] {
+        let p = plan_ok(&request(4, asked), &host);
+        assert_eq!(p.memory.hugepage_size_kb, 2048, "{asked}: {:?}", p.warnings);
+        assert_eq!(p.memory.pages, pages, "{asked}");
+        assert_eq!(p.request.memory_bytes, pages << 21, "{asked}");
+        assert_eq!(
+            p.guest_numa.iter().map(|c| c.memory_bytes).sum::<u64>(),
+            pages << 21
+        );
+        assert!(!warned(&p, &["falling back to 4 KiB"]), "{:?}", p.warnings);
+        assert!(
+            p.rationale
+                .iter()
+                .any(|r| r.contains("rounded up") && r.contains(&format!("{} MiB", pages * 2))),
+            "{:?}",
+            p.rationale
+        );
+    }
+}
