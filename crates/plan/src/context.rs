@@ -72,16 +72,18 @@ pub struct Context {
 
 impl Context {
     /// Build the planner's view of the host. Refuses requests that cannot be planned at all
-    /// (zero vCPUs, unknown or taken devices, a housekeeping move not accepted, bad host CPU
-    /// override).
+    /// (zero vCPUs, less than [`crate::MIN_MEMORY_BYTES`] of memory, unknown or taken
+    /// devices, a housekeeping move not accepted, bad host CPU override).
     pub fn new(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Context, PlanError> {
         if req.vcpus == 0 {
             return Err(PlanError::Refused("a VM needs at least 1 vCPU".into()));
         }
-        if req.memory_bytes == 0 {
-            return Err(PlanError::Refused(
-                "a VM needs memory (--memory SIZE)".into(),
-            ));
+        if req.memory_bytes < crate::MIN_MEMORY_BYTES {
+            return Err(PlanError::Refused(format!(
+                "--memory {}: a VM needs at least {} (firmware and a kernel do not boot in less)",
+                crate::memory::exact_bytes(req.memory_bytes),
+                crate::memory::exact_bytes(crate::MIN_MEMORY_BYTES)
+            )));
         }
         let mut rationale = Vec::new();
         let mut warnings = Vec::new();

@@ -102,7 +102,7 @@ pub fn rounded(memory_bytes: u64, size_kb: u64) -> u64 {
 }
 
 /// A size without rounding: whole GiB or MiB, else KiB, else bytes.
-fn exact_bytes(b: u64) -> String {
+pub fn exact_bytes(b: u64) -> String {
     const G: u64 = 1 << 30;
     const M: u64 = 1 << 20;
     if b >= G && b.is_multiple_of(G) {

@@ -177,3 +177,19 @@ fn auto_pages_round_odd_sizes_up_to_whole_2mib_pages() {
         );
     }
 }
+
+/// `--memory 1M` was planned (a 1 MiB guest on the GTX 1080 Ti desktop); below
+/// MIN_MEMORY_BYTES (64 MiB) the request is refused in one line.
+#[test]
+fn memory_below_64_mib_is_refused_in_one_line() {
+    let host = topo::builtin::default_host();
+    for bytes in [0, 1 << 20, (64 << 20) - 4096] {
+        let e = plan::plan(&request(1, bytes), &host, &[])
+            .expect_err("below 64 MiB")
+            .to_string();
+        assert!(e.contains("at least 64 MiB"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+    let p = plan_ok(&request(1, 64 << 20), &host);
+    assert_eq!(p.request.memory_bytes, 64 << 20);
+}
