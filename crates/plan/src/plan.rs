@@ -76,7 +76,14 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
         },
     };
 
-    let guest_numa = topology::guest_numa(&ctx, req.profile, &pins, &mem, &mut rationale);
+    let guest_numa = topology::guest_numa(
+        &ctx,
+        req.profile,
+        &pins,
+        &mem,
+        &mut rationale,
+        &mut warnings,
+    );
     let guest_topology = topology::guest_topology(&ctx, &cores, &guest_numa, &mut rationale);
 
     // interrupts
@@ -245,26 +252,10 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
             .filter_map(|&d| fits(&[d]).err().map(|e| format!("node {d} {e}")))
             .take(4)
             .collect();
-        let pairs: Vec<u64> = p
-            .nodes
-            .iter()
-            .flat_map(|&a| {
-                p.nodes
-                    .iter()
-                    .filter(move |&&b| b != a)
-                    .map(move |&b| (a, b))
-            })
-            .map(|(a, b)| ctx.distance(a, b))
-            .collect();
-        let (lo, hi) = (
-            pairs.iter().min().copied().unwrap_or(0),
-            pairs.iter().max().copied().unwrap_or(0),
+        let between = format!(
+            "{} between them",
+            topology::distances(ctx, &p.nodes).unwrap_or_default()
         );
-        let between = if lo == hi {
-            format!("NUMA distance {lo} between them")
-        } else {
-            format!("NUMA distances {lo}-{hi} between them")
-        };
         out.push(format!(
             "nodes {chosen}: no single node holds {n} vCPUs and {mem} ({}{}); the smallest set of nodes that does, nearest the devices and then nearest each other ({between}), as remote memory costs every access",
             single.join("; "),

@@ -193,3 +193,69 @@ fn memory_below_64_mib_is_refused_in_one_line() {
     let p = plan_ok(&request(1, 64 << 20), &host);
     assert_eq!(p.request.memory_bytes, 64 << 20);
 }
+
+/// JURECA-DC (NPS4, 8 nodes): 34 vCPUs need two nodes. With guest NUMA (membw) the rationale
+/// must say what each cell holds; with one cell, 41 % of the memory is remote to the vCPUs
+/// that use it, which went unsaid; so did 4 vCPUs on node 0 whose 100 GiB spills to node 1,
+/// whose rationale even said the VM sat on one node.
+#[test]
+fn guest_numa_is_explained_and_remote_memory_warned_about() {
+    let host = shared("topo.jrc0323.xml");
+    let mut req = request(34, 16 * GIB);
+    req.profile = Profile::Membw;
+    let p = plan_ok(&req, &host);
+    assert_eq!(p.guest_numa.len(), 2);
+    let numa: Vec<&String> = p
+        .rationale
+        .iter()
+        .filter(|r| r.starts_with("guest NUMA"))
+        .collect();
+    assert!(
+        numa.iter().any(|r| r.contains("cell 0: vCPUs 0-23 and")
+            && r.contains("cell 1: vCPUs 24-33 and")
+            && r.contains("NUMA distance 12")),
+        "{numa:?}"
+    );
+    assert!(
+        p.rationale
+            .iter()
+            .any(|r| r.contains("1 socket with 2 NUMA cells")),
+        "{:?}",
+        p.rationale
+    );
+    assert!(!warned(&p, &["remote to the vCPUs"]), "{:?}", p.warnings);
+
+    req.profile = Profile::Gaming;
+    let p = plan_ok(&req, &host);
+    assert_eq!(p.guest_numa.len(), 1);
+    assert!(
+        warned(
+            &p,
+            &[
+                "41 % of the guest's memory",
+                "remote to the vCPUs",
+                "--profile membw"
+            ]
+        ),
+        "{:?}",
+        p.warnings
+    );
+
+    let p = plan_ok(&request(4, 100 * GIB), &host);
+    assert_eq!(p.memory.host_nodes, vec![0, 1]);
+    assert!(
+        warned(&p, &["remote to the vCPUs", "none of its vCPUs"]),
+        "{:?}",
+        p.warnings
+    );
+    assert!(
+        !p.rationale
+            .iter()
+            .any(|r| r.contains("sits on one host node")),
+        "{:?}",
+        p.rationale
+    );
+    // a VM on one node with its memory there: nothing remote, nothing said
+    let p = plan_ok(&request(4, 16 * GIB), &host);
+    assert!(!warned(&p, &["remote to the vCPUs"]), "{:?}", p.warnings);
+}
