@@ -409,6 +409,11 @@ fn emulator_rationale(ctx: &Context, p: &Placement, cpus: &CpuSet) -> String {
         Place::OwnL3 => format!(
             "a spare whole core on the VM's node {node}, so QEMU's I/O threads do not preempt vCPUs"
         ),
+        Place::HostL3 if !p.nodes.contains(&node) => format!(
+            "a spare whole core in the host's {l3} on node {node}, which the housekeeping already shares: the VM's own L3 groups have no spare core, and its node(s) {} hold no housekeeping CPUs, so the housekeeping CPUs {} would be on node {node} too; a core of its own there is no farther from the VM and keeps QEMU's threads off the housekeeping CPUs",
+            list(&p.nodes),
+            ctx.host_cpus
+        ),
         Place::HostL3 => format!(
             "a spare whole core in the host's {l3} on node {node}, which the housekeeping already shares (the VM's own L3 groups have no spare core)"
         ),
@@ -417,10 +422,47 @@ fn emulator_rationale(ctx: &Context, p: &Placement, cpus: &CpuSet) -> String {
                 .host_cpus
                 .iter()
                 .any(|c| p.nodes.contains(&ctx.node_of(c)));
+            // the host's L3 groups' spare cores the rule passed over, and why
+            let guest: Vec<u32> = p.cores.clone();
+            let spare = |on_vm: bool, tenant_vcpus: bool| -> CpuSet {
+                ctx.cores
+                    .iter()
+                    .filter(|c| c.free && !guest.contains(&c.id))
+                    .filter(|c| p.nodes.contains(&c.node) == on_vm)
+                    .filter(|c| {
+                        c.l3.is_some_and(|l| {
+                            ctx.host_l3.contains(&l)
+                                && ctx.tenant_vcpu_l3.contains(&l) == tenant_vcpus
+                        })
+                    })
+                    .flat_map(|c| c.pus.iter().copied())
+                    .collect()
+            };
+            let off_node = spare(false, false);
+            let beside_vm = spare(true, true);
+            let mut host = Vec::new();
+            if !off_node.is_empty() {
+                let mut nodes: Vec<u32> = off_node.iter().map(|c| ctx.node_of(c)).collect();
+                nodes.sort_unstable();
+                nodes.dedup();
+                host.push(format!(
+                    "the host's L3 group has spare cores (CPUs {off_node}) only on node(s) {}, farther from the VM than the housekeeping CPUs on its own node(s)",
+                    list(&nodes)
+                ));
+            }
+            if !beside_vm.is_empty() {
+                host.push(format!(
+                    "the host's L3 group's spare cores on the VM's node(s) (CPUs {beside_vm}) share it with another VM's vCPUs"
+                ));
+            }
+            if host.is_empty() {
+                host.push("neither have the host's L3 groups".into());
+            }
             format!(
-                "the host housekeeping CPUs {}{}: neither the VM's own L3 groups nor the host's have a spare core, and a core of an unused L3 group would spoil it for the next VM",
+                "the host housekeeping CPUs {}{}: the VM's own L3 groups have no spare core; {}; and a core of an unused L3 group would spoil it for the next VM",
                 ctx.host_cpus,
-                if on_vm_node { "" } else { " (on another node than the VM's)" }
+                if on_vm_node { "" } else { " (on another node than the VM's)" },
+                host.join("; ")
             )
         }
     };
@@ -623,15 +665,16 @@ mod tests {
         r.devices = vec!["81:00.0".into()];
         let p = plan(&r, &host, &[]).unwrap();
         // node 1 (cores 4-7) holds the GPU; the guest takes one whole L3 group (cores 4-5);
-        // its own group has no spare core and the host's group is on node 0, so the emulator
-        // shares the housekeeping CPUs rather than spoil node 1's other, clean group
+        // its own group has no spare core, and rather than spoil node 1's other, clean group
+        // the emulator takes the spare core of the host's group on node 0, where the
+        // housekeeping CPUs it would otherwise share are too
         assert_eq!(p.memory.host_nodes, vec![1]);
         assert_eq!(p.guest_cpus(), set("4-5,12-13"));
-        assert_eq!(p.emulator_cpus, p.host_cpus);
+        assert_eq!(p.emulator_cpus, set("1,9"));
         assert!(
             p.rationale
                 .iter()
-                .any(|r| r.contains("spoil it for the next VM")),
+                .any(|r| r.contains("no farther from the VM")),
             "{:?}",
             p.rationale
         );

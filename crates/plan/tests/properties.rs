@@ -236,6 +236,17 @@ fn check_emulator(host: &Host, tenants: &[Tenant], p: &Plan) -> Result<(), Strin
         .iter()
         .map(|c| host.pu(c).and_then(|x| x.l3))
         .collect();
+    // off the VM's nodes only beside housekeeping CPUs that are all off them too
+    let node = |cpu: u32| host.pu(cpu).and_then(|x| x.numa);
+    let vm_nodes: Vec<Option<u32>> = p.guest_cpus().iter().map(node).collect();
+    if p.emulator_cpus.iter().any(|c| !vm_nodes.contains(&node(c)))
+        && p.host_cpus.iter().any(|c| vm_nodes.contains(&node(c)))
+    {
+        return Err(format!(
+            "emulator CPUs {} are off the VM's nodes though housekeeping CPUs are on them",
+            p.emulator_cpus
+        ));
+    }
     for cpu in p.emulator_cpus.iter() {
         let Some(l3) = host.pu(cpu).and_then(|x| x.l3) else {
             continue;

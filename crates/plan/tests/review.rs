@@ -259,3 +259,30 @@ fn guest_numa_is_explained_and_remote_memory_warned_about() {
     let p = plan_ok(&request(4, 16 * GIB), &host);
     assert!(!warned(&p, &["remote to the vCPUs"]), "{:?}", p.warnings);
 }
+
+/// g4dn.metal: 48 vCPUs with the GPU on node 1 fill node 1. The emulator shared the
+/// housekeeping CPUs 0,48 on node 0 — with the host's interrupts and daemons — while 23 cores
+/// of the host's L3 group on that same node were free, and the rationale said the host's L3
+/// had no spare core. A core of its own there is no farther from the VM.
+#[test]
+fn emulator_takes_a_host_l3_core_off_node_rather_than_share_the_housekeeping() {
+    let host = shared("g4dnmetal.xml");
+    let gpu = host
+        .gpus()
+        .find(|g| g.numa.as_deref() == Some(&[1]))
+        .expect("a GPU on node 1")
+        .bdf
+        .clone();
+    let mut req = request(48, 16 * GIB);
+    req.devices = vec![gpu];
+    let p = plan_ok(&req, &host);
+    assert_eq!(p.memory.host_nodes, vec![1]);
+    assert_eq!(p.host_cpus.to_string(), "0,48");
+    assert_eq!(p.emulator_cpus.to_string(), "1,49", "{:?}", p.rationale);
+    let why = p
+        .rationale
+        .iter()
+        .find(|r| r.starts_with("emulator and iothread CPUs"))
+        .expect("emulator rationale");
+    assert!(why.contains("no farther from the VM"), "{why}");
+}
