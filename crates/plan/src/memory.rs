@@ -562,9 +562,9 @@ impl MemoryModel {
         }
         if !short.is_empty() {
             warnings.push(format!(
-                "the plan leaves the host less than its reserve (max(2 GiB, 5 %) of each node): {}; no set of nodes holds {} and leaves every node its reserve, so the host may swap or reclaim there: plan less memory or free a node",
-                short.join("; "),
-                human_bytes(total)
+                "the plan leaves the host less than its reserve (max(2 GiB, 5 %) of each node) for {} of guest memory: {}; the host may swap or reclaim there: plan less memory or free room on a node",
+                human_bytes(total),
+                short.join("; ")
             ));
         }
         if !below_free.is_empty() {
