@@ -13,6 +13,15 @@ use crate::memory::MemoryModel;
 use crate::model::{CoreInfo, DeviceInfo};
 use crate::{PlanError, Request, Tenant};
 
+/// The cost terms fixed by a node set (see [`crate::cost::Cost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeTerms {
+    pub host_reserve: u32,
+    pub nodes: u32,
+    pub node_distance: u64,
+    pub page_rank: u32,
+}
+
 /// Distance used where the host has no distance matrix.
 pub const LOCAL_DISTANCE: u64 = 10;
 pub const REMOTE_DISTANCE: u64 = 20;
@@ -63,16 +72,18 @@ pub struct Context {
 
 impl Context {
     /// Build the planner's view of the host. Refuses requests that cannot be planned at all
-    /// (zero vCPUs, unknown or taken devices, a housekeeping move not accepted, bad host CPU
-    /// override).
+    /// (zero vCPUs, less than [`crate::MIN_MEMORY_BYTES`] of memory, unknown or taken
+    /// devices, a housekeeping move not accepted, bad host CPU override).
     pub fn new(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Context, PlanError> {
         if req.vcpus == 0 {
             return Err(PlanError::Refused("a VM needs at least 1 vCPU".into()));
         }
-        if req.memory_bytes == 0 {
-            return Err(PlanError::Refused(
-                "a VM needs memory (--memory SIZE)".into(),
-            ));
+        if req.memory_bytes < crate::MIN_MEMORY_BYTES {
+            return Err(PlanError::Refused(format!(
+                "--memory {}: a VM needs at least {} (firmware and a kernel do not boot in less)",
+                crate::memory::exact_bytes(req.memory_bytes),
+                crate::memory::exact_bytes(crate::MIN_MEMORY_BYTES)
+            )));
         }
         let mut rationale = Vec::new();
         let mut warnings = Vec::new();
@@ -383,11 +394,25 @@ impl Context {
         }
     }
 
-    /// The per-node-set part of the cost: (nodes, page rank); `None` when the memory does not
-    /// fit on those nodes.
-    pub fn node_terms(&self, nodes: &[u32]) -> Option<(u32, u32)> {
-        let rank = self.memory.page_rank(nodes, self.memory_bytes)?;
-        Some((nodes.len() as u32, rank))
+    /// The per-node-set part of the cost; `None` when the memory does not fit on those nodes.
+    pub fn node_terms(&self, nodes: &[u32]) -> Option<NodeTerms> {
+        let (host_reserve, page_rank) = self.memory.terms(nodes, self.memory_bytes)?;
+        Some(NodeTerms {
+            host_reserve,
+            nodes: nodes.len() as u32,
+            node_distance: self.node_distance(nodes),
+            page_rank,
+        })
+    }
+
+    /// Σ of the NUMA distances between the nodes of a set, over ordered pairs of different
+    /// nodes (both directions: a SLIT need not be symmetric); 0 for one node.
+    pub fn node_distance(&self, nodes: &[u32]) -> u64 {
+        nodes
+            .iter()
+            .flat_map(|&a| nodes.iter().filter(move |&&b| b != a).map(move |&b| (a, b)))
+            .map(|(a, b)| self.distance(a, b))
+            .sum()
     }
 
     /// The label of a kind rank ("performance", "efficiency", "kind2"), if the host is hybrid.

@@ -5,23 +5,29 @@
 //! which its CPUs are chosen) and a set `S` of whole free cores (never a split core). Its cost
 //! is compared lexicographically, most important first:
 //!
-//! 1. `nodes` — how many host nodes the VM spans (single node first: the r/VFIO pinning
+//! 1. `host_reserve` — 1 when the guest's memory only fits on `N` by taking some of a node's
+//!    host reserve (max(2 GiB, 5 %) of each node, [`crate::memory::host_reserve`]), else 0:
+//!    a VM spans another node rather than leave the host short;
+//! 2. `nodes` — how many host nodes the VM spans (single node first: the r/VFIO pinning
 //!    benchmark);
-//! 2. `device_distance` — Σ over the PUs of `S` of the NUMA distance from the PU's node to
+//! 3. `device_distance` — Σ over the PUs of `S` of the NUMA distance from the PU's node to
 //!    each passed-through device's node (ACPI SLIT / hwloc latency; 10 local, 20 remote where
 //!    the host has no matrix);
-//! 3. `page_rank` — 0: enough free pages of the planned size, 1: 2 MiB instead of 1 GiB,
+//! 4. `node_distance` — Σ of the NUMA distances between the nodes of `N`, over ordered pairs
+//!    of different nodes (ACPI SLIT / hwloc latency, as for `device_distance`; 0 for one
+//!    node): a VM that spans nodes takes the nearest ones, not the lowest-numbered;
+//! 5. `page_rank` — 0: enough free pages of the planned size, 1: 2 MiB instead of 1 GiB,
 //!    2: free counts unknown, 3: no hugepages (4 KiB, the Kata GPU boot study's boot cost);
-//! 4. `no_l3_pus` — PUs on cores without an L3 on a host whose other cores have one (the
+//! 6. `no_l3_pus` — PUs on cores without an L3 on a host whose other cores have one (the
 //!    low-power E-cores of a laptop SoC tile): those come last;
-//! 5. `kinds` — core kinds mixed beyond the first (hybrid parts): one kind before mixing;
-//! 6. `efficiency` — Σ over the PUs of `S` of the kind's rank below the fastest (0 on
+//! 7. `kinds` — core kinds mixed beyond the first (hybrid parts): one kind before mixing;
+//! 8. `efficiency` — Σ over the PUs of `S` of the kind's rank below the fastest (0 on
 //!    performance cores and on non-hybrid parts): faster cores first;
-//! 7. `idle_pus` — PUs of the chosen cores no vCPU runs on (odd counts on SMT cores);
-//! 8. `shared_l2` — L2 groups used that also hold host or tenant PUs (clusters of
-//!    efficiency cores, modules that share an L2; per-core L2s are never shared);
-//! 9. `shared_l3` — L3 groups used that also hold host or tenant PUs;
-//! 10. `l3_groups` — L3 groups (CCX/CCD) used at all;
+//! 9. `idle_pus` — PUs of the chosen cores no vCPU runs on (odd counts on SMT cores);
+//! 10. `shared_l2` — L2 groups used that also hold host or tenant PUs (clusters of
+//!     efficiency cores, modules that share an L2; per-core L2s are never shared);
+//! 11. `shared_l3` — L3 groups used that also hold host or tenant PUs;
+//! 12. `l3_groups` — L3 groups (CCX/CCD) used at all;
 //!
 //! and then, among equal costs, the placement with the lowest CPU numbers: the set whose
 //! highest differing core is lower (compare Σ 2^core as numbers), then the lower node list.
@@ -31,7 +37,7 @@
 //! ([`crate::emulator`]). So on a host with an idle node the VM takes an L3 group there that
 //! no one else uses rather than sitting beside the housekeeping cores.
 //!
-//! Every term but `nodes`, `page_rank`, `kinds` and `idle_pus` is a sum over cores, L2 or L3
+//! Every term but `host_reserve`, `nodes`, `node_distance`, `page_rank`, `kinds` and `idle_pus` is a sum over cores, L2 or L3
 //! groups, which is what lets [`crate::select`] find the optimum exactly with a knapsack over
 //! L3 groups; `kinds` is exact by solving once per set of kinds allowed.
 
@@ -39,13 +45,15 @@ use std::cmp::Ordering;
 
 use serde::Serialize;
 
-use crate::context::Context;
+use crate::context::{Context, NodeTerms};
 
 /// The cost of one placement; smaller is better (lexicographic, in field order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Cost {
+    pub host_reserve: u32,
     pub nodes: u32,
     pub device_distance: u64,
+    pub node_distance: u64,
     pub page_rank: u32,
     pub no_l3_pus: u32,
     pub kinds: u32,
@@ -179,7 +187,7 @@ pub fn score(ctx: &Context, nodes: &[u32], cores: &[u32]) -> Option<Cost> {
 /// [`score`] for many core sets on one node set (what is fixed per node set computed once).
 pub struct Scorer<'a> {
     ctx: &'a Context,
-    node_terms: (u32, u32),
+    node_terms: NodeTerms,
     /// Cores allowed for the guest on this node set (free, on these nodes).
     pub allowed: Vec<u32>,
     /// Per core id: whether it is allowed.
@@ -241,9 +249,11 @@ impl<'a> Scorer<'a> {
             return None;
         }
         Some(Cost {
-            nodes: self.node_terms.0,
+            host_reserve: self.node_terms.host_reserve,
+            nodes: self.node_terms.nodes,
             device_distance,
-            page_rank: self.node_terms.1,
+            node_distance: self.node_terms.node_distance,
+            page_rank: self.node_terms.page_rank,
             no_l3_pus,
             kinds: kinds.len().saturating_sub(1) as u32,
             efficiency,

@@ -10,6 +10,14 @@
 //!    group is where emulators go);
 //! 3. the housekeeping CPUs themselves.
 //!
+//! Rules 1 and 2 take cores on the VM's nodes; rule 2 also takes a spare core of the host's
+//! L3 group on another node when none of the housekeeping CPUs are on the VM's nodes: rule 3
+//! would put the emulator on that other node anyway, on the CPUs the host's interrupts and
+//! daemons use, and a core of its own beside them is no farther from the VM (on g4dn.metal a
+//! 48-vCPU VM filling the GPU's node 1 shared CPUs 0,48 while 23 cores of the host's L3 on
+//! node 0 were free). Where housekeeping CPUs are on the VM's nodes they are nearer than such
+//! a core, and rule 3 keeps them.
+//!
 //! Never a core of an L3 group no one uses (that would spoil a clean group for the next VM)
 //! and never one another tenant's vCPUs use. Among equals: on the VM's nodes, nearest the
 //! devices, an efficiency core before a performance core (leave the fast cores to vCPUs), an
@@ -33,7 +41,8 @@ pub enum Place {
     /// A spare core in one of the VM's own L3 groups (or, on hosts with no L3 in the model,
     /// on the VM's nodes).
     OwnL3,
-    /// A spare core in the host's L3 group.
+    /// A spare core in the host's L3 group (on the VM's nodes, or on the housekeeping's when
+    /// none of it is on the VM's nodes).
     HostL3,
     /// The housekeeping CPUs.
     HostCpus,
@@ -69,20 +78,38 @@ pub fn choose(ctx: &Context, nodes: &[u32], guest: &[u32]) -> Emulator {
             2
         }
     };
+    // off the VM's nodes only where the housekeeping CPUs are off them too
+    let housekeeping_away = !ctx
+        .host_cpus
+        .iter()
+        .any(|cpu| nodes.contains(&ctx.node_of(cpu)));
+    let host_group = |l: u32| ctx.host_l3.contains(&l) && !ctx.tenant_vcpu_l3.contains(&l);
     ctx.cores
         .iter()
-        .filter(|c| c.free && nodes.contains(&c.node) && !guest.contains(&c.id))
+        .filter(|c| c.free && !guest.contains(&c.id))
         .filter_map(|c| {
+            let away = !nodes.contains(&c.node);
             let place = match c.l3 {
+                Some(l) if away && housekeeping_away && host_group(l) => Place::HostL3,
+                _ if away => return None,
                 _ if !ctx.has_l3 => Place::OwnL3,
                 Some(l) if own_l3.contains(&l) => Place::OwnL3,
-                Some(l) if ctx.host_l3.contains(&l) && !ctx.tenant_vcpu_l3.contains(&l) => {
-                    Place::HostL3
-                }
+                Some(l) if host_group(l) => Place::HostL3,
                 _ => return None,
+            };
+            let to_vm = if away {
+                nodes
+                    .iter()
+                    .map(|&n| ctx.distance(c.node, n))
+                    .min()
+                    .unwrap_or(0)
+            } else {
+                0
             };
             let key = (
                 place,
+                away,
+                to_vm,
                 ctx.node_device_distance(c.node),
                 Reverse(c.kind),
                 l2_rank(c.l2),

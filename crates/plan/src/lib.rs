@@ -46,6 +46,10 @@ pub use crate::features::{
 pub use crate::plan::plan;
 pub use crate::tenant::taken_cpus;
 
+/// The least guest memory a plan accepts: firmware and a kernel do not boot in less (the
+/// boot estimator's floor too).
+pub const MIN_MEMORY_BYTES: u64 = 64 << 20;
+
 /// What the VM is for: shapes NUMA and SMT decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

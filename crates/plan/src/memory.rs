@@ -4,6 +4,13 @@
 //! that node ([`crate::tenant::account`] counts each tenant's pages once, on its own nodes).
 //! `auto` takes 1 GiB pages where enough are free on the chosen nodes, else 2 MiB, else 4 KiB
 //! with a warning quoting the Kata GPU boot study (VFIO pins every 4 KiB page at boot).
+//!
+//! Every node keeps [`host_reserve`] of its memory for the host (max(2 GiB, 5 %)): the guest's
+//! memory goes where it leaves every node that much, and only when no set of nodes can does
+//! the plan take some of it, with a warning per node. A node whose memory size the host model
+//! does not give is not counted as empty or as endless: it may hold the guest, with a warning
+//! that nothing was checked there. Where the model has the node's `MemFree` (sysfs), a plan
+//! that needs more free memory there than that is warned about too.
 
 use std::collections::BTreeMap;
 
@@ -19,10 +26,27 @@ pub const KB_1G: u64 = 1024 * 1024;
 /// What the Kata GPU boot study measured about 4 KiB guest memory with VFIO.
 pub const SMALL_PAGE_COST: &str = "with 4 KiB pages VFIO pins every page at boot (Kata GPU boot study: ~3.3 s per 128 GiB per GPU in vfio_pin_pages_remote; the 7-GPU Kata VM booted in 3:03 with 4 KiB pages vs 2:26 with hugepages) and the page tables cost host memory";
 
+/// The least memory a node keeps for the host: [`HOST_RESERVE_MIN_BYTES`] or
+/// [`HOST_RESERVE_PERCENT`] % of the node, whichever is more.
+pub const HOST_RESERVE_MIN_BYTES: u64 = 2 << 30;
+pub const HOST_RESERVE_PERCENT: u64 = 5;
+
+/// What a node of `node_bytes` keeps for the host: max(2 GiB, 5 %).
+pub fn host_reserve(node_bytes: u64) -> u64 {
+    let pct = (u128::from(node_bytes) * u128::from(HOST_RESERVE_PERCENT) / 100) as u64;
+    HOST_RESERVE_MIN_BYTES.max(pct)
+}
+
 #[derive(Debug, Clone, Default)]
 struct NodeMem {
+    /// The node's memory, `None` = unknown.
+    total: Option<u64>,
     /// Bytes the node can give (memory minus tenants' hugepages), `None` = unknown.
     capacity: Option<u64>,
+    /// What the node keeps for the host ([`host_reserve`]), `None` where its size is unknown.
+    reserve: Option<u64>,
+    /// `MemFree` where the host model has it (live sysfs).
+    free_bytes: Option<u64>,
     /// size_kb → (free pages available after tenants, total pages); `None` = unknown.
     pages: BTreeMap<u64, (Option<u64>, Option<u64>)>,
 }
@@ -32,6 +56,7 @@ struct NodeMem {
 pub struct MemoryModel {
     policy: HugepagePolicy,
     nodes: BTreeMap<u32, NodeMem>,
+    numa_known: bool,
 }
 
 /// How a page size was settled for a node set.
@@ -70,6 +95,27 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// `memory_bytes` rounded up to whole pages of `size_kb`.
+pub fn rounded(memory_bytes: u64, size_kb: u64) -> u64 {
+    let page = size_kb * 1024;
+    memory_bytes.div_ceil(page).saturating_mul(page)
+}
+
+/// A size without rounding: whole GiB or MiB, else KiB, else bytes.
+pub fn exact_bytes(b: u64) -> String {
+    const G: u64 = 1 << 30;
+    const M: u64 = 1 << 20;
+    if b >= G && b.is_multiple_of(G) {
+        format!("{} GiB", b / G)
+    } else if b.is_multiple_of(M) {
+        format!("{} MiB", b / M)
+    } else if b.is_multiple_of(1024) {
+        format!("{} KiB", b / 1024)
+    } else {
+        format!("{b} bytes")
+    }
+}
+
 pub fn page_name(size_kb: u64) -> String {
     match size_kb {
         KB_1G => "1 GiB".into(),
@@ -92,9 +138,12 @@ impl MemoryModel {
         if numa_known {
             for n in &host.numa_nodes {
                 let mut m = NodeMem {
+                    total: n.memory_bytes,
                     capacity: n
                         .memory_bytes
                         .map(|b| b.saturating_sub(held.bytes_on(n.os_index))),
+                    reserve: n.memory_bytes.map(host_reserve),
+                    free_bytes: n.free_bytes,
                     pages: BTreeMap::new(),
                 };
                 for h in &n.hugepages {
@@ -120,7 +169,24 @@ impl MemoryModel {
         MemoryModel {
             policy: req.hugepages,
             nodes,
+            numa_known,
         }
+    }
+
+    /// What a node keeps for the host, if its size is known.
+    pub fn reserve(&self, node: u32) -> Option<u64> {
+        self.nodes.get(&node)?.reserve
+    }
+
+    /// Bytes the nodes can give the guest and still keep every node its host reserve; `None`
+    /// if any node's size is unknown.
+    pub fn room_with_reserve(&self, nodes: &[u32]) -> Option<u64> {
+        let mut sum = 0u64;
+        for n in nodes {
+            let m = self.nodes.get(n)?;
+            sum = sum.saturating_add(m.capacity?.saturating_sub(m.reserve?));
+        }
+        Some(sum)
     }
 
     /// Bytes the nodes can hold; `None` if any node's size is unknown (no limit known).
@@ -182,11 +248,12 @@ impl MemoryModel {
             HugepagePolicy::Auto => {
                 let (f1, u1) = self.free_pages(nodes, KB_1G);
                 let (f2, u2) = self.free_pages(nodes, KB_2M);
+                // 1 GiB pages for whole GiB; any other size is rounded up to whole 2 MiB
+                // pages rather than lose hugepage backing for a few KiB
                 let g1 = memory_bytes.is_multiple_of(KB_1G * 1024);
-                let m2 = memory_bytes.is_multiple_of(KB_2M * 1024);
                 if g1 && f1 >= need(KB_1G) {
                     (KB_1G, Availability::Free, 0)
-                } else if m2 && f2 >= need(KB_2M) {
+                } else if f2 >= need(KB_2M) {
                     (KB_2M, Availability::Free, 1)
                 } else if u1 || u2 {
                     (KB_2M, Availability::Unknown, 2)
@@ -197,14 +264,21 @@ impl MemoryModel {
         }
     }
 
-    /// The cost term: `None` when the memory does not fit on `nodes` at all.
-    pub fn page_rank(&self, nodes: &[u32], memory_bytes: u64) -> Option<u32> {
+    /// The cost terms (host reserve taken: 0/1, page rank): `None` when the memory does not
+    /// fit on `nodes` at all. Nodes of unknown size count as holding it.
+    pub fn terms(&self, nodes: &[u32], memory_bytes: u64) -> Option<(u32, u32)> {
+        let (size_kb, _, rank) = self.pick(nodes, memory_bytes);
+        let bytes = rounded(memory_bytes, size_kb);
         if let Some(cap) = self.capacity(nodes) {
-            if cap < memory_bytes {
+            if cap < bytes {
                 return None;
             }
         }
-        Some(self.pick(nodes, memory_bytes).2)
+        let short = match self.room_with_reserve(nodes) {
+            Some(room) if room < bytes => 1,
+            _ => 0,
+        };
+        Some((short, rank))
     }
 
     /// Bytes a node can take in pages of `size_kb` (free pages, or capacity where unknown).
@@ -254,14 +328,29 @@ impl MemoryModel {
                 *s += left;
             }
         }
-        // cap by room, move overflow to nodes with room
+        // cap by room leaving each node its host reserve, move overflow to nodes with such
+        // room, then (only when that is not enough) into the reserves
         let room: Vec<Option<u64>> = nodes
             .iter()
             .map(|&n| self.node_room(n, size_kb, avail).map(|b| b / page))
             .collect();
+        let kept_room: Vec<Option<u64>> = nodes
+            .iter()
+            .zip(&room)
+            .map(|(n, r)| {
+                let m = self.nodes.get(n);
+                match (m.and_then(|m| m.capacity), m.and_then(|m| m.reserve)) {
+                    (Some(c), Some(res)) => {
+                        let kept = c.saturating_sub(res) / page;
+                        Some(r.map_or(kept, |r| r.min(kept)))
+                    }
+                    _ => *r,
+                }
+            })
+            .collect();
         let mut overflow = 0u64;
         for (i, s) in split.iter_mut().enumerate() {
-            if let Some(Some(r)) = room.get(i) {
+            if let Some(Some(r)) = kept_room.get(i) {
                 if *s > *r {
                     overflow += *s - *r;
                     *s = *r;
@@ -272,7 +361,7 @@ impl MemoryModel {
             if overflow == 0 {
                 break;
             }
-            let spare = match room.get(i) {
+            let spare = match kept_room.get(i) {
                 Some(Some(r)) => r.saturating_sub(*s),
                 _ => overflow,
             };
@@ -281,19 +370,53 @@ impl MemoryModel {
             overflow -= take;
         }
         if overflow > 0 {
+            // into the reserves: in proportion to what each node has left, so no one node
+            // (the housekeeping's, the first) gives all of it
+            let spare: Vec<u64> = split
+                .iter()
+                .zip(&room)
+                .map(|(s, r)| r.map_or(overflow, |r| r.saturating_sub(*s)))
+                .collect();
+            let sum: u128 = spare.iter().map(|&x| u128::from(x)).sum();
+            let want = u128::from(overflow).min(sum);
+            if want > 0 {
+                let mut give: Vec<u64> = spare
+                    .iter()
+                    .map(|&sp| (want * u128::from(sp) / sum) as u64)
+                    .collect();
+                // the rounding remainder: a page each where there is still room
+                let mut left = want as u64 - give.iter().sum::<u64>();
+                for (g, &sp) in give.iter_mut().zip(&spare) {
+                    if left == 0 {
+                        break;
+                    }
+                    if *g < sp {
+                        *g += 1;
+                        left -= 1;
+                    }
+                }
+                for (s, g) in split.iter_mut().zip(give) {
+                    *s += g;
+                }
+                overflow -= want as u64 - left;
+            }
+        }
+        if overflow > 0 {
             if let Some(s) = split.first_mut() {
                 *s += overflow;
             }
         }
+        self.check_nodes(nodes, &split, size_kb, avail, &mut rationale, &mut warnings);
 
         let total_bytes = pages * page;
         if total_bytes != memory_bytes {
             rationale.push(format!(
-                "memory rounded up from {} to {} ({} pages of {})",
-                human_bytes(memory_bytes),
-                human_bytes(total_bytes),
+                "memory rounded up from {} to {} ({} pages of {}): guest memory is whole pages, so the plan and the configuration it emits use {}",
+                exact_bytes(memory_bytes),
+                exact_bytes(total_bytes),
                 pages,
-                page_name(size_kb)
+                page_name(size_kb),
+                exact_bytes(total_bytes)
             ));
         }
         match (self.policy, size_kb, avail) {
@@ -361,6 +484,114 @@ impl MemoryModel {
             bytes_per_node,
             rationale,
             warnings,
+        }
+    }
+}
+
+impl MemoryModel {
+    /// What the placed pages leave each node: its host reserve (said, or warned about when
+    /// the plan takes some of it), nodes of unknown size, and `MemFree` against what the plan
+    /// needs from free memory there.
+    fn check_nodes(
+        &self,
+        nodes: &[u32],
+        split: &[u64],
+        size_kb: u64,
+        avail: Availability,
+        rationale: &mut Vec<String>,
+        warnings: &mut Vec<String>,
+    ) {
+        let page = size_kb * 1024;
+        let mut kept = Vec::new();
+        let mut short = Vec::new();
+        let mut unknown = Vec::new();
+        let mut below_free = Vec::new();
+        for (&n, &pages) in nodes.iter().zip(split) {
+            let Some(m) = self.nodes.get(&n) else {
+                continue;
+            };
+            let bytes = pages.saturating_mul(page);
+            match (m.total, m.capacity, m.reserve) {
+                (Some(total), Some(cap), Some(reserve)) => {
+                    let left = cap.saturating_sub(bytes);
+                    let tenants = total - cap;
+                    if left < reserve {
+                        short.push(format!(
+                            "node {n} keeps {} of {}{} (reserve {})",
+                            human_bytes(left),
+                            human_bytes(total),
+                            if tenants > 0 {
+                                format!(", tenants' hugepages {}", human_bytes(tenants))
+                            } else {
+                                String::new()
+                            },
+                            human_bytes(reserve)
+                        ));
+                    } else {
+                        kept.push(format!("node {n} keeps {}", human_bytes(left)));
+                    }
+                }
+                _ => unknown.push(n),
+            }
+            // what must come out of free memory: 4 KiB pages all of it; hugepages what the
+            // pool's free pages do not cover (apply reserves them)
+            let pool_free = m.pages.get(&size_kb).and_then(|(f, _)| *f);
+            let need = if size_kb == KB_4K {
+                Some(bytes)
+            } else if avail == Availability::Free {
+                Some(0)
+            } else {
+                pool_free.map(|f| pages.saturating_sub(f).saturating_mul(page))
+            };
+            if let (Some(free), Some(need)) = (m.free_bytes, need) {
+                if free < need {
+                    below_free.push(format!(
+                        "node {n} has {} free, the plan needs {}",
+                        human_bytes(free),
+                        human_bytes(need)
+                    ));
+                }
+            }
+        }
+        let total: u64 = split.iter().sum::<u64>().saturating_mul(page);
+        if !kept.is_empty() && short.is_empty() {
+            rationale.push(format!(
+                "host reserve: every node keeps at least max(2 GiB, 5 %) of its memory for the host ({})",
+                kept.join(", ")
+            ));
+        }
+        if !short.is_empty() {
+            warnings.push(format!(
+                "the plan leaves the host less than its reserve (max(2 GiB, 5 %) of each node) for {} of guest memory: {}; the host may swap or reclaim there: plan less memory or free room on a node",
+                human_bytes(total),
+                short.join("; ")
+            ));
+        }
+        if !below_free.is_empty() {
+            warnings.push(format!(
+                "MemFree is below what the plan takes from free memory ({}): {}; the kernel must reclaim page cache or move memory first, or {}",
+                if size_kb == KB_4K {
+                    "4 KiB guest pages".to_string()
+                } else {
+                    format!("{} pages `vmtune apply` reserves", page_name(size_kb))
+                },
+                below_free.join("; "),
+                if size_kb == KB_4K {
+                    "the guest's memory ends up on other nodes"
+                } else {
+                    "the reservation falls short"
+                }
+            ));
+        }
+        if !self.numa_known {
+            warnings.push(
+                "the host model does not say how much memory the host has: the plan cannot check that the guest's memory fits and leaves the host its reserve (max(2 GiB, 5 %))".into(),
+            );
+        } else if !unknown.is_empty() {
+            warnings.push(format!(
+                "the host model does not say how much memory node(s) {} have: the plan cannot check that the guest's memory fits there and leaves the host its reserve (max(2 GiB, 5 %))",
+                list(&unknown)
+            ));
         }
     }
 }

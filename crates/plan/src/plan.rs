@@ -76,7 +76,14 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
         },
     };
 
-    let guest_numa = topology::guest_numa(&ctx, req.profile, &pins, &mem, &mut rationale);
+    let guest_numa = topology::guest_numa(
+        &ctx,
+        req.profile,
+        &pins,
+        &mem,
+        &mut rationale,
+        &mut warnings,
+    );
     let guest_topology = topology::guest_topology(&ctx, &cores, &guest_numa, &mut rationale);
 
     // interrupts
@@ -122,6 +129,8 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
 
     let mut request = req.clone();
     request.devices = ctx.devices.iter().map(|d| d.bdf.clone()).collect();
+    // whole pages: what the emitters give the VM (a hugepage backend of 1001 MiB is refused)
+    request.memory_bytes = mem.bytes_per_node.iter().sum();
     Ok(Plan {
         request,
         host_source: host.source.clone(),
@@ -184,16 +193,24 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
         if free < n {
             return Err(format!("has {free} free CPUs for {n} vCPUs"));
         }
-        if ctx.node_terms(nodes).is_none() {
-            return Err(format!(
-                "cannot hold {mem} ({} after tenants)",
-                ctx.memory
-                    .capacity(nodes)
-                    .map(human_bytes)
-                    .unwrap_or_default()
-            ));
+        let cap = || {
+            ctx.memory
+                .capacity(nodes)
+                .map(human_bytes)
+                .unwrap_or_else(|| "unknown".into())
+        };
+        match ctx.node_terms(nodes) {
+            None => Err(format!("cannot hold {mem} ({} after tenants)", cap())),
+            Some(t) if t.host_reserve > p.cost.host_reserve => {
+                let reserve: u64 = nodes.iter().filter_map(|&n| ctx.memory.reserve(n)).sum();
+                Err(format!(
+                    "cannot hold {mem} and keep the host its reserve ({} after tenants, {} of it kept for the host)",
+                    cap(),
+                    human_bytes(reserve)
+                ))
+            }
+            Some(_) => Ok(()),
         }
-        Ok(())
     };
     let chosen = list(&p.nodes);
     if p.nodes.len() == 1 {
@@ -237,8 +254,12 @@ fn node_rationale(ctx: &Context, p: &Placement, out: &mut Vec<String>) {
             .filter_map(|&d| fits(&[d]).err().map(|e| format!("node {d} {e}")))
             .take(4)
             .collect();
+        let between = format!(
+            "{} between them",
+            topology::distances(ctx, &p.nodes).unwrap_or_default()
+        );
         out.push(format!(
-            "nodes {chosen}: no single node holds {n} vCPUs and {mem} ({}{}); the smallest set of nodes nearest the devices that does",
+            "nodes {chosen}: no single node holds {n} vCPUs and {mem} ({}{}); the smallest set of nodes that does, nearest the devices and then nearest each other ({between}), as remote memory costs every access",
             single.join("; "),
             if ctx.nodes.len() > 4 { "; …" } else { "" }
         ));
@@ -390,6 +411,11 @@ fn emulator_rationale(ctx: &Context, p: &Placement, cpus: &CpuSet) -> String {
         Place::OwnL3 => format!(
             "a spare whole core on the VM's node {node}, so QEMU's I/O threads do not preempt vCPUs"
         ),
+        Place::HostL3 if !p.nodes.contains(&node) => format!(
+            "a spare whole core in the host's {l3} on node {node}, which the housekeeping already shares: the VM's own L3 groups have no spare core, and its node(s) {} hold no housekeeping CPUs, so the housekeeping CPUs {} would be on node {node} too; a core of its own there is no farther from the VM and keeps QEMU's threads off the housekeeping CPUs",
+            list(&p.nodes),
+            ctx.host_cpus
+        ),
         Place::HostL3 => format!(
             "a spare whole core in the host's {l3} on node {node}, which the housekeeping already shares (the VM's own L3 groups have no spare core)"
         ),
@@ -398,17 +424,56 @@ fn emulator_rationale(ctx: &Context, p: &Placement, cpus: &CpuSet) -> String {
                 .host_cpus
                 .iter()
                 .any(|c| p.nodes.contains(&ctx.node_of(c)));
-            let why = if ctx.has_l3 {
-                "neither the VM's own L3 groups nor the host's have a spare core, and a core of an unused L3 group would spoil it for the next VM"
-            } else {
+            let elsewhere = if on_vm_node { "" } else { " (on another node than the VM's)" };
+            if !ctx.has_l3 {
                 // the host model has no L3 groups to speak of
-                "the VM's node(s) have no spare whole core"
+                format!(
+                    "the host housekeeping CPUs {}{elsewhere}: the VM's node(s) have no spare whole core",
+                    ctx.host_cpus
+                )
+            } else {
+            // the host's L3 groups' spare cores the rule passed over, and why
+            let guest: Vec<u32> = p.cores.clone();
+            let spare = |on_vm: bool, tenant_vcpus: bool| -> CpuSet {
+                ctx.cores
+                    .iter()
+                    .filter(|c| c.free && !guest.contains(&c.id))
+                    .filter(|c| p.nodes.contains(&c.node) == on_vm)
+                    .filter(|c| {
+                        c.l3.is_some_and(|l| {
+                            ctx.host_l3.contains(&l)
+                                && ctx.tenant_vcpu_l3.contains(&l) == tenant_vcpus
+                        })
+                    })
+                    .flat_map(|c| c.pus.iter().copied())
+                    .collect()
             };
+            let off_node = spare(false, false);
+            let beside_vm = spare(true, true);
+            let mut host = Vec::new();
+            if !off_node.is_empty() {
+                let mut nodes: Vec<u32> = off_node.iter().map(|c| ctx.node_of(c)).collect();
+                nodes.sort_unstable();
+                nodes.dedup();
+                host.push(format!(
+                    "the host's L3 group has spare cores (CPUs {off_node}) only on node(s) {}, farther from the VM than the housekeeping CPUs on its own node(s)",
+                    list(&nodes)
+                ));
+            }
+            if !beside_vm.is_empty() {
+                host.push(format!(
+                    "the host's L3 group's spare cores on the VM's node(s) (CPUs {beside_vm}) share it with another VM's vCPUs"
+                ));
+            }
+            if host.is_empty() {
+                host.push("neither have the host's L3 groups".into());
+            }
             format!(
-                "the host housekeeping CPUs {}{}: {why}",
+                "the host housekeeping CPUs {}{elsewhere}: the VM's own L3 groups have no spare core; {}; and a core of an unused L3 group would spoil it for the next VM",
                 ctx.host_cpus,
-                if on_vm_node { "" } else { " (on another node than the VM's)" }
+                host.join("; ")
             )
+            }
         }
     };
     let never = if ctx.has_l3 {
@@ -615,15 +680,16 @@ mod tests {
         r.devices = vec!["81:00.0".into()];
         let p = plan(&r, &host, &[]).unwrap();
         // node 1 (cores 4-7) holds the GPU; the guest takes one whole L3 group (cores 4-5);
-        // its own group has no spare core and the host's group is on node 0, so the emulator
-        // shares the housekeeping CPUs rather than spoil node 1's other, clean group
+        // its own group has no spare core, and rather than spoil node 1's other, clean group
+        // the emulator takes the spare core of the host's group on node 0, where the
+        // housekeeping CPUs it would otherwise share are too
         assert_eq!(p.memory.host_nodes, vec![1]);
         assert_eq!(p.guest_cpus(), set("4-5,12-13"));
-        assert_eq!(p.emulator_cpus, p.host_cpus);
+        assert_eq!(p.emulator_cpus, set("1,9"));
         assert!(
             p.rationale
                 .iter()
-                .any(|r| r.contains("spoil it for the next VM")),
+                .any(|r| r.contains("no farther from the VM")),
             "{:?}",
             p.rationale
         );

@@ -1,7 +1,8 @@
 //! Choosing the guest's nodes and cores, then its emulator core.
 //!
 //! The search is exact for the cost function in [`crate::cost`]: node sets are tried by
-//! increasing size (the first cost term), every node set of that size is scored, and within a
+//! whether they leave every node its host reserve and then by increasing size (the first two
+//! cost terms), every node set of that size is scored, and within a
 //! node set the cores come from a knapsack over L3 groups whose per-group options are
 //! themselves knapsacks over L2 groups and then over classes of interchangeable cores (same
 //! node, kind, number of PUs). Every cost term within a node set is additive over cores or L3
@@ -358,7 +359,15 @@ fn node_sets(ctx: &Context, k: usize) -> (Vec<Vec<u32>>, bool) {
 }
 
 /// The best placement, or `None` when nothing fits.
+///
+/// The first cost term, whether the memory takes some of a node's host reserve, is the outer
+/// loop: node sets that leave every node its reserve by increasing size, then (only if none
+/// fits) those that do not.
 pub fn best_placement(ctx: &Context) -> Option<Placement> {
+    (0..=1).find_map(|host_reserve| best_with_reserve(ctx, host_reserve))
+}
+
+fn best_with_reserve(ctx: &Context, host_reserve: u32) -> Option<Placement> {
     for k in 1..=ctx.nodes.len() {
         let (sets, exhaustive) = node_sets(ctx, k);
         let mut best: Option<(Cost, CoreBits, Vec<u32>)> = None;
@@ -366,16 +375,21 @@ pub fn best_placement(ctx: &Context) -> Option<Placement> {
             if ctx.free_pus_in(&nodes) < ctx.vcpus {
                 continue;
             }
-            let Some((n_nodes, page_rank)) = ctx.node_terms(&nodes) else {
+            let Some(terms) = ctx
+                .node_terms(&nodes)
+                .filter(|t| t.host_reserve == host_reserve)
+            else {
                 continue;
             };
             let Some((v, total, kinds)) = best_cores(ctx, &nodes) else {
                 continue;
             };
             let cost = Cost {
-                nodes: n_nodes,
+                host_reserve: terms.host_reserve,
+                nodes: terms.nodes,
                 device_distance: v.device_distance,
-                page_rank,
+                node_distance: terms.node_distance,
+                page_rank: terms.page_rank,
                 no_l3_pus: v.no_l3_pus,
                 kinds,
                 efficiency: v.efficiency,

@@ -44,14 +44,21 @@ pub fn pins(ctx: &Context, cores: &[u32]) -> Vec<VcpuPin> {
     out
 }
 
+/// More than this share of the guest's memory remote to the vCPUs that use it is warned
+/// about (percent).
+pub const REMOTE_MEMORY_WARN_PERCENT: u64 = 25;
+
 /// Guest cells: one per host node when the VM spans nodes and the profile gains from it
 /// (`membw`: the r/VFIO pinning benchmark measured STREAM 2–7x with guest NUMA), else one cell.
+/// Either way the rationale says why, and more than [`REMOTE_MEMORY_WARN_PERCENT`] % of the
+/// memory remote to the vCPUs that use it is warned about.
 pub fn guest_numa(
     ctx: &Context,
     profile: Profile,
     pins: &[VcpuPin],
     mem: &MemoryDecision,
     rationale: &mut Vec<String>,
+    warnings: &mut Vec<String>,
 ) -> Vec<GuestNumaCell> {
     let node_of = |cpu: u32| ctx.node_of(cpu);
     let mut cpu_nodes: Vec<u32> = pins.iter().map(|p| node_of(p.cpu)).collect();
@@ -59,7 +66,15 @@ pub fn guest_numa(
     cpu_nodes.dedup();
     let total: u64 = mem.bytes_per_node.iter().sum();
     let spans = cpu_nodes.len() > 1 && ctx.numa_known;
-    if spans && profile == Profile::Membw {
+    // nodes holding guest memory but none of its vCPUs
+    let memory_only: Vec<u32> = mem
+        .host_nodes
+        .iter()
+        .zip(&mem.bytes_per_node)
+        .filter(|(n, b)| **b > 0 && !cpu_nodes.contains(n))
+        .map(|(&n, _)| n)
+        .collect();
+    let cells: Vec<GuestNumaCell> = if spans && profile == Profile::Membw {
         let cells: Vec<GuestNumaCell> = mem
             .host_nodes
             .iter()
@@ -77,30 +92,185 @@ pub fn guest_numa(
                 host_nodes: vec![node],
             })
             .collect();
+        let each: Vec<String> = cells
+            .iter()
+            .map(|c| {
+                let node = c.host_nodes.first().copied().unwrap_or(0);
+                if c.vcpus.is_empty() {
+                    format!(
+                        "cell {}: no vCPUs, {} on node {node}",
+                        c.cell,
+                        human_bytes(c.memory_bytes)
+                    )
+                } else {
+                    format!(
+                        "cell {}: vCPUs {} and {} on node {node}",
+                        c.cell,
+                        c.vcpus,
+                        human_bytes(c.memory_bytes)
+                    )
+                }
+            })
+            .collect();
         rationale.push(format!(
-            "guest NUMA: {} cells mirroring host nodes {}: the VM spans nodes and the membw profile gains CPU-side memory bandwidth from it (r/VFIO pinning benchmark: STREAM 2-7x)",
+            "guest NUMA: {} cells mirroring host nodes {} ({}), each cell's memory on the node its vCPUs run on (in proportion to them where the node has room), so the guest's own NUMA policy keeps memory local: the VM spans nodes and the membw profile gains CPU-side memory bandwidth from it (r/VFIO pinning benchmark: STREAM 2-7x){}",
             cells.len(),
-            crate::memory::list(&mem.host_nodes)
+            crate::memory::list(&mem.host_nodes),
+            each.join("; "),
+            distances(ctx, &mem.host_nodes)
+                .map(|d| format!("; host {d} between them"))
+                .unwrap_or_default()
         ));
-        return cells;
-    }
-    if spans {
-        rationale.push(format!(
-            "guest NUMA: one cell although the VM spans host nodes {}: the r/VFIO pinning benchmark found guest NUMA no help to GPU compute and harmful to collectives through host memory; use --profile membw to expose the nodes",
-            crate::memory::list(&cpu_nodes)
-        ));
+        cells
     } else {
-        rationale.push(
-            "guest NUMA: one cell, as the VM sits on one host node (r/VFIO pinning benchmark: start single-NUMA)"
-                .into(),
-        );
+        if spans {
+            rationale.push(format!(
+                "guest NUMA: one cell although the VM spans host nodes {}: the r/VFIO pinning benchmark found guest NUMA no help to GPU compute and harmful to collectives through host memory; use --profile membw to expose the nodes",
+                crate::memory::list(&cpu_nodes)
+            ));
+        } else if !memory_only.is_empty() && ctx.numa_known {
+            rationale.push(format!(
+                "guest NUMA: one cell: the vCPUs sit on host node {} and the memory that did not fit there is on node(s) {} (r/VFIO pinning benchmark: start single-NUMA)",
+                crate::memory::list(&cpu_nodes),
+                crate::memory::list(&memory_only)
+            ));
+        } else {
+            rationale.push(
+                "guest NUMA: one cell, as the VM sits on one host node (r/VFIO pinning benchmark: start single-NUMA)"
+                    .into(),
+            );
+        }
+        vec![GuestNumaCell {
+            cell: 0,
+            vcpus: (0..ctx.vcpus).collect::<CpuSet>(),
+            memory_bytes: total,
+            host_nodes: mem.host_nodes.clone(),
+        }]
+    };
+    if ctx.numa_known {
+        remote_warning(ctx, pins, mem, &cells, &memory_only, warnings);
     }
-    vec![GuestNumaCell {
-        cell: 0,
-        vcpus: (0..ctx.vcpus).collect::<CpuSet>(),
-        memory_bytes: total,
-        host_nodes: mem.host_nodes.clone(),
-    }]
+    cells
+}
+
+/// "NUMA distance 12" / "NUMA distances 12-32": the host's distances between `nodes`, `None`
+/// for one node.
+pub fn distances(ctx: &Context, nodes: &[u32]) -> Option<String> {
+    let d: Vec<u64> = nodes
+        .iter()
+        .flat_map(|&a| nodes.iter().filter(move |&&b| b != a).map(move |&b| (a, b)))
+        .map(|(a, b)| ctx.distance(a, b))
+        .collect();
+    match (d.iter().min(), d.iter().max()) {
+        (Some(lo), Some(hi)) if lo == hi => Some(format!("NUMA distance {lo}")),
+        (Some(lo), Some(hi)) => Some(format!("NUMA distances {lo}-{hi}")),
+        _ => None,
+    }
+}
+
+/// Bytes of each cell's memory on a host node, times the share of the cell's vCPUs that run
+/// elsewhere (all of it for a cell without vCPUs): the guest's memory remote to the vCPUs
+/// that use it, as the guest sees each cell's memory as local to all of the cell's vCPUs.
+pub fn remote_bytes(
+    ctx: &Context,
+    pins: &[VcpuPin],
+    mem: &MemoryDecision,
+    cells: &[GuestNumaCell],
+) -> u64 {
+    let mut remote: u128 = 0;
+    for c in cells {
+        let cpus: Vec<u32> = pins
+            .iter()
+            .filter(|p| c.vcpus.contains(p.vcpu))
+            .map(|p| ctx.node_of(p.cpu))
+            .collect();
+        for (&node, &bytes) in mem.host_nodes.iter().zip(&mem.bytes_per_node) {
+            if !c.host_nodes.contains(&node) {
+                continue;
+            }
+            // a cell of one node holds its share; a cell over several holds the decision's
+            let bytes = if c.host_nodes.len() == 1 {
+                c.memory_bytes
+            } else {
+                bytes
+            };
+            if cpus.is_empty() {
+                remote += u128::from(bytes);
+                continue;
+            }
+            let away = cpus.iter().filter(|&&n| n != node).count() as u128;
+            remote += u128::from(bytes) * away / cpus.len() as u128;
+        }
+    }
+    remote.min(u128::from(u64::MAX)) as u64
+}
+
+fn remote_warning(
+    ctx: &Context,
+    pins: &[VcpuPin],
+    mem: &MemoryDecision,
+    cells: &[GuestNumaCell],
+    memory_only: &[u32],
+    warnings: &mut Vec<String>,
+) {
+    let total: u64 = cells.iter().map(|c| c.memory_bytes).sum();
+    let remote = remote_bytes(ctx, pins, mem, cells);
+    if total == 0
+        || u128::from(remote) * 100 <= u128::from(total) * u128::from(REMOTE_MEMORY_WARN_PERCENT)
+    {
+        return;
+    }
+    let pct = u128::from(remote) * 100 / u128::from(total);
+    let mut why = Vec::new();
+    let spanning = cells
+        .iter()
+        .filter(|c| {
+            let mut n: Vec<u32> = pins
+                .iter()
+                .filter(|p| c.vcpus.contains(p.vcpu))
+                .map(|p| ctx.node_of(p.cpu))
+                .collect();
+            n.sort_unstable();
+            n.dedup();
+            n.len() > 1
+        })
+        .count();
+    if spanning > 0 {
+        why.push(format!(
+            "the guest sees its vCPUs on host nodes {} as one NUMA node, so each reaches the other nodes' share of the memory{}; --profile membw exposes the nodes to the guest",
+            crate::memory::list(
+                &pins
+                    .iter()
+                    .map(|p| ctx.node_of(p.cpu))
+                    .collect::<std::collections::BTreeSet<u32>>()
+                    .into_iter()
+                    .collect::<Vec<u32>>()
+            ),
+            distances(ctx, &mem.host_nodes)
+                .map(|d| format!(" (host {d})"))
+                .unwrap_or_default()
+        ));
+    }
+    if !memory_only.is_empty() {
+        let bytes: u64 = mem
+            .host_nodes
+            .iter()
+            .zip(&mem.bytes_per_node)
+            .filter(|(n, _)| memory_only.contains(n))
+            .map(|(_, b)| *b)
+            .sum();
+        why.push(format!(
+            "node(s) {} hold {} of it and none of its vCPUs, as the vCPUs' node(s) had no room for all of it: less memory, or room freed on the vCPUs' node(s), keeps it local",
+            crate::memory::list(memory_only),
+            human_bytes(bytes)
+        ));
+    }
+    warnings.push(format!(
+        "{pct} % of the guest's memory ({} of {}) is remote to the vCPUs that use it (more than {REMOTE_MEMORY_WARN_PERCENT} %): {}; every such access crosses the host's interconnect",
+        human_bytes(remote),
+        human_bytes(total),
+        why.join("; ")
+    ));
 }
 
 /// Sockets/dies/cores/threads matching the pins: threads = PUs per core when every guest
@@ -152,6 +322,20 @@ pub fn guest_topology(
             .all(|&c| c > 0 && c == with_cpus[0] && c % threads as u64 == 0)
     {
         sockets = cells.len() as u32;
+        rationale.push(format!(
+            "guest sees {sockets} sockets, one per NUMA cell, as each cell has {} vCPUs",
+            with_cpus[0]
+        ));
+    } else if cells.len() > 1 {
+        rationale.push(format!(
+            "guest sees 1 socket with {} NUMA cells: the cells' vCPU counts ({}) are not equal whole cores, so no socket layout matches them",
+            cells.len(),
+            with_cpus
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     GuestTopology {
         sockets,

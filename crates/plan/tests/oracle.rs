@@ -5,8 +5,9 @@
 //! `plan::cost::Scorer` (no knapsack, no pruning) and keeps the minimum of
 //! (cost, Σ 2^core, node list). It then places the emulator by brute force over every free
 //! core, with the rule written out here from its definition in `plan::emulator` (own L3 group,
-//! the host's L3 group, the housekeeping CPUs on the VM's node, an unused L3 group, the
-//! housekeeping CPUs elsewhere; never another tenant's L3 group), and checks the planner's
+//! the host's L3 group on the VM's nodes, then off them where the housekeeping CPUs are all
+//! off them too, then the housekeeping CPUs; never another tenant's L3 group nor an unused
+//! one), and checks the planner's
 //! emulator against it and against the rule's properties. The planner
 //! (`plan::select::best_placement`) must return the same placement on every small shared
 //! topology (≤ 32 PUs) and on random synthetic hosts, also as tenants pile up one after
@@ -27,8 +28,9 @@ const MAX_ENUM: usize = 16;
 
 type Best = (Cost, CoreBits, Vec<u32>, Vec<u32>);
 
-/// The emulator rule's order: (place rank, device distance, slower kind first, L2 rank, core).
-type EmulatorKey = (u32, u64, std::cmp::Reverse<u32>, u32, u32);
+/// The emulator rule's order: (place rank, off the VM's nodes, distance to them, device
+/// distance, slower kind first, L2 rank, core).
+type EmulatorKey = (u32, bool, u64, u64, std::cmp::Reverse<u32>, u32, u32);
 
 fn oracle(ctx: &Context) -> Result<Option<Best>, String> {
     let nodes = &ctx.nodes;
@@ -89,22 +91,41 @@ fn oracle_emulator(
     let own: Vec<Option<u32>> = guest.iter().map(|&g| ctx.cores[g as usize].l3).collect();
     let l3_has = |l3: u32, cpus: &CpuSet| ctx.l3_cpus[&l3].intersects(cpus);
     let tenant_vcpus = tenant_vcpus(tenants);
+    // the housekeeping CPUs are all off the VM's nodes: a host-L3 core off them may do
+    let housekeeping_away = ctx
+        .host_cpus
+        .iter()
+        .all(|cpu| !nodes.contains(&ctx.node_of(cpu)));
     let mut best: Option<(EmulatorKey, Place)> = None;
     for c in &ctx.cores {
-        if !c.free || !nodes.contains(&c.node) || guest.contains(&c.id) {
+        if !c.free || guest.contains(&c.id) {
             continue;
         }
+        let away = !nodes.contains(&c.node);
         let any_l3 = ctx.cores.iter().any(|x| x.l3.is_some());
-        let (rank, place) = if !any_l3 {
+        let host_group = |l: u32| l3_has(l, &ctx.host_cpus) && !l3_has(l, &tenant_vcpus);
+        let (rank, place) = if away {
+            match c.l3 {
+                Some(l) if any_l3 && housekeeping_away && host_group(l) => (1, Place::HostL3),
+                _ => continue,
+            }
+        } else if !any_l3 {
             (0, Place::OwnL3)
         } else {
             match c.l3 {
                 Some(l) if own.contains(&Some(l)) => (0, Place::OwnL3),
-                Some(l) if l3_has(l, &ctx.host_cpus) && !l3_has(l, &tenant_vcpus) => {
-                    (1, Place::HostL3)
-                }
+                Some(l) if host_group(l) => (1, Place::HostL3),
                 _ => continue,
             }
+        };
+        let to_vm = if away {
+            nodes
+                .iter()
+                .map(|&n| ctx.distance(c.node, n))
+                .min()
+                .unwrap()
+        } else {
+            0
         };
         let l2 = match c.l2 {
             None => 2,
@@ -123,6 +144,8 @@ fn oracle_emulator(
         };
         let key = (
             rank,
+            away,
+            to_vm,
             ctx.node_device_distance(c.node),
             std::cmp::Reverse(c.kind),
             l2,
@@ -151,10 +174,22 @@ fn check_emulator_rule(ctx: &Context, tenants: &[Tenant], p: &Placement) -> Resu
         return Ok(());
     };
     let info = &ctx.cores[e as usize];
-    if !info.free || !p.nodes.contains(&info.node) || p.cores.contains(&e) {
-        return Err(format!(
-            "emulator core {e} is not a spare core on the VM's nodes"
-        ));
+    if !info.free || p.cores.contains(&e) {
+        return Err(format!("emulator core {e} is not a spare core"));
+    }
+    if !p.nodes.contains(&info.node) {
+        let housekeeping_on_vm = ctx
+            .host_cpus
+            .iter()
+            .any(|cpu| p.nodes.contains(&ctx.node_of(cpu)));
+        let host_l3 = info
+            .l3
+            .is_some_and(|l| ctx.l3_cpus[&l].intersects(&ctx.host_cpus));
+        if housekeeping_on_vm || !host_l3 {
+            return Err(format!(
+                "emulator core {e} is off the VM's nodes, but not a host-L3 core beside housekeeping CPUs that are all off them too"
+            ));
+        }
     }
     if let Some(l3) = info.l3 {
         let own = p

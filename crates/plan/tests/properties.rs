@@ -236,6 +236,17 @@ fn check_emulator(host: &Host, tenants: &[Tenant], p: &Plan) -> Result<(), Strin
         .iter()
         .map(|c| host.pu(c).and_then(|x| x.l3))
         .collect();
+    // off the VM's nodes only beside housekeeping CPUs that are all off them too
+    let node = |cpu: u32| host.pu(cpu).and_then(|x| x.numa);
+    let vm_nodes: Vec<Option<u32>> = p.guest_cpus().iter().map(node).collect();
+    if p.emulator_cpus.iter().any(|c| !vm_nodes.contains(&node(c)))
+        && p.host_cpus.iter().any(|c| vm_nodes.contains(&node(c)))
+    {
+        return Err(format!(
+            "emulator CPUs {} are off the VM's nodes though housekeeping CPUs are on them",
+            p.emulator_cpus
+        ));
+    }
     for cpu in p.emulator_cpus.iter() {
         let Some(l3) = host.pu(cpu).and_then(|x| x.l3) else {
             continue;
@@ -264,7 +275,8 @@ fn check_emulator(host: &Host, tenants: &[Tenant], p: &Plan) -> Result<(), Strin
     Ok(())
 }
 
-/// Independent of the planner: free PUs on whole free cores of `node` and its memory.
+/// Independent of the planner: free PUs on whole free cores of `node` and its memory, less
+/// the host's reserve.
 fn device_node_has_room(
     host: &Host,
     req: &Request,
@@ -289,7 +301,8 @@ fn device_node_has_room(
     let mem_ok = host
         .numa_node(node)
         .and_then(|n| n.memory_bytes)
-        .is_none_or(|m| m.saturating_sub(held) >= req.memory_bytes);
+        // the host keeps max(2 GiB, 5 %) of the node
+        .is_none_or(|m| m.saturating_sub(held) >= req.memory_bytes + (2 * common::GIB).max(m / 20));
     free >= req.vcpus as usize && mem_ok
 }
 

@@ -191,6 +191,9 @@ fn refusals_exit_2_with_one_line() {
             "not a PCI address",
         ),
         (vec!["--vcpus", "4", "--memory", "lots"], "invalid size"),
+        // below MIN_MEMORY_BYTES
+        (vec!["--vcpus", "1", "--memory", "1M"], "at least 64 MiB"),
+        (vec!["--vcpus", "1", "--memory", "0"], "at least 64 MiB"),
     ] {
         let mut full = vec!["plan", "--topology", "builtin"];
         full.extend(args);
