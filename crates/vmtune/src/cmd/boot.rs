@@ -34,10 +34,11 @@ impl Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Build a boot timeline from logs: containerd journals (`journalctl -u containerd`),
-    /// kata-agent/guest console text, dmesg, bpftrace and ftrace output of `vmtune boot trace`,
-    /// `kubectl describe pod`. Formats are detected per line; give as many files as you have.
-    /// With --all: every boot of every node in the inputs, side by side.
+    /// Build a boot timeline from logs: containerd journals (`journalctl -u containerd`, any
+    /// `-o short*` or `-o json`), kata-agent/guest console text, the guest's dmesg (plain, -r,
+    /// -x, -d, or `journalctl -k -o short-monotonic`), bpftrace and ftrace output of `vmtune
+    /// boot trace`, `kubectl describe pod`. Formats are detected per line; give as many files
+    /// as you have. With --all: every boot of every node in the inputs, side by side.
     Analyze(AnalyzeArgs),
     /// Print the host-side tracing scripts (bpftrace pin-pages and map-ioctl probes, ftrace
     /// recipe), or run one with bpftrace while a VM boots.
