@@ -750,3 +750,89 @@ fn host_without_cache_information_says_l3_unknown() {
     );
     assert!(!text.contains("L3 group"), "{text}");
 }
+
+/// A POWER9 host (hwloc's nvidiagpunumanodes sysfs snapshot, ppc64le): the emitters, which
+/// write x86 VMs, are refused in one line naming the architecture (exit 2, nothing on
+/// stdout); the report and --emit json still plan, without x86 features. Before, `--emit
+/// qemu` printed a q35 machine with Hyper-V flags for it.
+#[test]
+fn emitters_are_refused_on_a_power9_host() {
+    let power9 = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/topologies/sysfs/nvidiagpunumanodes.tar.bz2"
+    );
+    let base = [
+        "plan",
+        "--topology",
+        power9,
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--os",
+        "windows",
+    ];
+    for emit in [
+        "qemu",
+        "libvirt",
+        "kata",
+        "kata-config",
+        "kata-pod",
+        "kubevirt",
+    ] {
+        let mut args = base.to_vec();
+        args.extend(["--emit", emit]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{emit}: {}", stdout(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{emit}: {err}");
+        assert!(
+            err.contains(&format!("--emit {emit} is for x86 hosts")) && err.contains("ppc64le"),
+            "{emit}: {err}"
+        );
+        assert!(stdout(&o).is_empty(), "{emit}");
+    }
+    // --domain alone means --emit libvirt: refused too
+    let (_d, dom) = temp_file(
+        "vm.xml",
+        b"<domain type='kvm'><name>vm</name><memory unit='GiB'>4</memory><vcpu>4</vcpu></domain>",
+    );
+    let mut args = base.to_vec();
+    args.extend(["--domain", dom.to_str().unwrap()]);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--emit libvirt is for x86 hosts"),
+        "{}",
+        stderr(&o)
+    );
+
+    // the plan itself: no x86 features, and the report names the architecture
+    let mut args = base.to_vec();
+    args.extend(["--emit", "json"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["cpu_features"]["hyperv"], serde_json::json!([]));
+    assert_eq!(p["cpu_features"]["timers"], serde_json::json!([]));
+    let o = run(&base);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let host = text.lines().find(|l| l.starts_with("Host: ")).unwrap();
+    assert!(host.contains("ppc64le"), "{host}");
+    assert!(text.contains("CPU features: defaults"), "{text}");
+
+    // an x86 host still emits
+    let o = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "2",
+        "--memory",
+        "1G",
+        "--emit",
+        "qemu",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -191,6 +191,15 @@ pub fn read_tenant(path: &Path) -> Result<Tenant> {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let host = args.host.load()?;
+    let emit = match args.emit {
+        Some(e) => Some(e),
+        None if args.json => Some(EmitArg::Json),
+        None if args.domain.is_some() => Some(EmitArg::Libvirt),
+        None => None,
+    };
+    if let Some(e) = emit.filter(|&e| e != EmitArg::Json) {
+        refuse_non_x86(&host, e)?;
+    }
     let tenants = args
         .tenants
         .iter()
@@ -234,12 +243,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let domain = domain.map(|(p, x, _)| (p, x));
-    let emit = match (args.emit, &domain) {
-        (Some(e), _) => Some(e),
-        (None, _) if args.json => Some(EmitArg::Json),
-        (None, Some(_)) => Some(EmitArg::Libvirt),
-        (None, None) => None,
-    };
     let is_kata = matches!(
         emit,
         Some(EmitArg::Kata | EmitArg::KataConfig | EmitArg::KataPod)
@@ -290,6 +293,33 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The emitters write x86 VMs (QEMU's q35 with `-cpu host` and x86 flags and timers,
+/// libvirt's and KubeVirt's x86 CPU features and clocks, Kata's x86 `cpu_features`): on a
+/// host of another architecture they are refused, naming it; on one of unknown architecture
+/// they are written as before. The report and the plan JSON still work.
+fn refuse_non_x86(host: &Host, emit: EmitArg) -> Result<()> {
+    let Some(arch) = host
+        .arch
+        .as_deref()
+        .filter(|_| host.is_x86() == Some(false))
+    else {
+        return Ok(());
+    };
+    let name = match emit {
+        EmitArg::Json => return Ok(()),
+        EmitArg::Libvirt => "libvirt",
+        EmitArg::Qemu => "qemu",
+        EmitArg::Kata => "kata",
+        EmitArg::KataConfig => "kata-config",
+        EmitArg::KataPod => "kata-pod",
+        EmitArg::Kubevirt => "kubevirt",
+    };
+    bail!(
+        "--emit {name} is for x86 hosts (it writes x86 machine, CPU and timer settings), but the host {} is {arch}; the report and --emit json still work",
+        host.name.as_deref().unwrap_or(&host.source)
+    )
 }
 
 /// The report for the VFIO gaming-host write-up example: a 12-vCPU Windows gaming VM with the GPU at 01:00.0
@@ -350,9 +380,10 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
     );
     let _ = writeln!(
         o,
-        "Host: {} ({}): {} PUs, {} cores, {}, {} NUMA node(s)",
+        "Host: {} ({}, {}): {} PUs, {} cores, {}, {} NUMA node(s)",
         host.name.as_deref().unwrap_or("unnamed"),
         host.source,
+        host.arch.as_deref().unwrap_or("architecture unknown"),
         host.pus.len(),
         host.cores.len(),
         host.l3_summary(),
