@@ -836,3 +836,91 @@ fn emitters_are_refused_on_a_power9_host() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `--domain` of a Windows guest as virt-manager makes it (UEFI, Hyper-V, hypervclock, local
+/// RTC, libosinfo win/11): without --os the plan is for Windows, says why, and the patched
+/// domain keeps its Windows clock; before, the plan was Linux and the patch added kvmclock
+/// to the Windows domain. An --os that contradicts the domain is followed, with a warning.
+#[test]
+fn the_guest_os_comes_from_the_domain() {
+    let dom = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../emit/tests/fixtures/virt_manager_win11.xml"
+    );
+    let base = [
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "8G",
+        "--gpu",
+        "01:00.0",
+        "--domain",
+        dom,
+    ];
+    let mut args = base.to_vec();
+    args.push("--json");
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["request"]["os"], "windows");
+    let timers: Vec<&str> = p["cpu_features"]["timers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(timers, ["rtc", "pit", "hpet", "hypervclock"]);
+    let first = p["rationale"][0].as_str().unwrap();
+    assert!(
+        first.starts_with("guest OS windows from domain")
+            && first.contains("libosinfo id http://microsoft.com/win/11"),
+        "{first}"
+    );
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+
+    // the patched domain: still Windows' clock, no kvmclock
+    let o = run(&base);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("<timer name='hypervclock' present='yes'/>"),
+        "{out}"
+    );
+    assert!(!out.contains("kvmclock"), "{out}");
+
+    // --os that says the same: no warning; one that contradicts: followed, with a warning
+    let mut args = base.to_vec();
+    args.extend(["--os", "windows", "--emit", "qemu"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("looks like"), "{}", stderr(&o));
+    let mut args = base.to_vec();
+    args.extend(["--os", "linux", "--json"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["request"]["os"], "linux");
+    let w = p["warnings"][0].as_str().unwrap();
+    assert!(
+        w.starts_with("--os linux but domain")
+            && w.contains(
+                "looks like a windows guest (its libosinfo id http://microsoft.com/win/11)"
+            ),
+        "{w}"
+    );
+    let mut args = base.to_vec();
+    args.extend(["--os", "linux"]);
+    let o = run(&args);
+    assert_eq!(
+        stderr(&o)
+            .lines()
+            .filter(|l| l.contains("looks like a windows guest"))
+            .count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}

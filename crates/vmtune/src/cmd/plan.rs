@@ -48,9 +48,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "gaming")]
     pub profile: ProfileArg,
     /// Guest OS: sets Hyper-V enlightenments (windows), hides the hypervisor CPUID bit so the
-    /// guest uses the TSC (windows7).
-    #[arg(long, value_enum, default_value = "linux")]
-    pub os: OsArg,
+    /// guest uses the TSC (windows7). Default: the --domain's OS (its libosinfo id, direct
+    /// kernel boot, Hyper-V settings, local-time RTC), else linux.
+    #[arg(long, value_enum)]
+    pub os: Option<OsArg>,
     /// A VM already on the host: a plan JSON from `vmtune plan --json` or a libvirt domain
     /// XML. Its pinned CPUs, devices and hugepages are taken. Repeat for several.
     #[arg(long = "tenant", value_name = "FILE")]
@@ -149,9 +150,9 @@ impl Args {
                 ProfileArg::Collective => Profile::Collective,
             },
             os: match self.os {
-                OsArg::Linux => GuestOs::Linux,
-                OsArg::Windows => GuestOs::Windows,
-                OsArg::Windows7 => GuestOs::Windows7,
+                None | Some(OsArg::Linux) => GuestOs::Linux,
+                Some(OsArg::Windows) => GuestOs::Windows,
+                Some(OsArg::Windows7) => GuestOs::Windows7,
             },
             hugepages: match self.hugepages {
                 HugepagesArg::Auto => HugepagePolicy::Auto,
@@ -217,6 +218,39 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         None => None,
     };
+    // the guest OS: --os, else what the domain shows; a contradiction is warned about
+    let mut os_notes: (Option<String>, Option<String>) = (None, None);
+    if let Some((_, xml, choices)) = &domain {
+        let shown = emit::libvirt::domain_guest_os(xml).with_context(|| choices.source.clone())?;
+        let name = |os: GuestOs| serde_plain(&os);
+        match (args.os, shown) {
+            (None, Some(d)) => {
+                req.os = d.os;
+                os_notes.0 = Some(format!(
+                    "guest OS {} from {}: {} (no --os given)",
+                    name(d.os),
+                    choices.source,
+                    d.evidence
+                ));
+            }
+            (None, None) => {
+                os_notes.0 = Some(format!(
+                    "guest OS linux: no --os given and {} does not show its OS (no libosinfo id, Hyper-V settings, direct kernel boot or local-time RTC)",
+                    choices.source
+                ));
+            }
+            (Some(_), Some(d)) if d.os != req.os => {
+                os_notes.1 = Some(format!(
+                    "--os {} but {} looks like a {} guest ({}): the plan follows --os",
+                    name(req.os),
+                    choices.source,
+                    name(d.os),
+                    d.evidence
+                ));
+            }
+            (Some(_), _) => {}
+        }
+    }
     // libvirt refuses hugepages with anonymous memory (TDX/SEV guides set it): plan 4K
     let anonymous = domain
         .as_ref()
@@ -233,6 +267,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let mut plan = plan::plan(&req, &host, &tenants)?;
+    if let Some(line) = os_notes.0 {
+        plan.rationale.insert(0, line);
+    }
+    if let Some(line) = os_notes.1 {
+        plan.warnings.insert(0, line);
+    }
     if let Some((_, _, choices)) = &domain {
         plan::adopt_domain(&mut plan, choices);
         if anonymous {
