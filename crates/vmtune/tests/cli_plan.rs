@@ -556,6 +556,54 @@ fn kata_container_memory_is_the_ceiling_and_the_vm_stays() {
     assert!(stderr(&o).contains("--kata-container-memory goes with --emit kata"));
 }
 
+/// --kata-container-memory below 64M is refused in one line (exit 2, nothing on stdout), for
+/// every Kata format; before, 16M was raised to 64Mi without a word.
+#[test]
+fn kata_container_memory_below_64m_is_refused() {
+    for (size, said) in [("16M", "16M"), ("65535K", "65535K"), ("0M", "0M")] {
+        for emit in ["kata", "kata-config", "kata-pod"] {
+            let o = run(&[
+                "plan",
+                "--topology",
+                "builtin",
+                "--vcpus",
+                "2",
+                "--memory",
+                "4G",
+                "--emit",
+                emit,
+                "--kata-container-memory",
+                size,
+            ]);
+            assert_eq!(o.status.code(), Some(2), "{size} {emit}: {}", stdout(&o));
+            assert!(stdout(&o).is_empty(), "{size} {emit}");
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with(&format!(
+                    "vmtune: error: --kata-container-memory {said} is below 64M"
+                )),
+                "{err}"
+            );
+        }
+    }
+    // 64M itself is the floor, taken
+    let o = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "2",
+        "--memory",
+        "4G",
+        "--emit",
+        "kata-pod",
+        "--kata-container-memory",
+        "64M",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 #[test]
 fn qemu_has_no_unused_iothread() {
     let mut args = GAMING.to_vec();

@@ -79,7 +79,7 @@ pub struct Args {
     /// With --emit kata/kata-config/kata-pod: the container's memory limit, its ceiling inside
     /// the guest (Kata applies it there); default: all of --memory but Kata's 256 MiB floor.
     /// For a hugepage-backed guest the scheduler reserves this limit a second time, as
-    /// memory: a lower SIZE (64M at least) reserves less. The VM stays --memory.
+    /// memory: a lower SIZE reserves less (below 64M is refused). The VM stays --memory.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub kata_container_memory: Option<u64>,
     /// Existing libvirt domain XML: the plan keeps its Hyper-V, KVM and hypervisor-bit
@@ -201,6 +201,29 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(e) = emit.filter(|&e| e != EmitArg::Json) {
         refuse_non_x86(&host, e)?;
     }
+    let is_kata = matches!(
+        emit,
+        Some(EmitArg::Kata | EmitArg::KataConfig | EmitArg::KataPod)
+    );
+    if let Some(bytes) = args.kata_container_memory {
+        if !is_kata {
+            bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
+        }
+        let min = emit::kata::MIN_CONTAINER_MEMORY_MIB;
+        if bytes < min << 20 {
+            // exactly as much as was given: 63.99M must not read as 64M
+            let given = if bytes % (1 << 20) == 0 {
+                format!("{}M", bytes >> 20)
+            } else if bytes % 1024 == 0 {
+                format!("{}K", bytes >> 10)
+            } else {
+                format!("{bytes}B")
+            };
+            bail!(
+                "--kata-container-memory {given} is below {min}M, the least vmtune gives a container (a Guaranteed pod needs a memory limit, and Kata applies it inside the guest as the container's ceiling)"
+            );
+        }
+    }
     let tenants = args
         .tenants
         .iter()
@@ -283,13 +306,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let domain = domain.map(|(p, x, _)| (p, x));
-    let is_kata = matches!(
-        emit,
-        Some(EmitArg::Kata | EmitArg::KataConfig | EmitArg::KataPod)
-    );
-    if args.kata_container_memory.is_some() && !is_kata {
-        bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
-    }
     let kata = emit::kata::KataOptions {
         container_memory_mib: args.kata_container_memory.map(|b| b.div_ceil(1 << 20)),
     };
