@@ -63,7 +63,10 @@ fn live_host_loads_and_matches_sysfs() {
     assert_eq!(h.name.as_deref(), Some(hostname.trim()));
 
     // the architecture is uname's machine
-    let uname = std::process::Command::new("uname").arg("-m").output().unwrap();
+    let uname = std::process::Command::new("uname")
+        .arg("-m")
+        .output()
+        .unwrap();
     let machine = String::from_utf8_lossy(&uname.stdout).trim().to_string();
     assert_eq!(h.arch.as_deref(), Some(machine.as_str()));
 
