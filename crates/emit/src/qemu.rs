@@ -174,20 +174,24 @@ pub fn args(plan: &Plan) -> Vec<String> {
             t.threads.max(1)
         ),
     );
-    push("-m", format!("{}M", mib(plan.request.memory_bytes)));
+    // -m and the backends in whole pages that sum exactly to it: QEMU refuses NUMA nodes
+    // whose memory does not ("total memory for NUMA nodes should equal RAM size")
+    let ram = crate::guest_ram(plan);
+    push("-m", format!("{}M", mib(ram.total_bytes)));
 
     if exposed {
-        for c in &plan.guest_numa {
+        for (c, &bytes) in plan.guest_numa.iter().zip(&ram.parts) {
             let id = format!("ram{}", c.cell);
             let host = if c.host_nodes.is_empty() {
                 &plan.memory.host_nodes
             } else {
                 &c.host_nodes
             };
-            push(
-                "-object",
-                backend(plan, &id, c.memory_bytes, host, c.vcpus.len()),
-            );
+            // a cell the plan gives no memory (its node had no room in whole pages) is a
+            // memory-less node: QEMU takes a node without memdev, but no backend of size 0
+            if bytes > 0 {
+                push("-object", backend(plan, &id, bytes, host, c.vcpus.len()));
+            }
             // non-contiguous vCPU lists need one `cpus=` per range
             let cpus: Vec<String> = c
                 .vcpus
@@ -200,19 +204,15 @@ pub fn args(plan: &Plan) -> Vec<String> {
             for r in cpus {
                 let _ = write!(node, ",{r}");
             }
-            let _ = write!(node, ",memdev={id}");
+            if bytes > 0 {
+                let _ = write!(node, ",memdev={id}");
+            }
             push("-numa", node);
         }
     } else {
         push(
             "-object",
-            backend(
-                plan,
-                "ram0",
-                plan.request.memory_bytes,
-                &plan.memory.host_nodes,
-                n,
-            ),
+            backend(plan, "ram0", ram.total_bytes, &plan.memory.host_nodes, n),
         );
     }
 

@@ -86,6 +86,25 @@ pub fn choose(
     warnings: &mut Vec<String>,
 ) -> CpuFeatures {
     let mut f = CpuFeatures::default();
+    if let Some(arch) = host
+        .arch
+        .as_deref()
+        .filter(|_| host.is_x86() == Some(false))
+    {
+        // invtsc, Hyper-V, kvmclock, the RTC/PIT/HPET, the hypervisor CPUID bit and the KVM
+        // signature are all x86: QEMU has none of them for another architecture
+        rationale.push(format!(
+            "no x86 CPU features or timers: the host is {arch}, and invtsc, Hyper-V enlightenments, kvmclock, RTC/PIT/HPET tick policies, the hypervisor CPUID bit and the KVM signature exist only on x86; the guest keeps its platform's own timers"
+        ));
+        if os != GuestOs::Linux {
+            warnings.push(format!(
+                "the {} guest gets none of the plan's Windows settings (Hyper-V enlightenments, Windows timers{}): they are x86 features and the host is {arch}",
+                if os == GuestOs::Windows7 { "Windows 7" } else { "Windows" },
+                if os == GuestOs::Windows7 { ", hidden hypervisor CPUID bit" } else { "" }
+            ));
+        }
+        return f;
+    }
     match host.tsc_stable {
         Some(true) => {
             f.invtsc = true;

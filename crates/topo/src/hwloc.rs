@@ -227,6 +227,8 @@ struct Loader<'a, 'input> {
     /// 1, 2 or 3.
     version: u32,
     name: Option<String>,
+    /// The root object's (v3: the topology's) `Architecture` info.
+    arch: Option<String>,
     pus: CpuSet,
     cores: Vec<(Option<u32>, Bitmap)>,
     packages: Vec<(Option<u32>, Bitmap, Option<String>)>,
@@ -256,6 +258,7 @@ impl<'a, 'input> Loader<'a, 'input> {
             doc,
             version: 2,
             name: None,
+            arch: None,
             pus: CpuSet::new(),
             cores: Vec::new(),
             packages: Vec::new(),
@@ -415,6 +418,11 @@ impl<'a, 'input> Loader<'a, 'input> {
                 "info" if child.attribute("name") == Some("HostName") && self.name.is_none() => {
                     self.name = child.attribute("value").map(str::to_string);
                 }
+                "info"
+                    if child.attribute("name") == Some("Architecture") && self.arch.is_none() =>
+                {
+                    self.arch = child.attribute("value").map(str::to_string);
+                }
                 // <support>, <memattr>, <pci_locality> (v3: bus ranges and their cpusets,
                 // the same locality the I/O tree already shows) carry nothing the model holds.
                 _ => {}
@@ -488,6 +496,9 @@ impl<'a, 'input> Loader<'a, 'input> {
                 self.root_cpuset = cpuset.clone();
                 if let Some(h) = Self::info(node, "HostName") {
                     self.name = Some(h.to_string());
+                }
+                if let Some(a) = Self::info(node, "Architecture") {
+                    self.arch = Some(a.to_string());
                 }
                 self.root_memory = self.attr_u64(node, "local_memory")?.filter(|&m| m > 0);
                 self.root_hugepages = self.page_types(node)?;
@@ -1203,6 +1214,7 @@ impl<'a, 'input> Loader<'a, 'input> {
             interrupts: None,
             tsc_stable: None,
             vfio: None,
+            arch: self.arch,
         };
         raw.assemble()
     }
@@ -1495,9 +1507,13 @@ mod tests {
   </object>
   <pci_locality domain="0x10000" bus_min="0x0" bus_max="0xff" cpuset="0x00000001"/>
   <info name="HostName" value="v3host"/>
+  <info name="Architecture" value="aarch64"/>
 </topology>"#;
         let h = parse(xml).unwrap();
         assert_eq!(h.name.as_deref(), Some("v3host"));
+        // v3 keeps the Architecture among the topology's infos
+        assert_eq!(h.arch.as_deref(), Some("aarch64"));
+        assert_eq!(h.is_x86(), Some(false));
         let d = h
             .pci("10000:00:00.0")
             .or_else(|| h.pci_devices.first())

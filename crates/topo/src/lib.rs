@@ -28,8 +28,27 @@ pub use model::*;
 /// `.tar`/`.tar.gz`/`.tar.bz2` snapshot), or from the live host when `path` is `None`.
 pub fn load(path: Option<&Path>) -> Result<Host, TopoError> {
     match path {
-        None => sysfs::load_root(Path::new("/")),
+        None => {
+            let mut host = sysfs::load_root(Path::new("/"))?;
+            if host.arch.is_none() {
+                // a kernel without /proc/sys/kernel/arch: the host runs this binary
+                host.arch = Some(running_arch().to_string());
+            }
+            Ok(host)
+        }
         Some(p) => load_path(p),
+    }
+}
+
+/// The architecture this binary was built for, as `uname -m` spells it.
+pub fn running_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86" => "i686",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
+        "powerpc64" => "ppc64",
+        "powerpc" => "ppc",
+        "arm" => "armv7l",
+        other => other,
     }
 }
 

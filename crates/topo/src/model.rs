@@ -489,9 +489,31 @@ pub struct Host {
     /// `/sys/class/misc`).
     #[serde(default)]
     pub vfio: Option<VfioNodes>,
+    /// The machine architecture as `uname -m` spells it (`x86_64`, `aarch64`, `ppc64le`,
+    /// `s390x` …): hwloc's `Architecture` info, `/proc/sys/kernel/arch` or the `Architecture:`
+    /// line of hwloc's snapshot info, the running binary's own for the live host; `None`
+    /// where the source does not say (hwloc XML made from CPUID dumps, hand-made snapshots).
+    #[serde(default)]
+    pub arch: Option<String>,
+}
+
+/// Whether an architecture name (`uname -m`, hwloc's `Architecture`, Rust's or a
+/// distribution's spelling) is x86: `x86_64`, `amd64`, `i386`…`i686`, `x86`.
+pub fn arch_is_x86(arch: &str) -> bool {
+    let a = arch.trim().to_ascii_lowercase();
+    matches!(
+        a.as_str(),
+        "x86_64" | "amd64" | "x64" | "x86" | "ia32" | "em64t"
+    ) || (a.len() == 4 && a.starts_with('i') && a.ends_with("86"))
 }
 
 impl Host {
+    /// Whether the host is x86 (`Some(true)`), another architecture (`Some(false)`), or
+    /// unknown (`None`): see [`Host::arch`].
+    pub fn is_x86(&self) -> Option<bool> {
+        self.arch.as_deref().map(arch_is_x86)
+    }
+
     pub fn pu(&self, os_index: u32) -> Option<&Pu> {
         self.pus
             .binary_search_by_key(&os_index, |p| p.os_index)
@@ -628,6 +650,8 @@ pub struct RawTopology {
     pub interrupts: Option<InterruptTable>,
     pub tsc_stable: Option<bool>,
     pub vfio: Option<VfioNodes>,
+    /// See [`Host::arch`]; empty or blank names are dropped.
+    pub arch: Option<String>,
 }
 
 impl RawTopology {
@@ -911,6 +935,10 @@ impl RawTopology {
                     .sort_by(|a, b| (a.id, &a.node).cmp(&(b.id, &b.node)));
                 v
             }),
+            arch: self
+                .arch
+                .map(|a| a.trim().to_string())
+                .filter(|a| !a.is_empty()),
         })
     }
 }
@@ -1074,6 +1102,26 @@ mod tests {
             proptest::prop_assert_eq!(normalize_bdf(&bad_func), None);
             let long = format!("1{dom:08x}:{bus:02x}:{dev:02x}.{func}");
             proptest::prop_assert_eq!(normalize_bdf(&long), None);
+        }
+    }
+
+    #[test]
+    fn x86_names() {
+        for x in [
+            "x86_64",
+            "amd64",
+            "AMD64",
+            "i386",
+            "i686",
+            " x86_64\n",
+            "x86",
+        ] {
+            assert!(arch_is_x86(x), "{x}");
+        }
+        for other in [
+            "aarch64", "arm64", "ppc64le", "ppc64", "s390x", "riscv64", "armv7l", "ia64", "",
+        ] {
+            assert!(!arch_is_x86(other), "{other}");
         }
     }
 

@@ -151,6 +151,7 @@ fn load(fs: &Fs) -> Result<Host, TopoError> {
         interrupts,
         tsc_stable: procfs::tsc_stable(&cpuinfo, clocksource.as_deref()),
         vfio: vfio::read_nodes(fs),
+        arch: procfs::arch(fs),
     };
     raw.assemble()
 }

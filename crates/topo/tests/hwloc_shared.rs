@@ -365,6 +365,14 @@ fn check_invariants(name: &str, h: &Host) {
         }
     }
     assert!(h.interrupts.is_none() && h.tsc_stable.is_none(), "{name}");
+    // lstopo exports carry the Architecture info; hwloc's CPUID-dump outputs do not
+    let text = std::fs::read_to_string(path(name)).unwrap();
+    let said = text.contains(r#"<info name="Architecture" value="x86_64"/>"#);
+    assert_eq!(
+        h.arch.as_deref(),
+        said.then_some("x86_64"),
+        "{name}: architecture"
+    );
 }
 
 #[test]

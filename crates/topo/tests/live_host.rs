@@ -62,6 +62,14 @@ fn live_host_loads_and_matches_sysfs() {
     let hostname = read("/proc/sys/kernel/hostname");
     assert_eq!(h.name.as_deref(), Some(hostname.trim()));
 
+    // the architecture is uname's machine
+    let uname = std::process::Command::new("uname")
+        .arg("-m")
+        .output()
+        .unwrap();
+    let machine = String::from_utf8_lossy(&uname.stdout).trim().to_string();
+    assert_eq!(h.arch.as_deref(), Some(machine.as_str()));
+
     // NUMA: node0 exists whenever the kernel has NUMA support, with its memory
     if Path::new("/sys/devices/system/node/node0").exists() {
         let n0 = h.numa_node(0).expect("node0");

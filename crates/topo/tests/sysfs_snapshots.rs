@@ -252,6 +252,47 @@ fn power9_gpu_memory_nodes_are_flagged() {
     assert_eq!(h.tsc_stable, None);
 }
 
+/// The architecture from the `Architecture:` line hwloc's snapshot tool wrote
+/// (proc/hwloc-nofile-info), or from /proc/sys/kernel/arch where a snapshot has it; a
+/// snapshot with neither says nothing.
+#[test]
+fn architecture_is_read_where_the_snapshot_says_it() {
+    let p9 = snapshot("nvidiagpunumanodes");
+    assert_eq!(p9.arch.as_deref(), Some("ppc64le"));
+    assert_eq!(p9.is_x86(), Some(false));
+    for x86 in [
+        "20em64t-hybrid-1p6c2t+2ca4co1t",
+        "32intel64-2p8co2t+8ve",
+        "64amd64-4s2n4ca2co",
+    ] {
+        let h = snapshot(x86);
+        assert_eq!(h.arch.as_deref(), Some("x86_64"), "{x86}");
+        assert_eq!(h.is_x86(), Some(true), "{x86}");
+    }
+    // the kernel's own file wins over hwloc's note; without either: unknown
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let out = std::process::Command::new("tar")
+        .args(["xjf"])
+        .arg(shared("sysfs/64amd64-4s2n4ca2co.tar.bz2"))
+        .arg("-C")
+        .arg(root)
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let top = root.join("64amd64-4s2n4ca2co");
+    std::fs::create_dir_all(top.join("proc/sys/kernel")).unwrap();
+    std::fs::write(top.join("proc/sys/kernel/arch"), "aarch64\n").unwrap();
+    assert_eq!(
+        topo::load_path(&top).unwrap().arch.as_deref(),
+        Some("aarch64")
+    );
+    std::fs::remove_file(top.join("proc/sys/kernel/arch")).unwrap();
+    std::fs::remove_file(top.join("proc/hwloc-nofile-info")).unwrap();
+    let h = topo::load_path(&top).unwrap();
+    assert_eq!((h.arch.as_deref(), h.is_x86()), (None, None));
+}
+
 /// The same snapshot extracted on disk (relative and absolute links resolved by the
 /// loader inside the root), re-packed as .tar.gz and as plain .tar, gives the same model.
 #[test]

@@ -559,6 +559,54 @@ fn kata_container_memory_is_the_ceiling_and_the_vm_stays() {
     assert!(stderr(&o).contains("--kata-container-memory goes with --emit kata"));
 }
 
+/// --kata-container-memory below 64M is refused in one line (exit 2, nothing on stdout), for
+/// every Kata format; before, 16M was raised to 64Mi without a word.
+#[test]
+fn kata_container_memory_below_64m_is_refused() {
+    for (size, said) in [("16M", "16M"), ("65535K", "65535K"), ("0M", "0M")] {
+        for emit in ["kata", "kata-config", "kata-pod"] {
+            let o = run(&[
+                "plan",
+                "--topology",
+                "builtin",
+                "--vcpus",
+                "2",
+                "--memory",
+                "4G",
+                "--emit",
+                emit,
+                "--kata-container-memory",
+                size,
+            ]);
+            assert_eq!(o.status.code(), Some(2), "{size} {emit}: {}", stdout(&o));
+            assert!(stdout(&o).is_empty(), "{size} {emit}");
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with(&format!(
+                    "vmtune: error: --kata-container-memory {said} is below 64M"
+                )),
+                "{err}"
+            );
+        }
+    }
+    // 64M itself is the floor, taken
+    let o = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "2",
+        "--memory",
+        "4G",
+        "--emit",
+        "kata-pod",
+        "--kata-container-memory",
+        "64M",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 #[test]
 fn qemu_has_no_unused_iothread() {
     let mut args = GAMING.to_vec();
@@ -752,4 +800,178 @@ fn host_without_cache_information_says_l3_unknown() {
         "{host}"
     );
     assert!(!text.contains("L3 group"), "{text}");
+}
+
+/// A POWER9 host (hwloc's nvidiagpunumanodes sysfs snapshot, ppc64le): the emitters, which
+/// write x86 VMs, are refused in one line naming the architecture (exit 2, nothing on
+/// stdout); the report and --emit json still plan, without x86 features. Before, `--emit
+/// qemu` printed a q35 machine with Hyper-V flags for it.
+#[test]
+fn emitters_are_refused_on_a_power9_host() {
+    let power9 = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/topologies/sysfs/nvidiagpunumanodes.tar.bz2"
+    );
+    let base = [
+        "plan",
+        "--topology",
+        power9,
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--os",
+        "windows",
+    ];
+    for emit in [
+        "qemu",
+        "libvirt",
+        "kata",
+        "kata-config",
+        "kata-pod",
+        "kubevirt",
+    ] {
+        let mut args = base.to_vec();
+        args.extend(["--emit", emit]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{emit}: {}", stdout(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{emit}: {err}");
+        assert!(
+            err.contains(&format!("--emit {emit} is for x86 hosts")) && err.contains("ppc64le"),
+            "{emit}: {err}"
+        );
+        assert!(stdout(&o).is_empty(), "{emit}");
+    }
+    // --domain alone means --emit libvirt: refused too
+    let (_d, dom) = temp_file(
+        "vm.xml",
+        b"<domain type='kvm'><name>vm</name><memory unit='GiB'>4</memory><vcpu>4</vcpu></domain>",
+    );
+    let mut args = base.to_vec();
+    args.extend(["--domain", dom.to_str().unwrap()]);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--emit libvirt is for x86 hosts"),
+        "{}",
+        stderr(&o)
+    );
+
+    // the plan itself: no x86 features, and the report names the architecture
+    let mut args = base.to_vec();
+    args.extend(["--emit", "json"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["cpu_features"]["hyperv"], serde_json::json!([]));
+    assert_eq!(p["cpu_features"]["timers"], serde_json::json!([]));
+    let o = run(&base);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let host = text.lines().find(|l| l.starts_with("Host: ")).unwrap();
+    assert!(host.contains("ppc64le"), "{host}");
+    assert!(text.contains("CPU features: defaults"), "{text}");
+
+    // an x86 host still emits
+    let o = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "2",
+        "--memory",
+        "1G",
+        "--emit",
+        "qemu",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `--domain` of a Windows guest as virt-manager makes it (UEFI, Hyper-V, hypervclock, local
+/// RTC, libosinfo win/11): without --os the plan is for Windows, says why, and the patched
+/// domain keeps its Windows clock; before, the plan was Linux and the patch added kvmclock
+/// to the Windows domain. An --os that contradicts the domain is followed, with a warning.
+#[test]
+fn the_guest_os_comes_from_the_domain() {
+    let dom = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../emit/tests/fixtures/virt_manager_win11.xml"
+    );
+    let base = [
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "8G",
+        "--gpu",
+        "01:00.0",
+        "--domain",
+        dom,
+    ];
+    let mut args = base.to_vec();
+    args.push("--json");
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["request"]["os"], "windows");
+    let timers: Vec<&str> = p["cpu_features"]["timers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(timers, ["rtc", "pit", "hpet", "hypervclock"]);
+    let first = p["rationale"][0].as_str().unwrap();
+    assert!(
+        first.starts_with("guest OS windows from domain")
+            && first.contains("libosinfo id http://microsoft.com/win/11"),
+        "{first}"
+    );
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+
+    // the patched domain: still Windows' clock, no kvmclock
+    let o = run(&base);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("<timer name='hypervclock' present='yes'/>"),
+        "{out}"
+    );
+    assert!(!out.contains("kvmclock"), "{out}");
+
+    // --os that says the same: no warning; one that contradicts: followed, with a warning
+    let mut args = base.to_vec();
+    args.extend(["--os", "windows", "--emit", "qemu"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("looks like"), "{}", stderr(&o));
+    let mut args = base.to_vec();
+    args.extend(["--os", "linux", "--json"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["request"]["os"], "linux");
+    let w = p["warnings"][0].as_str().unwrap();
+    assert!(
+        w.starts_with("--os linux but domain")
+            && w.contains(
+                "looks like a windows guest (its libosinfo id http://microsoft.com/win/11)"
+            ),
+        "{w}"
+    );
+    let mut args = base.to_vec();
+    args.extend(["--os", "linux"]);
+    let o = run(&args);
+    assert_eq!(
+        stderr(&o)
+            .lines()
+            .filter(|l| l.contains("looks like a windows guest"))
+            .count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
 }

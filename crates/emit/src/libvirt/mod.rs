@@ -67,7 +67,7 @@ use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
 pub use crate::values::parse_libvirt_cpuset;
-pub use read::{domain_choices, tenant_from_domain_xml};
+pub use read::{domain_choices, domain_guest_os, tenant_from_domain_xml, DomainOs};
 use read::{parse_doc, DomainInfo};
 
 /// Order in which `virsh dumpxml` writes the children of `<domain>` (libvirt's

@@ -2,7 +2,7 @@
 //! what the patch depends on ([`DomainInfo`]), and a domain as a tenant
 //! ([`tenant_from_domain_xml`]).
 
-use plan::{DomainChoices, DomainEnlightenment, DomainTimer, Tenant, TenantHugepages};
+use plan::{DomainChoices, DomainEnlightenment, DomainTimer, GuestOs, Tenant, TenantHugepages};
 use topo::CpuSet;
 
 use crate::values::{parse_libvirt_cpuset, scaled};
@@ -353,6 +353,107 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
         }
     }
     Ok(c)
+}
+
+/// libosinfo's namespace in a domain's `<metadata>` (virt-manager and virt-install write the
+/// OS the user picked there: `<libosinfo:os id="http://microsoft.com/win/11"/>`).
+const LIBOSINFO_NS: &str = "http://libosinfo.org/xmlns/libvirt/domain/1.0";
+
+/// The guest OS a domain shows, and what shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainOs {
+    pub os: GuestOs,
+    /// What in the domain says so, for messages ("its libosinfo id
+    /// http://microsoft.com/win/11").
+    pub evidence: String,
+}
+
+/// The guest OS an existing domain is for, from the first of these that it has:
+/// - the libosinfo id virt-manager/virt-install keep in `<metadata>`: Microsoft's
+///   `…/win/7` and `…/win/2k8r2` (Windows 7's kernel) are Windows 7, every other
+///   `http://microsoft.com/win/…` is Windows, any other id (a Linux distribution, a BSD) is
+///   planned as Linux;
+/// - `<os>`: a direct kernel boot (`<kernel>`) or `<type>linux</type>` (Xen PV) is Linux;
+/// - Hyper-V enlightenments turned on (`<features><hyperv>`) or the Hyper-V clock
+///   (`<timer name='hypervclock' present='yes'/>`): Windows;
+/// - `<clock offset='localtime'>`: Windows keeps the RTC in local time, Linux in UTC.
+///
+/// `None` where the domain shows none of these: the firmware (`<os firmware='efi'>`, a
+/// Secure Boot `<loader>`) boots either. Windows 7 is only told by its libosinfo id.
+pub fn domain_guest_os(xml: &str) -> Result<Option<DomainOs>, EmitError> {
+    let doc = parse_doc(xml)?;
+    let root = doc.root_element();
+    let found = |os: GuestOs, evidence: String| Ok(Some(DomainOs { os, evidence }));
+    let osinfo = child(root, "metadata").and_then(|m| {
+        m.descendants()
+            .find(|n| {
+                n.is_element()
+                    && n.tag_name().name() == "os"
+                    && n.tag_name().namespace() == Some(LIBOSINFO_NS)
+            })
+            .and_then(|n| n.attribute("id"))
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+    });
+    if let Some(id) = osinfo {
+        let evidence = format!("its libosinfo id {id}");
+        return match id.strip_prefix("http://microsoft.com/win/") {
+            Some("7" | "2k8r2") => found(GuestOs::Windows7, evidence),
+            Some(_) => found(GuestOs::Windows, evidence),
+            None => found(GuestOs::Linux, evidence),
+        };
+    }
+    if let Some(os) = child(root, "os") {
+        if child(os, "kernel").is_some() {
+            return found(
+                GuestOs::Linux,
+                "its direct kernel boot (<os><kernel>)".into(),
+            );
+        }
+        if child(os, "type").and_then(|t| t.text()).map(str::trim) == Some("linux") {
+            return found(GuestOs::Linux, "its <os><type>linux</type>".into());
+        }
+    }
+    if let Some(h) = child(root, "features").and_then(|f| child(f, "hyperv")) {
+        let passthrough = h.attribute("mode").map(str::trim) == Some("passthrough");
+        let on: Vec<&str> = h
+            .children()
+            .filter(|e| e.is_element())
+            .filter(|e| e.attribute("state").and_then(yes).unwrap_or(true))
+            .map(|e| e.tag_name().name())
+            .collect();
+        if passthrough {
+            return found(
+                GuestOs::Windows,
+                "its Hyper-V enlightenments (<hyperv mode='passthrough'>)".into(),
+            );
+        }
+        if !on.is_empty() {
+            return found(
+                GuestOs::Windows,
+                format!("its Hyper-V enlightenments ({})", on.join(", ")),
+            );
+        }
+    }
+    if let Some(clock) = child(root, "clock") {
+        let hv_clock = children(clock, "timer").any(|t| {
+            t.attribute("name").map(str::trim) == Some("hypervclock")
+                && t.attribute("present").and_then(yes) != Some(false)
+        });
+        if hv_clock {
+            return found(
+                GuestOs::Windows,
+                "its Hyper-V clock (<timer name='hypervclock'>)".into(),
+            );
+        }
+        if clock.attribute("offset").map(str::trim) == Some("localtime") {
+            return found(
+                GuestOs::Windows,
+                "its RTC in local time (<clock offset='localtime'>), as Windows keeps it".into(),
+            );
+        }
+    }
+    Ok(None)
 }
 
 fn pci_part(n: roxmltree::Node, attr: &str) -> Result<u32, EmitError> {

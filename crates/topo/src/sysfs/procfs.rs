@@ -114,6 +114,22 @@ pub fn hostname(fs: &Fs) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
+/// The machine architecture: `/proc/sys/kernel/arch` (uname's machine), else the
+/// `Architecture:` line hwloc's snapshot tool records in `proc/hwloc-nofile-info`.
+pub fn arch(fs: &Fs) -> Option<String> {
+    if let Some(a) = fs.read("proc/sys/kernel/arch") {
+        let a = a.trim();
+        if !a.is_empty() {
+            return Some(a.to_string());
+        }
+    }
+    let info = fs.read("proc/hwloc-nofile-info")?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("Architecture:"))
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty())
+}
+
 /// `/proc/interrupts` with `/proc/irq/N/{smp,effective}_affinity_list`. Missing file → `None`;
 /// a file that does not parse → an error naming it and the line.
 pub fn interrupts(fs: &Fs) -> Result<Option<InterruptTable>, TopoError> {

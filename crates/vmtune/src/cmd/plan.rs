@@ -48,9 +48,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "gaming")]
     pub profile: ProfileArg,
     /// Guest OS: sets Hyper-V enlightenments (windows), hides the hypervisor CPUID bit so the
-    /// guest uses the TSC (windows7).
-    #[arg(long, value_enum, default_value = "linux")]
-    pub os: OsArg,
+    /// guest uses the TSC (windows7). Default: the --domain's OS (its libosinfo id, direct
+    /// kernel boot, Hyper-V settings, local-time RTC), else linux.
+    #[arg(long, value_enum)]
+    pub os: Option<OsArg>,
     /// A VM already on the host: a plan JSON from `vmtune plan --json` or a libvirt domain
     /// XML. Its pinned CPUs, devices and hugepages are taken. Repeat for several.
     #[arg(long = "tenant", value_name = "FILE")]
@@ -78,7 +79,7 @@ pub struct Args {
     /// With --emit kata/kata-config/kata-pod: the container's memory limit, its ceiling inside
     /// the guest (Kata applies it there); default: all of --memory but Kata's 256 MiB floor.
     /// For a hugepage-backed guest the scheduler reserves this limit a second time, as
-    /// memory: a lower SIZE (64M at least) reserves less. The VM stays --memory.
+    /// memory: a lower SIZE reserves less (below 64M is refused). The VM stays --memory.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub kata_container_memory: Option<u64>,
     /// Existing libvirt domain XML: the plan keeps its Hyper-V, KVM and hypervisor-bit
@@ -149,9 +150,9 @@ impl Args {
                 ProfileArg::Collective => Profile::Collective,
             },
             os: match self.os {
-                OsArg::Linux => GuestOs::Linux,
-                OsArg::Windows => GuestOs::Windows,
-                OsArg::Windows7 => GuestOs::Windows7,
+                None | Some(OsArg::Linux) => GuestOs::Linux,
+                Some(OsArg::Windows) => GuestOs::Windows,
+                Some(OsArg::Windows7) => GuestOs::Windows7,
             },
             hugepages: match self.hugepages {
                 HugepagesArg::Auto => HugepagePolicy::Auto,
@@ -191,6 +192,38 @@ pub fn read_tenant(path: &Path) -> Result<Tenant> {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let host = args.host.load()?;
+    let emit = match args.emit {
+        Some(e) => Some(e),
+        None if args.json => Some(EmitArg::Json),
+        None if args.domain.is_some() => Some(EmitArg::Libvirt),
+        None => None,
+    };
+    if let Some(e) = emit.filter(|&e| e != EmitArg::Json) {
+        refuse_non_x86(&host, e)?;
+    }
+    let is_kata = matches!(
+        emit,
+        Some(EmitArg::Kata | EmitArg::KataConfig | EmitArg::KataPod)
+    );
+    if let Some(bytes) = args.kata_container_memory {
+        if !is_kata {
+            bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
+        }
+        let min = emit::kata::MIN_CONTAINER_MEMORY_MIB;
+        if bytes < min << 20 {
+            // exactly as much as was given: 63.99M must not read as 64M
+            let given = if bytes % (1 << 20) == 0 {
+                format!("{}M", bytes >> 20)
+            } else if bytes % 1024 == 0 {
+                format!("{}K", bytes >> 10)
+            } else {
+                format!("{bytes}B")
+            };
+            bail!(
+                "--kata-container-memory {given} is below {min}M, the least vmtune gives a container (a Guaranteed pod needs a memory limit, and Kata applies it inside the guest as the container's ceiling)"
+            );
+        }
+    }
     let tenants = args
         .tenants
         .iter()
@@ -208,6 +241,39 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         None => None,
     };
+    // the guest OS: --os, else what the domain shows; a contradiction is warned about
+    let mut os_notes: (Option<String>, Option<String>) = (None, None);
+    if let Some((_, xml, choices)) = &domain {
+        let shown = emit::libvirt::domain_guest_os(xml).with_context(|| choices.source.clone())?;
+        let name = |os: GuestOs| serde_plain(&os);
+        match (args.os, shown) {
+            (None, Some(d)) => {
+                req.os = d.os;
+                os_notes.0 = Some(format!(
+                    "guest OS {} from {}: {} (no --os given)",
+                    name(d.os),
+                    choices.source,
+                    d.evidence
+                ));
+            }
+            (None, None) => {
+                os_notes.0 = Some(format!(
+                    "guest OS linux: no --os given and {} does not show its OS (no libosinfo id, Hyper-V settings, direct kernel boot or local-time RTC)",
+                    choices.source
+                ));
+            }
+            (Some(_), Some(d)) if d.os != req.os => {
+                os_notes.1 = Some(format!(
+                    "--os {} but {} looks like a {} guest ({}): the plan follows --os",
+                    name(req.os),
+                    choices.source,
+                    name(d.os),
+                    d.evidence
+                ));
+            }
+            (Some(_), _) => {}
+        }
+    }
     // libvirt refuses hugepages with anonymous memory (TDX/SEV guides set it): plan 4K
     let anonymous = domain
         .as_ref()
@@ -224,6 +290,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let mut plan = plan::plan(&req, &host, &tenants)?;
+    if let Some(line) = os_notes.0 {
+        plan.rationale.insert(0, line);
+    }
+    if let Some(line) = os_notes.1 {
+        plan.warnings.insert(0, line);
+    }
     if let Some((_, _, choices)) = &domain {
         plan::adopt_domain(&mut plan, choices);
         if anonymous {
@@ -234,19 +306,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let domain = domain.map(|(p, x, _)| (p, x));
-    let emit = match (args.emit, &domain) {
-        (Some(e), _) => Some(e),
-        (None, _) if args.json => Some(EmitArg::Json),
-        (None, Some(_)) => Some(EmitArg::Libvirt),
-        (None, None) => None,
-    };
-    let is_kata = matches!(
-        emit,
-        Some(EmitArg::Kata | EmitArg::KataConfig | EmitArg::KataPod)
-    );
-    if args.kata_container_memory.is_some() && !is_kata {
-        bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
-    }
     let kata = emit::kata::KataOptions {
         container_memory_mib: args.kata_container_memory.map(|b| b.div_ceil(1 << 20)),
     };
@@ -290,6 +349,33 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The emitters write x86 VMs (QEMU's q35 with `-cpu host` and x86 flags and timers,
+/// libvirt's and KubeVirt's x86 CPU features and clocks, Kata's x86 `cpu_features`): on a
+/// host of another architecture they are refused, naming it; on one of unknown architecture
+/// they are written as before. The report and the plan JSON still work.
+fn refuse_non_x86(host: &Host, emit: EmitArg) -> Result<()> {
+    let Some(arch) = host
+        .arch
+        .as_deref()
+        .filter(|_| host.is_x86() == Some(false))
+    else {
+        return Ok(());
+    };
+    let name = match emit {
+        EmitArg::Json => return Ok(()),
+        EmitArg::Libvirt => "libvirt",
+        EmitArg::Qemu => "qemu",
+        EmitArg::Kata => "kata",
+        EmitArg::KataConfig => "kata-config",
+        EmitArg::KataPod => "kata-pod",
+        EmitArg::Kubevirt => "kubevirt",
+    };
+    bail!(
+        "--emit {name} is for x86 hosts (it writes x86 machine, CPU and timer settings), but the host {} is {arch}; the report and --emit json still work",
+        host.name.as_deref().unwrap_or(&host.source)
+    )
 }
 
 /// The report for the VFIO gaming-host write-up example: a 12-vCPU Windows gaming VM with the GPU at 01:00.0
@@ -350,9 +436,10 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
     );
     let _ = writeln!(
         o,
-        "Host: {} ({}): {} PUs, {} cores, {}, {} NUMA node(s)",
+        "Host: {} ({}, {}): {} PUs, {} cores, {}, {} NUMA node(s)",
         host.name.as_deref().unwrap_or("unnamed"),
         host.source,
+        host.arch.as_deref().unwrap_or("architecture unknown"),
         host.pus.len(),
         host.cores.len(),
         host.l3_summary(),

@@ -63,9 +63,10 @@ pub fn render_tree(host: &Host) -> String {
     let mem: u64 = host.numa_nodes.iter().filter_map(|n| n.memory_bytes).sum();
     let _ = writeln!(
         out,
-        "Host {} — {}",
+        "Host {} — {}, {}",
         host.name.as_deref().unwrap_or("(no host name in source)"),
-        host.source
+        host.source,
+        host.arch.as_deref().unwrap_or("architecture unknown")
     );
     let _ = writeln!(
         out,
