@@ -137,22 +137,10 @@ proptest! {
         vcpus in 38u32..60,
         pages in prop_oneof![Just(HugepagePolicy::None), Just(HugepagePolicy::Size2M)],
     ) {
-        let req = Request {
-            name: Some("membw".into()),
-            vcpus,
-            memory_bytes: kib * 1024,
-            devices: vec![],
-            profile: Profile::Membw,
-            os: GuestOs::Linux,
-            hugepages: pages,
-            host_cpus: None,
-            move_host_cpus: false,
-        };
-        let p = plan::plan(&req, &cts1_pascal(), &[]).expect("plan");
-        prop_assert!(p.guest_numa.len() == 2, "{:?}", p.guest_numa);
+        let p = plan_for(vcpus, kib * 1024, pages);
         let (m, backends) = qemu_sizes(&emit::qemu::args(&p));
         prop_assert_eq!(backends.iter().sum::<u64>(), m);
-        prop_assert!(m >= req.memory_bytes && m - req.memory_bytes < 2 * MIB);
+        prop_assert!(m >= kib * 1024 && m - kib * 1024 < 2 * MIB);
     }
 }
 
@@ -166,7 +154,7 @@ fn cts1_pascal() -> topo::Host {
 /// `-m 1001M` with backends of 851M + 151M.
 #[test]
 fn the_review_case_sums_to_m() {
-    let p = plan_for(1001 * MIB, HugepagePolicy::None);
+    let p = plan_for(40, 1001 * MIB, HugepagePolicy::None);
     let (m, backends) = qemu_sizes(&emit::qemu::args(&p));
     assert_eq!(m, 1001 * MIB);
     assert_eq!(backends.len(), 2);
@@ -182,10 +170,11 @@ fn a_single_cell_gets_whole_pages_too() {
     assert_eq!((m, backends), (1002 * MIB, vec![1002 * MIB]));
 }
 
-fn plan_for(memory_bytes: u64, pages: HugepagePolicy) -> Plan {
+/// A plan of `vcpus` (more than one node of cts1-pascal holds) over two guest nodes.
+fn plan_for(vcpus: u32, memory_bytes: u64, pages: HugepagePolicy) -> Plan {
     let req = Request {
         name: Some("two-node".into()),
-        vcpus: 40,
+        vcpus,
         memory_bytes,
         devices: vec![],
         profile: Profile::Membw,
@@ -247,7 +236,7 @@ fn qemu_starts_the_emitted_two_node_guest() {
         (1001 * MIB, HugepagePolicy::Size2M),
         (3 << 30, HugepagePolicy::Size1G),
     ] {
-        let p = plan_for(memory, pages);
+        let p = plan_for(40, memory, pages);
         let args = runnable_under_tcg(&emit::qemu::args(&p));
         let mut child = Command::new(&qemu)
             .args(&args)
