@@ -83,10 +83,11 @@ pub fn render_tree(host: &Host) -> String {
             n => format!("{n} package(s)"),
         },
         host.numa_nodes.len(),
-        if mem > 0 {
-            format!(", {} memory", human_bytes(mem))
+        if host.numa_nodes.iter().any(|n| n.memory_bytes.is_none()) {
+            // a sum over the nodes whose size is known would pass for the host's
+            ", memory unknown".to_string()
         } else {
-            String::new()
+            format!(", {} memory", human_bytes(mem))
         },
         match host.tsc_stable {
             Some(true) => ", stable TSC",
@@ -438,9 +439,10 @@ fn render_obj(
 mod tests {
     use super::*;
 
-    /// A source that names no package says so: it printed "1 package(s)", a made-up count.
+    /// A source that names no package or no node size says so: it printed "1 package(s)", a
+    /// made-up count, and left the memory out.
     #[test]
-    fn packages_unknown_is_said() {
+    fn unknown_packages_and_memory_are_said() {
         let mut host = topo::builtin::default_host();
         let head = |h: &Host| {
             render_tree(h)
@@ -456,5 +458,9 @@ mod tests {
             "{}",
             head(&host)
         );
+        // nor is a memory size it does not give made up, or left out without a word
+        assert!(head(&host).contains(", 32 GiB memory"), "{}", head(&host));
+        host.numa_nodes[0].memory_bytes = None;
+        assert!(head(&host).contains(", memory unknown"), "{}", head(&host));
     }
 }
