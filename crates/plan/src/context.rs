@@ -63,6 +63,8 @@ pub struct Context {
     /// Per node key (in `nodes` order): Σ over devices with known locality of the distance
     /// to the device's nearest node.
     node_device: Vec<u64>,
+    /// The least of `node_device`: what a PU on the nodes nearest the devices costs.
+    device_floor: u64,
     /// Core id of each PU, indexed by os_index (`u32::MAX` for holes).
     pu_core: Vec<u32>,
     /// Messages gathered while building (rationale, warnings).
@@ -265,6 +267,7 @@ impl Context {
                     .sum()
             })
             .collect();
+        let device_floor = node_device.iter().copied().min().unwrap_or(0);
         let memory = MemoryModel::new(req, host, &held, numa_known, &mut warnings);
         let has_l3 = cores.iter().any(|c| c.l3.is_some());
 
@@ -288,6 +291,7 @@ impl Context {
             memory,
             distance,
             node_device,
+            device_floor,
             rationale,
             warnings,
         })
@@ -385,7 +389,13 @@ impl Context {
             Some(c) => {
                 let n = c.pus.len() as u32;
                 (
-                    u64::from(n) * self.node_device_distance(c.node),
+                    // how much farther than the nearest node: a PU beside the devices costs
+                    // nothing, so a whole SMT core there (one PU idle) is not outweighed by a
+                    // lone PU a node away; idle PUs are a term of their own
+                    u64::from(n)
+                        * self
+                            .node_device_distance(c.node)
+                            .saturating_sub(self.device_floor),
                     self.no_l3_pus(c),
                     n * c.kind,
                 )

@@ -10,9 +10,11 @@
 //!    a VM spans another node rather than leave the host short;
 //! 2. `nodes` — how many host nodes the VM spans (single node first: the r/VFIO pinning
 //!    benchmark);
-//! 3. `device_distance` — Σ over the PUs of `S` of the NUMA distance from the PU's node to
-//!    each passed-through device's node (ACPI SLIT / hwloc latency; 10 local, 20 remote where
-//!    the host has no matrix);
+//! 3. `device_distance` — Σ over the PUs of `S` of how much farther the PU's node is from the
+//!    passed-through devices' nodes than the nearest node is (NUMA distances: ACPI SLIT /
+//!    hwloc latency; 10 local, 20 remote where the host has no matrix): PUs beside the devices
+//!    cost 0, so a whole SMT core there with one PU idle (`idle_pus`) is not outweighed by a
+//!    lone PU on a node at distance 12;
 //! 4. `node_distance` — Σ of the NUMA distances between the nodes of `N`, over ordered pairs
 //!    of different nodes (ACPI SLIT / hwloc latency, as for `device_distance`; 0 for one
 //!    node): a VM that spans nodes takes the nearest ones, not the lowest-numbered;
