@@ -72,7 +72,7 @@ fn nvidia_consumer_gpu(host: &Host, devices: &[DeviceInfo]) -> Option<String> {
         .iter()
         .find(|d| {
             host.pci(&d.bdf).is_some_and(|p| {
-                p.vendor() == Some(0x10de) && p.kind == topo::DeviceKind::Gpu && p.class == 0x0300
+                p.vendor_id == Some(0x10de) && p.kind == topo::DeviceKind::Gpu && p.class == 0x0300
             })
         })
         .map(|d| d.bdf.clone())

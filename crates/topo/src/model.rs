@@ -390,19 +390,9 @@ impl PciDevice {
         }
     }
 
-    /// The vendor id, `None` where unknown.
-    pub fn vendor(&self) -> Option<u16> {
-        self.vendor_id
-    }
-
-    /// The device id, `None` where unknown.
-    pub fn device(&self) -> Option<u16> {
-        self.device_id
-    }
-
     /// `vvvv:dddd` as `lspci -n` writes it; `None` unless both ids are known.
     pub fn pci_id(&self) -> Option<String> {
-        Some(format!("{:04x}:{:04x}", self.vendor()?, self.device()?))
+        Some(format!("{:04x}:{:04x}", self.vendor_id?, self.device_id?))
     }
 
     /// Bound to a VFIO PCI driver: `vfio-pci`, or one of its variant drivers, which register
@@ -1268,7 +1258,7 @@ mod tests {
         let mut d = crate::builtin::default_host().pci_devices[0].clone();
         assert!(d.pci_id().is_some());
         (d.vendor_id, d.device_id) = PciDevice::ids(Some(0), Some(0));
-        assert_eq!((d.vendor(), d.device(), d.pci_id()), (None, None, None));
+        assert_eq!((d.vendor_id, d.device_id, d.pci_id()), (None, None, None));
         let v = serde_json::to_value(&d).unwrap();
         assert!(v["vendor_id"].is_null() && v["device_id"].is_null(), "{v}");
         let back: PciDevice = serde_json::from_value(v).unwrap();

@@ -267,7 +267,7 @@ fn compute_devices(h: &Host) -> Vec<&topo::PciDevice> {
     h.pci_devices
         .iter()
         .filter(|d| matches!(d.kind, DeviceKind::Gpu | DeviceKind::Accelerator))
-        .filter(|d| !matches!(d.vendor(), Some(0x102b | 0x1a03)))
+        .filter(|d| !matches!(d.vendor_id, Some(0x102b | 0x1a03)))
         .collect()
 }
 
@@ -578,7 +578,7 @@ fn v1_file_numa_memory_hugepages_and_gpus() {
     let v100: Vec<_> = h
         .pci_devices
         .iter()
-        .filter(|d| d.device() == Some(0x1db1))
+        .filter(|d| d.device_id == Some(0x1db1))
         .collect();
     assert_eq!(v100.len(), 4);
     assert_eq!(
@@ -658,7 +658,7 @@ fn pci_names_osdevs_and_kinds() {
     let nics: Vec<_> = h
         .pci_devices
         .iter()
-        .filter(|d| d.vendor() == Some(0x15b3))
+        .filter(|d| d.vendor_id == Some(0x15b3))
         .collect();
     assert!(nics.len() >= 4 && nics.iter().all(|d| d.kind == DeviceKind::Nic));
     assert!(nics
@@ -669,7 +669,7 @@ fn pci_names_osdevs_and_kinds() {
     let ve = h.pci("0000:1b:00.0").unwrap();
     assert_eq!(ve.os_devices, vec!["ve0"]);
     let up = h.pci(ve.parent.as_deref().unwrap()).unwrap();
-    assert_eq!(up.vendor(), Some(0x10b5), "PLX switch port");
+    assert_eq!(up.vendor_id, Some(0x10b5), "PLX switch port");
 }
 
 #[test]

@@ -101,7 +101,7 @@ fn live_host_loads_and_matches_sysfs() {
     let virtio: Vec<_> = h
         .pci_devices
         .iter()
-        .filter(|d| d.vendor() == Some(0x1af4))
+        .filter(|d| d.vendor_id == Some(0x1af4))
         .collect();
     if is_kvm_guest {
         assert!(!virtio.is_empty(), "virtio PCI devices on a KVM guest");

@@ -151,7 +151,7 @@ fn dual_xeon_with_eight_vector_engines_on_node0() {
             (Some(0x10b5), DeviceKind::Bridge)
         );
         let upstream = h.pci(port.parent.as_deref().unwrap()).unwrap();
-        assert_eq!(upstream.vendor(), Some(0x10b5));
+        assert_eq!(upstream.vendor_id, Some(0x10b5));
         let root_port = upstream.parent.as_deref().unwrap();
         assert!(
             ["0000:17:00.0", "0000:3a:00.0"].contains(&root_port),
@@ -174,7 +174,7 @@ fn dual_xeon_with_eight_vector_engines_on_node0() {
     let plx = h
         .pci_devices
         .iter()
-        .filter(|d| d.vendor() == Some(0x10b5))
+        .filter(|d| d.vendor_id == Some(0x10b5))
         .count();
     assert_eq!(plx, 12);
     // VE BARs from `resource`: a 64 GiB 64-bit prefetchable BAR0 (flags 0x14220c), then
@@ -238,7 +238,7 @@ fn power9_gpu_memory_nodes_are_flagged() {
     // the ids are unknown, not 0x0000
     for g in h.gpus() {
         assert_eq!(
-            (g.vendor(), g.device(), g.pci_id()),
+            (g.vendor_id, g.device_id, g.pci_id()),
             (None, None, None),
             "{}",
             g.bdf

@@ -358,7 +358,7 @@ fn device_line(d: &topo::PciDevice) -> String {
         DeviceKind::Bridge => "Bridge",
         DeviceKind::Other => "PCI",
     };
-    let id = match (d.vendor(), d.device()) {
+    let id = match (d.vendor_id, d.device_id) {
         (Some(v), Some(dev)) => format!("{v:04x}:{dev:04x}"),
         (Some(v), None) => format!("{v:04x}:unknown device"),
         _ => "unknown id".to_string(),
