@@ -1090,7 +1090,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
     if matches!(trimmed.as_bytes().first(), Some(b'{' | 0x1e)) {
         if let Some(e) = journal::export_entry(trimmed) {
             return match e {
-                Ok(e) => export_entry(e, want, buf),
+                Ok(e) => from_export(e, want, buf),
                 Err(why) => Parsed::Bad(Bad::Json(why)),
             };
         }
@@ -1164,7 +1164,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
 
 /// A journald JSON export entry: its `MESSAGE` parsed as any line is, with the host and
 /// the receive time taken from the entry's own fields (the message has no journald prefix).
-fn export_entry<'a>(
+fn from_export<'a>(
     e: journal::ExportEntry<'a>,
     want: Option<&str>,
     buf: &mut String,

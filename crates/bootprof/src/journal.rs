@@ -144,11 +144,11 @@ pub struct ExportEntry<'a> {
 }
 
 #[derive(serde::Deserialize)]
-struct ExportFields<'a> {
+struct ExportFields {
     #[serde(rename = "MESSAGE", default)]
     message: Option<serde_json::Value>,
-    #[serde(rename = "__REALTIME_TIMESTAMP", borrow, default)]
-    realtime: Option<Cow<'a, str>>,
+    #[serde(rename = "__REALTIME_TIMESTAMP", default)]
+    realtime: Option<String>,
     #[serde(rename = "_HOSTNAME", default)]
     host: Option<String>,
 }
@@ -169,7 +169,7 @@ pub fn export_entry(line: &str) -> Option<Result<ExportEntry<'_>, String>> {
 }
 
 fn export_fields(line: &str) -> Result<ExportEntry<'_>, String> {
-    let f: ExportFields<'_> =
+    let f: ExportFields =
         serde_json::from_str(line).map_err(|e| format!("journal JSON export: {e}"))?;
     let message = match f.message {
         None | Some(serde_json::Value::Null) => String::new(),

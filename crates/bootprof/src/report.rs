@@ -50,6 +50,15 @@ pub fn state_line(r: &Report) -> String {
     s
 }
 
+/// `≥` before a value that is a lower bound ([`Phase::at_least`]).
+fn at_least_mark(at_least: bool) -> &'static str {
+    if at_least {
+        "≥"
+    } else {
+        ""
+    }
+}
+
 /// The boot's total in words: "155.7 s", "at least 100.3 s" when the log starts after the
 /// boot began or ends before it did, or "unknown" when no phase could be timed.
 pub fn total_words(r: &Report) -> String {
@@ -226,7 +235,7 @@ pub fn text(r: &Report) -> String {
             short(&p.label, 16),
             p.start_s,
             p.end_s,
-            format!("{}{:.3}", if p.at_least { "≥" } else { "" }, p.duration_s),
+            format!("{}{:.3}", at_least_mark(p.at_least), p.duration_s),
             if p.estimated { "~" } else { " " },
             base(p.start_line.as_deref().unwrap_or("?")),
             base(p.end_line.as_deref().unwrap_or("(estimated)"))
@@ -329,7 +338,7 @@ pub fn text(r: &Report) -> String {
                 short(&st.label, 14),
                 format!(
                     "{}{}",
-                    if st.at_least { "≥" } else { "" },
+                    at_least_mark(st.at_least),
                     secs_fmt(st.duration_s, 1)
                 ),
                 if st.on_path_s + 0.05 < st.duration_s {
@@ -360,11 +369,7 @@ pub fn text(r: &Report) -> String {
                 f.phase,
                 f.measured_s.map_or(String::new(), |m| format!(
                     " {}{} s",
-                    if r.phases.iter().any(|p| p.name == f.phase && p.at_least) {
-                        "≥"
-                    } else {
-                        ""
-                    },
+                    at_least_mark(r.phases.iter().any(|p| p.name == f.phase && p.at_least)),
                     secs_fmt(m, 1)
                 )),
                 f.text
@@ -660,7 +665,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
             esc(&p.label),
             p.start_s,
             p.end_s,
-            if p.at_least { "≥" } else { "" },
+            at_least_mark(p.at_least),
             p.duration_s,
             if p.estimated { "~" } else { "" },
             esc(p.start_line.as_deref().unwrap_or("?")),
