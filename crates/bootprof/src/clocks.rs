@@ -364,6 +364,24 @@ impl CallTimes for crate::traces::Traces {
     }
 }
 
+const HOUR: Nanos = 3600 * NS_PER_S;
+
+/// The heavy pins (0.5 s or more) that a whole-hour shift of `k` h puts from 1 s before to
+/// 2 s after one of the GPU `enables`: a QEMU pins a GPU's BARs as the guest enables it.
+pub fn aligned_at<C: CallTimes + ?Sized>(calls: &C, k: i64, enables: &[Nanos]) -> usize {
+    calls.heavy_near(k * HOUR, enables, NS_PER_S, 2 * NS_PER_S)
+}
+
+/// The whole-hour shift that undoes a journal's zone (`journal_zone_s`, seconds east of
+/// UTC): bpftrace's strftime prints local time with the script's literal "Z", so this shift
+/// is expected without evidence (as is none). `None` for UTC, an unknown zone or one that
+/// is not whole hours.
+pub fn zone_undo_shift(journal_zone_s: Option<i64>) -> Option<i64> {
+    journal_zone_s
+        .filter(|z| *z != 0 && z % 3600 == 0)
+        .map(|z| -z / 3600)
+}
+
 /// The whole-hour shift that puts the host trace's calls on the boot's clock: 0 when some
 /// already fall inside `window`; the unique shift that does (preferring the one that lines
 /// heavy pins up with GPU `enables`) otherwise; 0, with a note, when several would.
@@ -378,9 +396,8 @@ pub fn trace_shift<C: CallTimes + ?Sized>(
     if calls.count() == 0 {
         return 0;
     }
-    const H: i64 = 3600 * NS_PER_S;
-    let inside = |k: i64| calls.inside(k * H, lo, hi);
-    let aligned = |k: i64| calls.heavy_near(k * H, enables, NS_PER_S, 2 * NS_PER_S);
+    let inside = |k: i64| calls.inside(k * HOUR, lo, hi);
+    let aligned = |k: i64| aligned_at(calls, k, enables);
     if inside(0) > 0 {
         clocks.trace_shift_aligned = aligned(0);
         clocks.trace_shift_expected = true;
@@ -398,11 +415,7 @@ pub fn trace_shift<C: CallTimes + ?Sized>(
         ));
         return 0;
     }
-    // bpftrace's strftime prints local time with the script's literal "Z": the shift that
-    // undoes the journal's zone is the expected one
-    let local = journal_zone_s
-        .filter(|z| *z != 0 && z % 3600 == 0)
-        .map(|z| -z / 3600);
+    let local = zone_undo_shift(journal_zone_s);
     fits.sort_by_key(|(k, a, n)| (std::cmp::Reverse((*a, Some(*k) == local, *n)), k.abs()));
     let best = fits[0];
     let unique = match fits.get(1) {
@@ -432,7 +445,7 @@ pub fn trace_shift<C: CallTimes + ?Sized>(
                 String::new()
             }
         ));
-        return best.0 * H;
+        return best.0 * HOUR;
     }
     let ks: Vec<String> = fits.iter().map(|(k, ..)| format!("{k:+} h")).collect();
     clocks.notes.push(format!(

@@ -110,8 +110,8 @@ pub struct Clocks {
     /// clock; `null` when none was needed or it could not be told.
     pub trace_shift_h: Option<i64>,
     /// Heavy host pin calls (0.5 s or more) that start at this boot's GPU enables on the
-    /// trace clock its shift was inferred with: the evidence a fleet's node weighs first
-    /// when its boots disagree on the trace's clock (0 when the shift was given).
+    /// trace clock it was read with (inferred or given): evidence a fleet's node weighs
+    /// when its boots disagree on the trace's clock.
     #[serde(skip)]
     pub trace_shift_aligned: usize,
     /// The trace was read as stamped, or shifted by the hours that undo the journal's zone
@@ -120,7 +120,7 @@ pub struct Clocks {
     #[serde(skip)]
     pub trace_shift_expected: bool,
     /// This VM's pin calls on that clock that fit its boot and those that do not
-    /// ([`crate::join::Join::fit`]): what a fleet's node weighs after the aligned pins.
+    /// ([`crate::join::Join::fit`]): what a fleet's node weighs first.
     #[serde(skip)]
     pub trace_fit: (u64, u64),
     pub notes: Vec<String>,

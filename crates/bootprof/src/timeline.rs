@@ -118,6 +118,9 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let zone = clocks::journal_zone_known(sel.clocks, opts);
     axis.trace_shift = match opts.trace_shift_h {
         Some(k) => {
+            // how well the given shift fits this boot, for the fleet's vote on it
+            clocks.trace_shift_aligned = clocks::aligned_at(traces, k, &enables);
+            clocks.trace_shift_expected = k == 0 || Some(k) == clocks::zone_undo_shift(zone);
             if k != 0 {
                 clocks.trace_shift_h = Some(k);
                 clocks.notes.push(format!(

@@ -731,3 +731,81 @@ fn a_return_without_its_call_between_two_boots_is_counted_once_at_most() {
     let after = pin_phases(&analyze(&nodes));
     assert!(after <= before + 1, "pin phases {before} → {after}");
 }
+
+/// A node of four boots, boots 4 h 17 min apart, the trace on the journal's clock: two
+/// untraced (4 and 6 GPUs, the 6-GPU one a create timeout, its window long), two traced
+/// (1 and 2 GPUs). A −4 h shift puts the next VM's BAR pins inside the 6-GPU boot's
+/// window, four of them within a second or two of its enables — one more heavy pin lined
+/// up than the traced boots' own three at no shift — and that boot's alignment once set
+/// the node's clock: the 1-GPU traced boot lost its pins ("no page size from a traced
+/// boot"). Read with each shift, all four boots together: 27 calls explained and none
+/// unexplained at no shift, 5 and 3 at −4 h. The node's clock is the true one.
+#[test]
+fn one_boots_lucky_alignment_does_not_set_the_nodes_trace_clock() {
+    use Bind::{Absent, After, Before};
+    let mut four = Spec::study(12607138543850497559);
+    four.gpus = 4;
+    four.boot_ram_gib = 14;
+    four.hot_ram_gib = 64;
+    four.pin_trace = false;
+    four.binds = vec![
+        Before, Absent, Before, Before, Absent, Absent, After, Absent,
+    ];
+    four.enable_order = vec![3, 2, 1, 0];
+    four.agent_offset_ms = 350;
+    four.foreign_pins = true;
+    four.pre314 = true;
+    four.tail_cut = Some(0.21303740105846447);
+    let mut one = Spec::study(13672771741732134357);
+    one.gpus = 1;
+    one.bar_gib = 80;
+    one.boot_ram_gib = 4;
+    one.hot_ram_gib = 64;
+    one.ram_pages = RamPages::Huge;
+    one.binds = vec![Before, After, Absent, After, Before, After, Absent, Before];
+    one.enable_order = vec![0];
+    one.prefix_only_pct = 30;
+    one.agent_offset_ms = 350;
+    one.emulated_vga = true;
+    one.kubectl = true;
+    let mut six = Spec::study(2514099515606329058);
+    six.gpus = 6;
+    six.hot_ram_gib = 0;
+    six.pin_trace = false;
+    six.binds = vec![After, After, After, Before, Before, After, Before, After];
+    six.enable_order = vec![5, 4, 3, 2, 1, 0];
+    six.agent_offset_ms = 28800040;
+    six.foreign_pins = true;
+    six.concurrent_pins = true;
+    six.pre314 = true;
+    six.outcome = Outcome::CreateTimeout;
+    let mut two = Spec::study(10701046998399241342);
+    two.gpus = 2;
+    two.bar_gib = 32;
+    two.boot_ram_gib = 16;
+    two.hot_ram_gib = 0;
+    two.ram_pages = RamPages::Huge;
+    two.binds = vec![After, After, Before, Before, Before, After, Before, Before];
+    two.enable_order = vec![1, 0];
+    two.prefix_only_pct = 30;
+    two.agent_offset_ms = 28800040;
+    two.foreign_pins = true;
+    two.concurrent_pins = true;
+    two.outcome = Outcome::CreateTimeout;
+    let nodes = fleet_of(vec![vec![Spec::study(0)], vec![four, one, six, two]]);
+    let f = analyze(&nodes);
+    check(&nodes, &f).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        f.trace_shift_h
+            .get("gpu-02.dc1.example")
+            .copied()
+            .unwrap_or(0),
+        0
+    );
+    let row = f
+        .rows
+        .iter()
+        .find(|r| r.gpus == Some(1) && r.node.as_deref() == Some("gpu-02.dc1.example"))
+        .unwrap();
+    assert!(row.page_size.is_some(), "{row:?}");
+}

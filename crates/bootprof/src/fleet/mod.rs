@@ -22,7 +22,7 @@
 //! step the boot failed in is left out and counted by reason, never taken as zero; totals
 //! are over complete boots only.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
@@ -522,30 +522,52 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
 
     // A node's host trace has one clock. A boot whose own pins are not in the trace (it was
     // not traced) may find another VM's pins hours away that a whole-hour shift puts inside
-    // its time window: each boot votes for the shift it read the trace with, weighed first
-    // by the heavy pins that shift lines up with its GPUs' enables (a QEMU pins a GPU's
-    // BARs as the guest enables it: calls that merely fall inside a window are weak
-    // evidence), then by its calls that fit where a QEMU pins (RAM before the guest
-    // kernel, a hotplug the guest onlined) less those that fit nowhere, then by whether the
-    // shift is one expected without evidence (none, or the one that undoes the journal's
-    // zone); the winner is used for all the node's boots, and those that chose another are
-    // analyzed again with it.
-    #[derive(Default)]
-    struct Vote {
-        aligned: usize,
-        expected: bool,
-        fit: u64,
-        misfit: u64,
+    // its time window. Where a node's boots read the trace with different shifts, every
+    // boot of the node is read with each of those shifts, and the node takes the one under
+    // which all its boots together have the most evidence (see `Vote`); boots that read it
+    // with another are analyzed again with the node's.
+    let node_of = |k: usize| boot_node.get(k).cloned().flatten();
+    let read_with = |a: &Analyzed| a.shift.unwrap_or(0);
+    let mut candidates: HashMap<Option<NodeId>, BTreeSet<i64>> = HashMap::new();
+    if opts.clocks.trace_shift_h.is_none() {
+        for (k, a) in done.iter().enumerate() {
+            if a.calls > 0 {
+                candidates
+                    .entry(node_of(k))
+                    .or_default()
+                    .insert(read_with(a));
+            }
+        }
     }
+    let others: Vec<(usize, Option<i64>)> = done
+        .iter()
+        .enumerate()
+        .flat_map(|(k, a)| {
+            let own = read_with(a);
+            candidates
+                .get(&node_of(k))
+                .filter(|c| c.len() > 1)
+                .into_iter()
+                .flatten()
+                .filter(move |&&c| c != own)
+                .map(move |&c| (k, Some(c)))
+        })
+        .collect();
+    let mut at_other: HashMap<(usize, i64), Analyzed> = others
+        .iter()
+        .map(|&(k, c)| (k, c.unwrap_or(0)))
+        .zip(parallel(&others, opts.threads, &to_row))
+        .collect();
     let mut votes: HashMap<Option<NodeId>, BTreeMap<i64, Vote>> = HashMap::new();
-    for (k, a) in done.iter().enumerate() {
-        if a.calls > 0 && opts.clocks.trace_shift_h.is_none() {
-            let node = boot_node.get(k).cloned().flatten();
-            let v = votes
-                .entry(node)
-                .or_default()
-                .entry(a.shift.unwrap_or(0))
-                .or_default();
+    let read = done
+        .iter()
+        .enumerate()
+        .map(|(k, a)| (k, read_with(a), a))
+        .chain(at_other.iter().map(|(&(k, c), a)| (k, c, a)));
+    for (k, shift, a) in read {
+        let node = node_of(k);
+        if candidates.get(&node).is_some_and(|c| c.contains(&shift)) {
+            let v = votes.entry(node).or_default().entry(shift).or_default();
             v.aligned += a.aligned;
             v.expected |= a.expected;
             v.fit += a.fit.0;
@@ -554,38 +576,31 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
     }
     let node_shift: HashMap<Option<NodeId>, i64> = votes
         .into_iter()
-        .filter_map(|(n, v)| {
-            let k = v
-                .into_iter()
-                .max_by_key(|(k, v)| {
-                    (
-                        v.aligned,
-                        v.fit as i64 - v.misfit as i64,
-                        v.expected,
-                        std::cmp::Reverse(k.abs()),
-                    )
-                })?
-                .0;
-            Some((n, k))
-        })
+        .filter_map(|(n, v)| Some((n, v.into_iter().max_by_key(|(k, v)| v.key(*k))?.0)))
         .collect();
-    let forced = |k: usize| {
-        let node = boot_node.get(k).cloned().flatten();
-        node_shift.get(&node).copied()
-    };
+    let forced = |k: usize| node_shift.get(&node_of(k)).copied();
     let again: Vec<(usize, Option<i64>)> = done
         .iter()
         .enumerate()
         .filter_map(|(k, a)| {
             let want = forced(k)?;
-            (a.shift.unwrap_or(0) != want).then_some((k, Some(want)))
+            (read_with(a) != want).then_some((k, Some(want)))
         })
         .collect();
-    if !again.is_empty() {
-        for ((k, _), a) in again.iter().zip(parallel(&again, opts.threads, &to_row)) {
-            if let Some(slot) = done.get_mut(*k) {
-                *slot = a;
-            }
+    let missing: Vec<(usize, Option<i64>)> = again
+        .iter()
+        .copied()
+        .filter(|&(k, c)| !at_other.contains_key(&(k, c.unwrap_or(0))))
+        .collect();
+    for ((k, c), a) in missing
+        .iter()
+        .zip(parallel(&missing, opts.threads, &to_row))
+    {
+        at_other.insert((*k, c.unwrap_or(0)), a);
+    }
+    for (k, c) in again {
+        if let (Some(slot), Some(a)) = (done.get_mut(k), at_other.remove(&(k, c.unwrap_or(0)))) {
+            *slot = a;
         }
     }
     let trace_shift_h: BTreeMap<String, i64> = node_shift
@@ -657,6 +672,39 @@ struct Analyzed {
     fit: (u64, u64),
     /// The whole-hour shift its trace was read with.
     shift: Option<i64>,
+}
+
+/// The evidence for one whole-hour trace shift of a node, summed over its boots read with
+/// it.
+#[derive(Default)]
+struct Vote {
+    /// Heavy pins the shift lines up with the boots' GPU enables (a QEMU pins a GPU's BARs
+    /// as the guest enables it: calls that merely fall inside a window are weak evidence).
+    aligned: usize,
+    /// The shift is none, or the one that undoes the journal's zone (expected without
+    /// evidence).
+    expected: bool,
+    /// Calls that fit where a QEMU pins (RAM before the guest kernel, a hotplug the guest
+    /// onlined, BARs at enables) and those that fit nowhere.
+    fit: u64,
+    misfit: u64,
+}
+
+impl Vote {
+    /// Greater is better: the calls the shift explains less those it leaves unexplained,
+    /// over all the node's boots (under the true clock a traced boot's calls all fit, and
+    /// the foreign calls a wrong shift brings into an untraced boot's window mostly fit
+    /// nothing; summing over every boot read with every candidate keeps one boot's lucky
+    /// alignment from outvoting the others' evidence), then the heavy pins at enables,
+    /// then an expected shift, then the smaller one.
+    fn key(&self, k: i64) -> impl Ord {
+        (
+            self.fit as i64 - self.misfit as i64,
+            self.aligned,
+            self.expected,
+            std::cmp::Reverse(k.abs()),
+        )
+    }
 }
 
 /// Run `f` on each job on `threads` threads (`None`: one per CPU); results in job order.
