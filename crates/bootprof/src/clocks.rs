@@ -161,6 +161,13 @@ pub fn align(
     let mut agent_off: Option<i64> = None;
     let mut boot_host: Option<Nanos> = None;
     for e in events {
+        if let Body::AgentRun(run) = &e.body {
+            for l in &run.lines {
+                let d = l.host.saturating_sub(l.ts);
+                agent_off = Some(agent_off.map_or(d, |o: i64| o.min(d)));
+            }
+            continue;
+        }
         let Some(h) = axis.host(e) else { continue };
         match &e.body {
             Body::Agent(a) => {
@@ -211,18 +218,27 @@ pub fn align(
 
     // console delays: host time vs the line's own (aligned) time
     let mut max_delay: Option<f64> = None;
+    let mut delay = |h: Nanos, o: Nanos| {
+        let d = secs(h, o);
+        max_delay = Some(max_delay.map_or(d, |m: f64| m.max(d)));
+        if d > 1.0 {
+            clocks.disagreements += 1;
+        }
+    };
     for e in events {
+        if let Body::AgentRun(run) = &e.body {
+            for l in &run.lines {
+                delay(l.host, axis.agent(l.ts));
+            }
+            continue;
+        }
         let own = match &e.body {
             Body::Kernel(k) => axis.kernel(k.t),
             Body::Agent(a) => Some(axis.agent(a.ts)),
             _ => None,
         };
         if let (Some(h), Some(o)) = (axis.host(e), own) {
-            let d = secs(h, o);
-            max_delay = Some(max_delay.map_or(d, |m: f64| m.max(d)));
-            if d > 1.0 {
-                clocks.disagreements += 1;
-            }
+            delay(h, o);
         }
     }
     clocks.max_console_delay_s = max_delay;
@@ -237,7 +253,8 @@ pub fn align(
     if axis.boot.is_none() && has_kernel {
         let absolute = kubectl
             || events.iter().any(|e| {
-                axis.host(e).is_some() || matches!(&e.body, Body::Agent(_) | Body::Kube(_))
+                axis.host(e).is_some()
+                    || matches!(&e.body, Body::Agent(_) | Body::AgentRun(_) | Body::Kube(_))
             });
         if absolute {
             clocks.notes.push(
@@ -253,6 +270,16 @@ pub fn align(
     axis
 }
 
+/// The agent ts of each line of an event (none for other bodies).
+fn agent_ts(e: &Event) -> impl Iterator<Item = Nanos> + '_ {
+    let (one, run) = match &e.body {
+        Body::Agent(a) => (Some(a.ts), None),
+        Body::AgentRun(r) => (None, Some(r.lines.iter().map(|l| l.ts))),
+        _ => (None, None),
+    };
+    one.into_iter().chain(run.into_iter().flatten())
+}
+
 /// Guest boot bounded by the order of kernel and agent lines in the same file.
 fn boot_by_order(events: &[&Event], agent_offset: i64, clocks: &mut Clocks) -> Option<Nanos> {
     let mut upper: Option<Nanos> = None;
@@ -264,12 +291,12 @@ fn boot_by_order(events: &[&Event], agent_offset: i64, clocks: &mut Clocks) -> O
                 let m = max_t.entry(e.src.file).or_insert(k.t);
                 *m = m.max(k.t);
             }
-            Body::Agent(a) => {
+            Body::Agent(_) | Body::AgentRun(_) => {
                 if let Some(t) = max_t.get(&e.src.file) {
-                    let u =
-                        a.ts.saturating_add(agent_offset)
-                            .saturating_sub(secs_ns(*t));
-                    upper = Some(upper.map_or(u, |x: i64| x.min(u)));
+                    for ts in agent_ts(e) {
+                        let u = ts.saturating_add(agent_offset).saturating_sub(secs_ns(*t));
+                        upper = Some(upper.map_or(u, |x: i64| x.min(u)));
+                    }
                 }
             }
             _ => {}
@@ -282,12 +309,12 @@ fn boot_by_order(events: &[&Event], agent_offset: i64, clocks: &mut Clocks) -> O
                 let m = min_t.entry(e.src.file).or_insert(k.t);
                 *m = m.min(k.t);
             }
-            Body::Agent(a) => {
+            Body::Agent(_) | Body::AgentRun(_) => {
                 if let Some(t) = min_t.get(&e.src.file) {
-                    let l =
-                        a.ts.saturating_add(agent_offset)
-                            .saturating_sub(secs_ns(*t));
-                    lower = Some(lower.map_or(l, |x: i64| x.max(l)));
+                    for ts in agent_ts(e) {
+                        let l = ts.saturating_add(agent_offset).saturating_sub(secs_ns(*t));
+                        lower = Some(lower.map_or(l, |x: i64| x.max(l)));
+                    }
                 }
             }
             _ => {}

@@ -139,7 +139,7 @@ pub struct Facts {
     pub cdi_tries: Vec<CdiTry>,
     pub cdi_done: Option<Mark>,
     pub cdi_failed: Option<(Mark, String)>,
-    pub mem_uevents: Vec<Mark>,
+    pub mem_uevents: MemUevents,
     pub rpcs: Vec<(String, Mark)>,
     pub nvrm_fbhub: Vec<Mark>,
     pub kube_start: Option<Mark>,
@@ -179,6 +179,51 @@ fn note(m: Mark, slot: &mut Option<Mark>) {
     }
 }
 
+/// The agent's memory-block uevents of a boot (one per 128 MiB block a hotplug onlines:
+/// hundreds of thousands in a fleet's journal): how many, the first, the earliest and the
+/// latest (each the first line with that time).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemUevents {
+    n: usize,
+    first: Option<Mark>,
+    min: Option<Mark>,
+    max: Option<Mark>,
+}
+
+impl MemUevents {
+    pub fn push(&mut self, m: Mark) {
+        self.n += 1;
+        self.first.get_or_insert(m);
+        note(m, &mut self.min);
+        if self.max.is_none_or(|x| m.t > x.t) {
+            self.max = Some(m);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The first in the log.
+    pub fn first(&self) -> Option<Mark> {
+        self.first
+    }
+
+    /// The earliest (the first of those at that time).
+    pub fn earliest(&self) -> Option<Mark> {
+        self.min
+    }
+
+    /// The latest (the first of those at that time).
+    pub fn latest(&self) -> Option<Mark> {
+        self.max
+    }
+}
+
 /// Collect the facts of one boot's records.
 pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
     let mut f = Facts::default();
@@ -195,10 +240,7 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
         let mark = at.map(|t| Mark { t, src: e.src });
         if let Some(m) = mark {
             if !matches!(e.body, Body::Kube(_)) {
-                if f.last_any.is_none_or(|l| m.t > l.t) {
-                    f.last_any = Some(m);
-                }
-                note(m, &mut f.first_any);
+                f.any(m);
             }
         }
         match &e.body {
@@ -266,43 +308,23 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
                     _ => {}
                 }
             }
-            Body::Agent(a) => {
-                f.agent_lines += 1;
-                let Some(m) = mark else { continue };
-                note(m, &mut f.first_agent);
-                match &a.kind {
-                    AgentKind::Rpc(name) => f.rpcs.push((name.clone(), m)),
-                    AgentKind::CdiWait {
-                        attempt,
-                        max,
-                        devices,
-                    } => f.cdi_tries.push(CdiTry {
-                        attempt: *attempt,
-                        max: *max,
-                        devices: *devices,
-                        m,
-                    }),
-                    AgentKind::CdiDone => note(m, &mut f.cdi_done),
-                    AgentKind::CdiFailed(msg) => {
-                        if f.cdi_failed.is_none() {
-                            f.cdi_failed = Some((m, msg.clone()));
-                        }
-                    }
-                    AgentKind::Uevent {
-                        action,
-                        memory,
-                        bdf,
-                    } => {
-                        if *memory {
-                            f.mem_uevents.push(m);
-                        } else if *action == UeventAction::Bind {
-                            if let Some(b) = bdf {
-                                f.binds.push((b.clone(), m));
-                            }
-                        }
-                    }
-                    AgentKind::Other => {}
+            // each line as the `Body::Agent` it would be on its own
+            Body::AgentRun(run) => {
+                for (src, _, ts) in run.each(e.src.file) {
+                    let m = Mark {
+                        t: axis.agent(ts),
+                        src,
+                    };
+                    f.any(m);
+                    f.agent(m, &run.kind);
                 }
+            }
+            Body::Agent(a) => {
+                let Some(m) = mark else {
+                    f.agent_lines += 1;
+                    continue;
+                };
+                f.agent(m, &a.kind);
             }
             // the host's traces and kubectl output: `crate::traces`
             Body::Bpf(_) | Body::Ftrace(_) | Body::Kube(_) => {}
@@ -316,6 +338,58 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
     f.enables.sort_by_key(|(_, m)| m.t);
     f.binds.sort_by_key(|(_, m)| m.t);
     f
+}
+
+impl Facts {
+    /// A line of the boot's own (not kubectl's) at `m`.
+    fn any(&mut self, m: Mark) {
+        if self.last_any.is_none_or(|l| m.t > l.t) {
+            self.last_any = Some(m);
+        }
+        note(m, &mut self.first_any);
+    }
+
+    /// A kata-agent record of kind `kind` at `m`.
+    fn agent(&mut self, m: Mark, kind: &AgentKind) {
+        let f = self;
+        f.agent_lines += 1;
+        note(m, &mut f.first_agent);
+        {
+            match kind {
+                AgentKind::Rpc(name) => f.rpcs.push((name.clone(), m)),
+                AgentKind::CdiWait {
+                    attempt,
+                    max,
+                    devices,
+                } => f.cdi_tries.push(CdiTry {
+                    attempt: *attempt,
+                    max: *max,
+                    devices: *devices,
+                    m,
+                }),
+                AgentKind::CdiDone => note(m, &mut f.cdi_done),
+                AgentKind::CdiFailed(msg) => {
+                    if f.cdi_failed.is_none() {
+                        f.cdi_failed = Some((m, msg.clone()));
+                    }
+                }
+                AgentKind::Uevent {
+                    action,
+                    memory,
+                    bdf,
+                } => {
+                    if *memory {
+                        f.mem_uevents.push(m);
+                    } else if *action == UeventAction::Bind {
+                        if let Some(b) = bdf {
+                            f.binds.push((b.clone(), m));
+                        }
+                    }
+                }
+                AgentKind::Other => {}
+            }
+        }
+    }
 }
 
 /// The pod of this boot among the `kubectl describe` output (`kubectl describe pods`

@@ -505,7 +505,7 @@ pub fn join(f: &Facts, pins: &TracePins<'_>, guest_boot: Option<Nanos>) -> Join 
         }
         last_end = Some(last_end.map_or(e, |l| l.max(e)));
     }
-    let last_uevent = f.mem_uevents.iter().map(|m| m.t).max();
+    let last_uevent = f.mem_uevents.latest().map(|m| m.t);
     let chosen = match last_uevent {
         Some(u) => clusters
             .iter()

@@ -54,6 +54,9 @@ pub struct JournalRef<'a> {
     /// The `vmconsole=` value's kata-agent record, when [`parse_ref_into`] read it straight
     /// from the quoted text (and so left the unquoted console text empty).
     pub(crate) vmconsole_agent: Option<crate::agent::Raw<'a>>,
+    /// The `time=` value as written, when it holds no escape (the text `time` was read
+    /// from).
+    pub(crate) time_text: Option<&'a str>,
 }
 
 impl JournalRef<'_> {
@@ -108,6 +111,11 @@ impl<'a> RawValue<'a> {
             buf.push_str(self.text);
         }
         buf.as_str()
+    }
+
+    /// The value as written (between its quotes, escapes still in it).
+    pub(crate) fn text(&self) -> &'a str {
+        self.text
     }
 
     /// Whether the unquoted value is `s`.
@@ -283,6 +291,7 @@ fn parse_ref_with<'a>(
         error: None,
         vmconsole: None,
         vmconsole_agent: None,
+        time_text: None,
     };
     let mut it = LogfmtIter::new(body);
     it.console = console;
@@ -293,6 +302,7 @@ fn parse_ref_with<'a>(
                 let (t, z) = parse_rfc3339_zoned(&v.get()).ok_or(JournalError::BadTime)?;
                 out.time = Some(t);
                 out.time_zone = z;
+                out.time_text = (!v.escaped).then_some(v.text);
             }
             "level" => out.level = Some(v),
             "msg" => out.msg = Some(v),
@@ -336,7 +346,7 @@ fn is_hms(s: &str) -> bool {
 }
 
 /// What [`split_prefix`] finds: prefix time, host, identifier, and the message.
-type Prefixed<'a> = (
+pub(crate) type Prefixed<'a> = (
     Option<PrefixTime>,
     Option<&'a str>,
     Option<&'a str>,
@@ -348,7 +358,7 @@ type Prefixed<'a> = (
 /// `1月 19 21:11:37`), short-iso (`2025-11-20T16:25:32+0000`) and short-full (`Thu
 /// 2025-11-20 16:25:32 UTC`), then `host ident[pid]: message`. Lines without a
 /// recognisable prefix return the whole line.
-fn split_prefix(line: &str) -> Prefixed<'_> {
+pub(crate) fn split_prefix(line: &str) -> Prefixed<'_> {
     split_short(line).unwrap_or_else(|| split_prefix_words(line))
 }
 

@@ -307,10 +307,13 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
         pin_s += p.pin.dur_s;
     }
     let online = f.rpc("online_cpu_mem");
-    for m in f.mem_uevents.iter().chain(online.iter()) {
+    // the uevents' earliest and latest are what each of them, one by one, leaves here
+    for m in f.mem_uevents.earliest().iter().chain(online.iter()) {
         if start.is_none_or(|s| m.t < s.t) {
             start = Some(*m);
         }
+    }
+    for m in f.mem_uevents.latest().iter().chain(online.iter()) {
         if end.is_none_or(|e| m.t > e.0) {
             end = Some((m.t, m.src));
         }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::ingest::{Body, ClockSamples, Event, Ingest};
+use crate::ingest::{ClockSamples, Event, Ingest};
 use crate::model::BootSummary;
 use crate::time::{format_rfc3339, Nanos, NS_PER_S};
 
@@ -53,6 +53,20 @@ struct Entry {
     first_event: usize,
 }
 
+impl Entry {
+    /// Count event `e`'s lines into this boot.
+    fn count(&mut self, e: &Event) {
+        self.lines += e.lines();
+        if e.is_console() {
+            self.console += e.lines();
+        }
+        if let Some((lo, hi)) = e.host_range() {
+            self.first = Some(self.first.map_or(lo, |f| f.min(lo)));
+            self.last = Some(self.last.map_or(hi, |l| l.max(hi)));
+        }
+    }
+}
+
 /// The boots of the sandboxes in an [`Ingest`].
 #[derive(Debug, Clone)]
 pub struct Boots {
@@ -92,7 +106,7 @@ pub fn file_nodes(ing: &Ingest) -> Vec<Option<u32>> {
                 c.resize(n as usize + 1, 0);
             }
             if let Some(k) = c.get_mut(n as usize) {
-                *k += 1;
+                *k += e.lines();
             }
         }
     }
@@ -144,14 +158,7 @@ pub fn boots(ing: &Ingest) -> Boots {
                 && e.pid
                     .is_some_and(|p| list.get(lk).is_some_and(|b| b.pid == Some(p)));
             if let (true, Some(b)) = (same, list.get_mut(lk)) {
-                b.lines += 1;
-                if matches!(e.body, Body::Kernel(_) | Body::Agent(_)) {
-                    b.console += 1;
-                }
-                if let Some(t) = e.host {
-                    b.first = Some(b.first.map_or(t, |f| f.min(t)));
-                    b.last = Some(b.last.map_or(t, |l| l.max(t)));
-                }
+                b.count(e);
                 if let Some(slot) = of_event.get_mut(i) {
                     *slot = lk as u32;
                 }
@@ -199,15 +206,10 @@ pub fn boots(ing: &Ingest) -> Boots {
                 k
             }
         };
+        // the lines of a run after its first would each have been taken by the shortcut
+        // above (same sandbox, node and shim): counted with it
         if let Some(b) = list.get_mut(k) {
-            b.lines += 1;
-            if matches!(e.body, Body::Kernel(_) | Body::Agent(_)) {
-                b.console += 1;
-            }
-            if let Some(t) = e.host {
-                b.first = Some(b.first.map_or(t, |f| f.min(t)));
-                b.last = Some(b.last.map_or(t, |l| l.max(t)));
-            }
+            b.count(e);
         }
         if let Some(slot) = of_event.get_mut(i) {
             *slot = k as u32;

@@ -146,6 +146,46 @@ pub fn parse_rfc3339_zoned(s: &str) -> Option<(Nanos, Option<i64>)> {
     Some((t, (!rest.is_empty()).then_some(off)))
 }
 
+/// [`parse_rfc3339_zoned`] of `s`, knowing that `prev` reads as `prev_value`: when the
+/// two texts differ only in the digits of their fractional seconds (a log's consecutive
+/// stamps), the instant is `prev_value`'s with its fraction replaced, read as
+/// [`fraction`] reads it, and nothing else is read again. `None` when that does not hold
+/// (read `s` in full then). Checked against the full reading by a property test.
+pub fn rfc3339_next(
+    prev: &[u8],
+    prev_value: (Nanos, Option<i64>),
+    s: &[u8],
+) -> Option<(Nanos, Option<i64>)> {
+    // `parse_rfc3339_zoned` trims: the positions below hold only for untrimmed text
+    let plain = |b: &[u8]| {
+        b.first().is_some_and(u8::is_ascii_digit)
+            && b.last()
+                .is_some_and(|c| c.is_ascii() && !c.is_ascii_whitespace())
+    };
+    if prev.len() != s.len() || prev.get(19) != Some(&b'.') || !plain(prev) || !plain(s) {
+        return None;
+    }
+    let n = prev
+        .get(20..)?
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    let end = 20 + n;
+    if prev.get(..20) != s.get(..20)
+        || prev.get(end..) != s.get(end..)
+        || !s.get(20..end)?.iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let (was, _) = fraction(prev.get(19..)?);
+    let (now, _) = fraction(s.get(19..)?);
+    let t = prev_value
+        .0
+        .checked_sub(i64::from(was))?
+        .checked_add(i64::from(now))?;
+    Some((t, prev_value.1))
+}
+
 /// Zone suffix → offset in seconds east of UTC. Empty or `Z` = 0.
 fn parse_zone(z: &[u8]) -> Option<i64> {
     match z {
@@ -359,6 +399,40 @@ impl LocalStamp {
 
 #[cfg(test)]
 mod tests {
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Reading a stamp from the one before it gives what reading it in full gives,
+        /// and is taken whenever only the fraction's digits differ.
+        #[test]
+        fn rfc3339_next_reads_as_the_full_parse(
+            secs in 0i64..4_000_000_000,
+            digits in 0usize..12,
+            a in prop::collection::vec(0u8..10, 12),
+            b in prop::collection::vec(0u8..10, 12),
+            zone in prop_oneof![Just(""), Just("Z"), Just("+08:00"), Just("-0400"), Just(" ")],
+            edit in prop::option::of((0usize..40, any::<u8>())),
+        ) {
+            let (y, mo, d, h, mi, sec, _) = civil_from_nanos(secs * NS_PER_S);
+            let text = |f: &[u8]| {
+                let frac: String = f.iter().take(digits).map(|c| char::from(b'0' + c)).collect();
+                format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{sec:02}.{frac}{zone}")
+            };
+            let prev = text(&a);
+            let mut next = text(&b).into_bytes();
+            if let Some((at, c)) = edit {
+                let n = next.len();
+                next[at % n] = c;
+            }
+            let Some(pv) = parse_rfc3339_zoned(&prev) else { return Ok(()) };
+            let full = std::str::from_utf8(&next).ok().and_then(parse_rfc3339_zoned);
+            match rfc3339_next(prev.as_bytes(), pv, &next) {
+                Some(v) => prop_assert_eq!(Some(v), full),
+                None => prop_assert!(edit.is_some() || zone == " ", "not taken: {prev:?} {next:?}"),
+            }
+        }
+    }
     use super::*;
 
     #[test]

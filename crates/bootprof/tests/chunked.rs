@@ -5,7 +5,7 @@
 use std::io::{BufReader, Write};
 
 use bootprof::gen::{generate, TEMPLATE_SANDBOX};
-use bootprof::ingest::{ingest_bytes, Ingest, Ingester, Options, Parallel};
+use bootprof::ingest::{ingest_bytes, Body, Ingest, Ingester, Options, Parallel};
 use proptest::prelude::*;
 
 fn opts(sandbox: Option<&str>) -> Options {
@@ -47,10 +47,17 @@ fn check_positions(data: &[u8], ing: &Ingest) {
                 .map(|(i, _)| i + 1),
         )
         .collect();
+    let mut srcs = Vec::new();
     for e in &ing.events {
-        let off = usize::try_from(e.src.offset).unwrap();
+        srcs.push((e.src.line, e.src.offset));
+        if let Body::AgentRun(run) = &e.body {
+            srcs.extend(run.lines.iter().skip(1).map(|l| (l.line, l.offset)));
+        }
+    }
+    for (at, off) in srcs {
+        let off = usize::try_from(off).unwrap();
         let line = starts.binary_search(&off).expect("offset starts a line") as u64 + 1;
-        assert_eq!(e.src.line, line, "line number of offset {off}");
+        assert_eq!(at, line, "line number of offset {off}");
     }
 }
 
@@ -67,7 +74,9 @@ fn mapped_generated_journal_matches_stream() {
     for sandbox in [Some(TEMPLATE_SANDBOX), None] {
         let o = opts(sandbox);
         let want = ingest_bytes("j", &data, o.clone());
-        assert!(want.events.len() > 800, "the template boot is found");
+        let lines: u64 = want.events.iter().map(|e| e.lines()).sum();
+        assert!(lines > 800, "the template boot is found");
+        assert_eq!(lines, want.stats.events);
         assert!(want.stats.unrecognized > 1000, "noise lines are counted");
         assert_eq!(want.stats.other_sandbox > 0, sandbox.is_some());
         assert_eq!(by_path(&data, &o), want);

@@ -490,14 +490,25 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         let r = analyze_boot(k, shift);
         // a boot is shown by its own lines: its node's pin trace or `kubectl describe`
         // alone would turn any sandbox whose time window they fall in into a boot
-        let mine: std::collections::HashSet<(u32, u64)> = own
+        // its own events are in file order, and so are the lines of a run (nothing comes
+        // between them): a line is found by bisection
+        let mine: Vec<&crate::ingest::Event> = own
             .get(k)
             .into_iter()
             .flatten()
             .filter_map(|&i| ing.events.get(i as usize))
-            .map(|e| (e.src.file, e.src.line))
             .collect();
-        let shown = if !shows_boot(&r, |s| mine.contains(&(s.file, s.line))) {
+        let is_mine = |s: crate::ingest::SrcRef| {
+            let at = mine.partition_point(|e| (e.src.file, e.src.line) <= (s.file, s.line));
+            let Some(e) = at.checked_sub(1).and_then(|i| mine.get(i)) else {
+                return false;
+            };
+            e.src.file == s.file
+                && (e.src.line == s.line
+                    || matches!(&e.body, crate::ingest::Body::AgentRun(r)
+                        if r.lines.binary_search_by_key(&s.line, |l| l.line).is_ok()))
+        };
+        let shown = if !shows_boot(&r, is_mine) {
             let b = r.boot.as_ref();
             Err(NoBoot {
                 node: b.and_then(|b| b.node.clone()),
