@@ -98,6 +98,20 @@ fn instant(
     secs.checked_mul(NS_PER_S)?.checked_add(i64::from(ns))
 }
 
+/// What the first `n` digits of a fraction of a second are multiplied by to be nanoseconds.
+const FRACTION_SCALE: [u32; 10] = [
+    1_000_000_000,
+    100_000_000,
+    10_000_000,
+    1_000_000,
+    100_000,
+    10_000,
+    1_000,
+    100,
+    10,
+    1,
+];
+
 /// Fractional seconds after a `.`: up to 9 digits, returned as nanoseconds, plus the rest.
 fn fraction(s: &[u8]) -> (u32, &[u8]) {
     let Some(rest) = s.strip_prefix(b".") else {
@@ -105,11 +119,12 @@ fn fraction(s: &[u8]) -> (u32, &[u8]) {
     };
     let n = rest.iter().take_while(|c| c.is_ascii_digit()).count();
     let (frac, tail) = rest.split_at(n);
-    let mut ns: u32 = 0;
-    for i in 0..9 {
-        ns = ns * 10 + frac.get(i).map_or(0, |c| u32::from(c - b'0'));
-    }
-    (ns, tail)
+    // the first nine digits, as nanoseconds (fewer are padded with zeros)
+    let ns = frac
+        .iter()
+        .take(9)
+        .fold(0u32, |v, c| v * 10 + u32::from(c - b'0'));
+    (ns * FRACTION_SCALE[n.min(9)], tail)
 }
 
 /// Parse RFC 3339 / ISO 8601 (`2025-11-20T16:25:32.996810781Z`, `...+01:00`, `+0100`, or a
@@ -156,33 +171,43 @@ pub fn rfc3339_next(
     prev_value: (Nanos, Option<i64>),
     s: &[u8],
 ) -> Option<(Nanos, Option<i64>)> {
-    // `parse_rfc3339_zoned` trims: the positions below hold only for untrimmed text
-    let plain = |b: &[u8]| {
-        b.first().is_some_and(u8::is_ascii_digit)
-            && b.last()
-                .is_some_and(|c| c.is_ascii() && !c.is_ascii_whitespace())
-    };
-    if prev.len() != s.len() || prev.get(19) != Some(&b'.') || !plain(prev) || !plain(s) {
-        return None;
-    }
-    let n = prev
-        .get(20..)?
-        .iter()
-        .take_while(|c| c.is_ascii_digit())
-        .count();
-    let end = 20 + n;
-    if prev.get(..20) != s.get(..20)
-        || prev.get(end..) != s.get(end..)
-        || !s.get(20..end)?.iter().all(u8::is_ascii_digit)
+    // the same text through the `.` (`parse_rfc3339_zoned` trims: the positions hold only
+    // for text that starts with the year's digits and ends in no space)
+    let head = prev.get(..20)?;
+    if prev.len() != s.len()
+        || head != s.get(..20)?
+        || !head.first().is_some_and(u8::is_ascii_digit)
+        || head.last() != Some(&b'.')
+        || !prev
+            .last()
+            .is_some_and(|c| c.is_ascii() && !c.is_ascii_whitespace())
     {
         return None;
     }
-    let (was, _) = fraction(prev.get(19..)?);
-    let (now, _) = fraction(s.get(19..)?);
-    let t = prev_value
-        .0
-        .checked_sub(i64::from(was))?
-        .checked_add(i64::from(now))?;
+    // the fraction's digits where `prev` has its own, read as `fraction` reads them
+    let mut i = 20;
+    let (mut ns, mut read) = (0u32, 0usize);
+    while let (Some(&a), Some(&b)) = (prev.get(i), s.get(i)) {
+        if !a.is_ascii_digit() {
+            break;
+        }
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        if read < 9 {
+            ns = ns * 10 + u32::from(b - b'0');
+            read += 1;
+        }
+        i += 1;
+    }
+    // and the same zone after them
+    if prev.get(i..) != s.get(i..) {
+        return None;
+    }
+    // the instant is whole seconds in ns plus the fraction (under 1 s): its remainder
+    let was = prev_value.0.rem_euclid(NS_PER_S);
+    let now = i64::from(ns * *FRACTION_SCALE.get(read)?);
+    let t = prev_value.0.checked_sub(was)?.checked_add(now)?;
     Some((t, prev_value.1))
 }
 
@@ -403,6 +428,17 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// The fraction is its first nine digits, padded with zeros, as nanoseconds.
+        #[test]
+        fn fraction_is_nine_digits_padded(digits in "[0-9]{0,14}", tail in "([Z+:][Z+0-9:]{0,5})?") {
+            let text = format!(".{digits}{tail}");
+            let want: u32 = format!("{:0<9}", &digits[..digits.len().min(9)]).parse().unwrap();
+            let (ns, rest) = fraction(text.as_bytes());
+            prop_assert_eq!(ns, want);
+            let all = text.trim_start_matches('.').trim_start_matches(|c: char| c.is_ascii_digit());
+            prop_assert_eq!(rest, all.as_bytes());
+        }
+
         /// Reading a stamp from the one before it gives what reading it in full gives,
         /// and is taken whenever only the fraction's digits differ.
         #[test]

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 
 use memchr::memmem;
 
-use super::{Console, JournalBody, JournalParsed, Parsed};
+use super::{Console, JournalBody, JournalParsed, Parsed, Varying};
 use crate::agent::{AgentKind, AgentRecord};
 use crate::journal;
 use crate::time::{parse_rfc3339_zoned, rfc3339_next};
@@ -213,7 +213,7 @@ impl<'a> Template<'a> {
     }
 
     /// `c` read as the long way reads it, if it matches and its values read.
-    fn read(&mut self, c: &'a [u8]) -> Option<Parsed<'a>> {
+    fn read(&mut self, c: &'a [u8]) -> Option<Varying> {
         if !self.matches(c) {
             return None;
         }
@@ -239,20 +239,32 @@ impl<'a> Template<'a> {
         stamp(c, self.ts, &mut self.last_ts)?;
         let (time, zone) = self.last_time.1;
         let (ts, _) = self.last_ts.1;
-        Some(Parsed::Journal(JournalParsed {
+        Some(Varying {
             prefix,
-            host: self.host_name,
             time: Some(time),
             time_zone: zone,
+            ts,
+            same_host: false,
+            same_sandbox: false,
+        })
+    }
+
+    /// The line this template read as `v`, as parsed.
+    fn journal(&self, v: &Varying) -> JournalParsed<'a> {
+        JournalParsed {
+            prefix: v.prefix,
+            host: self.host_name,
+            time: v.time,
+            time_zone: v.time_zone,
             sandbox: Some(Cow::Borrowed(self.sandbox)),
             pid: self.pid,
             body: JournalBody::Console(Console::Agent(AgentRecord {
-                ts,
+                ts: v.ts,
                 kind: self.kind.clone(),
             })),
-            same_host: false,
-            same_sandbox: false,
-        }))
+            same_host: v.same_host,
+            same_sandbox: v.same_sandbox,
+        }
     }
 }
 
@@ -263,17 +275,27 @@ pub(super) struct Templates<'a> {
 }
 
 impl<'a> Templates<'a> {
-    /// `line` read by a template, if one matches.
-    pub(super) fn read(&mut self, line: &'a [u8]) -> Option<Parsed<'a>> {
-        let (i, p) = self
+    /// `line` read by a template, if one matches: the template's identity (the lines one
+    /// template reads share their host, sandbox, shim pid and record kind, which
+    /// [`Templates::journal`] adds) and what differs.
+    pub(super) fn read(&mut self, line: &'a [u8]) -> Option<(usize, Varying)> {
+        let (i, id, v) = self
             .kept
             .iter_mut()
             .enumerate()
-            .find_map(|(i, t)| Some((i, t.read(line)?)))?;
+            .find_map(|(i, t)| Some((i, t.line.as_ptr() as usize, t.read(line)?)))?;
         if i > 0 {
             self.kept.swap(0, i);
         }
-        Some(p)
+        Some((id, v))
+    }
+
+    /// The line template `id` read as `v`, as parsed.
+    pub(super) fn journal(&self, id: usize, v: &Varying) -> Option<JournalParsed<'a>> {
+        self.kept
+            .iter()
+            .find(|t| t.line.as_ptr() as usize == id)
+            .map(|t| t.journal(v))
     }
 
     /// Keep the template of `line`, read the long way as `parsed`, if it makes one.
@@ -299,7 +321,10 @@ pub fn agrees(block: &[u8], want: Option<&str>) -> Result<usize, String> {
         let line = super::strip_line_end(raw);
         let long = super::parse_bytes(raw, want, &mut buf);
         let long_text = format!("{long:?}");
-        match templates.read(line) {
+        let fast = templates
+            .read(line)
+            .and_then(|(id, v)| templates.journal(id, &v));
+        match fast.map(Parsed::Journal) {
             Some(fast) => {
                 by_template += 1;
                 let fast_text = format!("{fast:?}");
