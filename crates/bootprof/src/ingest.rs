@@ -459,7 +459,7 @@ fn scan_and_parse_into<'a>(
             // the line after one the same template read: kept by what differs, marked as
             // `Repeats::mark` would (the same host and sandbox as the line before it)
             if let Some((_, Item::Templated(run))) = lines.last_mut() {
-                if run.id == id {
+                if run.id == id && v.attempt.is_none() {
                     let passes = passes_want(want, run.first.sandbox.as_deref());
                     v.same_host = passes && run.first.host.is_some();
                     v.same_sandbox = passes;
@@ -506,6 +506,8 @@ struct Varying {
     time: Option<Nanos>,
     time_zone: Option<i64>,
     ts: Nanos,
+    /// A CDI wait's try (the record's kind differs with it: such lines are not kept in runs).
+    attempt: Option<u32>,
     same_host: bool,
     same_sandbox: bool,
 }

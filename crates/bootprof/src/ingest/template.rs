@@ -1,19 +1,21 @@
-//! Reading a memory hotplug's uevent lines by their differences from one read the long way.
+//! Reading the journal's most repeated console lines by their differences from one read the
+//! long way.
 //!
 //! A memory hotplug logs one kata-agent uevent per 128 MiB block, each a containerd console
 //! line of ~770 bytes: 675 k of the 760 k lines the 1 GB generated journal's boots are read
-//! from, more than half its bytes. Within a burst the lines differ only in numbers: the
-//! journald prefix time, `time=`, the record's `ts`, the block number and the uevent's
-//! sequence number. A line parsed the long way that is such a record becomes a [`Template`]:
-//! its bytes, and the spans of those five values in them. A later line of the same length
-//! whose bytes equal the template's outside the spans, and inside them differ only where
-//! both hold ASCII digits, has the same structure — same keys, quotes and escapes, same
-//! host, unit, sandbox and shim pid, same record kind (the block number is the digits after
-//! `/devices/system/memory/memory`, never a PCI address; the sequence number is read by
-//! nothing) — so only the three times are read from it, by the functions the long way
-//! uses; if one does not read, or the journald prefix does not split where the template's
-//! did, the line is read the long way. Checked against the long way by a differential
-//! property test ([`agrees`]) and a fuzz target.
+//! from, more than half its bytes; the agent's CDI wait logs a try every ~2 s (36 k more).
+//! Within a burst such lines differ only in numbers: the journald prefix time, `time=`, the
+//! record's `ts`, and the block number and uevent sequence number, or the try's number. A
+//! line parsed the long way that is such a record becomes a [`Template`]: its bytes, and
+//! the spans of those values in them. A later line of the same length whose bytes equal
+//! the template's outside the spans, and inside them differ only where both hold ASCII
+//! digits, has the same structure — same keys, quotes and escapes, same host, unit,
+//! sandbox and shim pid, same record kind but for the try's number (the block number is
+//! the digits after `/devices/system/memory/memory`, never a PCI address; the sequence
+//! number is read by nothing) — so only the times and the try are read from it, by the
+//! functions the long way uses; if one does not read, or the journald prefix does not
+//! split where the template's did, the line is read the long way. Checked against the long
+//! way by a differential property test ([`agrees`]) and a fuzz target.
 
 use std::borrow::Cow;
 
@@ -25,7 +27,7 @@ use crate::journal;
 use crate::time::{parse_rfc3339_zoned, rfc3339_next};
 
 /// Templates a block's reader keeps (concurrent boots interleave their bursts).
-const KEPT: usize = 4;
+const KEPT: usize = 6;
 
 /// A memory-uevent console line read the long way, as the pattern of the lines after it.
 pub(super) struct Template<'a> {
@@ -44,6 +46,8 @@ pub(super) struct Template<'a> {
     sandbox: &'a str,
     pid: Option<u32>,
     kind: AgentKind,
+    /// For a CDI wait's record: where its try's number is (the kind's `attempt`).
+    attempt: Option<(usize, usize)>,
     /// The prefix bytes (up to the host) of the last line read, and the time they hold:
     /// lines a second apart share them.
     last_prefix: (&'a [u8], Option<journal::PrefixTime>),
@@ -95,7 +99,8 @@ fn digits_after(b: &[u8], key: &[u8], lo: usize, hi: usize) -> Option<(usize, us
 impl<'a> Template<'a> {
     /// The template of `line` (its bytes without the line end, as `parse_bytes` reads
     /// them), which read the long way as `parsed`: `None` unless it is a containerd
-    /// console line of a memory block's uevent whose varying values are found unambiguously.
+    /// console line of a memory block's uevent or of a numbered CDI wait whose varying
+    /// values are found unambiguously.
     pub(super) fn of(line: &'a [u8], parsed: &Parsed<'_>) -> Option<Template<'a>> {
         let Parsed::Journal(j) = parsed else {
             return None;
@@ -103,16 +108,19 @@ impl<'a> Template<'a> {
         let JournalBody::Console(Console::Agent(rec)) = &j.body else {
             return None;
         };
-        if !matches!(
-            rec.kind,
+        let cdi_attempt = match rec.kind {
             AgentKind::Uevent {
                 memory: true,
                 bdf: None,
                 ..
-            }
-        ) {
-            return None;
-        }
+            } => None,
+            AgentKind::CdiWait {
+                attempt: Some(a),
+                max: Some(_),
+                ..
+            } => Some(a),
+            _ => return None,
+        };
         let s = std::str::from_utf8(line).ok()?;
         if matches!(s.trim().as_bytes().first(), Some(b'{' | 0x1e)) {
             return None;
@@ -132,20 +140,32 @@ impl<'a> Template<'a> {
         let sandbox_at = range_in(s, sandbox)?;
         let console_value = range_in(s, r.vmconsole.as_ref()?.text())?;
         let b = line;
-        let block_no = digits_after(
-            b,
-            b"/devices/system/memory/memory",
-            console_value.0,
-            console_value.1,
-        )?;
-        let seqnum = digits_after(b, b"seqnum: \\\\\\\"", console_value.0, console_value.1)?;
+        let (lo, hi) = console_value;
+        // the numbers of the record that differ from line to line besides its time
+        let (numbers, attempt) = match cdi_attempt {
+            None => {
+                let block_no = digits_after(b, b"/devices/system/memory/memory", lo, hi)?;
+                let seqnum = digits_after(b, b"seqnum: \\\\\\\"", lo, hi)?;
+                (vec![block_no, seqnum], None)
+            }
+            // the try's number, as `agent::classify` reads it: the word after the `(`
+            Some(a) => {
+                let at = digits_after(b, b"to be generated (", lo, hi)?;
+                let text = std::str::from_utf8(b.get(at.0..at.1)?).ok()?;
+                if text.parse::<u32>().ok()? != a {
+                    return None;
+                }
+                (vec![at], Some(at))
+            }
+        };
         let host_name = host;
         let host = match host {
             Some(h) => Some(range_in(s, h)?),
             None => None,
         };
         let body = range_in(s, body)?.0;
-        let mut spans = vec![time, ts, block_no, seqnum];
+        let mut spans = vec![time, ts];
+        spans.extend(numbers);
         if prefix.is_some() {
             spans.push((0, host?.0));
         }
@@ -157,7 +177,9 @@ impl<'a> Template<'a> {
                 .all(|&(lo, hi)| hi <= sandbox_at.0 || lo >= sandbox_at.1);
         // nor hold anything but the values: no escape before a digit that may change
         let plain = spans.iter().all(|&(lo, hi)| {
-            (lo..hi).all(|i| !b[i].is_ascii_digit() || i == 0 || b[i - 1] != b'\\')
+            (lo..hi).all(|i| {
+                !b.get(i).is_some_and(u8::is_ascii_digit) || i == 0 || b.get(i - 1) != Some(&b'\\')
+            })
         });
         if !(apart && plain) {
             return None;
@@ -180,6 +202,7 @@ impl<'a> Template<'a> {
             sandbox,
             pid: j.pid,
             kind: rec.kind.clone(),
+            attempt,
             last_prefix: (line.get(..host.map_or(0, |h| h.0))?, prefix),
         })
     }
@@ -239,11 +262,16 @@ impl<'a> Template<'a> {
         stamp(c, self.ts, &mut self.last_ts)?;
         let (time, zone) = self.last_time.1;
         let (ts, _) = self.last_ts.1;
+        let attempt = match self.attempt {
+            Some((lo, hi)) => Some(std::str::from_utf8(c.get(lo..hi)?).ok()?.parse().ok()?),
+            None => None,
+        };
         Some(Varying {
             prefix,
             time: Some(time),
             time_zone: zone,
             ts,
+            attempt,
             same_host: false,
             same_sandbox: false,
         })
@@ -260,7 +288,14 @@ impl<'a> Template<'a> {
             pid: self.pid,
             body: JournalBody::Console(Console::Agent(AgentRecord {
                 ts: v.ts,
-                kind: self.kind.clone(),
+                kind: match (&self.kind, v.attempt) {
+                    (AgentKind::CdiWait { max, devices, .. }, Some(a)) => AgentKind::CdiWait {
+                        attempt: Some(a),
+                        max: *max,
+                        devices: *devices,
+                    },
+                    (kind, _) => kind.clone(),
+                },
             })),
             same_host: v.same_host,
             same_sandbox: v.same_sandbox,
@@ -378,13 +413,15 @@ mod tests {
         for format in FORMATS {
             let j = journal(7, format, 0, 0);
             let uevents = memmem::find_iter(&j, b"/devices/system/memory/memory").count();
+            let cdi = memmem::find_iter(&j, b"waiting for CDI spec(s)").count();
             let n = agrees(&j, None).unwrap_or_else(|e| panic!("{format:?}: {e}"));
             if format == JournalFormat::Json {
                 assert_eq!(n, 0, "an export's lines are read the long way");
             } else {
+                assert!(uevents >= 64 && cdi >= 4, "{format:?}: {uevents} {cdi}");
                 assert!(
-                    uevents >= 64 && n * 10 >= uevents * 9,
-                    "{format:?}: {n} of {uevents}"
+                    n * 10 >= (uevents + cdi) * 9,
+                    "{format:?}: {n} of {uevents} uevents and {cdi} CDI waits"
                 );
             }
         }
