@@ -64,6 +64,19 @@ pub enum JournalFormat {
     Json,
 }
 
+impl JournalFormat {
+    /// Every shape, in the order above.
+    pub const ALL: [JournalFormat; 7] = [
+        JournalFormat::Short,
+        JournalFormat::ShortPrecise,
+        JournalFormat::ShortIso,
+        JournalFormat::ShortIsoPrecise,
+        JournalFormat::ShortFull,
+        JournalFormat::Cat,
+        JournalFormat::Json,
+    ];
+}
+
 /// Pages backing guest RAM (they set how fast the host pins it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RamPages {

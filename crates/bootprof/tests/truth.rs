@@ -263,15 +263,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             kubectl,
             host: "gpu-node-3".to_string(),
             // every `journalctl -o` shape, from the seed (`-o json` included)
-            journal_format: [
-                JournalFormat::Short,
-                JournalFormat::ShortPrecise,
-                JournalFormat::ShortIso,
-                JournalFormat::ShortIsoPrecise,
-                JournalFormat::ShortFull,
-                JournalFormat::Cat,
-                JournalFormat::Json,
-            ][(seed >> 58) as usize % 7],
+            journal_format: JournalFormat::ALL[(seed >> 58) as usize % JournalFormat::ALL.len()],
             start: None,
         }
     })

@@ -382,15 +382,7 @@ mod tests {
     use crate::synth::{fleet, JournalFormat, Spec};
     use proptest::prelude::*;
 
-    const FORMATS: [JournalFormat; 7] = [
-        JournalFormat::Short,
-        JournalFormat::ShortPrecise,
-        JournalFormat::ShortIso,
-        JournalFormat::ShortIsoPrecise,
-        JournalFormat::ShortFull,
-        JournalFormat::Cat,
-        JournalFormat::Json,
-    ];
+    const FORMATS: [JournalFormat; 7] = JournalFormat::ALL;
 
     /// One node's journal of one boot whose guest onlines `hot_gib` of hotplugged memory.
     fn journal(seed: u64, format: JournalFormat, zone_min: i64, prefix_only: u8) -> Vec<u8> {
