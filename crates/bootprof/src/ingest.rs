@@ -1184,7 +1184,7 @@ impl Ingester {
         let mut latest = *self.stream(key);
         // (least, greatest) of the complete times, greatest host time
         let mut full: Option<(Nanos, Nanos)> = None;
-        let mut journal: Option<Nanos> = None;
+        let mut last_journal: Option<Nanos> = None;
         let mut sample = |t: Nanos| {
             full = Some(full.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))));
         };
@@ -1200,7 +1200,7 @@ impl Ingester {
                     continue;
                 }
                 sample(t);
-                journal = Some(journal.map_or(t, |j: Nanos| j.max(t)));
+                last_journal = Some(last_journal.map_or(t, |j: Nanos| j.max(t)));
             }
             let stamp = (host_t, if host_t.is_none() { local } else { None });
             if let Err(b) = advance(&mut latest.agent, v.ts, "agent ts") {
@@ -1223,7 +1223,7 @@ impl Ingester {
                 c.full(lo);
                 c.full(hi);
             }
-            if let Some(j) = journal {
+            if let Some(j) = last_journal {
                 c.journal_time(j);
             }
         });
