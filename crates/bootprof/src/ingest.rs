@@ -1974,7 +1974,10 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(24))]
+        // PROPTEST_CASES=N runs more (a soak); 24 by default
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
+        ))]
 
         /// Generated journals with digits overwritten here and there — times that go back
         /// (lines out of order inside a burst the templates read), other hosts, sandboxes

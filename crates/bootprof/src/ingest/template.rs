@@ -420,7 +420,10 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        // PROPTEST_CASES=N runs more (a soak); 48 by default
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)
+        ))]
 
         /// Whatever a line's bytes, a template reads it as the long way does or not at
         /// all: generated journals in every format, zone and share of prefix-only lines,
