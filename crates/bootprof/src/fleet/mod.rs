@@ -533,10 +533,10 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
 
     // A node's host trace has one clock. A boot whose own pins are not in the trace (it was
     // not traced) may find another VM's pins hours away that a whole-hour shift puts inside
-    // its time window. Where a node's boots read the trace with different shifts, every
-    // boot of the node is read with each of those shifts, and the node takes the one under
-    // which all its boots together have the most evidence (see `Vote`); boots that read it
-    // with another are analyzed again with the node's.
+    // its time window. Every boot of a node is also read with each shift the node's boots
+    // with calls read the trace with, and the node takes the one under which all its boots
+    // together have the most evidence (see `Vote`); a boot that read it with another gets
+    // its reading with the node's.
     let node_of = |k: usize| boot_node.get(k).cloned().flatten();
     let read_with = |a: &Analyzed| a.shift.unwrap_or(0);
     let mut candidates: HashMap<Option<NodeId>, BTreeSet<i64>> = HashMap::new();
@@ -557,7 +557,6 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
             let own = read_with(a);
             candidates
                 .get(&node_of(k))
-                .filter(|c| c.len() > 1)
                 .into_iter()
                 .flatten()
                 .filter(move |&&c| c != own)
@@ -598,17 +597,7 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
             (read_with(a) != want).then_some((k, Some(want)))
         })
         .collect();
-    let missing: Vec<(usize, Option<i64>)> = again
-        .iter()
-        .copied()
-        .filter(|&(k, c)| !at_other.contains_key(&(k, c.unwrap_or(0))))
-        .collect();
-    for ((k, c), a) in missing
-        .iter()
-        .zip(parallel(&missing, opts.threads, &to_row))
-    {
-        at_other.insert((*k, c.unwrap_or(0)), a);
-    }
+    // every boot was read with each of its node's candidates, the winner among them
     for (k, c) in again {
         if let (Some(slot), Some(a)) = (done.get_mut(k), at_other.remove(&(k, c.unwrap_or(0)))) {
             *slot = a;
