@@ -455,14 +455,11 @@ fn scan_and_parse_into<'a>(
     let c = pre.scan(block, |k| {
         let raw = block.get(k.start..k.end).unwrap_or(&[]);
         let line = strip_line_end(raw);
-        if let Some((id, mut v)) = templates.read(line) {
-            // the line after one the same template read: kept by what differs, marked as
-            // `Repeats::mark` would (the same host and sandbox as the line before it)
+        if let Some((id, v)) = templates.read(line) {
+            // the line after one the same template read: kept by what differs (it names
+            // the host and sandbox of the line before it: `Repeats` stays as it is)
             if let Some((_, Item::Templated(run))) = lines.last_mut() {
                 if run.id == id && v.attempt.is_none() {
-                    let passes = passes_want(want, run.first.sandbox.as_deref());
-                    v.same_host = passes && run.first.host.is_some();
-                    v.same_sandbox = passes;
                     run.rest.push((k, v));
                     return;
                 }
@@ -508,8 +505,6 @@ struct Varying {
     ts: Nanos,
     /// A CDI wait's try (the record's kind differs with it: such lines are not kept in runs).
     attempt: Option<u32>,
-    same_host: bool,
-    same_sandbox: bool,
 }
 
 /// The host and the sandbox id that the reader last looked up, as far as one block tells:
@@ -1155,14 +1150,15 @@ impl Ingester {
             (None, _) => Some(ClockOf::File(file)),
             (Some(_), None) => None,
         };
-        let same = rest
-            .iter()
-            .all(|(_, v)| v.same_sandbox && v.same_host == host.is_some() && v.time.is_some());
+        // each names the host and sandbox of the line before it: as `Repeats::mark` marks
+        // such a line, when `--sandbox` reads it
+        let passes = passes_want(self.opts.want(), sandbox);
+        let timed = rest.iter().all(|(_, v)| v.time.is_some());
         let (Some(clock_of), Some((_, sid)), true, true) = (
             looked_up,
             self.last_sandbox.as_ref(),
-            same,
-            passes_want(self.opts.want(), sandbox) && sandbox.is_some(),
+            timed,
+            passes && sandbox.is_some(),
         ) else {
             for (k, v) in rest {
                 let head = Head {
@@ -1172,8 +1168,8 @@ impl Ingester {
                     time_zone: v.time_zone,
                     sandbox,
                     pid,
-                    same_host: v.same_host,
-                    same_sandbox: v.same_sandbox,
+                    same_host: passes && host.is_some(),
+                    same_sandbox: passes,
                 };
                 self.templated(at.src(file, &k), &head, v.ts, kind);
             }

@@ -272,12 +272,10 @@ impl<'a> Template<'a> {
             time_zone: zone,
             ts,
             attempt,
-            same_host: false,
-            same_sandbox: false,
         })
     }
 
-    /// The line this template read as `v`, as parsed.
+    /// The line this template read as `v`, as parsed (its repeat marks are the reader's to set).
     fn journal(&self, v: &Varying) -> JournalParsed<'a> {
         JournalParsed {
             prefix: v.prefix,
@@ -297,8 +295,8 @@ impl<'a> Template<'a> {
                     (kind, _) => kind.clone(),
                 },
             })),
-            same_host: v.same_host,
-            same_sandbox: v.same_sandbox,
+            same_host: false,
+            same_sandbox: false,
         }
     }
 }
