@@ -438,8 +438,8 @@ fn scan_and_parse<'a>(pre: &Prefilter, want: Option<&str>, block: &'a [u8]) -> S
 }
 
 /// [`scan_and_parse`] into `lines` (emptied first): a list a block before this one was
-/// applied from, whose memory is already the process's (a fresh one per block had the
-/// kernel zeroing ~200 MB of new pages for a 1 GB journal).
+/// applied from, whose memory is already the process's (with a fresh one per block, the
+/// kernel zeroing new pages was 2.2 % of `--all`'s CPU on the 1 GB journal; 0.7 % after).
 fn scan_and_parse_into<'a>(
     pre: &Prefilter,
     want: Option<&str>,
@@ -486,8 +486,8 @@ fn scan_and_parse_into<'a>(
 }
 
 /// Consecutive kept lines of a block that one template read (see [`template`]), kept as
-/// the first line parsed and, for the others, what differs: the applying thread moves
-/// ~80 bytes per line where a parsed line is ~190.
+/// the first line parsed and, for the others, what differs: 88 bytes a line in the list
+/// where a parsed line takes 192.
 #[derive(Debug)]
 struct TemplatedRun<'a> {
     /// The template's identity.
