@@ -11,7 +11,7 @@ use topo::{CpuSet, Host};
 
 use crate::memory::MemoryModel;
 use crate::model::{CoreInfo, DeviceInfo};
-use crate::{PlanError, Request, Tenant};
+use crate::{PlanError, Request, Tenant, Workload};
 
 /// The cost terms fixed by a node set (see [`crate::cost::Cost`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,8 @@ pub struct Context {
     /// Messages gathered while building (rationale, warnings).
     pub rationale: Vec<String>,
     pub warnings: Vec<String>,
+    /// What is placed: a VM gets an emulator core, a container does not.
+    pub workload: Workload,
 }
 
 impl Context {
@@ -294,6 +296,7 @@ impl Context {
             device_floor,
             rationale,
             warnings,
+            workload: Workload::Vm,
         })
     }
 

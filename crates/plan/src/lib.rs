@@ -43,12 +43,24 @@ use topo::CpuSet;
 pub use crate::features::{
     adopt_domain, DomainChoices, DomainEnlightenment, DomainTimer, VENDOR_ID,
 };
-pub use crate::plan::plan;
+pub use crate::plan::{plan, plan_for};
 pub use crate::tenant::taken_cpus;
 
 /// The least guest memory a plan accepts: firmware and a kernel do not boot in less (the
 /// boot estimator's floor too).
 pub const MIN_MEMORY_BYTES: u64 = 64 << 20;
+
+/// What is being placed. A VM has QEMU's emulator and iothreads beside its vCPUs and gets a
+/// core for them; a container (the NRI node agent's exclusive-CPU containers) is only its
+/// CPUs. Everything else — nodes, whole cores, L3 groups, housekeeping, devices, memory — is
+/// decided the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    #[default]
+    Vm,
+    Container,
+}
 
 /// What the VM is for: shapes NUMA and SMT decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -9,11 +9,23 @@ use crate::emulator::{self, Place};
 use crate::memory::{human_bytes, list};
 use crate::select::{best_placement, Placement};
 use crate::{features, topology};
-use crate::{IrqPlan, MemoryPlan, Plan, PlanError, PlannedDevice, Request, Tenant};
+use crate::{IrqPlan, MemoryPlan, Plan, PlanError, PlannedDevice, Request, Tenant, Workload};
 
 /// Plan a VM: a pure function of the request, the host model and the tenants already on it.
 pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, PlanError> {
-    let ctx = Context::new(req, host, tenants)?;
+    plan_for(req, host, tenants, Workload::Vm)
+}
+
+/// [`plan`] for a VM or a container: a container's plan has no emulator or iothread CPUs
+/// (`emulator_cpus` and `iothread_cpus` empty), the rest is decided as for a VM.
+pub fn plan_for(
+    req: &Request,
+    host: &Host,
+    tenants: &[Tenant],
+    workload: Workload,
+) -> Result<Plan, PlanError> {
+    let mut ctx = Context::new(req, host, tenants)?;
+    ctx.workload = workload;
     let Some(p) = best_placement(&ctx) else {
         return Err(refusal(&ctx, req));
     };
@@ -34,8 +46,17 @@ pub fn plan(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Plan, Plan
     core_rationale(&ctx, host, &p, &guest_cpus, &mut rationale);
 
     // emulator and iothreads
-    let emulator_cpus = emulator::cpus(&ctx, &p.emulator);
-    rationale.push(emulator_rationale(&ctx, &p, &emulator_cpus));
+    let emulator_cpus = match workload {
+        Workload::Vm => {
+            let cpus = emulator::cpus(&ctx, &p.emulator);
+            rationale.push(emulator_rationale(&ctx, &p, &cpus));
+            cpus
+        }
+        Workload::Container => {
+            rationale.push("a container: no emulator or iothreads of its own".into());
+            CpuSet::new()
+        }
+    };
 
     // memory
     let node_of = |cpu: u32| ctx.node_of(cpu);
@@ -286,11 +307,11 @@ fn core_rationale(
         let Some(l3) = l3 else { continue };
         let cpus = ctx.l3_cpus.get(l3).cloned().unwrap_or_default();
         let total_cores = ctx.cores.iter().filter(|c| c.l3 == Some(*l3)).count();
-        let own_emulator = p
-            .emulator
-            .core
-            .and_then(|e| ctx.cores.get(e as usize))
-            .is_some_and(|e| e.l3 == Some(*l3));
+        let own_emulator = ctx.workload == Workload::Vm
+            && p.emulator
+                .core
+                .and_then(|e| ctx.cores.get(e as usize))
+                .is_some_and(|e| e.l3 == Some(*l3));
         let state = if cpus.is_subset(guest) || !cpus.difference(guest).intersects(&busy) {
             match (cores.len() == total_cores, own_emulator) {
                 (true, _) => "whole".to_string(),

@@ -409,7 +409,9 @@ fn best_with_reserve(ctx: &Context, host_reserve: u32) -> Option<Placement> {
         if let Some((cost, bits, nodes)) = best {
             let mut cores: Vec<u32> = bits.iter().collect();
             let mut emulator = emulator::choose(ctx, &nodes, &cores);
-            emulator::settle(ctx, &mut cores, &mut emulator);
+            if ctx.workload == crate::Workload::Vm {
+                emulator::settle(ctx, &mut cores, &mut emulator);
+            }
             return Some(Placement {
                 nodes,
                 cores,

@@ -52,6 +52,9 @@ enum Command {
     /// Write a CDI spec for the VFIO devices (legacy groups or IOMMUFD) for container runtimes.
     #[command(long_about = cmd::cdi::LONG_ABOUT)]
     Cdi(cmd::cdi::Args),
+    /// On Kubernetes: the containerd NRI agent that gives pods their CPUs as `plan` would.
+    #[command(long_about = cmd::nri::LONG_ABOUT)]
+    Nri(Box<cmd::nri::Args>),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Some(Command::Boot(a)) => cmd::boot::run(a),
         Some(Command::Bench(a)) => cmd::bench::run(a),
         Some(Command::Cdi(a)) => cmd::cdi::run(a),
+        Some(Command::Nri(a)) => cmd::nri::run(*a),
     };
     match result {
         Ok(code) => code,
@@ -99,6 +103,8 @@ fn changes_host(cmd: Option<&Command>) -> bool {
         Some(Command::Irq(a)) => a.changes_host(),
         Some(Command::Boot(a)) => a.changes_host(),
         Some(Command::Bench(a)) => a.changes_host(),
+        // the agent is a daemon: a closed log pipe must not kill it mid-event
+        Some(Command::Nri(a)) => a.command.is_none(),
     }
 }
 
