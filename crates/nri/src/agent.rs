@@ -247,11 +247,11 @@ impl Agent {
             .collect()
     }
 
-    /// Shared containers whose cpuset is not the pool get the pool.
-    fn pool_updates(&mut self, skip: Option<&str>) -> Vec<Update> {
+    /// Shared containers whose cpuset is not the pool get the pool; one log line says so.
+    fn pool_updates(&mut self, skip: Option<&str>, event: &str, out: &mut Outcome) -> Vec<Update> {
         let pool = self.pool();
         let ids: Vec<String> = self.shared_containers().map(String::from).collect();
-        let mut out = Vec::new();
+        let mut ups = Vec::new();
         for id in ids {
             if Some(id.as_str()) == skip {
                 continue;
@@ -261,15 +261,23 @@ impl Agent {
             };
             if t.cpus.as_ref() != Some(&pool) {
                 t.cpus = Some(pool.clone());
-                out.push(Update {
+                ups.push(Update {
                     container_id: id,
                     cpus: pool.clone(),
                     mems: None,
                 });
             }
         }
-        self.counters.updates_sent += out.len() as u64;
-        out
+        if !ups.is_empty() {
+            let line = format!(
+                "{event}: shared pool {pool}: {} shared container{} moved to it",
+                ups.len(),
+                if ups.len() == 1 { "" } else { "s" }
+            );
+            self.note(event, "", line, out);
+        }
+        self.counters.updates_sent += ups.len() as u64;
+        ups
     }
 
     /// Places an exclusive container; `Err` is the planner's refusal.
@@ -408,7 +416,7 @@ impl Agent {
                     track.cpus = Some(al.cpus.clone());
                     self.allocations.insert(c.id.clone(), al);
                     self.containers.insert(c.id.clone(), track);
-                    out.updates = self.pool_updates(Some(&c.id));
+                    out.updates = self.pool_updates(Some(&c.id), "create", &mut out);
                     return out;
                 }
                 Err(why) => {
@@ -467,31 +475,40 @@ impl Agent {
         out
     }
 
-    /// A container stopped (or was removed): its CPUs go back to the pool.
+    /// A container stopped (or was removed): its CPUs go back to the pool, and the shared
+    /// containers follow the pool.
     pub fn release(&mut self, c: &Container, event: &str, forget: bool) -> Outcome {
         let mut out = Outcome::default();
-        if let Some(t) = self.containers.get_mut(&c.id) {
+        if self.release_one(&c.id, event, forget, &mut out) {
+            out.updates = self.pool_updates(None, event, &mut out);
+        }
+        out
+    }
+
+    /// Marks `id` stopped (or forgets it) and frees its CPUs; whether it held any.
+    fn release_one(&mut self, id: &str, event: &str, forget: bool, out: &mut Outcome) -> bool {
+        if let Some(t) = self.containers.get_mut(id) {
             t.container.state = State::Stopped;
         }
         if forget {
-            self.containers.remove(&c.id);
+            self.containers.remove(id);
         }
-        if let Some(al) = self.allocations.remove(&c.id) {
-            self.counters.released += 1;
-            let mut line = format!("{event} {}: CPUs {} back to the pool", al.name, al.cpus);
-            if !al.emulator_cpus.is_empty() {
-                line.push_str(&format!(
-                    " with its VM's emulator core {}",
-                    al.emulator_cpus
-                ));
-            }
-            self.note(event, &c.id, line, &mut out);
-            // a Kata pod's later containers keep their CPUs; the VM's emulator core moves to
-            // one of them if the first container goes before the pod
-            self.rehome_emulator(&al);
-            out.updates = self.pool_updates(None);
+        let Some(al) = self.allocations.remove(id) else {
+            return false;
+        };
+        self.counters.released += 1;
+        let mut line = format!("{event} {}: CPUs {} back to the pool", al.name, al.cpus);
+        if !al.emulator_cpus.is_empty() {
+            line.push_str(&format!(
+                " with its VM's emulator core {}",
+                al.emulator_cpus
+            ));
         }
-        out
+        self.note(event, id, line, out);
+        // a Kata pod's later containers keep their CPUs; the VM's emulator core moves to one
+        // of them if the first container goes before the pod
+        self.rehome_emulator(&al);
+        true
     }
 
     fn rehome_emulator(&mut self, gone: &Allocation) {
@@ -529,13 +546,10 @@ impl Agent {
             .collect();
         let mut out = Outcome::default();
         for id in ids {
-            if let Some(t) = self.containers.get(&id).map(|t| t.container.clone()) {
-                let o = self.release(&t, "remove-pod", true);
-                out.log.extend(o.log);
-            }
+            self.release_one(&id, "remove-pod", true, &mut out);
         }
         self.pods.remove(&pod.id);
-        out.updates = self.pool_updates(None);
+        out.updates = self.pool_updates(None, "remove-pod", &mut out);
         out
     }
 
@@ -618,7 +632,8 @@ impl Agent {
             }
         }
         self.counters.updates_sent += out.updates.len() as u64;
-        out.updates.extend(self.pool_updates(None));
+        let shared = self.pool_updates(None, "synchronize", &mut out);
+        out.updates.extend(shared);
         out
     }
 

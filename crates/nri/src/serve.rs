@@ -189,6 +189,9 @@ pub fn serve(
             opts.conn.socket.display()
         ));
         sink.connected.store(true, Ordering::Relaxed);
+        if let Ok(a) = agent.lock() {
+            sink.changed(&a);
+        }
         stop.set(Some(session.closer()));
         if stop.stopped() {
             session.closer().close("stopping");
