@@ -74,6 +74,10 @@ pub struct Allocation {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
     pub kata: bool,
+    /// Of `cpus`, how many are the Kata VM's `default_vcpus` (the pod's first container holds
+    /// them; 0 for every other container).
+    #[serde(default)]
+    pub default_vcpus: u32,
     /// `placed` (by this agent run), `adopted` (found at synchronization).
     pub how: String,
     pub reasons: Vec<String>,
@@ -135,6 +139,7 @@ struct Tracked {
 }
 
 /// The agent: host model, settings, and what containerd has told it.
+#[derive(Clone)]
 pub struct Agent {
     host: Host,
     settings: Settings,
@@ -336,6 +341,11 @@ impl Agent {
             },
             devices: devices.bdfs,
             kata: a.kata,
+            default_vcpus: if first_of_vm {
+                self.settings.kata_default_vcpus
+            } else {
+                0
+            },
             how: "placed".into(),
             reasons,
         })
@@ -553,6 +563,35 @@ impl Agent {
         out
     }
 
+    /// The way back: every running container on every CPU (and every memory node), the
+    /// agent's allocations dropped. `vmtune nri --release-all` answers one Synchronize with
+    /// this and exits, so that removing the agent leaves no container pinned.
+    pub fn release_all(&mut self, containers: &[Container]) -> Outcome {
+        let mut out = Outcome::default();
+        let all = self.host.all_cpus();
+        let mems: Vec<u32> = self.host.numa_nodes.iter().map(|n| n.os_index).collect();
+        for c in containers.iter().filter(|c| c.state != State::Stopped) {
+            if CpuSet::parse_list(&c.cpuset_cpus).is_ok_and(|s| s == all) {
+                continue;
+            }
+            out.updates.push(Update {
+                container_id: c.id.clone(),
+                cpus: all.clone(),
+                mems: (!mems.is_empty()).then(|| mems.clone()),
+            });
+        }
+        self.allocations.clear();
+        self.containers.clear();
+        let line = format!(
+            "release-all: {} of {} containers back on every CPU {all}",
+            out.updates.len(),
+            containers.len()
+        );
+        self.note("release-all", "", line, &mut out);
+        self.counters.updates_sent += out.updates.len() as u64;
+        out
+    }
+
     /// Containerd's view after (re)connecting: every pod and container. Exclusive containers
     /// keep the CPUs they have when they are this agent's (its annotation matches their
     /// cpuset) or otherwise whole, free and off the housekeeping; the rest are placed now, and
@@ -655,11 +694,17 @@ impl Agent {
         let taken = self.allocations.values().fold(CpuSet::new(), |acc, x| {
             acc.union(&x.cpus).union(&x.emulator_cpus)
         });
+        // a Kata VM's first container holds its own CPUs and the VM's default_vcpus
+        let vm_size = if a.kata {
+            n + self.settings.kata_default_vcpus
+        } else {
+            n
+        };
         let fits = cur.is_subset(&self.host.all_cpus())
             && !cur.intersects(&taken)
             && !emulator.intersects(&taken)
             && !cur.intersects(&self.housekeeping)
-            && (ours || cur.len() == n as usize);
+            && (ours || cur.len() == n as usize || cur.len() == vm_size as usize);
         if !fits {
             return None;
         }
@@ -676,6 +721,11 @@ impl Agent {
             emulator_cpus: emulator,
             devices: devices.bdfs,
             kata: a.kata,
+            default_vcpus: if a.kata && cur.len() == vm_size as usize {
+                self.settings.kata_default_vcpus
+            } else {
+                0
+            },
             how: "adopted".into(),
             reasons: vec![if ours {
                 "its cpuset is the one this agent gave it (annotation vmtune.io/cpus)".into()

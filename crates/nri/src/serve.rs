@@ -32,6 +32,8 @@ pub struct ServeOptions {
     pub once: bool,
     /// How long to wait between tries while the socket is missing.
     pub retry: Duration,
+    /// Move every container back to every CPU at the first Synchronize, then return.
+    pub release_all: bool,
 }
 
 /// Logs to stderr and writes the state files.
@@ -153,8 +155,10 @@ pub fn serve(
     while !stop.stopped() {
         let (tx, rx) = mpsc::channel::<Vec<Update>>();
         let sink_dyn: Arc<dyn Sink> = sink.clone();
-        let service = Arc::new(Service::new(agent.clone(), sink_dyn, tx));
-        let session = match Session::connect(&opts.conn, service) {
+        let mut svc = Service::new(agent.clone(), sink_dyn, tx);
+        svc.release_all = opts.release_all;
+        let service = Arc::new(svc);
+        let session = match Session::connect(&opts.conn, service.clone()) {
             Ok(s) => s,
             Err(e @ ConnError::Connect { .. }) if !opts.once => {
                 if waiting_since.is_none() {
@@ -217,6 +221,23 @@ pub fn serve(
                 }
             })
         };
+        if opts.release_all {
+            // the runtime applies the sync's updates once the answer is in: give it a moment
+            let t = Instant::now();
+            while !service.synced.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(10) {
+                thread::sleep(Duration::from_millis(20));
+            }
+            thread::sleep(Duration::from_millis(500));
+            session.closer().close("released");
+            let _ = session.wait();
+            drop(service);
+            let _ = updater.join();
+            stop.stop();
+            let _ = watcher.join();
+            sink.log("released: every container is back on every CPU; exiting");
+            return Ok(());
+        }
+        drop(service);
         let why = session.wait();
         stop.set(None);
         sink.connected.store(false, Ordering::Relaxed);

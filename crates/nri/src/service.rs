@@ -61,6 +61,10 @@ pub struct Service {
     later: Mutex<mpsc::Sender<Vec<Update>>>,
     /// Synchronize chunks received with `more` set.
     sync_parts: Mutex<(Vec<api::PodSandbox>, Vec<api::Container>)>,
+    /// `--release-all`: answer Synchronize by moving every container back to every CPU.
+    pub release_all: bool,
+    /// Set once a Synchronize has been answered.
+    pub synced: std::sync::atomic::AtomicBool,
 }
 
 impl Service {
@@ -74,6 +78,8 @@ impl Service {
             sink,
             later: Mutex::new(later),
             sync_parts: Mutex::new((Vec::new(), Vec::new())),
+            release_all: false,
+            synced: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -150,8 +156,13 @@ impl Plugin for Service {
             pods: pods.clone(),
             containers: containers.clone(),
         });
-        let out = self.with_agent(|a| a.synchronize(&pods, &containers))?;
+        let out = if self.release_all {
+            self.with_agent(|a| a.release_all(&containers))?
+        } else {
+            self.with_agent(|a| a.synchronize(&pods, &containers))?
+        };
         r.update = convert::updates(&out.updates);
+        self.synced.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(r)
     }
 

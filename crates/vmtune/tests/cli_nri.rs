@@ -459,5 +459,99 @@ fn places_cri_pods_through_nri_and_survives_restarts() {
     assert!(strict.log().contains("stopped"), "{}", strict.log());
     // for the reader of a --nocapture run: what the agent said
     eprintln!("--- the agent's log ---\n{}", strict.log());
+
+    // the way back: --release-all puts every container on every CPU and exits
+    let out = Command::new(BIN)
+        .args(["nri", "--release-all", "--socket"])
+        .arg(ctd.nri_socket())
+        .output()
+        .expect("vmtune nri --release-all");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("release-all: 5 of 5 containers back on every CPU"),
+        "{said}"
+    );
+    for id in [&be_c, &bu_c, &g2_c, &late_c, &gv_c] {
+        assert_eq!(actual(&ctd, id), all, "{id} after --release-all");
+    }
     ctd.stop().expect("containerd stops cleanly");
+}
+
+/// Not a test: what the agent adds to containerd's create of a container, measured here with
+/// containerd itself as the baseline. Rounds alternate between no plugin and the agent
+/// connected; each round creates and starts BestEffort and 1-CPU Guaranteed containers
+/// through crictl (the create's own time, crictl's process start included on both sides). Also
+/// the agent's resident memory. `cargo test --release -p vmtune --test cli_nri -- --ignored
+/// bench --nocapture`; the figures are in the README's performance section.
+#[test]
+#[ignore]
+fn bench_create_with_and_without_the_agent() {
+    let Some(rt) = runtime_or_skip("bench_create_with_and_without_the_agent") else {
+        return;
+    };
+    let _host = testkit::host_lock();
+    let tmp = tempfile::Builder::new()
+        .prefix("nrib")
+        .tempdir_in("/tmp")
+        .expect("temp dir");
+    let mut ctd =
+        Containerd::start(&rt, tmp.path(), ContainerdOpts::default()).expect("containerd");
+    let mut agent: Option<Agent> = None;
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    for round in 0..6 {
+        let connected = round % 2 == 1;
+        if connected && agent.is_none() {
+            agent = Some(Agent::start(tmp.path(), &ctd, &[]));
+        }
+        if !connected {
+            if let Some(mut a) = agent.take() {
+                a.terminate();
+            }
+        }
+        for spec in [
+            PodSpec::best_effort(&format!("b{n}")),
+            PodSpec::guaranteed(&format!("g{n}"), 1, 32 << 20),
+        ] {
+            n += 1;
+            let pod = ctd.run_pod(&spec).expect("pod");
+            let t = Instant::now();
+            let id = ctd
+                .create(&pod, &spec.container("main"), &spec)
+                .expect("create");
+            let dt = t.elapsed().as_secs_f64() * 1000.0;
+            ctd.start_container(&id).expect("start");
+            if connected {
+                with.push(dt)
+            } else {
+                without.push(dt)
+            }
+            ctd.stop_container(&id).expect("stop");
+            ctd.remove_container(&id).expect("remove");
+            ctd.stop_pod(&pod).expect("stop pod");
+            ctd.remove_pod(&pod).expect("remove pod");
+        }
+    }
+    let mut a = Agent::start(tmp.path(), &ctd, &[]);
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", a.child.as_ref().unwrap().id()))
+            .unwrap_or_default();
+    let mem: Vec<&str> = status
+        .lines()
+        .filter(|l| l.starts_with("VmHWM") || l.starts_with("VmRSS"))
+        .collect();
+    a.terminate();
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|x, y| x.total_cmp(y));
+        v[v.len() / 2]
+    };
+    let (w, wo) = (median(&mut with), median(&mut without));
+    eprintln!(
+        "crictl create, median of {} each: {wo:.1} ms without a plugin, {w:.1} ms with vmtune nri: {:.3}x; agent {}",
+        with.len(),
+        w / wo,
+        mem.join(", ")
+    );
+    ctd.stop().expect("clean stop");
 }

@@ -117,6 +117,10 @@ pub struct RunArgs {
     /// Return when the first connection ends instead of connecting again.
     #[arg(long)]
     pub once: bool,
+    /// The way back: connect once, move every container to every CPU and memory node, and
+    /// exit (run it after removing the agent's DaemonSet; docs/nri.md, "Rolling back").
+    #[arg(long)]
+    pub release_all: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -276,8 +280,9 @@ fn run_agent(a: RunArgs) -> Result<ExitCode> {
     let opts = ServeOptions {
         conn,
         state_dir,
-        once: a.once,
+        once: a.once || a.release_all,
         retry: Duration::from_secs(1),
+        release_all: a.release_all,
     };
     serve(agent, &opts, &stop, sink).map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,1342 @@
+//! The agent's Kubernetes deployment (`deploy/kubernetes`) and its image (`deploy/image.sh`):
+//!
+//! - without anything: the manifests read as the agent's settings say (every host directory
+//!   the DaemonSet mounts is one the agent's config names or documents, and each one the
+//!   config names is mounted, at the same path), the ConfigMap's `nri.toml` is accepted by
+//!   the agent (`vmtune nri replay /dev/null --config ...`, and a misspelt key is not), and
+//!   the pod runs as the comments say (root without capabilities, read-only root, no token);
+//! - a real kube-apiserver accepts them (`deploy/check/dry-run.sh`, with the binaries built
+//!   by `deploy/check/build-apiserver.sh`) and rejects a broken copy;
+//! - as root, with the runtime of `crates/nri/tests/e2e/build-runtime.sh`: the image that
+//!   `deploy/image.sh` makes imports into containerd (`ctr images import`, seen by CRI under
+//!   the DaemonSet's image name), its `vmtune --version` runs, and the agent in it, confined
+//!   as the DaemonSet confines it, connects to containerd's NRI socket and stops on SIGTERM
+//!   within the grace period.
+//!
+//! The vmtune binary is built with `cargo build -p vmtune` (a no-op when it is up to date),
+//! or taken from `$VMTUNE_BIN`. Skips by name what cannot run here.
+
+mod support;
+
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use support::{workspace_root, Containerd, ContainerdOpts, Runtime};
+
+/// The environment variable naming the directory of etcd, kube-apiserver and kubectl (what
+/// `deploy/check/build-apiserver.sh DIR` built).
+const K8S_CHECK_ENV: &str = "VMTUNE_K8S_CHECK";
+/// A vmtune binary to use instead of building one.
+const VMTUNE_BIN_ENV: &str = "VMTUNE_BIN";
+
+// ------------------------------------------------------------------------------------------
+// the static checks
+
+#[test]
+fn kustomization_lists_every_manifest() {
+    let mut listed = resources();
+    listed.sort();
+    let mut files: Vec<String> = std::fs::read_dir(deploy_dir())
+        .expect("deploy/kubernetes")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
+        .collect();
+    files.sort();
+    assert_eq!(listed, files, "kustomization.yaml's resources");
+    for o in manifests() {
+        let kind = o["kind"].as_str().unwrap_or("?");
+        assert_eq!(
+            o["metadata"]["labels"]["app.kubernetes.io/name"], "vmtune",
+            "{kind} is labelled"
+        );
+        if kind != "Namespace" {
+            assert_eq!(
+                o["metadata"]["namespace"], "vmtune-system",
+                "{kind}'s namespace"
+            );
+        }
+    }
+    // the pods mount host directories: the namespace must allow it whatever the cluster's
+    // Pod Security defaults
+    let ns = object("Namespace");
+    assert_eq!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
+}
+
+#[test]
+fn config_keys_are_the_agents() {
+    let text = config_text();
+    let file = nri::config::FileConfig::parse(&text).expect("the ConfigMap's nri.toml");
+    assert_eq!(
+        file.socket.as_deref(),
+        Some(Path::new("/var/run/nri/nri.sock"))
+    );
+    assert_eq!(file.name.as_deref(), Some("vmtune"));
+    assert_eq!(file.index.as_deref(), Some("90"));
+    assert_eq!(
+        file.state_dir.as_deref(),
+        Some(Path::new("/var/run/vmtune-nri"))
+    );
+    assert_eq!(
+        file.cdi_dirs,
+        Some(vec![
+            PathBuf::from("/etc/cdi"),
+            PathBuf::from("/var/run/cdi")
+        ])
+    );
+    // the live host, through the node's /sys and /proc files mounted under /host (the
+    // container's own /proc/interrupts is masked)
+    assert_eq!(file.topology.as_deref(), Some(Path::new("/host")));
+    // per node type: left to the user, and said so
+    assert_eq!(file.reserved_cpus, None);
+    assert!(
+        text.contains("# reserved_cpus =") && text.contains("--reserved-cpus"),
+        "nri.toml explains reserved_cpus:\n{text}"
+    );
+    // what the agent checks only when it connects
+    nri_proto::conn::Options::new(
+        file.socket.as_deref().unwrap_or(Path::new("")),
+        file.name.as_deref().unwrap_or(""),
+        file.index.as_deref().unwrap_or(""),
+    )
+    .check()
+    .expect("name and index as the runtime wants them");
+}
+
+#[test]
+fn the_agent_accepts_the_configmap() {
+    let test = "the_agent_accepts_the_configmap";
+    let vmtune = match vmtune_binary() {
+        Ok(b) => b,
+        Err(why) => return testkit::skip(test, why),
+    };
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let config = tmp.path().join("nri.toml");
+    std::fs::write(&config, config_text()).expect("write nri.toml");
+    let replay = |config: &Path| {
+        let mut cmd = Command::new(&vmtune);
+        cmd.args([
+            "nri",
+            "replay",
+            "/dev/null",
+            "--topology",
+            "builtin",
+            "--config",
+        ])
+        .arg(config);
+        run(&mut cmd, Duration::from_secs(60))
+    };
+    let out = replay(&config);
+    assert!(
+        out.success(),
+        "vmtune nri replay --config <the ConfigMap's nri.toml>: {out}"
+    );
+    assert!(out.stdout.contains("shared pool"), "{out}");
+
+    // the same check refuses a misspelt key and a bad size
+    for (bad, named) in [
+        ("stirct = true\n", "stirct"),
+        ("kata_default_memory = \"2X\"\n", "kata_default_memory"),
+    ] {
+        let text = config_text();
+        let text = match bad.split_once(" = ") {
+            Some((key, _)) if text.contains(&format!("\n{key} = ")) => text
+                .lines()
+                .map(|l| {
+                    if l.starts_with(key) {
+                        bad.trim_end()
+                    } else {
+                        l
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => format!("{text}{bad}"),
+        };
+        let broken = tmp.path().join("broken.toml");
+        std::fs::write(&broken, text).expect("write broken.toml");
+        let out = replay(&broken);
+        assert!(
+            !out.success() && out.stderr.contains(named),
+            "{bad:?} is refused, naming {named}: {out}"
+        );
+    }
+}
+
+#[test]
+fn host_paths_are_the_configs() {
+    let text = config_text();
+    let file = nri::config::FileConfig::parse(&text).expect("nri.toml");
+    let ds = object("DaemonSet");
+    let spec = &ds["spec"]["template"]["spec"];
+    let containers = spec["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1, "one container");
+    let c = &containers[0];
+
+    // what the config names (the container's paths: the host's own, mounted where they are)
+    let socket_dir = file
+        .socket
+        .as_deref()
+        .and_then(Path::parent)
+        .expect("socket")
+        .to_path_buf();
+    let mut named: Vec<(PathBuf, bool, &str)> = vec![
+        (socket_dir, true, "socket"),
+        (
+            file.state_dir.clone().expect("state_dir"),
+            true,
+            "state_dir",
+        ),
+    ];
+    let cdi_dirs = file.cdi_dirs.clone().expect("cdi_dirs");
+    named.extend(cdi_dirs.into_iter().map(|d| (d, false, "cdi_dirs")));
+    // the topology: unset, the container's own /sys and /proc; a directory, the host's
+    // sysfs and procfs files mounted under it, each at its own path below it
+    let topology_root = match &file.topology {
+        None => {
+            named.push((
+                PathBuf::from("/sys"),
+                false,
+                "topology (unset: the live host)",
+            ));
+            None
+        }
+        Some(t) => {
+            assert!(
+                t.extension().is_none(),
+                "topology {} is a file: mount it and update this test",
+                t.display()
+            );
+            Some(t.clone())
+        }
+    };
+
+    let mounts = c["volumeMounts"].as_array().expect("volumeMounts");
+    let mount_of = |volume: &str| -> &Value {
+        mounts
+            .iter()
+            .find(|m| m["name"] == volume)
+            .unwrap_or_else(|| panic!("volume {volume} is not mounted"))
+    };
+    let mut mounted = Vec::new();
+    for v in spec["volumes"].as_array().expect("volumes") {
+        let name = v["name"].as_str().expect("a volume's name");
+        let m = mount_of(name);
+        let at = PathBuf::from(m["mountPath"].as_str().expect("mountPath"));
+        let read_only = m["readOnly"] == true;
+        if let Some(path) = v["hostPath"]["path"].as_str() {
+            let under_topology = topology_root
+                .as_deref()
+                .and_then(|root| at.strip_prefix(root).ok())
+                .map(|rel| Path::new("/").join(rel));
+            if let Some((_, writable, key)) = named.iter().find(|(p, _, _)| *p == at) {
+                // the same path inside and outside, so the config's paths mean the same in
+                // both, and `vmtune nri status` on the node finds the state directory
+                assert_eq!(
+                    Path::new(path),
+                    at,
+                    "volume {name} ({key}) is mounted where it is"
+                );
+                assert_eq!(
+                    read_only,
+                    !writable,
+                    "{path} ({key}) is mounted {}",
+                    if *writable { "read-write" } else { "read-only" }
+                );
+            } else if let Some(host) = under_topology {
+                assert_eq!(
+                    Path::new(path),
+                    host,
+                    "volume {name}: the host's {path} under the topology root is at its own path"
+                );
+                assert!(read_only, "{path} (topology) is mounted read-only");
+                assert!(
+                    path.starts_with("/sys") || path.starts_with("/proc/"),
+                    "{path}: the topology loader reads sysfs and procfs"
+                );
+                assert!(
+                    text.contains(&at.display().to_string()),
+                    "nri.toml names {} where it sets topology:\n{text}",
+                    at.display()
+                );
+            } else {
+                panic!(
+                    "hostPath {path} (volume {name}, at {}) is none of the config's: {named:?}",
+                    at.display()
+                );
+            }
+            mounted.push(at);
+        } else if let Some(cm) = v["configMap"]["name"].as_str() {
+            let configmap = object("ConfigMap");
+            assert_eq!(configmap["metadata"]["name"], cm, "the ConfigMap's name");
+            assert!(read_only, "the config is mounted read-only");
+            let items: Vec<(String, String)> = v["configMap"]["items"]
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|i| (i["key"].to_string(), i["path"].to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(
+                items.is_empty() || items == [("\"nri.toml\"".into(), "\"nri.toml\"".into())],
+                "the ConfigMap's nri.toml keeps its name: {items:?}"
+            );
+            let command = strings(&c["command"]);
+            let arg = command
+                .iter()
+                .position(|a| a == "--config")
+                .expect("--config");
+            assert_eq!(
+                Path::new(&command[arg + 1]),
+                at.join("nri.toml"),
+                "--config is the ConfigMap's nri.toml"
+            );
+        } else {
+            panic!("volume {name} is neither a hostPath nor the ConfigMap: {v}");
+        }
+    }
+    for (p, _, key) in &named {
+        assert!(
+            mounted.contains(p),
+            "{} ({key} in nri.toml) is not mounted from the host",
+            p.display()
+        );
+    }
+    if let Some(root) = &topology_root {
+        assert!(
+            mounted.contains(&root.join("sys")),
+            "the topology root {} has the host's /sys",
+            root.display()
+        );
+    }
+}
+
+#[test]
+fn the_pod_runs_as_the_comments_say() {
+    let ds = object("DaemonSet");
+    let spec = &ds["spec"]["template"]["spec"];
+    let c = &spec["containers"][0];
+    let version = workspace_version();
+    assert_eq!(c["image"], format!("vmtune.local/vmtune:{version}"));
+    assert_eq!(c["imagePullPolicy"], "Never", "imported with ctr");
+    assert_eq!(
+        strings(&c["command"]),
+        ["/usr/bin/vmtune", "nri", "--config", "/etc/vmtune/nri.toml"]
+    );
+    let sc = &c["securityContext"];
+    assert_eq!(
+        sc["runAsUser"], 0,
+        "root: the NRI socket's directory is 0700 root"
+    );
+    assert_eq!(sc["privileged"], false);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"]);
+    assert!(sc["capabilities"]["add"].is_null(), "no capability added");
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        assert!(
+            c[probe].is_null(),
+            "{probe}: see the comment in daemonset.yaml on why the agent has none"
+        );
+    }
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    assert!(c["resources"]["limits"]["cpu"].is_null(), "no CPU limit");
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["priorityClassName"], "system-node-critical");
+    assert_eq!(spec["tolerations"][0]["operator"], "Exists");
+    assert!(spec["tolerations"][0]["key"].is_null(), "every taint");
+    assert_eq!(spec["nodeSelector"]["vmtune.io/nri"], "true");
+    let sa = object("ServiceAccount");
+    assert_eq!(spec["serviceAccountName"], sa["metadata"]["name"]);
+    assert_eq!(sa["automountServiceAccountToken"], false);
+    let update = &ds["spec"]["updateStrategy"];
+    assert_eq!(update["type"], "RollingUpdate");
+    assert_eq!(update["rollingUpdate"]["maxUnavailable"], 1);
+    assert_eq!(
+        update["rollingUpdate"]["maxSurge"], 0,
+        "never two agents on a node"
+    );
+    for o in manifests() {
+        let kind = o["kind"].as_str().unwrap_or("?");
+        assert!(
+            !kind.contains("Role"),
+            "{kind}: the agent never talks to the API server, RBAC grants it nothing"
+        );
+    }
+}
+
+#[test]
+fn the_yaml_reader_reads_what_the_manifests_use() {
+    let text = [
+        "# c",
+        "a:",
+        "  b: \"x: y\" # c",
+        "  c: 'it''s'",
+        "  d: [\"p\", q]",
+        "  e: {}",
+        "  f:",
+        "    - g: 1",
+        "      h: true",
+        "    - plain text",
+        "  t: |",
+        "    one",
+        "",
+        "    # two",
+        "  u: 2",
+        "---",
+        "z: null",
+    ]
+    .join("\n");
+    let docs = yaml::parse(&text);
+    assert_eq!(docs.len(), 2);
+    let a = &docs[0]["a"];
+    assert_eq!(a["b"], "x: y");
+    assert_eq!(a["c"], "it's");
+    assert_eq!(strings(&a["d"]), ["p", "q"]);
+    assert_eq!(a["e"], serde_json::json!({}));
+    assert_eq!(a["f"][0]["g"], 1);
+    assert_eq!(a["f"][0]["h"], true);
+    assert_eq!(a["f"][1], "plain text");
+    assert_eq!(a["t"], "one\n\n# two\n");
+    assert_eq!(a["u"], 2);
+    assert!(docs[1]["z"].is_null());
+}
+
+// ------------------------------------------------------------------------------------------
+// a real API server
+
+#[test]
+fn a_real_api_server_accepts_the_manifests() {
+    let test = "a_real_api_server_accepts_the_manifests";
+    let bin = match k8s_check_dir() {
+        Ok(d) => d,
+        Err(why) => return testkit::skip(test, why),
+    };
+    let mut cmd = Command::new("bash");
+    cmd.arg(workspace_root().join("deploy/check/dry-run.sh"))
+        .arg("--bin")
+        .arg(&bin);
+    let out = run(&mut cmd, Duration::from_secs(300));
+    assert!(out.success(), "deploy/check/dry-run.sh: {out}");
+    for expect in [
+        "namespace/vmtune-system created (server dry run)",
+        "serviceaccount/vmtune-nri created (server dry run)",
+        "configmap/vmtune-nri created (server dry run)",
+        "daemonset.apps/vmtune-nri created (server dry run)",
+        "pod/vmtune-nri-template created (server dry run)",
+        "OK: every object was accepted by kube-apiserver, and every broken copy rejected",
+    ] {
+        assert!(out.stdout.contains(expect), "no {expect:?} in: {out}");
+    }
+    assert!(!out.stdout.contains("Warning:"), "{out}");
+
+    // and this file's YAML reader reads the manifests as kubectl does
+    for f in resources() {
+        let path = deploy_dir().join(&f);
+        let mut cmd = Command::new(bin.join("kubectl"));
+        cmd.args(["create", "--dry-run=client", "-o", "json", "-f"])
+            .arg(&path);
+        let out = run(&mut cmd, Duration::from_secs(60));
+        assert!(out.success(), "kubectl create --dry-run=client: {out}");
+        let theirs: Value = serde_json::from_str(&out.stdout).expect("kubectl's JSON");
+        let mine = yaml::parse_file(&path).remove(0);
+        if let Err(e) = within(&mine, &theirs, "") {
+            panic!("{f}: this file's YAML reader and kubectl differ at {e}");
+        }
+    }
+}
+
+/// Whether every value of `a` is in `b` (which may have more: kubectl's defaults); `Err` is
+/// the path of the first difference.
+fn within(a: &Value, b: &Value, at: &str) -> Result<(), String> {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => a.iter().try_for_each(|(k, v)| {
+            within(v, b.get(k).unwrap_or(&Value::Null), &format!("{at}.{k}"))
+        }),
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .try_for_each(|(i, (a, b))| within(a, b, &format!("{at}[{i}]"))),
+        _ if a == b => Ok(()),
+        _ => Err(format!("{at}: {a} against kubectl's {b}")),
+    }
+}
+
+#[test]
+fn a_real_api_server_rejects_a_broken_copy() {
+    let test = "a_real_api_server_rejects_a_broken_copy";
+    let bin = match k8s_check_dir() {
+        Ok(d) => d,
+        Err(why) => return testkit::skip(test, why),
+    };
+    // the manifests with one field the API does not have: a misspelt readOnly
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    for e in std::fs::read_dir(deploy_dir()).expect("deploy/kubernetes") {
+        let e = e.expect("an entry");
+        std::fs::copy(e.path(), tmp.path().join(e.file_name())).expect("copy");
+    }
+    let ds = tmp.path().join("daemonset.yaml");
+    let text = std::fs::read_to_string(&ds).expect("daemonset.yaml");
+    assert!(text.contains("              readOnly: true\n"));
+    std::fs::write(
+        &ds,
+        text.replacen(
+            "              readOnly: true\n",
+            "              readonly: true\n",
+            1,
+        ),
+    )
+    .expect("write");
+    let mut cmd = Command::new("bash");
+    cmd.arg(workspace_root().join("deploy/check/dry-run.sh"))
+        .args(["--no-negative", "--bin"])
+        .arg(&bin)
+        .arg(tmp.path());
+    let out = run(&mut cmd, Duration::from_secs(300));
+    assert_eq!(out.code(), Some(1), "rejected (exit 1): {out}");
+    assert!(
+        out.stdout.contains("unknown field") && out.stdout.contains("readonly"),
+        "the server names the field: {out}"
+    );
+    assert!(out.stdout.contains("FAILED"), "{out}");
+}
+
+// ------------------------------------------------------------------------------------------
+// the image in containerd
+
+#[test]
+fn the_image_imports_and_runs_the_agent() {
+    let test = "the_image_imports_and_runs_the_agent";
+    if !testkit::is_root() {
+        return testkit::skip(test, "needs root: runs containerd");
+    }
+    let rt = match Runtime::locate() {
+        Ok(rt) => rt,
+        Err(why) => return testkit::skip(test, why),
+    };
+    let vmtune = match vmtune_binary() {
+        Ok(b) => b,
+        Err(why) => return testkit::skip(test, why),
+    };
+    if testkit::which("ldd").is_none() {
+        return testkit::skip(test, "no ldd: deploy/image.sh lists the libraries with it");
+    }
+    let _host = testkit::host_lock();
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let ctd_dir = tempfile::tempdir().expect("a temporary directory");
+    let version = workspace_version();
+    let image = format!("vmtune.local/vmtune:{version}");
+
+    // the image, from the debug binary stripped of its debug information
+    let tar = tmp.path().join("vmtune.tar");
+    let mut cmd = Command::new("bash");
+    cmd.arg(workspace_root().join("deploy/image.sh"))
+        .arg("--binary")
+        .arg(&vmtune)
+        .args(["--strip", "--out"])
+        .arg(&tar);
+    let t0 = Instant::now();
+    let out = run(&mut cmd, Duration::from_secs(300));
+    assert!(out.success(), "deploy/image.sh: {out}");
+    assert!(out.stdout.contains(&image), "{out}");
+    eprintln!(
+        "deploy/image.sh: {} bytes in {:.1} s",
+        std::fs::metadata(&tar).map_or(0, |m| m.len()),
+        t0.elapsed().as_secs_f64()
+    );
+
+    let mut ctd =
+        Containerd::start(&rt, ctd_dir.path(), ContainerdOpts::default()).expect("containerd");
+    let sock = ctd.grpc_socket();
+    let ctr = |args: &[&str]| {
+        let mut cmd = Command::new(&rt.ctr);
+        cmd.arg("-a").arg(&sock).args(["-n", "k8s.io"]).args(args);
+        cmd
+    };
+
+    // import, as on a node; CRI (the kubelet's view) finds it by the DaemonSet's name
+    let t0 = Instant::now();
+    let out = run(
+        ctr(&["images", "import"]).arg(&tar),
+        Duration::from_secs(120),
+    );
+    assert!(out.success(), "ctr images import: {out}");
+    eprintln!("ctr images import: {:.1} s", t0.elapsed().as_secs_f64());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(e) = ctd.crictl(&["inspecti", image.as_str()]) {
+        assert!(Instant::now() < deadline, "CRI does not see {image}: {e}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let runc_root = ctd.dir().join("runc");
+    let runc = |cmd: &mut Command| {
+        cmd.arg("--runc-binary")
+            .arg(&rt.runc)
+            .arg("--runc-root")
+            .arg(&runc_root);
+    };
+    // a cgroup of its own under the root, which runc removes with the container
+    let cgroup = |id: &str| format!("/vmtune-deploy-test-{}-{id}", std::process::id());
+
+    // the binary runs in it: the loader and libraries ldd listed are all it needs
+    let mut cmd = ctr(&["run", "--rm", "--cgroup", &cgroup("version")]);
+    runc(&mut cmd);
+    cmd.args([&image, "vmtune-version", "/usr/bin/vmtune", "--version"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(out.success(), "ctr run {image} vmtune --version: {out}");
+    assert_eq!(out.stdout.trim(), format!("vmtune {version}"), "{out}");
+
+    // the agent as the DaemonSet runs it: its command, its config and its mounts (the NRI
+    // socket's directory is this containerd's; the state and CDI directories temporary ones;
+    // the host's files as they are, all read-only), root without capabilities, a read-only
+    // root, the runtime's default seccomp profile; and containerd's default masked paths, as
+    // the kubelet asks for them (/proc/interrupts among them)
+    let ds = object("DaemonSet");
+    let spec = &ds["spec"]["template"]["spec"];
+    let c = &spec["containers"][0];
+    let command = strings(&c["command"]);
+    let file = nri::config::FileConfig::parse(&config_text()).expect("nri.toml");
+    let etc = tmp.path().join("etc-vmtune");
+    let state = tmp.path().join("state");
+    let cdi = tmp.path().join("cdi");
+    for d in [&etc, &state, &cdi] {
+        std::fs::create_dir(d).expect("mkdir");
+    }
+    std::fs::write(etc.join("nri.toml"), config_text()).expect("nri.toml");
+    let nri_dir = ctd.nri_socket().parent().expect("nri dir").to_path_buf();
+    let mut binds = Vec::new();
+    for m in c["volumeMounts"].as_array().expect("volumeMounts") {
+        let v = spec["volumes"]
+            .as_array()
+            .and_then(|vs| vs.iter().find(|v| v["name"] == m["name"]))
+            .expect("the mount's volume");
+        let dst = m["mountPath"].as_str().expect("mountPath");
+        let ro = m["readOnly"] == true;
+        let src = if let Some(p) = v["hostPath"]["path"].as_str().map(Path::new) {
+            if Some(p) == file.socket.as_deref().and_then(Path::parent) {
+                nri_dir.clone()
+            } else if Some(p) == file.state_dir.as_deref() {
+                state.clone()
+            } else if file.cdi_dirs.iter().flatten().any(|d| d == p) {
+                cdi.clone()
+            } else {
+                assert!(
+                    ro,
+                    "{}: the test mounts the host's paths read-only only",
+                    p.display()
+                );
+                p.to_path_buf()
+            }
+        } else {
+            assert!(v["configMap"].is_object(), "{v}");
+            etc.clone()
+        };
+        binds.push(format!(
+            "type=bind,src={},dst={dst},options=rbind:{}",
+            src.display(),
+            if ro { "ro" } else { "rw" }
+        ));
+    }
+    let log = tmp.path().join("agent.log");
+    let mut cmd = ctr(&["run", "-d", "--read-only", "--seccomp", "-u", "0:0"]);
+    runc(&mut cmd);
+    cmd.args(["--cgroup", &cgroup("agent")])
+        .arg("--log-uri")
+        .arg(format!("file://{}", log.display()));
+    for cap in DEFAULT_CAPS {
+        cmd.args(["--cap-drop", cap]);
+    }
+    for b in &binds {
+        cmd.arg("--mount").arg(b);
+    }
+    cmd.args([&image, "vmtune-agent"]).args(&command);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(out.success(), "ctr run -d {image} {command:?}: {out}");
+    let agent_log = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let task = |ctr_args: &[&str]| run(&mut ctr(ctr_args), Duration::from_secs(30));
+    let task_line = || {
+        let out = task(&["task", "ls"]);
+        out.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some("vmtune-agent"))
+            .map(str::to_string)
+    };
+    // connected: status.json, written into the state directory through the mount
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let s = std::fs::read_to_string(state.join("status.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+        if let Some(s) = s.filter(|s| s["connected"] == true) {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not connect within 30 s ({:?}); its log:\n{}",
+            task_line(),
+            agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // the host the agent sees in its container is the one vmtune sees on the host
+    let mut cmd = Command::new(&vmtune);
+    cmd.args(["nri", "replay", "/dev/null", "--json"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(out.success(), "vmtune nri replay on the host: {out}");
+    let here: Value = serde_json::from_str(&out.stdout).expect("replay's JSON");
+    for key in ["housekeeping", "pool"] {
+        assert_eq!(
+            status[key], here["status"][key],
+            "{key}: in the container ({}) and on the host ({})",
+            status["host_source"], here["status"]["host_source"]
+        );
+    }
+    assert!(state.join("metrics.prom").is_file(), "metrics.prom");
+    let line = task_line().expect("the agent's task");
+    let pid: u32 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    let proc_status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let field = |name: &str| {
+        proc_status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or("?")
+            .to_string()
+    };
+    assert_eq!(field("CapEff:"), "0000000000000000", "no capability");
+    assert_eq!(field("CapPrm:"), "0000000000000000", "no capability");
+    assert_eq!(field("Uid:").split_whitespace().next(), Some("0"), "root");
+
+    // SIGTERM, as the kubelet stops it: gone within terminationGracePeriodSeconds
+    let grace = Duration::from_secs(
+        spec["terminationGracePeriodSeconds"]
+            .as_u64()
+            .expect("terminationGracePeriodSeconds"),
+    );
+    let t0 = Instant::now();
+    let out = task(&["task", "kill", "-s", "SIGTERM", "vmtune-agent"]);
+    assert!(out.success(), "ctr task kill: {out}");
+    while task_line().is_some_and(|l| l.contains("RUNNING")) {
+        assert!(
+            t0.elapsed() < grace,
+            "the agent did not stop within {} s of SIGTERM; its log:\n{}",
+            grace.as_secs(),
+            agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "the agent stopped {:.2} s after SIGTERM",
+        t0.elapsed().as_secs_f64()
+    );
+    let out = task(&["task", "delete", "vmtune-agent"]);
+    assert!(out.success(), "ctr task delete: {out}");
+    let out = task(&["container", "delete", "vmtune-agent"]);
+    assert!(out.success(), "ctr container delete: {out}");
+    let text = agent_log();
+    assert!(
+        text.contains("registered as 90-vmtune on /var/run/nri/nri.sock")
+            && text.contains("stopped"),
+        "the agent's log:\n{text}"
+    );
+    ctd.stop().expect("clean stop");
+}
+
+/// The capabilities containerd gives a container by default (its `oci` package's list): the
+/// DaemonSet drops them all.
+const DEFAULT_CAPS: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+];
+
+// ------------------------------------------------------------------------------------------
+// helpers
+
+fn deploy_dir() -> PathBuf {
+    workspace_root().join("deploy/kubernetes")
+}
+
+/// The files the kustomization lists.
+fn resources() -> Vec<String> {
+    let k = yaml::parse_file(&deploy_dir().join("kustomization.yaml")).remove(0);
+    strings(&k["resources"])
+}
+
+/// Every object of the kustomization, in its order.
+fn manifests() -> Vec<Value> {
+    resources()
+        .iter()
+        .flat_map(|f| yaml::parse_file(&deploy_dir().join(f)))
+        .collect()
+}
+
+/// The one object of `kind`.
+fn object(kind: &str) -> Value {
+    let mut all: Vec<Value> = manifests()
+        .into_iter()
+        .filter(|o| o["kind"] == kind)
+        .collect();
+    assert_eq!(all.len(), 1, "one {kind}");
+    all.remove(0)
+}
+
+/// The ConfigMap's `nri.toml`.
+fn config_text() -> String {
+    object("ConfigMap")["data"]["nri.toml"]
+        .as_str()
+        .expect("the ConfigMap has nri.toml")
+        .to_string()
+}
+
+/// An array of strings (anything else is a test failure).
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|s| {
+            s.as_str()
+                .unwrap_or_else(|| panic!("not a string: {s}"))
+                .to_string()
+        })
+        .collect()
+}
+
+/// `[workspace.package] version` of the workspace's Cargo.toml.
+fn workspace_version() -> String {
+    let text = std::fs::read_to_string(workspace_root().join("Cargo.toml")).expect("Cargo.toml");
+    let doc: toml::Table = toml::from_str(&text).expect("Cargo.toml parses");
+    doc["workspace"]["package"]["version"]
+        .as_str()
+        .expect("[workspace.package] version")
+        .to_string()
+}
+
+/// The vmtune binary: `$VMTUNE_BIN`, else what `cargo build -p vmtune --bin vmtune` makes in
+/// this build's target directory and profile (a no-op when it is up to date; cargo says where
+/// the binary is). `Err` is a reason to skip with.
+fn vmtune_binary() -> Result<PathBuf, String> {
+    if let Some(b) = std::env::var_os(VMTUNE_BIN_ENV).filter(|b| !b.is_empty()) {
+        return Ok(PathBuf::from(b));
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(workspace_root()).args([
+        "build",
+        "-p",
+        "vmtune",
+        "--bin",
+        "vmtune",
+        "--message-format=json-render-diagnostics",
+    ]);
+    // the profile this test was built with: TARGET/PROFILE/deps/NAME-HASH
+    let profile = std::env::current_exe().ok().and_then(|exe| {
+        let dir = exe.parent()?.parent()?;
+        dir.file_name()?.to_str().map(str::to_string)
+    });
+    if profile.as_deref() == Some("release") {
+        cmd.arg("--release");
+    }
+    let out = run(&mut cmd, Duration::from_secs(1800));
+    if out.code().is_none() && out.stderr.contains("cannot run") {
+        return Err(format!(
+            "no cargo to build vmtune with ({}); or set {VMTUNE_BIN_ENV}",
+            out.stderr.trim()
+        ));
+    }
+    assert!(out.success(), "cargo build -p vmtune: {out}");
+    let exe = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "vmtune")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo build named no vmtune executable: {out}"));
+    Ok(exe)
+}
+
+/// The directory of etcd, kube-apiserver and kubectl: `$VMTUNE_K8S_CHECK`, else `k8s-check`
+/// in the cargo target directory. `Err` is a reason to skip with.
+fn k8s_check_dir() -> Result<PathBuf, String> {
+    let mut tried = Vec::new();
+    if let Some(d) = std::env::var_os(K8S_CHECK_ENV).filter(|d| !d.is_empty()) {
+        tried.push(PathBuf::from(d));
+    } else {
+        if let Some(t) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+            tried.push(workspace_root().join(t).join("k8s-check"));
+        }
+        if let Ok(exe) = std::env::current_exe() {
+            for up in exe.ancestors().skip(3).take(2) {
+                tried.push(up.join("k8s-check"));
+            }
+        }
+        tried.push(workspace_root().join("target/k8s-check"));
+    }
+    let complete = |d: &Path| {
+        ["etcd", "kube-apiserver", "kubectl"]
+            .iter()
+            .all(|b| d.join(b).is_file())
+    };
+    if let Some(d) = tried.iter().find(|d| complete(d)) {
+        return Ok(d.clone());
+    }
+    for tool in ["bash", "openssl", "jq"] {
+        if testkit::which(tool).is_none() {
+            return Err(format!(
+                "no {tool} on PATH: deploy/check/dry-run.sh needs it"
+            ));
+        }
+    }
+    Err(format!(
+        "etcd, kube-apiserver and kubectl are not built (looked in {}): run \
+         deploy/check/build-apiserver.sh, or set {K8S_CHECK_ENV}",
+        tried
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// What a command did.
+struct Ran {
+    line: String,
+    status: Option<ExitStatus>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn success(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+
+    fn code(&self) -> Option<i32> {
+        self.status.and_then(|s| s.code())
+    }
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = match self.status {
+            Some(s) => s.to_string(),
+            None => "did not finish (killed)".into(),
+        };
+        write!(
+            f,
+            "{} ({status})\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.line, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Run `cmd` to completion, killed after `timeout`; a command that cannot start is a `Ran`
+/// without a status whose stderr says so.
+fn run(cmd: &mut Command, timeout: Duration) -> Ran {
+    let line = format!(
+        "{} {}",
+        cmd.get_program().to_string_lossy(),
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut child = match cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return Ran {
+                stderr: format!("cannot run {line}: {e}"),
+                line,
+                status: None,
+                stdout: String::new(),
+            }
+        }
+    };
+    fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    Ran {
+        line,
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+/// The part of YAML the manifests are written in, read into JSON values: block mappings and
+/// sequences (a sequence indented under its key), `- key: value` items, plain, single- and
+/// double-quoted scalars, flow sequences of scalars and `{}`, literal block scalars (`|`,
+/// `|-`), comments and `---`. Anything else is a test failure naming the line, rather than a
+/// silently different reading.
+mod yaml {
+    use serde_json::{Map, Value};
+    use std::path::Path;
+
+    pub fn parse_file(path: &Path) -> Vec<Value> {
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        parse_named(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str) -> Vec<Value> {
+        parse_named(text, "<text>")
+    }
+
+    fn parse_named(text: &str, name: &str) -> Vec<Value> {
+        let mut docs = Vec::new();
+        let mut current: Vec<(usize, String)> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line == "---" || line.starts_with("--- ") {
+                docs.push(std::mem::take(&mut current));
+            } else {
+                current.push((i + 1, line.to_string()));
+            }
+        }
+        docs.push(current);
+        docs.into_iter()
+            .filter_map(|lines| {
+                let mut p = Parser {
+                    lines,
+                    pos: 0,
+                    name,
+                };
+                p.skip_blank();
+                if p.pos >= p.lines.len() {
+                    return None;
+                }
+                let indent = p.indent();
+                let v = p.node(indent);
+                p.skip_blank();
+                if p.pos < p.lines.len() {
+                    p.fail("unexpected indentation");
+                }
+                Some(v)
+            })
+            .collect()
+    }
+
+    struct Parser<'a> {
+        lines: Vec<(usize, String)>,
+        pos: usize,
+        name: &'a str,
+    }
+
+    impl Parser<'_> {
+        fn fail(&self, why: &str) -> ! {
+            match self.lines.get(self.pos) {
+                Some((n, l)) => panic!("{}:{n}: {why}: {l:?}", self.name),
+                None => panic!("{}: {why} at the end", self.name),
+            }
+        }
+
+        fn skip_blank(&mut self) {
+            while let Some((_, l)) = self.lines.get(self.pos) {
+                let t = l.trim_start();
+                if t.is_empty() || t.starts_with('#') {
+                    self.pos += 1;
+                } else {
+                    break;
+                }
+            }
+        }
+
+        fn indent(&self) -> usize {
+            let l = &self.lines[self.pos].1;
+            if l.starts_with('\t') {
+                self.fail("a tab");
+            }
+            l.len() - l.trim_start_matches(' ').len()
+        }
+
+        fn content(&self) -> &str {
+            self.lines[self.pos].1.trim_start()
+        }
+
+        fn node(&mut self, indent: usize) -> Value {
+            if self.content() == "-" || self.content().starts_with("- ") {
+                self.sequence(indent)
+            } else {
+                self.mapping(indent)
+            }
+        }
+
+        /// The value after `key:` or `-` on a line of `indent`: nested lines, if any.
+        fn nested(&mut self, indent: usize) -> Value {
+            self.skip_blank();
+            if self.pos < self.lines.len() && self.indent() > indent {
+                let inner = self.indent();
+                self.node(inner)
+            } else {
+                Value::Null
+            }
+        }
+
+        fn sequence(&mut self, indent: usize) -> Value {
+            let mut items = Vec::new();
+            loop {
+                self.skip_blank();
+                if self.pos >= self.lines.len() || self.indent() < indent {
+                    break;
+                }
+                if self.indent() > indent {
+                    self.fail("unexpected indentation");
+                }
+                let c = self.content().to_string();
+                let Some(rest) = c.strip_prefix('-') else {
+                    self.fail("a mapping key among sequence items");
+                };
+                let rest = rest.trim_start();
+                if rest.is_empty() {
+                    self.pos += 1;
+                    items.push(self.nested(indent));
+                } else if split_key(rest).is_some() {
+                    // `- key: value`: the item is a mapping whose keys sit where `key` does
+                    let at = indent + (c.len() - rest.len());
+                    self.lines[self.pos].1 = format!("{}{rest}", " ".repeat(at));
+                    items.push(self.mapping(at));
+                } else {
+                    let v = self.scalar(rest);
+                    self.pos += 1;
+                    items.push(v);
+                }
+            }
+            Value::Array(items)
+        }
+
+        fn mapping(&mut self, indent: usize) -> Value {
+            let mut map = Map::new();
+            loop {
+                self.skip_blank();
+                if self.pos >= self.lines.len() || self.indent() < indent {
+                    break;
+                }
+                if self.indent() > indent {
+                    self.fail("unexpected indentation");
+                }
+                let c = self.content().to_string();
+                if c.starts_with("- ") || c == "-" {
+                    self.fail("a sequence at its key's indentation (indent it)");
+                }
+                let Some((key, rest)) = split_key(&c) else {
+                    self.fail("not `key: value`");
+                };
+                let key = match self.scalar(key) {
+                    Value::String(s) => s,
+                    v => v.to_string(),
+                };
+                if map.contains_key(&key) {
+                    self.fail("a key twice");
+                }
+                let rest = strip_comment(rest).trim();
+                let value = if rest.is_empty() {
+                    self.pos += 1;
+                    self.nested(indent)
+                } else if rest == "|" || rest == "|-" {
+                    self.pos += 1;
+                    self.literal(indent, rest == "|-")
+                } else if rest.starts_with('|') || rest.starts_with('>') {
+                    self.fail("a block scalar other than | and |-");
+                } else {
+                    let v = self.scalar(rest);
+                    self.pos += 1;
+                    v
+                };
+                map.insert(key, value);
+            }
+            Value::Object(map)
+        }
+
+        /// A literal block scalar under a key of `indent`; `strip`: `|-`, else `|` (clip).
+        fn literal(&mut self, indent: usize, strip: bool) -> Value {
+            let mut body: Vec<String> = Vec::new();
+            let mut block_indent = None;
+            while let Some((_, l)) = self.lines.get(self.pos) {
+                if l.trim().is_empty() {
+                    body.push(String::new());
+                    self.pos += 1;
+                    continue;
+                }
+                let ind = l.len() - l.trim_start_matches(' ').len();
+                if ind <= indent {
+                    break;
+                }
+                let bi = *block_indent.get_or_insert(ind);
+                if ind < bi {
+                    self.fail("a block scalar line indented less than its first");
+                }
+                body.push(l[bi..].to_string());
+                self.pos += 1;
+            }
+            while body.last().is_some_and(String::is_empty) {
+                body.pop();
+            }
+            let mut s = body.join("\n");
+            if !strip && !s.is_empty() {
+                s.push('\n');
+            }
+            Value::String(s)
+        }
+
+        fn scalar(&self, s: &str) -> Value {
+            let s = strip_comment(s).trim();
+            if let Some(inner) = s.strip_prefix('"') {
+                let Some(inner) = inner.strip_suffix('"') else {
+                    self.fail("an unterminated double-quoted string");
+                };
+                let mut out = String::new();
+                let mut chars = inner.chars();
+                while let Some(ch) = chars.next() {
+                    if ch != '\\' {
+                        out.push(ch);
+                        continue;
+                    }
+                    match chars.next() {
+                        Some('n') => out.push('\n'),
+                        Some('t') => out.push('\t'),
+                        Some(c @ ('"' | '\\' | '/')) => out.push(c),
+                        _ => self.fail("an escape this reader does not know"),
+                    }
+                }
+                return Value::String(out);
+            }
+            if let Some(inner) = s.strip_prefix('\'') {
+                let Some(inner) = inner.strip_suffix('\'') else {
+                    self.fail("an unterminated single-quoted string");
+                };
+                return Value::String(inner.replace("''", "'"));
+            }
+            if let Some(inner) = s.strip_prefix('[') {
+                let Some(inner) = inner.strip_suffix(']') else {
+                    self.fail("a flow sequence on more than one line");
+                };
+                if inner.trim().is_empty() {
+                    return Value::Array(vec![]);
+                }
+                return Value::Array(
+                    split_commas(inner)
+                        .iter()
+                        .map(|item| self.scalar(item))
+                        .collect(),
+                );
+            }
+            if s == "{}" {
+                return Value::Object(Map::new());
+            }
+            if s.starts_with('{') || s.starts_with('&') || s.starts_with('*') || s.starts_with('!')
+            {
+                self.fail("a flow mapping, anchor, alias or tag");
+            }
+            match s {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                "null" | "~" | "" => Value::Null,
+                _ => s
+                    .parse::<i64>()
+                    .map(Value::from)
+                    .unwrap_or_else(|_| Value::String(s.to_string())),
+            }
+        }
+    }
+
+    /// `key: rest` (or `key:` at the end), the colon outside quotes.
+    fn split_key(s: &str) -> Option<(&str, &str)> {
+        let mut quote = None;
+        for (i, ch) in s.char_indices() {
+            match (quote, ch) {
+                (None, '"' | '\'') => quote = Some(ch),
+                (Some(q), c) if c == q => quote = None,
+                (None, ':') => {
+                    let rest = &s[i + 1..];
+                    if rest.is_empty() || rest.starts_with(' ') {
+                        return Some((&s[..i], rest));
+                    }
+                }
+                (None, '#') if i == 0 || s[..i].ends_with(' ') => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// `s` without a trailing ` # comment` outside quotes.
+    fn strip_comment(s: &str) -> &str {
+        let mut quote = None;
+        for (i, ch) in s.char_indices() {
+            match (quote, ch) {
+                (None, '"' | '\'') => quote = Some(ch),
+                (Some(q), c) if c == q => quote = None,
+                (None, '#') if i == 0 || s[..i].ends_with(' ') => return &s[..i],
+                _ => {}
+            }
+        }
+        s
+    }
+
+    /// The items of a one-line flow sequence, split at commas outside quotes.
+    fn split_commas(s: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut quote = None;
+        let mut start = 0;
+        for (i, ch) in s.char_indices() {
+            match (quote, ch) {
+                (None, '"' | '\'') => quote = Some(ch),
+                (Some(q), c) if c == q => quote = None,
+                (None, ',') => {
+                    out.push(&s[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(&s[start..]);
+        out
+    }
+}
