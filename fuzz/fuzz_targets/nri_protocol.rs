@@ -4,6 +4,10 @@
 //! names, converted to the agent's model and run through an agent (the built-in host), as
 //! the plugin's dispatcher would. Also the agent's own text inputs: a replay file, a CDI spec,
 //! the config file. Nothing may panic.
+//!
+//! An input whose first byte is odd is taken as a method (second byte) and a request payload
+//! (the rest), framed the way the runtime frames it, so the fuzzer spends its time in the
+//! messages and the agent rather than in finding a valid frame header.
 use libfuzzer_sys::fuzz_target;
 use nri_proto::nri as api;
 use nri_proto::Message as _;
@@ -17,9 +21,33 @@ fn agent() -> nri::Agent {
     .expect("the built-in host has room for housekeeping")
 }
 
+const METHODS: [&str; 6] = [
+    "Synchronize",
+    "CreateContainer",
+    "UpdateContainer",
+    "StopContainer",
+    "RemovePodSandbox",
+    "Configure",
+];
+
+/// `payload` as a request for `method` in frames of connection 1.
+fn framed(method: &str, payload: &[u8]) -> Vec<u8> {
+    let Ok(m) = nri_proto::wire::Message::request(1, nri_proto::PLUGIN_SERVICE, method, payload.to_vec(), 0) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    nri_proto::mux::encode(nri_proto::mux::PLUGIN_CONN, &m.encode(), &mut out);
+    out
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut frames = nri_proto::mux::Decoder::new();
-    frames.push(data);
+    match data {
+        [mode, which, payload @ ..] if mode % 2 == 1 => {
+            frames.push(&framed(METHODS[*which as usize % METHODS.len()], payload))
+        }
+        _ => frames.push(data),
+    }
     let mut conns = [
         nri_proto::wire::StreamDecoder::new(),
         nri_proto::wire::StreamDecoder::new(),

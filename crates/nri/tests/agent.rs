@@ -430,3 +430,51 @@ fn synchronize_adopts_or_places_again() {
     );
     assert!(!moved.contains(&a.id.as_str()));
 }
+
+/// The metrics file is Prometheus' text format as promtool checks it (every family with HELP
+/// and TYPE, counters ending in _total, label values escaped), and says what the agent holds.
+#[test]
+fn metrics_pass_promtool() {
+    let host = topology("AMD-19h-Zen3-2xEpyc-7763.xml");
+    let mut agent = Agent::new(host, Settings::default(), CdiRegistry::default()).unwrap();
+    for (i, cpus) in [2u32, 4, 4096].iter().enumerate() {
+        let (pod, c) = generated(i, &shape(*cpus, 0, i == 1, None));
+        agent.create(&pod, &c);
+    }
+    let status = nri::report::Status::of(&agent, true);
+    let text = nri::report::metrics(&status);
+    assert!(text.contains("vmtune_nri_allocations 2\n"), "{text}");
+    assert!(
+        text.contains("vmtune_nri_decisions_total{result=\"placed\"} 2\n"),
+        "{text}"
+    );
+    assert!(text.contains("vmtune_nri_refusals_total{reason="), "{text}");
+    let Some(promtool) = testkit::which("promtool") else {
+        testkit::skip(
+            "metrics_pass_promtool",
+            "no promtool (apt-get install prometheus)",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    nri::report::write(dir.path(), &status).unwrap();
+    let out = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(dir.path().join("metrics.prom")).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // and the status file reads back as written
+    let back = nri::report::read(dir.path()).unwrap();
+    assert_eq!(back.allocations, status.allocations);
+    assert!(
+        back.text().contains("2 containers hold CPUs of their own"),
+        "{}",
+        back.text()
+    );
+}

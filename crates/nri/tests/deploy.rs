@@ -9,15 +9,20 @@
 //!   by `deploy/check/build-apiserver.sh`) and rejects a broken copy;
 //! - as root, with the runtime of `crates/nri/tests/e2e/build-runtime.sh`: the image that
 //!   `deploy/image.sh` makes imports into containerd (`ctr images import`, seen by CRI under
-//!   the DaemonSet's image name), its `vmtune --version` runs, and the agent in it, confined
-//!   as the DaemonSet confines it, connects to containerd's NRI socket and stops on SIGTERM
-//!   within the grace period.
+//!   the DaemonSet's image name), its `vmtune --version` runs, and the agent in it, run with
+//!   the DaemonSet's command, config, mounts and confinement (root without capabilities, a
+//!   read-only root, seccomp, containerd's default masked paths as the kubelet asks for them:
+//!   `/proc/interrupts` is an empty file in the container), connects to containerd's NRI
+//!   socket, sees the host vmtune sees outside it, and stops on SIGTERM within the grace
+//!   period.
 //!
 //! The vmtune binary is built with `cargo build -p vmtune` (a no-op when it is up to date),
-//! or taken from `$VMTUNE_BIN`. Skips by name what cannot run here.
+//! or taken from `$VMTUNE_BIN`; the image is made of it stripped of its debug information.
+//! Skips by name what cannot run here.
 
 mod support;
 
+use serde::Deserialize;
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -371,43 +376,6 @@ fn the_pod_runs_as_the_comments_say() {
     }
 }
 
-#[test]
-fn the_yaml_reader_reads_what_the_manifests_use() {
-    let text = [
-        "# c",
-        "a:",
-        "  b: \"x: y\" # c",
-        "  c: 'it''s'",
-        "  d: [\"p\", q]",
-        "  e: {}",
-        "  f:",
-        "    - g: 1",
-        "      h: true",
-        "    - plain text",
-        "  t: |",
-        "    one",
-        "",
-        "    # two",
-        "  u: 2",
-        "---",
-        "z: null",
-    ]
-    .join("\n");
-    let docs = yaml::parse(&text);
-    assert_eq!(docs.len(), 2);
-    let a = &docs[0]["a"];
-    assert_eq!(a["b"], "x: y");
-    assert_eq!(a["c"], "it's");
-    assert_eq!(strings(&a["d"]), ["p", "q"]);
-    assert_eq!(a["e"], serde_json::json!({}));
-    assert_eq!(a["f"][0]["g"], 1);
-    assert_eq!(a["f"][0]["h"], true);
-    assert_eq!(a["f"][1], "plain text");
-    assert_eq!(a["t"], "one\n\n# two\n");
-    assert_eq!(a["u"], 2);
-    assert!(docs[1]["z"].is_null());
-}
-
 // ------------------------------------------------------------------------------------------
 // a real API server
 
@@ -435,37 +403,40 @@ fn a_real_api_server_accepts_the_manifests() {
         assert!(out.stdout.contains(expect), "no {expect:?} in: {out}");
     }
     assert!(!out.stdout.contains("Warning:"), "{out}");
-
-    // and this file's YAML reader reads the manifests as kubectl does
-    for f in resources() {
-        let path = deploy_dir().join(&f);
-        let mut cmd = Command::new(bin.join("kubectl"));
-        cmd.args(["create", "--dry-run=client", "-o", "json", "-f"])
-            .arg(&path);
-        let out = run(&mut cmd, Duration::from_secs(60));
-        assert!(out.success(), "kubectl create --dry-run=client: {out}");
-        let theirs: Value = serde_json::from_str(&out.stdout).expect("kubectl's JSON");
-        let mine = yaml::parse_file(&path).remove(0);
-        if let Err(e) = within(&mine, &theirs, "") {
-            panic!("{f}: this file's YAML reader and kubectl differ at {e}");
-        }
-    }
 }
 
-/// Whether every value of `a` is in `b` (which may have more: kubectl's defaults); `Err` is
-/// the path of the first difference.
-fn within(a: &Value, b: &Value, at: &str) -> Result<(), String> {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => a.iter().try_for_each(|(k, v)| {
-            within(v, b.get(k).unwrap_or(&Value::Null), &format!("{at}.{k}"))
-        }),
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
-            .iter()
-            .zip(b)
-            .enumerate()
-            .try_for_each(|(i, (a, b))| within(a, b, &format!("{at}[{i}]"))),
-        _ if a == b => Ok(()),
-        _ => Err(format!("{at}: {a} against kubectl's {b}")),
+/// The manifests read here as kubectl reads them: serde_yaml_ng reads YAML 1.2, kubectl
+/// YAML 1.1, where `yes`, `on` or a mode like `0644` are not what they are in 1.2.
+#[test]
+fn the_yaml_reader_reads_as_kubectl_does() {
+    let test = "the_yaml_reader_reads_as_kubectl_does";
+    let bin = match k8s_check_dir() {
+        Ok(d) => d,
+        Err(why) => return testkit::skip(test, why),
+    };
+    const MARK: &str = "vmtune.io/yaml-check";
+    for f in resources() {
+        let path = deploy_dir().join(&f);
+        // --local: the YAML as kubectl reads it, as JSON, with one annotation added
+        let mut cmd = Command::new(bin.join("kubectl"));
+        cmd.env("HOME", "/nonexistent")
+            .args(["annotate", "--local", "-o", "json", "-f"])
+            .arg(&path)
+            .arg(format!("{MARK}=1"));
+        let out = run(&mut cmd, Duration::from_secs(60));
+        assert!(out.success(), "kubectl annotate --local: {out}");
+        let mut theirs: Value = serde_json::from_str(&out.stdout).expect("kubectl's JSON");
+        let meta = theirs["metadata"].as_object_mut().expect("metadata");
+        let notes = meta["annotations"].as_object_mut().expect("annotations");
+        notes.remove(MARK);
+        if notes.is_empty() {
+            meta.remove("annotations");
+        }
+        let mine = yaml_documents(&path).remove(0);
+        assert_eq!(
+            mine, theirs,
+            "{f}: serde_yaml_ng's reading against kubectl's"
+        );
     }
 }
 
@@ -687,8 +658,11 @@ fn the_image_imports_and_runs_the_agent() {
         std::thread::sleep(Duration::from_millis(100));
     };
     // the host the agent sees in its container is the one vmtune sees on the host
+    // (the same settings, the topology read at / instead of the mounts under /host)
     let mut cmd = Command::new(&vmtune);
-    cmd.args(["nri", "replay", "/dev/null", "--json"]);
+    cmd.args(["nri", "replay", "/dev/null", "--json", "--topology", "/"])
+        .arg("--config")
+        .arg(etc.join("nri.toml"));
     let out = run(&mut cmd, Duration::from_secs(60));
     assert!(out.success(), "vmtune nri replay on the host: {out}");
     let here: Value = serde_json::from_str(&out.stdout).expect("replay's JSON");
@@ -780,9 +754,20 @@ fn deploy_dir() -> PathBuf {
     workspace_root().join("deploy/kubernetes")
 }
 
+/// The YAML documents of the file at `path` (`---` between them), as JSON values; an empty
+/// document is none.
+fn yaml_documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
 /// The files the kustomization lists.
 fn resources() -> Vec<String> {
-    let k = yaml::parse_file(&deploy_dir().join("kustomization.yaml")).remove(0);
+    let k = yaml_documents(&deploy_dir().join("kustomization.yaml")).remove(0);
     strings(&k["resources"])
 }
 
@@ -790,7 +775,7 @@ fn resources() -> Vec<String> {
 fn manifests() -> Vec<Value> {
     resources()
         .iter()
-        .flat_map(|f| yaml::parse_file(&deploy_dir().join(f)))
+        .flat_map(|f| yaml_documents(&deploy_dir().join(f)))
         .collect()
 }
 
@@ -901,14 +886,14 @@ fn k8s_check_dir() -> Result<PathBuf, String> {
             .all(|b| d.join(b).is_file())
     };
     if let Some(d) = tried.iter().find(|d| complete(d)) {
-        return Ok(d.clone());
-    }
-    for tool in ["bash", "openssl", "jq"] {
-        if testkit::which(tool).is_none() {
-            return Err(format!(
-                "no {tool} on PATH: deploy/check/dry-run.sh needs it"
-            ));
+        for tool in ["bash", "openssl", "jq"] {
+            if testkit::which(tool).is_none() {
+                return Err(format!(
+                    "no {tool} on PATH: deploy/check/dry-run.sh needs it"
+                ));
+            }
         }
+        return Ok(d.clone());
     }
     Err(format!(
         "etcd, kube-apiserver and kubectl are not built (looked in {}): run \
@@ -1008,335 +993,5 @@ fn run(cmd: &mut Command, timeout: Duration) -> Ran {
         status,
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
-    }
-}
-
-/// The part of YAML the manifests are written in, read into JSON values: block mappings and
-/// sequences (a sequence indented under its key), `- key: value` items, plain, single- and
-/// double-quoted scalars, flow sequences of scalars and `{}`, literal block scalars (`|`,
-/// `|-`), comments and `---`. Anything else is a test failure naming the line, rather than a
-/// silently different reading.
-mod yaml {
-    use serde_json::{Map, Value};
-    use std::path::Path;
-
-    pub fn parse_file(path: &Path) -> Vec<Value> {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        parse_named(&text, &path.display().to_string())
-    }
-
-    pub fn parse(text: &str) -> Vec<Value> {
-        parse_named(text, "<text>")
-    }
-
-    fn parse_named(text: &str, name: &str) -> Vec<Value> {
-        let mut docs = Vec::new();
-        let mut current: Vec<(usize, String)> = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if line == "---" || line.starts_with("--- ") {
-                docs.push(std::mem::take(&mut current));
-            } else {
-                current.push((i + 1, line.to_string()));
-            }
-        }
-        docs.push(current);
-        docs.into_iter()
-            .filter_map(|lines| {
-                let mut p = Parser {
-                    lines,
-                    pos: 0,
-                    name,
-                };
-                p.skip_blank();
-                if p.pos >= p.lines.len() {
-                    return None;
-                }
-                let indent = p.indent();
-                let v = p.node(indent);
-                p.skip_blank();
-                if p.pos < p.lines.len() {
-                    p.fail("unexpected indentation");
-                }
-                Some(v)
-            })
-            .collect()
-    }
-
-    struct Parser<'a> {
-        lines: Vec<(usize, String)>,
-        pos: usize,
-        name: &'a str,
-    }
-
-    impl Parser<'_> {
-        fn fail(&self, why: &str) -> ! {
-            match self.lines.get(self.pos) {
-                Some((n, l)) => panic!("{}:{n}: {why}: {l:?}", self.name),
-                None => panic!("{}: {why} at the end", self.name),
-            }
-        }
-
-        fn skip_blank(&mut self) {
-            while let Some((_, l)) = self.lines.get(self.pos) {
-                let t = l.trim_start();
-                if t.is_empty() || t.starts_with('#') {
-                    self.pos += 1;
-                } else {
-                    break;
-                }
-            }
-        }
-
-        fn indent(&self) -> usize {
-            let l = &self.lines[self.pos].1;
-            if l.starts_with('\t') {
-                self.fail("a tab");
-            }
-            l.len() - l.trim_start_matches(' ').len()
-        }
-
-        fn content(&self) -> &str {
-            self.lines[self.pos].1.trim_start()
-        }
-
-        fn node(&mut self, indent: usize) -> Value {
-            if self.content() == "-" || self.content().starts_with("- ") {
-                self.sequence(indent)
-            } else {
-                self.mapping(indent)
-            }
-        }
-
-        /// The value after `key:` or `-` on a line of `indent`: nested lines, if any.
-        fn nested(&mut self, indent: usize) -> Value {
-            self.skip_blank();
-            if self.pos < self.lines.len() && self.indent() > indent {
-                let inner = self.indent();
-                self.node(inner)
-            } else {
-                Value::Null
-            }
-        }
-
-        fn sequence(&mut self, indent: usize) -> Value {
-            let mut items = Vec::new();
-            loop {
-                self.skip_blank();
-                if self.pos >= self.lines.len() || self.indent() < indent {
-                    break;
-                }
-                if self.indent() > indent {
-                    self.fail("unexpected indentation");
-                }
-                let c = self.content().to_string();
-                let Some(rest) = c.strip_prefix('-') else {
-                    self.fail("a mapping key among sequence items");
-                };
-                let rest = rest.trim_start();
-                if rest.is_empty() {
-                    self.pos += 1;
-                    items.push(self.nested(indent));
-                } else if split_key(rest).is_some() {
-                    // `- key: value`: the item is a mapping whose keys sit where `key` does
-                    let at = indent + (c.len() - rest.len());
-                    self.lines[self.pos].1 = format!("{}{rest}", " ".repeat(at));
-                    items.push(self.mapping(at));
-                } else {
-                    let v = self.scalar(rest);
-                    self.pos += 1;
-                    items.push(v);
-                }
-            }
-            Value::Array(items)
-        }
-
-        fn mapping(&mut self, indent: usize) -> Value {
-            let mut map = Map::new();
-            loop {
-                self.skip_blank();
-                if self.pos >= self.lines.len() || self.indent() < indent {
-                    break;
-                }
-                if self.indent() > indent {
-                    self.fail("unexpected indentation");
-                }
-                let c = self.content().to_string();
-                if c.starts_with("- ") || c == "-" {
-                    self.fail("a sequence at its key's indentation (indent it)");
-                }
-                let Some((key, rest)) = split_key(&c) else {
-                    self.fail("not `key: value`");
-                };
-                let key = match self.scalar(key) {
-                    Value::String(s) => s,
-                    v => v.to_string(),
-                };
-                if map.contains_key(&key) {
-                    self.fail("a key twice");
-                }
-                let rest = strip_comment(rest).trim();
-                let value = if rest.is_empty() {
-                    self.pos += 1;
-                    self.nested(indent)
-                } else if rest == "|" || rest == "|-" {
-                    self.pos += 1;
-                    self.literal(indent, rest == "|-")
-                } else if rest.starts_with('|') || rest.starts_with('>') {
-                    self.fail("a block scalar other than | and |-");
-                } else {
-                    let v = self.scalar(rest);
-                    self.pos += 1;
-                    v
-                };
-                map.insert(key, value);
-            }
-            Value::Object(map)
-        }
-
-        /// A literal block scalar under a key of `indent`; `strip`: `|-`, else `|` (clip).
-        fn literal(&mut self, indent: usize, strip: bool) -> Value {
-            let mut body: Vec<String> = Vec::new();
-            let mut block_indent = None;
-            while let Some((_, l)) = self.lines.get(self.pos) {
-                if l.trim().is_empty() {
-                    body.push(String::new());
-                    self.pos += 1;
-                    continue;
-                }
-                let ind = l.len() - l.trim_start_matches(' ').len();
-                if ind <= indent {
-                    break;
-                }
-                let bi = *block_indent.get_or_insert(ind);
-                if ind < bi {
-                    self.fail("a block scalar line indented less than its first");
-                }
-                body.push(l[bi..].to_string());
-                self.pos += 1;
-            }
-            while body.last().is_some_and(String::is_empty) {
-                body.pop();
-            }
-            let mut s = body.join("\n");
-            if !strip && !s.is_empty() {
-                s.push('\n');
-            }
-            Value::String(s)
-        }
-
-        fn scalar(&self, s: &str) -> Value {
-            let s = strip_comment(s).trim();
-            if let Some(inner) = s.strip_prefix('"') {
-                let Some(inner) = inner.strip_suffix('"') else {
-                    self.fail("an unterminated double-quoted string");
-                };
-                let mut out = String::new();
-                let mut chars = inner.chars();
-                while let Some(ch) = chars.next() {
-                    if ch != '\\' {
-                        out.push(ch);
-                        continue;
-                    }
-                    match chars.next() {
-                        Some('n') => out.push('\n'),
-                        Some('t') => out.push('\t'),
-                        Some(c @ ('"' | '\\' | '/')) => out.push(c),
-                        _ => self.fail("an escape this reader does not know"),
-                    }
-                }
-                return Value::String(out);
-            }
-            if let Some(inner) = s.strip_prefix('\'') {
-                let Some(inner) = inner.strip_suffix('\'') else {
-                    self.fail("an unterminated single-quoted string");
-                };
-                return Value::String(inner.replace("''", "'"));
-            }
-            if let Some(inner) = s.strip_prefix('[') {
-                let Some(inner) = inner.strip_suffix(']') else {
-                    self.fail("a flow sequence on more than one line");
-                };
-                if inner.trim().is_empty() {
-                    return Value::Array(vec![]);
-                }
-                return Value::Array(
-                    split_commas(inner)
-                        .iter()
-                        .map(|item| self.scalar(item))
-                        .collect(),
-                );
-            }
-            if s == "{}" {
-                return Value::Object(Map::new());
-            }
-            if s.starts_with('{') || s.starts_with('&') || s.starts_with('*') || s.starts_with('!')
-            {
-                self.fail("a flow mapping, anchor, alias or tag");
-            }
-            match s {
-                "true" => Value::Bool(true),
-                "false" => Value::Bool(false),
-                "null" | "~" | "" => Value::Null,
-                _ => s
-                    .parse::<i64>()
-                    .map(Value::from)
-                    .unwrap_or_else(|_| Value::String(s.to_string())),
-            }
-        }
-    }
-
-    /// `key: rest` (or `key:` at the end), the colon outside quotes.
-    fn split_key(s: &str) -> Option<(&str, &str)> {
-        let mut quote = None;
-        for (i, ch) in s.char_indices() {
-            match (quote, ch) {
-                (None, '"' | '\'') => quote = Some(ch),
-                (Some(q), c) if c == q => quote = None,
-                (None, ':') => {
-                    let rest = &s[i + 1..];
-                    if rest.is_empty() || rest.starts_with(' ') {
-                        return Some((&s[..i], rest));
-                    }
-                }
-                (None, '#') if i == 0 || s[..i].ends_with(' ') => return None,
-                _ => {}
-            }
-        }
-        None
-    }
-
-    /// `s` without a trailing ` # comment` outside quotes.
-    fn strip_comment(s: &str) -> &str {
-        let mut quote = None;
-        for (i, ch) in s.char_indices() {
-            match (quote, ch) {
-                (None, '"' | '\'') => quote = Some(ch),
-                (Some(q), c) if c == q => quote = None,
-                (None, '#') if i == 0 || s[..i].ends_with(' ') => return &s[..i],
-                _ => {}
-            }
-        }
-        s
-    }
-
-    /// The items of a one-line flow sequence, split at commas outside quotes.
-    fn split_commas(s: &str) -> Vec<&str> {
-        let mut out = Vec::new();
-        let mut quote = None;
-        let mut start = 0;
-        for (i, ch) in s.char_indices() {
-            match (quote, ch) {
-                (None, '"' | '\'') => quote = Some(ch),
-                (Some(q), c) if c == q => quote = None,
-                (None, ',') => {
-                    out.push(&s[start..i]);
-                    start = i + 1;
-                }
-                _ => {}
-            }
-        }
-        out.push(&s[start..]);
-        out
     }
 }

@@ -131,11 +131,17 @@ pub fn arch(fs: &Fs) -> Option<String> {
 }
 
 /// `/proc/interrupts` with `/proc/irq/N/{smp,effective}_affinity_list`. Missing file → `None`;
-/// a file that does not parse → an error naming it and the line.
+/// an empty one too: container runtimes mask it with an empty file in unprivileged
+/// containers (Kubernetes' and containerd's default masked paths), and the kernel never writes
+/// it empty (it always has the CPU header). A file that does not parse → an error naming it
+/// and the line.
 pub fn interrupts(fs: &Fs) -> Result<Option<InterruptTable>, TopoError> {
     let Some(text) = fs.read("proc/interrupts") else {
         return Ok(None);
     };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
     let mut table = parse_proc_interrupts(&text).map_err(|e| fs.error("proc/interrupts", e))?;
     fill_affinities(&mut table, |p| fs.read(&format!("proc/irq/{p}")));
     Ok(Some(table))
@@ -153,6 +159,21 @@ flags\t\t: fpu tsc constant_tsc nonstop_tsc\n";
     const POWER: &str =
         "processor\t: 0\ncpu\t\t: POWER9, altivec supported\nclock\t\t: 3450.000000MHz\n\n\
 processor\t: 1\ncpu\t\t: POWER9, altivec supported\n\ntimebase\t: 512000000\nplatform\t: PowerNV\n";
+
+    #[test]
+    fn a_masked_proc_interrupts_is_unknown() {
+        let dir = std::env::temp_dir().join(format!("vmtune-masked-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("proc")).unwrap();
+        std::fs::write(dir.join("proc/interrupts"), "").unwrap();
+        let fs = Fs::dir(&dir);
+        assert!(matches!(interrupts(&fs), Ok(None)));
+        std::fs::write(dir.join("proc/interrupts"), "garbage\n").unwrap();
+        assert!(
+            interrupts(&fs).is_err(),
+            "a file with text that does not parse is still an error"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn cpuinfo_blocks() {
