@@ -28,7 +28,11 @@
 //! 9. `idle_pus` — PUs of the chosen cores no vCPU runs on (odd counts on SMT cores);
 //! 10. `shared_l2` — L2 groups used that also hold host or tenant PUs (clusters of
 //!     efficiency cores, modules that share an L2; per-core L2s are never shared);
-//! 11. `shared_l3` — L3 groups used that also hold host or tenant PUs;
+//! 11. `shared_l3` — L3 groups used that also hold host or tenant PUs; for a container
+//!     ([`crate::Workload::Container`]) that spans L3 groups, also each clean group it leaves
+//!     part-used: the next container would share it (a VM's emulator core takes such a spare
+//!     core instead). A container within one group is scored as a VM's guest: on a host with
+//!     clean groups to spare, containers spread over them;
 //! 12. `l3_groups` — L3 groups (CCX/CCD) used at all;
 //!
 //! and then, among equal costs, the placement with the lowest CPU numbers: the set whose
@@ -215,6 +219,25 @@ impl<'a> Scorer<'a> {
         })
     }
 
+    /// For a container spanning L3 groups: the clean ones that `taken` leaves part-used.
+    fn part_used(&self, l3s: &[(u32, bool)], taken: &[(u32, usize)]) -> u32 {
+        if self.ctx.workload != crate::Workload::Container || l3s.len() < 2 {
+            return 0;
+        }
+        let free_in = |l: u32| -> usize {
+            self.allowed
+                .iter()
+                .filter_map(|&c| self.ctx.cores.get(c as usize))
+                .filter(|i| i.l3 == Some(l))
+                .map(|i| i.pus.len())
+                .sum()
+        };
+        l3s.iter()
+            .zip(taken)
+            .filter(|((l, busy), (_, t))| !busy && *t < free_in(*l))
+            .count() as u32
+    }
+
     pub fn score(&self, cores: &[u32]) -> Option<Cost> {
         let mut total = 0u32;
         let mut device_distance = 0;
@@ -222,6 +245,7 @@ impl<'a> Scorer<'a> {
         let mut efficiency = 0;
         let mut kinds: Vec<u32> = Vec::new();
         let mut l3s: Vec<(u32, bool)> = Vec::new();
+        let mut l3_taken: Vec<(u32, usize)> = Vec::new();
         let mut l2s: Vec<(u32, bool)> = Vec::new();
         for (i, &c) in cores.iter().enumerate() {
             if !self.ok.get(c as usize).copied().unwrap_or(false) || cores[..i].contains(&c) {
@@ -239,6 +263,10 @@ impl<'a> Scorer<'a> {
             if let Some(l) = info.l3 {
                 if !l3s.iter().any(|&(x, _)| x == l) {
                     l3s.push((l, info.l3_busy));
+                    l3_taken.push((l, 0));
+                }
+                if let Some(t) = l3_taken.iter_mut().find(|(x, _)| *x == l) {
+                    t.1 += info.pus.len();
                 }
             }
             if let Some(l) = info.l2 {
@@ -261,7 +289,8 @@ impl<'a> Scorer<'a> {
             efficiency,
             idle_pus: total - self.ctx.vcpus,
             shared_l2: l2s.iter().filter(|(_, b)| *b).count() as u32,
-            shared_l3: l3s.iter().filter(|(_, b)| *b).count() as u32,
+            shared_l3: l3s.iter().filter(|(_, b)| *b).count() as u32
+                + self.part_used(&l3s, &l3_taken),
             l3_groups: l3s.len() as u32,
         })
     }

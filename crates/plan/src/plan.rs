@@ -339,8 +339,13 @@ fn core_rationale(
         let lead = if l3_count == 1 {
             "this CPU has one L3 for all cores, so the host shares it unavoidably".to_string()
         } else {
+            let later = if ctx.workload == Workload::Container {
+                " now or later (a container that spans groups leaves its remainder where the cache is shared already)"
+            } else {
+                ""
+            };
             format!(
-                "{} of {l3_count} L3 groups, whole groups first and the fewest shared with the host or tenants",
+                "{} of {l3_count} L3 groups, whole groups first and the fewest shared with the host or tenants{later}",
                 by_l3.keys().filter(|k| k.is_some()).count()
             )
         };

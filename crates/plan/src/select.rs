@@ -147,7 +147,11 @@ fn flag(mut opt: Options, f: impl Fn(&mut Val)) -> Options {
 ///
 /// Three nested knapsacks, each exact because every term is additive: L3 groups (flags:
 /// used, shared) made of L2 groups (flag: shared) made of classes of interchangeable cores.
-fn knapsack(ctx: &Context, cand: &[u32]) -> Option<(Val, u32)> {
+fn knapsack(
+    ctx: &Context,
+    cand: &[u32],
+    l3_free: Option<&BTreeMap<u32, usize>>,
+) -> Option<(Val, u32)> {
     let n = ctx.vcpus as usize;
     let maxppc = cand
         .iter()
@@ -200,6 +204,17 @@ fn knapsack(ctx: &Context, cand: &[u32]) -> Option<(Val, u32)> {
         }
         if l3.is_some() {
             let busy = *l3_busy;
+            if let (Some(l3_free), false) = (l3_free, busy) {
+                // a clean group left part-used counts as shared (see `container_cores`)
+                let free = l3.and_then(|l| l3_free.get(&l)).copied().unwrap_or(0);
+                for (taken, v) in unit.iter_mut().enumerate().skip(1) {
+                    if let Some(v) = v {
+                        if taken < free {
+                            v.shared_l3 += 1;
+                        }
+                    }
+                }
+            }
             unit = flag(unit, |v| {
                 v.l3_groups += 1;
                 if busy {
@@ -235,12 +250,78 @@ fn knapsack(ctx: &Context, cand: &[u32]) -> Option<(Val, u32)> {
     best
 }
 
+/// A knapsack result's rank (the cost's order within a node set, then the lowest cores).
+fn rank(v: &Val, t: u32) -> (u64, u32, u32, u32, u32, u32, u32, &CoreBits) {
+    (
+        v.device_distance,
+        v.no_l3_pus,
+        v.efficiency,
+        t,
+        v.shared_l2,
+        v.shared_l3,
+        v.l3_groups,
+        &v.bits,
+    )
+}
+
+/// A container's cores among `cand`. A container that fits in one L3 group (with any cores
+/// without an L3) is placed as a VM's guest is; one that must span L3 groups also counts, as
+/// shared, each clean group it leaves part-used: the next container would share it, so the
+/// remainder goes where the cache is shared already (the kubelet's uncore-cache packing does
+/// the same; a VM's emulator core fills such a remainder instead). Exact: the best selection
+/// within one group under the plain cost, against the best of all under the counted cost,
+/// which is a multi-group selection's true cost.
+fn container_cores(
+    ctx: &Context,
+    cand: &[u32],
+    l3_free: &BTreeMap<u32, usize>,
+) -> Option<(Val, u32)> {
+    let l3_of = |c: &u32| ctx.cores.get(*c as usize).and_then(|i| i.l3);
+    let mut groups: Vec<Option<u32>> = cand.iter().map(l3_of).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let mut best: Option<(Val, u32)> = None;
+    let mut consider = |cand_v: Option<(Val, u32)>| {
+        if let Some((v, t)) = cand_v {
+            if best
+                .as_ref()
+                .is_none_or(|(b, bt)| rank(&v, t) < rank(b, *bt))
+            {
+                best = Some((v, t));
+            }
+        }
+    };
+    // within one L3 group (and cores without one), or without any
+    for g in &groups {
+        let sub: Vec<u32> = cand
+            .iter()
+            .copied()
+            .filter(|c| l3_of(c).is_none() || l3_of(c) == *g)
+            .collect();
+        consider(knapsack(ctx, &sub, None));
+    }
+    if let Some((v, t)) = knapsack(ctx, cand, Some(l3_free)) {
+        if v.l3_groups >= 2 {
+            consider(Some((v, t)));
+        }
+    }
+    best
+}
+
 /// The best guest cores within `nodes` (value, PUs taken, kinds mixed beyond the first). On
 /// hybrid parts one knapsack per set of kinds allowed: the best over all of them is the
 /// exact optimum with `kinds` in its place in the order (a run's cores use at most the kinds
 /// it allows, and the optimum's own kinds are one of the runs).
 fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
     let cand = ctx.candidate_cores(nodes);
+    // free PUs per L3 group on these nodes (whatever kinds a run allows): what a container
+    // leaves part-used is measured against all of them
+    let mut l3_free: BTreeMap<u32, usize> = BTreeMap::new();
+    for info in cand.iter().filter_map(|&c| ctx.cores.get(c as usize)) {
+        if let Some(l) = info.l3 {
+            *l3_free.entry(l).or_default() += info.pus.len();
+        }
+    }
     let mut kinds: Vec<u32> = cand
         .iter()
         .filter_map(|&c| ctx.cores.get(c as usize).map(|i| i.kind))
@@ -248,7 +329,7 @@ fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
     kinds.sort_unstable();
     kinds.dedup();
     if kinds.len() <= 1 {
-        return knapsack(ctx, &cand).map(|(v, t)| (v, t, 0));
+        return cores_for(ctx, &cand, &l3_free).map(|(v, t)| (v, t, 0));
     }
     let mut best: Option<(Val, u32, u32)> = None;
     let key = |v: &Val, t: u32, k: u32| {
@@ -280,7 +361,7 @@ fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
                     .is_some_and(|i| allowed.contains(&i.kind))
             })
             .collect();
-        let Some((v, t)) = knapsack(ctx, &sub) else {
+        let Some((v, t)) = cores_for(ctx, &sub, &l3_free) else {
             continue;
         };
         let mut used: Vec<u32> = v
@@ -300,6 +381,14 @@ fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
         }
     }
     best
+}
+
+/// The best cores among `cand` for the context's workload.
+fn cores_for(ctx: &Context, cand: &[u32], l3_free: &BTreeMap<u32, usize>) -> Option<(Val, u32)> {
+    match ctx.workload {
+        crate::Workload::Vm => knapsack(ctx, cand, None),
+        crate::Workload::Container => container_cores(ctx, cand, l3_free),
+    }
 }
 
 fn combinations(items: &[u32], k: usize) -> Vec<Vec<u32>> {

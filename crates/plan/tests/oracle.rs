@@ -282,6 +282,37 @@ fn check(host: &topo::Host, req: &Request, tenants: &[Tenant]) -> Result<bool, S
     }
 }
 
+/// The planner against the oracle for a container (`Workload::Container`): no emulator core
+/// (the guest's cores are not settled around one), and a clean L3 group left part-used counts
+/// as shared, in the knapsack and in `Scorer` alike.
+fn check_container(host: &topo::Host, req: &Request, tenants: &[Tenant]) -> Result<bool, String> {
+    let Ok(mut ctx) = Context::new(req, host, tenants) else {
+        return Ok(false);
+    };
+    ctx.workload = plan::Workload::Container;
+    let Ok(want) = oracle(&ctx) else {
+        return Ok(false);
+    };
+    let got = best_placement(&ctx);
+    match (&want, &got) {
+        (None, None) => Ok(true),
+        (Some((cost, _, nodes, cores)), Some(p))
+            if p.cost == *cost && p.nodes == *nodes && p.cores == *cores =>
+        {
+            if plan::cost::score(&ctx, &p.nodes, &p.cores) != Some(p.cost) {
+                return Err("planner's cost differs from score()".into());
+            }
+            Ok(true)
+        }
+        _ => Err(format!(
+            "{}: container {req:?}: planner {:?} vs oracle {:?}",
+            host.source,
+            got.map(|p| (p.cost, p.nodes, p.cores)),
+            want.map(|w| (w.0, w.2, w.3))
+        )),
+    }
+}
+
 fn request(vcpus: u32, mem: u64, devices: Vec<String>, hp: plan::HugepagePolicy) -> Request {
     Request {
         name: None,
@@ -407,6 +438,32 @@ fn chains_keep_the_housekeeping_and_match_the_oracle_on_small_shared_topologies(
 }
 
 #[test]
+fn containers_are_optimal_on_small_shared_topologies() {
+    let mut compared = 0;
+    for (name, host) in common::shared_hosts()
+        .into_iter()
+        .filter(|(_, h)| h.pus.len() <= 32)
+    {
+        for tenants in [
+            vec![],
+            common::tenants_for(&host, 2, 2),
+            common::tenants_for(&host, 3, 3),
+        ] {
+            for vcpus in [1u32, 2, 3, 4, 6, 8, 12] {
+                let req = request(vcpus, 2 * common::GIB, vec![], plan::HugepagePolicy::None);
+                match check_container(&host, &req, &tenants) {
+                    Ok(true) => compared += 1,
+                    Ok(false) => {}
+                    Err(e) => panic!("{name}: {e}"),
+                }
+            }
+        }
+    }
+    assert!(compared >= 60, "only {compared} container cases compared");
+    eprintln!("{compared} container cases: planner = oracle");
+}
+
+#[test]
 fn planner_is_optimal_on_the_builtin_host() {
     let host = topo::builtin::default_host();
     for vcpus in 1..=15 {
@@ -436,6 +493,21 @@ proptest! {
         let tenants = common::tenants_for(&host, tenant_count, tenant_vcpus);
         let req = common::request_for(&host, seed);
         if let Err(e) = check(&host, &req, &tenants) {
+            return Err(TestCaseError::fail(e));
+        }
+    }
+
+    #[test]
+    fn containers_are_optimal_on_random_small_hosts(
+        shape in common::shape(18),
+        seed in common::request_seed(),
+        tenant_count in 0usize..4,
+        tenant_vcpus in 1u32..4,
+    ) {
+        let host = common::synthetic(&shape);
+        let tenants = common::tenants_for(&host, tenant_count, tenant_vcpus);
+        let req = common::request_for(&host, seed);
+        if let Err(e) = check_container(&host, &req, &tenants) {
             return Err(TestCaseError::fail(e));
         }
     }
