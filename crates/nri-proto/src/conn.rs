@@ -226,26 +226,11 @@ impl Session {
         reg.plugin_name = options.name.clone();
         reg.plugin_idx = options.index.clone();
         reg.NRI_version = NRI_VERSION.to_string();
-        let _: Empty = session.call("RegisterPlugin", &reg, options.registration_timeout)?;
+        let _: Empty =
+            session
+                .caller()
+                .call("RegisterPlugin", &reg, options.registration_timeout)?;
         Ok(session)
-    }
-
-    /// Calls a Runtime service method and waits for its answer.
-    pub fn call<Req: protobuf::Message, Resp: protobuf::Message>(
-        &self,
-        method: &str,
-        req: &Req,
-        timeout: Duration,
-    ) -> Result<Resp, ConnError> {
-        self.caller().call(method, req, timeout)
-    }
-
-    /// Asks the runtime to update containers outside any event (never from a handler).
-    pub fn update_containers(
-        &self,
-        req: &UpdateContainersRequest,
-    ) -> Result<UpdateContainersResponse, ConnError> {
-        self.caller().update_containers(req)
     }
 
     /// A handle for calls to the runtime from another thread while [`Session::wait`] blocks.

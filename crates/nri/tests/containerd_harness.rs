@@ -13,27 +13,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-use support::{
-    ContainerSpec, Containerd, ContainerdOpts, PodSpec, Qos, Resources, Runtime, BUSYBOX_IMAGE,
-};
-
-/// Skip unless root and the runtime is built; the runtime otherwise.
-fn runtime_or_skip(test: &str) -> Option<Runtime> {
-    if !testkit::is_root() {
-        testkit::skip(
-            test,
-            "needs root: runs containerd, mounts overlays, makes cgroups",
-        );
-        return None;
-    }
-    match Runtime::locate() {
-        Ok(rt) => Some(rt),
-        Err(why) => {
-            testkit::skip(test, why);
-            None
-        }
-    }
-}
+use support::{ContainerSpec, Containerd, ContainerdOpts, PodSpec, Qos, Resources, BUSYBOX_IMAGE};
 
 #[test]
 fn requests_are_the_kubelets() {
@@ -264,7 +244,7 @@ fn oci_images_are_reproducible_and_importable_shapes() {
 #[test]
 fn runs_a_best_effort_pod_restarts_and_cleans_up() {
     let test = "runs_a_best_effort_pod_restarts_and_cleans_up";
-    let Some(rt) = runtime_or_skip(test) else {
+    let Some(rt) = support::runtime_or_skip(test) else {
         return;
     };
     let _host = testkit::host_lock();

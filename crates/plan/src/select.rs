@@ -225,23 +225,11 @@ fn knapsack(
         dp = combine(&dp, unit, cap);
     }
     let mut best: Option<(Val, u32)> = None;
-    let key = |v: &Val, t: usize| {
-        (
-            v.device_distance,
-            v.no_l3_pus,
-            v.efficiency,
-            t - n,
-            v.shared_l2,
-            v.shared_l3,
-            v.l3_groups,
-            v.bits.clone(),
-        )
-    };
     for (t, v) in dp.iter().enumerate().skip(n) {
         let Some(v) = v else { continue };
         let better = match &best {
             None => true,
-            Some((b, bt)) => key(v, t) < key(b, *bt as usize),
+            Some((b, bt)) => rank(v, t as u32) < rank(b, *bt),
         };
         if better {
             best = Some((v.clone(), t as u32));

@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Containerd, ContainerdOpts, PodSpec, Runtime};
+use support::{Containerd, ContainerdOpts, PodSpec};
 use topo::CpuSet;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vmtune");
@@ -239,20 +239,6 @@ fn check_all(ctd: &Containerd, agent: &Agent, shared: &[&str], own: &[&str], wha
     }
 }
 
-fn runtime_or_skip(test: &str) -> Option<Runtime> {
-    if !testkit::is_root() {
-        testkit::skip(test, "needs root: runs containerd, makes cgroups");
-        return None;
-    }
-    match Runtime::locate() {
-        Ok(rt) => Some(rt),
-        Err(why) => {
-            testkit::skip(test, why);
-            None
-        }
-    }
-}
-
 fn vfio_snapshot() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vfio/desktop-5.15-legacy.tar.gz")
 }
@@ -260,7 +246,7 @@ fn vfio_snapshot() -> PathBuf {
 #[test]
 fn places_cri_pods_through_nri_and_survives_restarts() {
     let test = "places_cri_pods_through_nri_and_survives_restarts";
-    let Some(rt) = runtime_or_skip(test) else {
+    let Some(rt) = support::runtime_or_skip(test) else {
         return;
     };
     let _host = testkit::host_lock();
@@ -487,7 +473,7 @@ fn places_cri_pods_through_nri_and_survives_restarts() {
 #[test]
 #[ignore]
 fn bench_create_with_and_without_the_agent() {
-    let Some(rt) = runtime_or_skip("bench_create_with_and_without_the_agent") else {
+    let Some(rt) = support::runtime_or_skip("bench_create_with_and_without_the_agent") else {
         return;
     };
     let _host = testkit::host_lock();
@@ -500,8 +486,9 @@ fn bench_create_with_and_without_the_agent() {
     let mut agent: Option<Agent> = None;
     let (mut without, mut with) = (Vec::new(), Vec::new());
     let mut n = 0;
-    for round in 0..6 {
-        let connected = round % 2 == 1;
+    // round 0 warms containerd up and is not counted; then plugin-less and agent rounds alternate
+    for round in 0..11 {
+        let connected = round % 2 == 0 && round > 0;
         if connected && agent.is_none() {
             agent = Some(Agent::start(tmp.path(), &ctd, &[]));
         }
@@ -510,45 +497,47 @@ fn bench_create_with_and_without_the_agent() {
                 a.terminate();
             }
         }
-        for spec in [
-            PodSpec::best_effort(&format!("b{n}")),
-            PodSpec::guaranteed(&format!("g{n}"), 1, 32 << 20),
-        ] {
-            n += 1;
-            let pod = ctd.run_pod(&spec).expect("pod");
-            let t = Instant::now();
-            let id = ctd
-                .create(&pod, &spec.container("main"), &spec)
-                .expect("create");
-            let dt = t.elapsed().as_secs_f64() * 1000.0;
-            ctd.start_container(&id).expect("start");
-            if connected {
-                with.push(dt)
-            } else {
-                without.push(dt)
+        for _ in 0..2 {
+            for spec in [
+                PodSpec::best_effort(&format!("b{n}")),
+                PodSpec::guaranteed(&format!("g{n}"), 1, 32 << 20),
+            ] {
+                n += 1;
+                let pod = ctd.run_pod(&spec).expect("pod");
+                let t = Instant::now();
+                let id = ctd
+                    .create(&pod, &spec.container("main"), &spec)
+                    .expect("create");
+                let dt = t.elapsed().as_secs_f64() * 1000.0;
+                ctd.start_container(&id).expect("start");
+                match (round, connected) {
+                    (0, _) => {}
+                    (_, true) => with.push(dt),
+                    (_, false) => without.push(dt),
+                }
+                ctd.stop_container(&id).expect("stop");
+                ctd.remove_container(&id).expect("remove");
+                ctd.stop_pod(&pod).expect("stop pod");
+                ctd.remove_pod(&pod).expect("remove pod");
             }
-            ctd.stop_container(&id).expect("stop");
-            ctd.remove_container(&id).expect("remove");
-            ctd.stop_pod(&pod).expect("stop pod");
-            ctd.remove_pod(&pod).expect("remove pod");
         }
     }
     let mut a = Agent::start(tmp.path(), &ctd, &[]);
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", a.child.as_ref().unwrap().id()))
-            .unwrap_or_default();
+    let pid = a.child.as_ref().map(|c| c.id()).unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let mem: Vec<&str> = status
         .lines()
         .filter(|l| l.starts_with("VmHWM") || l.starts_with("VmRSS"))
         .collect();
     a.terminate();
-    let median = |v: &mut Vec<f64>| {
+    let stats = |v: &mut Vec<f64>| {
         v.sort_by(|x, y| x.total_cmp(y));
-        v[v.len() / 2]
+        (v[v.len() / 2], v[0], v[v.len() - 1])
     };
-    let (w, wo) = (median(&mut with), median(&mut without));
+    let (w, wlo, whi) = stats(&mut with);
+    let (wo, wolo, wohi) = stats(&mut without);
     eprintln!(
-        "crictl create, median of {} each: {wo:.1} ms without a plugin, {w:.1} ms with vmtune nri: {:.3}x; agent {}",
+        "crictl create, median [min-max] of {} each: {wo:.1} ms [{wolo:.1}-{wohi:.1}] without a plugin, {w:.1} ms [{wlo:.1}-{whi:.1}] with vmtune nri: {:.3}x; agent {}",
         with.len(),
         w / wo,
         mem.join(", ")

@@ -78,6 +78,25 @@ pub use containerd::{Containerd, ContainerdOpts, BUSYBOX_IMAGE, PAUSE_IMAGE};
 #[allow(unused_imports)]
 pub use cri::{ContainerSpec, PodSpec, Qos, Resources};
 
+/// The runtime, or `None` after a named skip when the test cannot run here (not root, or the
+/// runtime not built).
+pub fn runtime_or_skip(test: &str) -> Option<Runtime> {
+    if !testkit::is_root() {
+        testkit::skip(
+            test,
+            "needs root: runs containerd, mounts overlays, makes cgroups",
+        );
+        return None;
+    }
+    match Runtime::locate() {
+        Ok(rt) => Some(rt),
+        Err(why) => {
+            testkit::skip(test, why);
+            None
+        }
+    }
+}
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 
