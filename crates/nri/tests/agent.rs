@@ -478,3 +478,62 @@ fn metrics_pass_promtool() {
         back.text()
     );
 }
+
+/// The events a real containerd sent (tests/data/containerd-2.4.2.jsonl), replayed on every
+/// shared topology: the kubelet-made pods are read as their classes (BestEffort and
+/// Burstable share, the Guaranteed ones get whole CPUs of their own wherever there is room),
+/// the Synchronize events after the restarts keep what the agent gave and place what it had
+/// not, the stopped container's CPUs come back, and no CPU is ever held twice.
+#[test]
+fn a_recorded_containerd_sequence_on_every_shared_topology() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/containerd-2.4.2.jsonl"),
+    )
+    .expect("the recording");
+    let events = nri::replay::parse(&text).expect("it parses");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/topologies/hwloc");
+    let mut hosts = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let host = topo::load_path(&path).unwrap();
+        let mut agent =
+            Agent::new(host.clone(), Settings::default(), CdiRegistry::default()).unwrap();
+        let roomy = host.all_cpus().len() >= 16;
+        for (i, ev) in events.iter().enumerate() {
+            let step = nri::replay::apply(&mut agent, ev);
+            let mut seen = CpuSet::new();
+            for a in agent.allocations() {
+                assert!(
+                    !a.cpus.intersects(&seen),
+                    "{}: event {i}: {} double-booked",
+                    path.display(),
+                    a.name
+                );
+                assert!(
+                    !a.cpus.intersects(agent.housekeeping()),
+                    "{}: {} on housekeeping",
+                    path.display(),
+                    a.name
+                );
+                seen = seen.union(&a.cpus);
+            }
+            if step.event == "create" && roomy {
+                let name = step.log.first().cloned().unwrap_or_default();
+                let shared = name.contains("/be/") || name.contains("/bu/");
+                assert_eq!(step.exclusive, Some(!shared), "{}: {name}", path.display());
+            }
+        }
+        let held: Vec<String> = agent.allocations().map(|a| a.name.clone()).collect();
+        if roomy {
+            // g1 stopped; g2 (placed at the first synchronize if not at its create) and gv hold CPUs
+            assert_eq!(
+                held,
+                vec!["default/g2/main".to_string(), "default/gv/main".into()],
+                "{}",
+                path.display()
+            );
+        }
+        hosts += 1;
+    }
+    assert!(hosts >= 20, "only {hosts} topologies");
+}

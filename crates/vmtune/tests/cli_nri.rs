@@ -399,6 +399,10 @@ fn places_cri_pods_through_nri_and_survives_restarts() {
         recorded.contains(&gpu_name),
         "the recorded create carries the CDI device"
     );
+    // crates/nri/tests/data/containerd-2.4.2.jsonl is such a recording (see its README)
+    if let Some(to) = std::env::var_os("VMTUNE_NRI_KEEP_RECORDING") {
+        std::fs::write(to, &recorded).expect("copy the recording");
+    }
 
     // a hung agent does not block a pod: containerd drops it after its request timeout, the
     // container starts without it, and the agent connects again and puts it in the pool
