@@ -10,6 +10,7 @@
 //! Every benchmark returns its detailed result plus a list of [`Metric`]s (one sample per
 //! repeat), which is what `compare` lines up across configurations.
 
+pub mod boost;
 pub mod compare;
 pub mod error;
 pub mod frametimes;

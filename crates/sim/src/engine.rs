@@ -35,6 +35,7 @@ use crate::scenario::{
 };
 
 mod daemon;
+mod host;
 pub use daemon::Detection;
 use daemon::{Daemon, DetectStats};
 
@@ -110,6 +111,12 @@ enum Ev {
     DaemonTimer { vm: u32 },
     /// The daemon finished its work (read, decide, write) on its vCPU.
     DaemonDone { vm: u32, gen: u32 },
+    /// The host agent reacts to an interrupt accepted for a waiting vCPU (`host-boost`).
+    HostBoost { vcpu: u32, gen: u32 },
+    /// A boost's budget ends.
+    BoostEnd { vcpu: u32, gen: u32 },
+    /// Has a boosted vCPU's interrupt work gone quiet?
+    BoostQuiet { vcpu: u32, gen: u32 },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -248,11 +255,29 @@ struct Vcpu {
     wakes: u64,
     wake_wait_ns: u64,
     wake_wait_sq_us2: u64,
+    /// EEVDF slice of this vCPU's thread (the base slice, or `host-slice`'s).
+    slice: i64,
+    /// Run by the host agent (SCHED_FIFO: neither charged vruntime nor preempted by fair
+    /// tasks) until its interrupt work is done or the budget ends.
+    boosted: bool,
+    boost_start: u64,
+    /// The boost preempted another VM's vCPU: it counts against this VM's share.
+    boost_charged: bool,
+    /// When it last had interrupt work while boosted, and whether a quiet check is queued.
+    boost_busy_at: u64,
+    boost_quiet_armed: bool,
+    /// Generation of the pending HostBoost / BoostEnd events.
+    boost_gen: u32,
+    /// A HostBoost event is on its way.
+    boost_armed: bool,
 }
 
 struct Pcpu {
     current: Option<u32>,
     runq: VecDeque<u32>,
+    /// vCPUs the host agent raised while another boosted vCPU held the CPU: real-time FIFO
+    /// order, each runs when the one before it leaves the real-time class.
+    boost_queue: VecDeque<u32>,
     slice_gen: u32,
     resched_pending: bool,
     switches: u64,
@@ -290,6 +315,12 @@ struct Vm {
     /// The vBalance daemon of a daemon variant (detector state, where it runs).
     daemon: Option<Daemon>,
     irq_moves: u64,
+    /// The host agent's per-VM share of a CPU for boosts: ns of boost left, as of `boost_at`.
+    boost_tokens: f64,
+    boost_at: u64,
+    boosts: u64,
+    boost_ns: u64,
+    boosts_refused: u64,
     /// irqbalance: per-queue irq time at the previous period.
     last_queue_ns: Vec<u64>,
     queue_ns: Vec<u64>,
@@ -347,6 +378,27 @@ pub struct RunStats {
     pub vcpu_irq_ns: Vec<u64>,
     /// How soon the daemon learned of preemptions (daemon variants only).
     pub detection: Option<Detection>,
+    /// Host boosts (host-boost, vbalance on EEVDF): how many, their run time, and how many the
+    /// per-VM share refused.
+    pub boosts: u64,
+    pub boost_ns: u64,
+    pub boosts_refused: u64,
+}
+
+/// The host agent's parameters, in ns.
+#[derive(Debug, Clone, Copy)]
+struct Boost {
+    /// Reaction: `base + Exp(tail)` (shifted exponential through the scenario's p50 and p99),
+    /// plus a context switch.
+    base: f64,
+    tail: f64,
+    switch: u64,
+    budget: u64,
+    /// The interrupt work is done when the vCPU has had none for this long (the host sees its
+    /// queues go quiet).
+    quiet: u64,
+    share: f64,
+    capacity: f64,
 }
 
 /// One simulation: a scenario under one host scheduler and one guest policy.
@@ -382,6 +434,9 @@ pub struct Sim {
     half_life_ns: u64,
     detect: DetectStats,
     smp_boost: bool,
+    /// The host agent (`host-boost`, `vbalance`; EEVDF only).
+    boost: Option<Boost>,
+    boost_rng: Rng,
     events: u64,
     compact_at: usize,
     peak_queue: usize,
@@ -404,6 +459,7 @@ impl Sim {
                 .map(|_| Pcpu {
                     current: None,
                     runq: VecDeque::new(),
+                    boost_queue: VecDeque::new(),
                     slice_gen: 0,
                     resched_pending: false,
                     switches: 0,
@@ -432,6 +488,23 @@ impl Sim {
             smp_boost: sc.vbalance.smp_boost
                 && sched == SchedulerKind::Credit
                 && policy == PolicyKind::VbalanceOracle,
+            boost: (policy.host_boost() && sched == SchedulerKind::Eevdf).then(|| {
+                let h = &sc.host;
+                // p50 = base + tail·ln 2, p99 = base + tail·ln 100
+                let tail =
+                    (h.boost_reaction_p99_us - h.boost_reaction_p50_us) / (100f64.ln() - 2f64.ln());
+                let share = h.boost_max_share;
+                Boost {
+                    base: (h.boost_reaction_p50_us - tail * 2f64.ln()).max(0.0) * US as f64,
+                    tail: tail * US as f64,
+                    switch: (h.switch_us * US as f64) as u64,
+                    budget: ((h.boost_budget_us * US as f64) as u64).max(1),
+                    quiet: (h.boost_quiet_us * US as f64) as u64,
+                    share,
+                    capacity: share * h.boost_window_ms * MS as f64,
+                }
+            }),
+            boost_rng: Rng(sc.seed ^ 0xB005_7ED0),
             events: 0,
             compact_at: COMPACT_MIN,
             peak_queue: 0,
@@ -446,6 +519,11 @@ impl Sim {
                 policy: None,
                 daemon: None,
                 irq_moves: 0,
+                boost_tokens: sc.host.boost_max_share * sc.host.boost_window_ms * MS as f64,
+                boost_at: 0,
+                boosts: 0,
+                boost_ns: 0,
+                boosts_refused: 0,
                 last_queue_ns: vec![0; spec.queues as usize],
                 queue_ns: vec![0; spec.queues as usize],
             };
@@ -509,6 +587,25 @@ impl Sim {
                     wakes: 0,
                     wake_wait_ns: 0,
                     wake_wait_sq_us2: 0,
+                    slice: if policy.host_slice() && sched == SchedulerKind::Eevdf {
+                        // without HRTICK a slice ends at a scheduler tick at the earliest: a
+                        // slice under the tick is the tick
+                        let us = if sc.host.hrtick {
+                            sc.host.slice_us
+                        } else {
+                            sc.host.slice_us.max(sc.host.tick_us)
+                        };
+                        (us * US as f64) as i64
+                    } else {
+                        (sc.eevdf.slice_us * US as f64) as i64
+                    },
+                    boosted: false,
+                    boost_start: 0,
+                    boost_charged: false,
+                    boost_busy_at: 0,
+                    boost_quiet_armed: false,
+                    boost_gen: 0,
+                    boost_armed: false,
                 });
             }
             for q in 0..spec.queues {
@@ -645,6 +742,9 @@ impl Sim {
             Ev::SliceEnd { pcpu, gen } => self.pcpus[pcpu as usize].slice_gen != gen,
             Ev::Activity { vcpu, gen } => self.vcpus[vcpu as usize].act_gen != gen,
             Ev::GuestTick { vcpu, gen } => self.vcpus[vcpu as usize].tick_gen != gen,
+            Ev::HostBoost { vcpu, gen }
+            | Ev::BoostEnd { vcpu, gen }
+            | Ev::BoostQuiet { vcpu, gen } => self.vcpus[vcpu as usize].boost_gen != gen,
             Ev::DaemonDone { vm, gen } => self.vms[vm as usize]
                 .daemon
                 .as_ref()
@@ -751,6 +851,9 @@ impl Sim {
             vcpu_runtime_ns: self.vcpus.iter().map(|v| v.runtime).collect(),
             vcpu_irq_ns: self.vcpus.iter().map(|v| v.irq_ns).collect(),
             detection: self.detection(),
+            boosts: self.vms.iter().map(|v| v.boosts).sum(),
+            boost_ns: self.vms.iter().map(|v| v.boost_ns).sum(),
+            boosts_refused: self.vms.iter().map(|v| v.boosts_refused).sum(),
         })
     }
 
@@ -791,6 +894,23 @@ impl Sim {
                 }
             }
             Ev::DaemonTimer { vm } => self.daemon_timer(vm),
+            Ev::HostBoost { vcpu, gen } => {
+                if self.vcpus[vcpu as usize].boost_gen == gen {
+                    self.host_boost(vcpu);
+                }
+            }
+            Ev::BoostEnd { vcpu, gen } => {
+                let x = &self.vcpus[vcpu as usize];
+                if x.boosted && x.boost_gen == gen {
+                    self.end_boost(vcpu, true);
+                }
+            }
+            Ev::BoostQuiet { vcpu, gen } => {
+                let x = &self.vcpus[vcpu as usize];
+                if x.boosted && x.boost_gen == gen {
+                    self.boost_quiet(vcpu);
+                }
+            }
             Ev::DaemonDone { vm, gen } => {
                 if self.vms[vm as usize]
                     .daemon
@@ -833,7 +953,10 @@ impl Sim {
             let v = &mut self.vcpus[c as usize];
             let ran = now.saturating_sub(v.run_start);
             v.runtime += ran;
-            v.vruntime += ran as i64;
+            if !v.boosted {
+                // a boosted vCPU runs in the real-time class: no fair-class time
+                v.vruntime += ran as i64;
+            }
             v.run_start = now;
         }
     }
@@ -868,6 +991,10 @@ impl Sim {
         match self.pcpus[p as usize].current {
             None => self.pick_and_run(p),
             Some(c) => {
+                if self.vcpus[c as usize].boosted {
+                    // SCHED_FIFO: no fair-class task preempts it
+                    return;
+                }
                 if self.sched == SchedulerKind::Eevdf {
                     self.update_curr(p);
                 }
@@ -895,6 +1022,11 @@ impl Sim {
 
     /// Take the current vCPU off `p` into `to` (Runnable: back in the runqueue).
     fn deschedule(&mut self, p: u32, to: RunState) {
+        if let Some(c) = self.pcpus[p as usize].current {
+            if self.vcpus[c as usize].boosted {
+                self.end_boost(c, false);
+            }
+        }
         let Some(c) = self.pcpus[p as usize].current.take() else {
             return;
         };
@@ -966,23 +1098,41 @@ impl Sim {
         let Some(v) = self.pcpus[p as usize].runq.remove(i) else {
             return;
         };
+        self.run_vcpu(p, v);
+    }
+
+    /// Arm the end of the current vCPU's slice on `p` (none while it is boosted).
+    fn arm_slice_end(&mut self, p: u32) {
+        let Some(v) = self.pcpus[p as usize].current else {
+            return;
+        };
         let now = self.now;
         let pc = &mut self.pcpus[p as usize];
-        pc.current = Some(v);
-        pc.switches += 1;
         pc.slice_gen = pc.slice_gen.wrapping_add(1);
         let gen = pc.slice_gen;
+        if self.vcpus[v as usize].boosted {
+            return;
+        }
         let len = match self.sched {
             SchedulerKind::Credit => self.timeslice,
             SchedulerKind::Eevdf => {
                 let x = &mut self.vcpus[v as usize];
                 if x.deadline <= x.vruntime {
-                    x.deadline = x.vruntime + self.slice;
+                    x.deadline = x.vruntime + x.slice;
                 }
                 (x.deadline - x.vruntime).max(1) as u64
             }
         };
         self.push(now + len, Ev::SliceEnd { pcpu: p, gen });
+    }
+
+    /// Put `v` (already out of the runqueue) on `p`.
+    fn run_vcpu(&mut self, p: u32, v: u32) {
+        let now = self.now;
+        let pc = &mut self.pcpus[p as usize];
+        pc.current = Some(v);
+        pc.switches += 1;
+        self.arm_slice_end(p);
         let x = &mut self.vcpus[v as usize];
         let was_halted = std::mem::take(&mut x.woken);
         x.state = RunState::Running;
@@ -1016,23 +1166,18 @@ impl Sim {
         let Some(c) = self.pcpus[p as usize].current else {
             return;
         };
+        if self.vcpus[c as usize].boosted {
+            // re-armed when the boost ends
+            return;
+        }
         if self.sched == SchedulerKind::Eevdf {
             self.update_curr(p);
-            let slice = self.slice;
             let v = &mut self.vcpus[c as usize];
-            v.deadline = v.vruntime + slice;
+            v.deadline = v.vruntime + v.slice;
         }
         if self.pcpus[p as usize].runq.is_empty() {
             // nobody else: keep running with a fresh slice
-            let len = match self.sched {
-                SchedulerKind::Credit => self.timeslice,
-                SchedulerKind::Eevdf => self.slice as u64,
-            };
-            let pc = &mut self.pcpus[p as usize];
-            pc.slice_gen = pc.slice_gen.wrapping_add(1);
-            let gen = pc.slice_gen;
-            let now = self.now;
-            self.push(now + len, Ev::SliceEnd { pcpu: p, gen });
+            self.arm_slice_end(p);
             return;
         }
         self.deschedule(p, RunState::Runnable);
@@ -1093,12 +1238,11 @@ impl Sim {
             SchedulerKind::Eevdf => {
                 self.update_curr(p);
                 let avg = self.avg_vruntime(p);
-                let slice = self.slice;
                 let x = &mut self.vcpus[v as usize];
                 if let Some(a) = avg {
                     x.vruntime = a - x.lag;
                 }
-                x.deadline = x.vruntime + slice;
+                x.deadline = x.vruntime + x.slice;
             }
         }
         let x = &mut self.vcpus[v as usize];
@@ -1141,6 +1285,9 @@ impl Sim {
     /// Decide what a running vCPU does next.
     fn dispatch(&mut self, v: u32) {
         let now = self.now;
+        if self.vcpus[v as usize].boosted {
+            self.boost_progress(v);
+        }
         if let Some(&q) = self.vcpus[v as usize].pending.first() {
             let Some(head) = self.queues[q as usize].ring.front().copied() else {
                 // nothing left (moved away): drop the pending mark and re-arm
@@ -1281,6 +1428,20 @@ impl Sim {
             RunState::Blocked => self.wake(t),
             RunState::Runnable => {
                 let vm = x.vm;
+                if let Some(b) = self.boost {
+                    if !x.boost_armed && !x.boosted {
+                        // kvm:kvm_apic_accept_irq for a vCPU waiting in the runqueue: the agent
+                        // wakes and raises its thread
+                        x.boost_armed = true;
+                        x.boost_gen = x.boost_gen.wrapping_add(1);
+                        let gen = x.boost_gen;
+                        let u = (self.boost_rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+                        let react = b.base - b.tail * (1.0 - u).max(f64::MIN_POSITIVE).ln();
+                        let at = self.now + react as u64 + b.switch;
+                        self.push(at, Ev::HostBoost { vcpu: t, gen });
+                    }
+                }
+                let x = &mut self.vcpus[t as usize];
                 if self.smp_boost && self.vms[vm as usize].running == 0 {
                     // the paper's fast path: no vCPU of the VM is online
                     let p = x.pcpu;

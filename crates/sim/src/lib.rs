@@ -83,6 +83,11 @@ pub struct RunResult {
     pub vcpu_irq_ms: Vec<f64>,
     /// Daemon variants: preemption episodes and how soon the daemon learnt of them.
     pub detection: Option<Detection>,
+    /// Host boosts (`host-boost`, `vbalance` on EEVDF): count, total run time, refusals by
+    /// the per-VM share.
+    pub boosts: u64,
+    pub boost_ms: f64,
+    pub boosts_refused: u64,
     /// `(ping send time s, rtt ms)` for plotting; not in the JSON.
     #[serde(skip)]
     pub rtt_series: Vec<(f64, f64)>,
@@ -127,6 +132,9 @@ pub fn run_one(
         vcpu_runtime_ms: st.vcpu_runtime_ns.iter().map(|&n| n as f64 / 1e6).collect(),
         vcpu_irq_ms: st.vcpu_irq_ns.iter().map(|&n| n as f64 / 1e6).collect(),
         detection: st.detection.clone(),
+        boosts: st.boosts,
+        boost_ms: st.boost_ns as f64 / 1e6,
+        boosts_refused: st.boosts_refused,
         rtt_series: st
             .pings
             .iter()

@@ -97,10 +97,23 @@ pub enum PolicyKind {
     /// irqbalance: every 10 s, heaviest IRQ first onto the vCPU with the least interrupt load;
     /// blind to vCPU scheduling.
     Irqbalance,
-    /// The daemon's default on a KVM guest: the exact preempted flag via eBPF; moves deferred
-    /// to the IRQ's next interrupt (x86 MSI without interrupt remapping), so every IRQ is
-    /// placed by availability (never moved on a single preemption).
+    /// What vmtune ships on KVM: the guest daemon of `vbalance-guest` and the host half,
+    /// `host-boost` (a vCPU that an interrupt is accepted for while it waits in the host's
+    /// runqueue is run until it has done the interrupt's work). Under the credit scheduler
+    /// (Xen) there is no host half: it is `vbalance-guest`.
     Vbalance,
+    /// The guest half alone, the daemon's default on a KVM guest: the exact preempted flag via
+    /// eBPF; moves deferred to the IRQ's next interrupt (x86 MSI without interrupt remapping),
+    /// so every IRQ is placed by availability (never moved on a single preemption).
+    VbalanceGuest,
+    /// The host half alone (`vmtune irq boost`), IRQs where static placement has them: when an
+    /// interrupt is accepted for a vCPU that is runnable but not running, the host agent, after
+    /// its reaction time, runs it (SCHED_FIFO) until the vCPU has no interrupt work left or
+    /// the budget ends, within a per-VM share of a CPU. EEVDF (KVM) only.
+    HostBoost,
+    /// A shorter EEVDF slice for the vCPU threads (`sched_attr.sched_runtime`, Linux 6.12+;
+    /// `[host] slice_us`), no agent: a woken or interrupted vCPU waits less for its turn.
+    HostSlice,
     /// The exact preempted flag via eBPF, in a guest with interrupt remapping: light IRQs
     /// follow the flag, busy queues are placed by availability.
     VbalanceIr,
@@ -145,7 +158,7 @@ pub enum MoveSemantics {
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 10] = [
+    pub const ALL: [PolicyKind; 13] = [
         PolicyKind::Static,
         PolicyKind::Irqbalance,
         PolicyKind::VbalanceProcstat,
@@ -153,8 +166,11 @@ impl PolicyKind {
         PolicyKind::VbalanceTick,
         PolicyKind::VbalanceTickIr,
         PolicyKind::VbalanceChase,
-        PolicyKind::Vbalance,
+        PolicyKind::VbalanceGuest,
         PolicyKind::VbalanceIr,
+        PolicyKind::HostSlice,
+        PolicyKind::HostBoost,
+        PolicyKind::Vbalance,
         PolicyKind::VbalanceOracle,
     ];
 
@@ -163,6 +179,9 @@ impl PolicyKind {
             PolicyKind::Static => "static",
             PolicyKind::Irqbalance => "irqbalance",
             PolicyKind::Vbalance => "vbalance",
+            PolicyKind::VbalanceGuest => "vbalance-guest",
+            PolicyKind::HostBoost => "host-boost",
+            PolicyKind::HostSlice => "host-slice",
             PolicyKind::VbalanceIr => "vbalance-ir",
             PolicyKind::VbalanceProcstat => "vbalance-procstat",
             PolicyKind::VbalanceProcstatIr => "vbalance-procstat-ir",
@@ -181,14 +200,18 @@ impl PolicyKind {
     /// The detector of a vBalance variant (`None` for static and irqbalance).
     pub fn detector(self) -> Option<Detector> {
         match self {
-            PolicyKind::Static | PolicyKind::Irqbalance => None,
+            PolicyKind::Static
+            | PolicyKind::Irqbalance
+            | PolicyKind::HostBoost
+            | PolicyKind::HostSlice => None,
             PolicyKind::VbalanceProcstat | PolicyKind::VbalanceProcstatIr => {
                 Some(Detector::Procstat)
             }
             PolicyKind::VbalanceTick | PolicyKind::VbalanceTickIr => Some(Detector::Tick),
-            PolicyKind::Vbalance | PolicyKind::VbalanceIr | PolicyKind::VbalanceChase => {
-                Some(Detector::Flag)
-            }
+            PolicyKind::Vbalance
+            | PolicyKind::VbalanceGuest
+            | PolicyKind::VbalanceIr
+            | PolicyKind::VbalanceChase => Some(Detector::Flag),
             PolicyKind::VbalanceOracle => Some(Detector::Oracle),
         }
     }
@@ -229,6 +252,16 @@ impl PolicyKind {
     /// Runs the `irqbal` policy.
     pub fn is_vbalance(self) -> bool {
         self.detector().is_some()
+    }
+
+    /// Has the host agent boost vCPUs with interrupts waiting (EEVDF hosts only).
+    pub fn host_boost(self) -> bool {
+        matches!(self, PolicyKind::Vbalance | PolicyKind::HostBoost)
+    }
+
+    /// Gives the vCPU threads the `[host] slice_us` EEVDF slice.
+    pub fn host_slice(self) -> bool {
+        self == PolicyKind::HostSlice
     }
 }
 
@@ -409,6 +442,52 @@ impl Default for EevdfSpec {
     }
 }
 
+/// The host half on a KVM (EEVDF) host: `vmtune irq boost` and the vCPU threads' slice.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostSpec {
+    /// From an interrupt accepted for a waiting vCPU to that vCPU running on its CPU, median
+    /// and 99th percentile, µs: the agent's wake-up (eventfd) and `sched_setscheduler`, as
+    /// `vmtune bench boost` measures it ("off CPU" row; the development machine, a KVM guest
+    /// itself, two runs: 56.6 / 140.5 and 56.4 / 133.1 µs). Drawn from a shifted exponential
+    /// with these two quantiles.
+    pub boost_reaction_p50_us: f64,
+    pub boost_reaction_p99_us: f64,
+    /// A context switch, µs: the CPU time each boost loses switching in and out.
+    pub switch_us: f64,
+    /// Longest boost, µs: the vCPU goes back to its class after this even with work left.
+    pub boost_budget_us: f64,
+    /// A boost ends when the vCPU has had no interrupt work for this long, µs (the host sees
+    /// the vCPU's virtqueues go quiet; 0: as soon as its pending interrupts are serviced).
+    pub boost_quiet_us: f64,
+    /// Most of one CPU a VM may take through boosts, over `boost_window_ms`.
+    pub boost_max_share: f64,
+    pub boost_window_ms: f64,
+    /// The vCPU threads' EEVDF slice (`host-slice`), µs (the base slice is `[eevdf]`'s).
+    pub slice_us: f64,
+    /// Whether the host runs the HRTICK scheduler feature: without it a slice ends at the
+    /// next scheduler tick at the earliest (Debian kernels: HZ=250, 4 ms).
+    pub hrtick: bool,
+    pub tick_us: f64,
+}
+
+impl Default for HostSpec {
+    fn default() -> Self {
+        Self {
+            boost_reaction_p50_us: 56.0,
+            boost_reaction_p99_us: 137.0,
+            switch_us: 3.0,
+            boost_budget_us: 2000.0,
+            boost_quiet_us: 0.0,
+            boost_max_share: 0.05,
+            boost_window_ms: 100.0,
+            slice_us: 300.0,
+            hrtick: false,
+            tick_us: 4000.0,
+        }
+    }
+}
+
 /// vBalance parameters of the simulated guest and daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -556,6 +635,8 @@ pub struct Scenario {
     #[serde(default)]
     pub vbalance: VbalanceSpec,
     #[serde(default)]
+    pub host: HostSpec,
+    #[serde(default)]
     pub sweep: Sweep,
     #[serde(rename = "vm")]
     pub vms: Vec<VmSpec>,
@@ -700,6 +781,37 @@ impl Scenario {
         finite_pos(self.eevdf.slice_us, "eevdf.slice_us")?;
         if !(10.0..=1e6).contains(&self.eevdf.slice_us) {
             return Err("eevdf.slice_us must be 10..=1000000".into());
+        }
+        let h = &self.host;
+        for (v, what) in [
+            (h.boost_reaction_p50_us, "host.boost_reaction_p50_us"),
+            (h.boost_reaction_p99_us, "host.boost_reaction_p99_us"),
+            (h.boost_budget_us, "host.boost_budget_us"),
+            (h.boost_window_ms * 1000.0, "host.boost_window_ms"),
+            (h.slice_us, "host.slice_us"),
+            (h.tick_us, "host.tick_us"),
+        ] {
+            finite_pos(v, what)?;
+            if v > 1e9 {
+                return Err(format!("{what} is too large"));
+            }
+        }
+        finite_nonneg(h.switch_us, "host.switch_us")?;
+        finite_nonneg(h.boost_quiet_us, "host.boost_quiet_us")?;
+        if h.switch_us > 1e6 || h.boost_quiet_us > 1e9 {
+            return Err("host.switch_us or host.boost_quiet_us is too large".into());
+        }
+        if h.boost_reaction_p99_us < h.boost_reaction_p50_us {
+            return Err("host.boost_reaction_p99_us must be at least its p50".into());
+        }
+        if !(h.boost_max_share > 0.0 && h.boost_max_share <= 1.0) {
+            return Err(format!(
+                "host.boost_max_share must be in (0, 1], got {}",
+                h.boost_max_share
+            ));
+        }
+        if h.slice_us < 10.0 || h.tick_us < 10.0 {
+            return Err("host.slice_us and host.tick_us must be at least 10".into());
         }
         let vb = &self.vbalance;
         finite_pos(vb.tick_us, "vbalance.tick_us")?;
@@ -884,6 +996,7 @@ fn base(name: &str, description: &str, duration_ms: u64, sources: Vec<SourceSpec
         credit: CreditSpec::default(),
         eevdf: EevdfSpec::default(),
         vbalance: VbalanceSpec::default(),
+        host: HostSpec::default(),
         sweep: Sweep::default(),
         vms: vec![paper_vm()],
         sources,

@@ -93,7 +93,7 @@ fn fig5_exact_flag_meets_the_target_only_where_moves_take_effect_at_once() {
         SchedulerKind::Credit,
         &[
             PolicyKind::Static,
-            PolicyKind::Vbalance,
+            PolicyKind::VbalanceGuest,
             PolicyKind::VbalanceIr,
             PolicyKind::VbalanceTick,
         ],
@@ -109,7 +109,7 @@ fn fig5_exact_flag_meets_the_target_only_where_moves_take_effect_at_once() {
     // without interrupt remapping a move would land only at the IRQ's next interrupt, on the
     // old vCPU once it runs again: the default does not follow the flag, and with four
     // equally available vCPUs it leaves the IRQ where static placement has it
-    let def = by(&rs, PolicyKind::Vbalance);
+    let def = by(&rs, PolicyKind::VbalanceGuest);
     let deferred = def.rtt_ms.unwrap();
     assert!(
         deferred.p99 > 20.0 * q.p99.max(0.1),
@@ -225,7 +225,7 @@ fn irqbalance_spreads_two_queues_after_its_10s_tick_but_is_blind_to_preemption()
 fn runs_are_deterministic_for_a_seed() {
     let mut sc = builtin("vbalance-fig5").unwrap().remove(0);
     sc.duration_ms = 5000;
-    for p in [PolicyKind::Static, PolicyKind::Vbalance] {
+    for p in [PolicyKind::Static, PolicyKind::VbalanceGuest] {
         let a = run_one(&sc, SchedulerKind::Credit, p, None).unwrap();
         let b = run_one(&sc, SchedulerKind::Credit, p, None).unwrap();
         assert_eq!(a.events, b.events);
@@ -364,7 +364,7 @@ fn following_the_flag_with_deferred_moves_is_a_lottery_on_the_ping_period() {
         sc.schedulers = vec![SchedulerKind::Credit];
         sc.policies = vec![
             PolicyKind::Static,
-            PolicyKind::Vbalance,
+            PolicyKind::VbalanceGuest,
             PolicyKind::VbalanceChase,
         ];
         sc.sources = vec![SourceSpec::Ping {
@@ -379,7 +379,7 @@ fn following_the_flag_with_deferred_moves_is_a_lottery_on_the_ping_period() {
     let at50 = run(50);
     let q = |rs: &[RunResult], p| by(rs, p).rtt_ms.unwrap();
     for rs in [&at100, &at50] {
-        let (s, d) = (q(rs, PolicyKind::Static), q(rs, PolicyKind::Vbalance));
+        let (s, d) = (q(rs, PolicyKind::Static), q(rs, PolicyKind::VbalanceGuest));
         assert_eq!((s.p99, s.mean), (d.p99, d.mean));
     }
     let (s, c) = (

@@ -460,3 +460,35 @@ fn suite_in_a_qemu_guest() {
     );
     assert!(d.path().join("guest-2cpu.json").exists());
 }
+
+/// `bench boost` runs its three threads and reports both sides, every trigger counted and the
+/// off-CPU subsets inside them (timings are the README's, not asserted here).
+#[test]
+fn boost_reports_both_sides() {
+    testkit::skip_unless!(
+        testkit::is_root(),
+        "needs root: the agent raises a thread to SCHED_FIFO"
+    );
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    testkit::skip_unless!(cpus >= 2, "needs two CPUs");
+    let v = common::ok_json(&[
+        "bench",
+        "boost",
+        "--samples",
+        "40",
+        "--gap-ms",
+        "1",
+        "--json",
+    ]);
+    for side in ["boosted", "unboosted"] {
+        assert_eq!(v[side]["samples"], 40, "{v}");
+        let waiting = v[format!("{side}_waiting")]["samples"].as_u64().unwrap();
+        assert!(waiting <= 40, "{v}");
+        assert!(v[side]["p50_us"].as_f64().unwrap() <= v[side]["p99_us"].as_f64().unwrap());
+    }
+    let e = common::run(&["bench", "boost", "--busy-cpu", "0", "--agent-cpu", "0"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("must differ"));
+}

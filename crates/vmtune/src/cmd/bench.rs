@@ -50,6 +50,13 @@ enum Sub {
     Membw(MembwArgs),
     /// Wakeup latency of a timer-driven thread per CPU (cyclictest-like), optional load.
     Latency(LatencyArgs),
+    /// The host agent's reaction time: a thread waiting behind a busy CPU, raised to
+    /// SCHED_FIFO by an agent woken through an eventfd, against the same wait without it.
+    ///
+    /// The stand-in for an interrupt accepted for a preempted vCPU (`vmtune sim`'s
+    /// `[host] boost_reaction_p50_us`/`p99_us` are this figure). Needs root and two CPUs;
+    /// changes nothing outside its own threads.
+    Boost(BoostArgs),
     /// Frame-time captures → average FPS and 1/2/5% lows, per application.
     ///
     /// Reads PresentMon (1.x, 2.0-2.3, 2.4+), OCAT, CapFrameX (CSV and JSON), FrameView,
@@ -154,6 +161,25 @@ struct LatencyArgs {
     /// Windows the run is cut into for the repeat statistics used by `compare`.
     #[arg(long, default_value_t = 5)]
     windows: usize,
+}
+
+#[derive(clap::Args, Debug)]
+struct BoostArgs {
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The CPU the burner and the waiting thread share.
+    #[arg(long, default_value_t = 1)]
+    busy_cpu: u32,
+    /// The agent's CPU.
+    #[arg(long, default_value_t = 0)]
+    agent_cpu: u32,
+    /// Triggers per side (with and without the agent, interleaved).
+    #[arg(long, default_value_t = 2000)]
+    samples: usize,
+    /// Milliseconds between triggers.
+    #[arg(long, default_value_t = 2.0)]
+    gap_ms: f64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -287,12 +313,49 @@ struct GuestArgs {
     guest_timeout: u64,
 }
 
+fn run_boost(a: BoostArgs) -> Result<ExitCode> {
+    if !(a.gap_ms.is_finite() && a.gap_ms >= 0.0 && a.gap_ms <= 10_000.0) || a.samples == 0 {
+        anyhow::bail!("--gap-ms must be 0..=10000 and --samples at least 1");
+    }
+    let r = bench::boost::run(&bench::boost::BoostOptions {
+        busy_cpu: a.busy_cpu,
+        agent_cpu: a.agent_cpu,
+        samples: a.samples,
+        gap: std::time::Duration::from_secs_f64(a.gap_ms / 1000.0),
+    })?;
+    if a.json {
+        print_json(&r)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "a runnable thread sharing busy CPU {} by turns sees an event after (µs; {} triggers each; \
+         \"off CPU\": those that found it waiting, over {} µs):",
+        r.busy_cpu,
+        r.boosted.samples,
+        bench::boost::ON_CPU_US
+    );
+    let agent = format!("raised by an agent on CPU {}", r.agent_cpu);
+    for (what, w) in [
+        (agent.as_str(), &r.boosted),
+        ("  off CPU", &r.boosted_waiting),
+        ("waiting its fair turn", &r.unboosted),
+        ("  off CPU", &r.unboosted_waiting),
+    ] {
+        println!(
+            "  {what:<30} n {:>5}  p50 {:>8.1}  p90 {:>8.1}  p99 {:>8.1}  max {:>8.1}",
+            w.samples, w.p50_us, w.p90_us, w.p99_us, w.max_us
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     bench::signals::install()?;
     let res = match args.cmd {
         Sub::Timer(a) => run_timer(a),
         Sub::Membw(a) => run_membw(a),
         Sub::Latency(a) => run_latency(a),
+        Sub::Boost(a) => run_boost(a),
         Sub::Frametimes(a) => run_frametimes(a),
         Sub::Compare(a) => run_compare(a),
         Sub::Suite(a) => run_suite(a),

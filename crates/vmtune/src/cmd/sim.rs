@@ -12,8 +12,10 @@ use super::common::print_json;
 /// Simulate hypervisor vCPU scheduling and guest interrupt delivery, and compare interrupt
 /// policies: `static` (all IRQs on vCPU0), `irqbalance` (10 s rebalancing, blind to vCPU
 /// scheduling), the vBalance daemon as it runs on a KVM guest with each preemption signal it
-/// can read (`vbalance`: the exact preempted flag via eBPF, the daemon's default;
-/// `vbalance-tick`; `vbalance-procstat`), with and without interrupt remapping (`-ir`),
+/// can read (`vbalance-guest`: the exact preempted flag via eBPF, the daemon's default;
+/// `vbalance-tick`; `vbalance-procstat`), with and without interrupt remapping (`-ir`), the
+/// host half on KVM (`host-boost`, `host-slice`), `vbalance` (what vmtune ships: the guest
+/// daemon and the host boost),
 /// `vbalance-chase` (the former default, for comparison) and `vbalance-oracle`, the
 /// zero-delay upper bound of the paper's Xen design.
 ///
@@ -37,9 +39,10 @@ pub struct Args {
     /// (`cfs` is refused: Linux replaced it with EEVDF in 6.6.)
     #[arg(long = "scheduler", value_parser = parse_sched)]
     pub schedulers: Vec<SchedulerKind>,
-    /// Only these policies (static, irqbalance, vbalance, vbalance-ir, vbalance-tick,
-    /// vbalance-tick-ir, vbalance-procstat, vbalance-procstat-ir, vbalance-chase,
-    /// vbalance-oracle); repeatable. Default: the scenario's (all).
+    /// Only these policies (static, irqbalance, vbalance, vbalance-guest, host-boost,
+    /// host-slice, vbalance-ir, vbalance-tick, vbalance-tick-ir, vbalance-procstat,
+    /// vbalance-procstat-ir, vbalance-chase, vbalance-oracle); repeatable. Default: the
+    /// scenario's (all).
     #[arg(long = "policy", value_parser = parse_policy)]
     pub policies: Vec<PolicyKind>,
     /// Override the simulated duration, in seconds (e.g. 5 for a quick look).
@@ -66,11 +69,20 @@ const SIM_HELP: &str = "\
 Policies:
   static                 all IRQs on vCPU0
   irqbalance             10 s rebalancing, blind to vCPU scheduling
-  vbalance               the daemon's default on a KVM guest: the exact kvm_steal_time.preempted
-                         flag read by eBPF at guest ticks and switches, the daemon woken through a
-                         ring buffer on the observing vCPU; x86 MSI without interrupt remapping
-                         defers each affinity change to the IRQ's next interrupt (old vCPU), so
-                         IRQs are placed by each vCPU's recent availability, at 1 s windows
+  vbalance               what vmtune ships on KVM: vbalance-guest in the guest and host-boost on
+                         the host (EEVDF); under credit (Xen) the guest half alone
+  vbalance-guest         the guest daemon's default: the exact kvm_steal_time.preempted flag read
+                         by eBPF at guest ticks and switches, the daemon woken through a ring
+                         buffer on the observing vCPU; x86 MSI without interrupt remapping defers
+                         each affinity change to the IRQ's next interrupt (old vCPU), so IRQs are
+                         placed by each vCPU's recent availability, at 1 s windows
+  host-boost             the host agent (EEVDF only): an interrupt accepted for a vCPU waiting in
+                         the host's runqueue gets it run (SCHED_FIFO) after the agent's reaction
+                         time ([host] boost_reaction_p50_us/p99_us, `vmtune bench boost`) until its
+                         interrupt work is done (or 2 ms); boosts over another VM's vCPU are held
+                         to [host] boost_max_share (5 %) of a CPU; IRQs as static
+  host-slice             [host] slice_us (300 µs) EEVDF slice for the vCPU threads, no agent;
+                         without [host] hrtick a slice under the 4 ms tick is the tick
   vbalance-tick          a vCPU silent for 1.5 guest ticks (not halted) counts as preempted
   vbalance-procstat      /proc/stat steal > 10 % over a 200 ms window (the fallback)
   *-ir                   the same detector in a guest with interrupt remapping: the next
@@ -81,8 +93,8 @@ Policies:
                          deferred (streams collapse; for comparison)
   vbalance-oracle        upper bound (the paper on Xen): exact running state at every switch,
                          a rebind carries a pending interrupt along, SMP_BOOST with credit
-Host schedulers: credit (Xen credit1: 30 ms slice, BOOST/UNDER/OVER) and eevdf (Linux: 3 ms
-base slice, wakeup preemption).
+Host schedulers: credit (Xen credit1: 30 ms slice, BOOST/UNDER/OVER; the Xen rows) and eevdf
+(Linux: 3 ms base slice, wakeup preemption; the KVM rows).
 
 Built-in scenarios:
   vbalance-fig5      paper 5.2.1: 4-vCPU VM on one core, CPU burn, ping every 100 ms, 60 s
