@@ -198,7 +198,24 @@ impl Agent {
         for a in self.allocations.values() {
             taken = taken.union(&a.cpus).union(&a.emulator_cpus);
         }
-        self.host.all_cpus().difference(&taken)
+        self.host.all_cpus().difference(&self.whole_cores(&taken))
+    }
+
+    /// Every PU of the cores `cpus` touch: a container of an odd number of CPUs on an SMT host
+    /// holds its last core whole, the sibling idle (the planner's whole-core rule: it never
+    /// puts anyone on it either), so shared containers stay off it.
+    pub fn whole_cores(&self, cpus: &CpuSet) -> CpuSet {
+        let cores: std::collections::BTreeSet<u32> = cpus
+            .iter()
+            .filter_map(|c| self.host.pu(c).map(|p| p.core))
+            .collect();
+        self.host
+            .pus
+            .iter()
+            .filter(|p| cores.contains(&p.core))
+            .map(|p| p.os_index)
+            .collect::<CpuSet>()
+            .union(cpus)
     }
 
     /// Containers that share the pool (not stopped, no CPUs of their own), by id.

@@ -145,8 +145,14 @@ fn check(agent: &Agent, rt: &Runtime, settings: &Settings, what: &str) {
             a.cpus
         );
     }
+    // the pool holds every CPU but the cores of the allocations, idle SMT siblings included
+    let held = agent.whole_cores(&seen);
+    assert!(
+        !held.intersects(&pool),
+        "{what}: the pool shares a core with a container"
+    );
     assert_eq!(
-        seen.union(&pool),
+        held.union(&pool),
         agent.host().all_cpus(),
         "{what}: CPUs lost"
     );
