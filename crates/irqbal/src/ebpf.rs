@@ -20,8 +20,8 @@ use crate::procstat::{parse_proc_stat, NS_PER_TICK};
 /// The compiled program (see `bpf/build.sh`).
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/preempt.bpf.o");
 
-/// The clang that built [`OBJECT`] (`bpf/preempt.bpf.o.clang`).
-pub const OBJECT_CLANG: &str = include_str!("../bpf/preempt.bpf.o.clang");
+/// The clang that built [`OBJECT`] and the other checked-in objects (`bpf/clang.version`).
+pub const OBJECT_CLANG: &str = include_str!("../bpf/clang.version");
 
 /// The program's `MAX_CPUS`.
 pub const MAX_CPUS: u32 = 1024;
@@ -553,12 +553,12 @@ impl PreemptReader {
     }
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

@@ -20,6 +20,7 @@ pub mod load;
 pub mod moves;
 pub mod policy;
 pub mod procstat;
+pub mod wait;
 
 pub use policy::{
     algorithm1, Decision, IrqView, Mapping, MoveKind, Placement, Policy, PolicyConfig, Reason,

@@ -16,7 +16,7 @@ fn clang_version() -> Option<String> {
 }
 
 #[test]
-fn checked_in_object_matches_a_rebuild_from_source() {
+fn checked_in_objects_match_a_rebuild_from_source() {
     let Some(v) = clang_version() else {
         testkit::skip(
             &testkit::current_test(),
@@ -40,15 +40,23 @@ fn checked_in_object_matches_a_rebuild_from_source() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("preempt.bpf.o");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/build.sh");
-    let st = Command::new("sh").arg(script).arg(&out).status().unwrap();
+    let st = Command::new("sh")
+        .arg(script)
+        .arg(dir.path())
+        .status()
+        .unwrap();
     assert!(st.success(), "build.sh failed");
-    let fresh = std::fs::read(&out).unwrap();
-    assert!(
-        fresh == OBJECT,
-        "bpf/preempt.bpf.o is stale: rebuild it with crates/irqbal/bpf/build.sh"
-    );
+    for (name, checked_in) in [
+        ("preempt.bpf.o", OBJECT),
+        ("irqwait.bpf.o", irqbal::wait::OBJECT),
+    ] {
+        let fresh = std::fs::read(dir.path().join(name)).unwrap();
+        assert!(
+            fresh == checked_in,
+            "bpf/{name} is stale: rebuild it with crates/irqbal/bpf/build.sh"
+        );
+    }
 }
 
 fn steal_ticks() -> u64 {

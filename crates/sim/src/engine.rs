@@ -383,6 +383,9 @@ pub struct RunStats {
     pub boosts: u64,
     pub boost_ns: u64,
     pub boosts_refused: u64,
+    /// The irq-wait events, when [`Sim::trace_irq_waits`] asked for them.
+    #[serde(skip)]
+    pub irq_trace: Vec<irqbal::wait::WaitEvent>,
 }
 
 /// The host agent's parameters, in ns.
@@ -440,7 +443,14 @@ pub struct Sim {
     events: u64,
     compact_at: usize,
     peak_queue: usize,
+    /// What `vmtune irq wait`'s program would push on a KVM host (see [`Sim::trace_irq_waits`]),
+    /// with the vCPUs that have an accept waiting for their next run.
+    irq_trace: Option<Vec<irqbal::wait::WaitEvent>>,
+    irq_waiting: Vec<bool>,
 }
+
+/// The process id a simulated VM has in an irq-wait trace: VM `i` is `IRQ_TRACE_PID + i`.
+pub const IRQ_TRACE_PID: u32 = 1000;
 
 impl Sim {
     /// Build a simulation. The scenario must be valid ([`Scenario::validate`]).
@@ -508,6 +518,8 @@ impl Sim {
             events: 0,
             compact_at: COMPACT_MIN,
             peak_queue: 0,
+            irq_trace: None,
+            irq_waiting: Vec::new(),
         };
         for (vi, spec) in sc.vms.iter().enumerate() {
             let mut vm = Vm {
@@ -854,7 +866,59 @@ impl Sim {
             boosts: self.vms.iter().map(|v| v.boosts).sum(),
             boost_ns: self.vms.iter().map(|v| v.boost_ns).sum(),
             boosts_refused: self.vms.iter().map(|v| v.boosts_refused).sum(),
+            irq_trace: self.irq_trace.take().unwrap_or_default(),
         })
+    }
+
+    /// Also record the events `vmtune irq wait`'s eBPF program would push on a KVM host: an
+    /// accept at each interrupt raised for a vCPU, with its state (running: in the guest;
+    /// runnable after a preemption: preempted; halted, or woken and not yet run: blocked), and
+    /// an entry when a vCPU with an accept waiting next runs (KVM enters the guest at once).
+    /// VM `i` is process [`IRQ_TRACE_PID`]` + i`; accepts are attributed by the VM's thread.
+    pub fn trace_irq_waits(mut self) -> Self {
+        self.irq_trace = Some(Vec::new());
+        self.irq_waiting = vec![false; self.vcpus.len()];
+        self
+    }
+
+    fn trace_accept(&mut self, t: u32) {
+        let Some(tr) = self.irq_trace.as_mut() else {
+            return;
+        };
+        use irqbal::wait::{Attribution, VcpuState, WaitEvent};
+        let x = &self.vcpus[t as usize];
+        let state = match x.state {
+            RunState::Running => VcpuState::Guest,
+            RunState::Runnable if !x.woken => VcpuState::Preempted,
+            RunState::Runnable | RunState::Blocked => VcpuState::Blocked,
+        };
+        tr.push(WaitEvent::Accept {
+            ts_ns: self.now,
+            vm: IRQ_TRACE_PID + x.vm,
+            vcpu: x.index,
+            irq: None,
+            vector: 0x30,
+            dm: 0,
+            state,
+            by: Attribution::Thread,
+        });
+        if state != VcpuState::Guest {
+            self.irq_waiting[t as usize] = true;
+        }
+    }
+
+    fn trace_entry(&mut self, v: u32) {
+        let Some(tr) = self.irq_trace.as_mut() else {
+            return;
+        };
+        if std::mem::take(&mut self.irq_waiting[v as usize]) {
+            let x = &self.vcpus[v as usize];
+            tr.push(irqbal::wait::WaitEvent::Entry {
+                ts_ns: self.now,
+                vm: IRQ_TRACE_PID + x.vm,
+                vcpu: x.index,
+            });
+        }
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -1128,6 +1192,7 @@ impl Sim {
 
     /// Put `v` (already out of the runqueue) on `p`.
     fn run_vcpu(&mut self, p: u32, v: u32) {
+        self.trace_entry(v);
         let now = self.now;
         let pc = &mut self.pcpus[p as usize];
         pc.current = Some(v);
@@ -1407,6 +1472,7 @@ impl Sim {
 
     /// Make the interrupt of queue `q` pending on vCPU `t` and get it serviced.
     fn raise(&mut self, q: u32, t: u32) {
+        self.trace_accept(t);
         let local = self.vcpus[t as usize].index as usize;
         let qu = &mut self.queues[q as usize];
         qu.raised_on = Some(t);

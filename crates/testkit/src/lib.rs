@@ -36,6 +36,8 @@
 //! }
 //! ```
 
+pub mod kvm;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};

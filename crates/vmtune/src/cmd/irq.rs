@@ -51,7 +51,8 @@ thread runs. Every affinity changed is restored on exit, SIGTERM or SIGINT.
 Examples:
   vmtune irq show
   vmtune irq balance --duration 60
-  vmtune irq balance --mode host --pid $(pidof qemu-system-x86_64) --json";
+  vmtune irq balance --mode host --pid $(pidof qemu-system-x86_64) --json
+  vmtune irq wait --duration 30                   # on the host: do interrupts wait for vCPUs?";
 
 impl Args {
     /// Whether the command changes host state it must put back (the balancer moves IRQs).
@@ -67,6 +68,10 @@ pub enum IrqCommand {
     Show(ShowArgs),
     /// Run the balancer until SIGTERM/SIGINT (or --duration).
     Balance(BalanceArgs),
+    /// Host: how long interrupts wait for their vCPU to enter the guest, per VM, vCPU and the
+    /// vCPU's state (preempted, halted, in the host): whether vBalance's host half is worth
+    /// running here (eBPF).
+    Wait(super::irq_wait::WaitArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -271,6 +276,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Mode::Guest => balance_guest(a),
             Mode::Host => balance_host(a),
         },
+        IrqCommand::Wait(a) => super::irq_wait::run(a),
     }
 }
 

@@ -63,6 +63,11 @@ pub struct Args {
     /// Print results as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write the events `vmtune irq wait` would record on a KVM host running this
+    /// simulation (one scenario, scheduler, policy and message size), as JSON lines for
+    /// `vmtune irq wait --replay FILE`. VM i is process 1000 + i.
+    #[arg(long, value_name = "FILE")]
+    pub irq_trace: Option<PathBuf>,
 }
 
 const SIM_HELP: &str = "\
@@ -176,6 +181,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sc.validate()
             .map_err(|m| anyhow::anyhow!("scenario {}: {m}", sc.name))?;
     }
+    if let Some(path) = &args.irq_trace {
+        write_irq_trace(&scenarios, path)?;
+    }
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -202,6 +210,45 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         print!("{}", render_table(&scenarios, &results));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Run the one simulation `--irq-trace` names again with the trace on and write its events.
+fn write_irq_trace(scenarios: &[Scenario], path: &std::path::Path) -> anyhow::Result<()> {
+    let one = match scenarios {
+        [sc] if sc.schedulers.len() == 1
+            && sc.policies.len() == 1
+            && sc.sweep.message_sizes.len() <= 1 =>
+        {
+            sc
+        }
+        _ => anyhow::bail!(
+            "--irq-trace records one run: name one scenario, one --scheduler, one --policy \
+             and, for a sweep, one --sizes"
+        ),
+    };
+    let sc = match one.sweep.message_sizes.first() {
+        Some(&size) => one.with_message_size(size),
+        None => one.clone(),
+    };
+    let st = sim::Sim::new(&sc, sc.schedulers[0], sc.policies[0])
+        .map_err(|m| anyhow::anyhow!("scenario {}: {m}", sc.name))?
+        .trace_irq_waits()
+        .run()
+        .map_err(|e| anyhow::anyhow!("scenario {}: {e}", sc.name))?;
+    let mut text = format!(
+        "# vmtune sim {} --scheduler {:?} --policy {:?} --seed {} --duration {}: irq-wait events\n",
+        sc.name,
+        sc.schedulers[0],
+        sc.policies[0],
+        sc.seed,
+        sc.duration_ms as f64 / 1000.0
+    )
+    .to_lowercase();
+    for e in &st.irq_trace {
+        text.push_str(&serde_json::to_string(e)?);
+        text.push('\n');
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The human-readable report: one table per scenario and scheduler.

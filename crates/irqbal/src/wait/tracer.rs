@@ -1,0 +1,215 @@
+//! Load and attach `bpf/irqwait.bpf.c`, keep its VM maps current, and read its ring buffer.
+
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use super::vms::VmProc;
+use super::WaitEvent;
+use crate::ebpf::{chain, is_root, Unavailable};
+
+/// The program's tracepoints: (program, tp_btf name).
+pub const ATTACH: [(&str, &str); 6] = [
+    ("on_accept", "kvm_apic_accept_irq"),
+    ("on_entry", "kvm_entry"),
+    ("on_exit", "kvm_exit"),
+    ("on_switch", "sched_switch"),
+    ("on_irq_entry", "irq_handler_entry"),
+    ("on_irq_exit", "irq_handler_exit"),
+];
+
+/// The program's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    /// Events the ring buffer had no room for.
+    pub lost: u64,
+    pub accepts: u64,
+    pub entries: u64,
+    pub unattributed: u64,
+}
+
+/// The loaded and attached program.
+pub struct WaitTracer {
+    bpf: aya::Ebpf,
+    ring: aya::maps::RingBuf<aya::maps::MapData>,
+    vms: Vec<u32>,
+    irqs: Vec<u32>,
+}
+
+impl std::fmt::Debug for WaitTracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitTracer")
+            .field("vms", &self.vms)
+            .finish()
+    }
+}
+
+fn unavailable(msg: impl Into<String>) -> Unavailable {
+    Unavailable(msg.into())
+}
+
+impl WaitTracer {
+    /// Load the program and attach it to every tracepoint; the error names the step that
+    /// failed (no kernel BTF, not root, KVM's tracepoints absent: KVM not built or loaded).
+    pub fn open() -> Result<WaitTracer, Unavailable> {
+        let btf = aya::Btf::from_sys_fs()
+            .map_err(|e| unavailable(format!("kernel BTF (/sys/kernel/btf/vmlinux): {e}")))?;
+        let mut bpf = aya::EbpfLoader::new()
+            .btf(Some(&btf))
+            .load(super::OBJECT)
+            .map_err(|e| {
+                let hint = if is_root() {
+                    ""
+                } else {
+                    " (loading eBPF needs root, or CAP_BPF and CAP_PERFMON)"
+                };
+                unavailable(format!("loading the eBPF program: {}{hint}", chain(&e)))
+            })?;
+        for (prog, tp) in ATTACH {
+            let p: &mut aya::programs::BtfTracePoint = bpf
+                .program_mut(prog)
+                .ok_or_else(|| unavailable(format!("the object has no program {prog}")))?
+                .try_into()
+                .map_err(|e| unavailable(format!("{prog}: {}", chain(&e))))?;
+            p.load(tp, &btf).map_err(|e| {
+                let hint = if tp.starts_with("kvm_") {
+                    " (is KVM built in or its module loaded? `modprobe kvm`)"
+                } else {
+                    ""
+                };
+                unavailable(format!(
+                    "loading {prog} at tp_btf/{tp}: {}{hint}",
+                    chain(&e)
+                ))
+            })?;
+            p.attach()
+                .map_err(|e| unavailable(format!("attaching tp_btf/{tp}: {}", chain(&e))))?;
+        }
+        let ring = aya::maps::RingBuf::try_from(
+            bpf.take_map("events")
+                .ok_or_else(|| unavailable("the object has no ring buffer `events`"))?,
+        )
+        .map_err(|e| unavailable(format!("ring buffer: {}", chain(&e))))?;
+        Ok(WaitTracer {
+            bpf,
+            ring,
+            vms: Vec::new(),
+            irqs: Vec::new(),
+        })
+    }
+
+    /// Tell the program which processes are VMs and which host IRQs are whose VFIO vectors.
+    pub fn set_vms(
+        &mut self,
+        vms: &[VmProc],
+        irq_owner: &BTreeMap<u32, u32>,
+    ) -> Result<(), Unavailable> {
+        let map_err = |what: &str, e: &dyn std::error::Error| {
+            unavailable(format!("updating {what}: {}", chain(e)))
+        };
+        {
+            let m = self
+                .bpf
+                .map_mut("vm_tgid")
+                .ok_or_else(|| unavailable("no map vm_tgid"))?;
+            let mut h = aya::maps::HashMap::<_, u32, u32>::try_from(m)
+                .map_err(|e| map_err("vm_tgid", &e))?;
+            for old in &self.vms {
+                let _ = h.remove(old);
+            }
+            for v in vms {
+                h.insert(v.pid, v.pid, 0)
+                    .map_err(|e| map_err("vm_tgid", &e))?;
+            }
+        }
+        {
+            let m = self
+                .bpf
+                .map_mut("irq_vm")
+                .ok_or_else(|| unavailable("no map irq_vm"))?;
+            let mut h = aya::maps::HashMap::<_, u32, u32>::try_from(m)
+                .map_err(|e| map_err("irq_vm", &e))?;
+            for old in &self.irqs {
+                let _ = h.remove(old);
+            }
+            for (irq, pid) in irq_owner {
+                h.insert(irq, pid, 0).map_err(|e| map_err("irq_vm", &e))?;
+            }
+        }
+        {
+            let m = self
+                .bpf
+                .map_mut("only_vm")
+                .ok_or_else(|| unavailable("no map only_vm"))?;
+            let mut a =
+                aya::maps::Array::<_, u32>::try_from(m).map_err(|e| map_err("only_vm", &e))?;
+            let only = if vms.len() == 1 { vms[0].pid } else { 0 };
+            a.set(0, only, 0).map_err(|e| map_err("only_vm", &e))?;
+        }
+        self.vms = vms.iter().map(|v| v.pid).collect();
+        self.irqs = irq_owner.keys().copied().collect();
+        Ok(())
+    }
+
+    /// Wait up to `timeout` for events and hand each to `f`.
+    pub fn poll(&mut self, timeout: Duration, mut f: impl FnMut(WaitEvent)) -> usize {
+        let mut n = self.drain(&mut f);
+        if n > 0 {
+            return n;
+        }
+        let mut pfd = libc::pollfd {
+            fd: self.ring.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the duration of the call.
+        let _ = unsafe { libc::poll(&mut pfd, 1, ms) };
+        n += self.drain(&mut f);
+        n
+    }
+
+    fn drain(&mut self, f: &mut impl FnMut(WaitEvent)) -> usize {
+        let mut n = 0;
+        while let Some(item) = self.ring.next() {
+            if let Some(e) = WaitEvent::parse(&item) {
+                f(e);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The program's counters, summed over CPUs.
+    pub fn counters(&self) -> Counters {
+        let mut c = [0u64; 4];
+        if let Some(m) = self.bpf.map("counters") {
+            if let Ok(a) = aya::maps::PerCpuArray::<_, u64>::try_from(m) {
+                for (i, slot) in c.iter_mut().enumerate() {
+                    if let Ok(v) = a.get(&(i as u32), 0) {
+                        *slot = v.iter().sum();
+                    }
+                }
+            }
+        }
+        Counters {
+            lost: c[0],
+            accepts: c[1],
+            entries: c[2],
+            unattributed: c[3],
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC now, ns: the clock of the program's `bpf_ktime_get_ns`.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
