@@ -23,6 +23,7 @@ pub mod irq;
 pub mod journal;
 pub mod proc;
 pub mod qemu;
+pub mod sched;
 pub mod shield;
 pub mod step;
 

@@ -12,6 +12,7 @@ use topo::CpuSet;
 
 use crate::error::{read_trim, write_value, ApplyError, Result};
 use crate::hugepages::{self, GiveBack, Pool};
+use crate::sched::{self, SchedState};
 use crate::{proc, shield};
 
 /// Which side of the plan an IRQ belongs to.
@@ -76,6 +77,15 @@ pub enum Target {
         /// `vcpu 3`, `emulator`, `iothread iothread0`.
         role: String,
         /// Where /proc is (to read the thread back).
+        proc_root: PathBuf,
+    },
+    /// Scheduling attributes of one thread (`sched_setattr`): policy, nice, real-time
+    /// priority and EEVDF slice, in [`crate::sched::SchedState`]'s spelling.
+    ThreadSched {
+        pid: i32,
+        tid: i32,
+        start_time: u64,
+        role: String,
         proc_root: PathBuf,
     },
     /// `/proc/irq/N/smp_affinity_list`.
@@ -173,6 +183,7 @@ impl Target {
         match self {
             Target::Hugepages { .. } => "hugepages",
             Target::Thread { .. } => "thread",
+            Target::ThreadSched { .. } => "thread_sched",
             Target::Irq { .. } => "irq",
             Target::MaskFile { .. } => "mask_file",
             Target::CgroupFile { .. } => "cgroup_file",
@@ -181,6 +192,22 @@ impl Target {
             Target::CgroupTasks { .. } => "cgroup_tasks",
             Target::SystemdProperty { .. } => "systemd_property",
         }
+    }
+}
+
+/// `sched_setattr` of a journal value; a thread that exited is skipped.
+fn set_sched(tid: i32, value: &str) -> Result<Outcome> {
+    let st =
+        SchedState::parse(value).map_err(|m| ApplyError::parse(Path::new("thread_sched"), m))?;
+    match sched::set(tid, &st) {
+        Ok(()) => Ok(Outcome::Done(None)),
+        Err(e) if e.raw_os_error() == Some(libc_errno::ESRCH) => {
+            Ok(Outcome::Skipped(format!("thread {tid} exited")))
+        }
+        Err(e) => Err(ApplyError::io(
+            format!("sched_setattr(thread {tid}, {value})"),
+            e,
+        )),
     }
 }
 
@@ -228,6 +255,9 @@ impl Actuator for Target {
             Target::Thread { pid, tid, role, .. } => {
                 format!("affinity of QEMU {pid} thread {tid} ({role})")
             }
+            Target::ThreadSched { pid, tid, role, .. } => {
+                format!("scheduling of QEMU {pid} thread {tid} ({role})")
+            }
             Target::Irq {
                 irq, name, class, ..
             } => {
@@ -259,6 +289,9 @@ impl Actuator for Target {
                 proc_root,
                 ..
             } => proc::thread_cpus(proc_root, *pid, *tid),
+            Target::ThreadSched { tid, .. } => sched::get(*tid, sched::base_slice_ns())
+                .map(|s| s.to_value())
+                .map_err(|e| ApplyError::io(format!("sched_getattr(thread {tid})"), e)),
             Target::Irq { path, .. }
             | Target::MaskFile { path, .. }
             | Target::CgroupFile { path, .. } => read_trim(path),
@@ -320,6 +353,7 @@ impl Actuator for Target {
                 }
                 Err(e) => Err(e),
             },
+            Target::ThreadSched { tid, .. } => set_sched(*tid, new),
             Target::Irq { path, irq, .. } => match write_value(path, new) {
                 Ok(()) => Ok(Outcome::Done(None)),
                 Err(e) if is_refusal(&e) => Ok(Outcome::Skipped(format!(
@@ -390,6 +424,9 @@ impl Actuator for Target {
             Target::Thread { .. } | Target::Irq { .. } | Target::CgroupFile { .. } => {
                 same_cpus(&observed, new)
             }
+            Target::ThreadSched { .. } => {
+                SchedState::parse(&observed).ok() == SchedState::parse(new).ok()
+            }
             Target::MaskFile { .. } => same_mask(&observed, new),
             Target::CgroupController { .. }
             | Target::CgroupDir { .. }
@@ -411,6 +448,20 @@ impl Actuator for Target {
 
     fn rollback(&self, previous: &str) -> Result<Outcome> {
         match self {
+            Target::ThreadSched {
+                pid,
+                tid,
+                start_time,
+                proc_root,
+                ..
+            } => {
+                if !proc::thread_alive(proc_root, *pid, *tid, *start_time) {
+                    return Ok(Outcome::Skipped(format!(
+                        "thread {tid} of {pid} no longer exists (QEMU exited)"
+                    )));
+                }
+                set_sched(*tid, previous)
+            }
             Target::Thread {
                 pid,
                 tid,

@@ -257,8 +257,18 @@ pub struct Plan {
     pub devices: Vec<PlannedDevice>,
     pub irq: IrqPlan,
     pub cpu_features: CpuFeatures,
+    /// How the host schedules the vCPU threads beyond where they run; absent: as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpu_sched: Option<VcpuSched>,
     pub rationale: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+/// Scheduling of the vCPU threads on the host (`vmtune plan --vcpu-slice-us`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VcpuSched {
+    /// EEVDF slice of each vCPU thread (`sched_attr.sched_runtime`, Linux 6.12+), µs.
+    pub slice_us: u32,
 }
 
 impl Plan {

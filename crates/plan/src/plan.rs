@@ -165,6 +165,7 @@ pub fn plan_for(
         devices,
         irq,
         cpu_features,
+        vcpu_sched: None,
         rationale,
         warnings,
     })

@@ -187,6 +187,25 @@ fn cpus_allowed(pid: u32, tid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// Policy, priority and EEVDF slice of a thread, from /proc/PID/task/TID/sched.
+fn sched_of(pid: u32, tid: u32) -> String {
+    let text = read(format!("/proc/{pid}/task/{tid}/sched"));
+    ["policy", "prio", "se.slice"]
+        .iter()
+        .map(|k| {
+            let v = text
+                .lines()
+                .find_map(|l| {
+                    let (key, val) = l.split_once(':')?;
+                    (key.trim() == *k).then(|| val.trim().to_string())
+                })
+                .unwrap_or_else(|| "-".into());
+            format!("{k}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Runs `vmtune restore` on drop, so a failing test leaves the host as it found it.
 struct RestoreGuard(PathBuf);
 
@@ -284,6 +303,7 @@ fn snapshot(qemu: Option<&Qemu>) -> Snapshot {
     if let Some(q) = qemu {
         for (t, c) in q.affinities() {
             m.insert(format!("qemu thread {t}"), c);
+            m.insert(format!("qemu thread {t} sched"), sched_of(q.pid(), t));
         }
     }
     // every task's cpuset and affinity, keyed by tid and start time so that reused ids and
@@ -850,7 +870,13 @@ fn sigkill_at_every_step_then_restore_gives_back_the_exact_host() {
     let _host = testkit::host_lock();
     let q = Qemu::start();
     let dir = tempfile::tempdir().unwrap();
-    let plan = write_plan(dir.path(), &plan_json(8));
+    // with a 300 µs EEVDF slice for the vCPU threads (where the kernel has per-task slices)
+    let slices = std::fs::read_to_string("/proc/self/sched").is_ok_and(|t| t.contains("se.slice"));
+    let mut plan_v: Value = serde_json::from_str(&plan_json(8)).unwrap();
+    if slices {
+        plan_v["vcpu_sched"] = serde_json::json!({"slice_us": 300});
+    }
+    let plan = write_plan(dir.path(), &plan_v.to_string());
     let journal = dir.path().join("journal");
     let _r = RestoreGuard(journal.clone());
     let qmp = q.qmp.display().to_string();
@@ -949,6 +975,43 @@ fn sigkill_at_every_step_then_restore_gives_back_the_exact_host() {
             "/vmtune-host",
             "this test process is shielded onto the host CPUs"
         );
+        if slices {
+            let vcpus: Vec<u32> = q
+                .threads()
+                .into_iter()
+                .filter(|(_, c)| c.starts_with("CPU "))
+                .map(|(t, _)| t)
+                .collect();
+            assert_eq!(vcpus.len(), 2);
+            for t in vcpus {
+                assert!(
+                    sched_of(q.pid(), t).ends_with("se.slice=300000"),
+                    "vCPU thread {t}: {}",
+                    sched_of(q.pid(), t)
+                );
+            }
+            assert_eq!(
+                steps
+                    .iter()
+                    .filter(|s| s["actuator"] == "thread_sched")
+                    .count(),
+                2,
+                "{rep:#}"
+            );
+            assert!(
+                rep["notes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|n| n.as_str().unwrap().contains("vCPU slice 300 µs")),
+                "{rep:#}"
+            );
+        } else {
+            testkit::skip(
+                &testkit::current_test(),
+                "this kernel has no per-task EEVDF slices: the slice steps were not exercised",
+            );
+        }
         // the hugepages: the QEMU runs, its guest RAM allocated; no pool is changed
         assert!(
             steps.iter().all(|s| s["actuator"] != "hugepages"),
@@ -1059,7 +1122,7 @@ fn libvirt_hook_prepare_started_release() {
         q.affinities(),
         before
             .iter()
-            .filter(|(k, _)| k.starts_with("qemu thread "))
+            .filter(|(k, _)| k.starts_with("qemu thread ") && !k.ends_with(" sched"))
             .map(|(k, v)| (k[12..].parse().unwrap(), v.to_string()))
             .collect(),
         "prepare pins nothing"
