@@ -19,7 +19,12 @@
  * accept is pushed to the ring buffer; for a vCPU not in the guest its key is marked pending,
  * and its next kvm_entry is pushed and clears the mark, so entries without a waiting interrupt
  * reach nobody. User space pairs each accept with the next entry of its vCPU
- * (crates/irqbal/src/wait.rs), so the same accounting runs live and on a recording.
+ * (crates/irqbal/src/wait/), so the same accounting runs live and on a recording.
+ *
+ * `vmtune irq boost` loads the same program: it raises the thread of a vCPU an interrupt is
+ * accepted for while it waits (the accept carries the thread id once the vCPU has entered the
+ * guest once), marks it in `boosted`, and is told when that thread next sleeps (the vCPU
+ * halted: its interrupt work is done).
  *
  * Blind spot: an interrupt posted by the IOMMU (VT-d posted interrupts, AMD AVIC with IOMMU
  * guest mode) reaches the vCPU without any host CPU taking it: no accept is seen.
@@ -47,6 +52,7 @@ struct task_struct {
 
 #define KIND_ACCEPT 1
 #define KIND_ENTRY 2
+#define KIND_BLOCKED 3
 
 /* Must match wait.rs (VcpuState). */
 #define STATE_UNKNOWN 0 /* no event of the vCPU seen yet */
@@ -61,18 +67,19 @@ struct task_struct {
 #define BY_THREAD 2
 #define BY_ONLY_VM 3
 
-/* Must match wait.rs (EVENT_SIZE = 32). */
+/* Must match wait/mod.rs (EVENT_SIZE = 40). */
 struct event {
 	__u64 ts_ns;   /* CLOCK_MONOTONIC */
 	__u32 kind;    /* KIND_* */
 	__u32 vm;      /* the VM's process id (0: unattributed) */
 	__u32 vcpu_id;
 	__u32 irq;     /* accept: the host IRQ whose handler delivered it (0: none) */
+	__u32 tid;     /* accept: the vCPU's thread, once seen (0: not yet) */
 	__u16 dm;      /* accept: delivery mode (APIC_DM_*: 0 fixed, 0x100 lowest, 0x400 NMI) */
 	__u8 vector;   /* accept */
 	__u8 state;    /* accept: STATE_* */
 	__u8 by;       /* accept: BY_* */
-	__u8 pad[3];
+	__u8 pad[7];
 };
 
 static __always_inline __u64 key_of(__u32 vm, __u32 vcpu_id)
@@ -95,6 +102,24 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } vcpu_of_tid SEC(".maps");
+
+/* (vm, vcpu id) -> its thread id */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} tid_of_vcpu SEC(".maps");
+
+/* Filled by `vmtune irq boost`: (vm, vcpu id) of the vCPUs it has raised; when one of their
+ * threads is switched out sleeping (the vCPU halted: its interrupt work is done) the switch is
+ * pushed (KIND_BLOCKED). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u8);
+} boosted SEC(".maps");
 
 /* (vm, vcpu id) with an accepted interrupt waiting for the vCPU's next entry */
 struct {
@@ -168,6 +193,7 @@ static __always_inline __u64 own_key(struct kvm_vcpu *vcpu)
 	__u64 key = key_of((__u32)(id >> 32), BPF_CORE_READ(vcpu, vcpu_id));
 
 	bpf_map_update_elem(&vcpu_of_tid, &tid, &key, BPF_ANY);
+	bpf_map_update_elem(&tid_of_vcpu, &key, &tid, BPF_ANY);
 	return key;
 }
 
@@ -204,10 +230,14 @@ int BPF_PROG(on_accept, __u32 vcpu_id, __u16 dm, __u16 tm, __u8 vec)
 		}
 	}
 	__u64 key = key_of(vm, vcpu_id);
+	__u32 vcpu_tid = 0;
 	if (vm) {
 		__u8 *s = bpf_map_lookup_elem(&vcpu_state, &key);
 		if (s)
 			state = *s;
+		__u32 *t = bpf_map_lookup_elem(&tid_of_vcpu, &key);
+		if (t)
+			vcpu_tid = *t;
 	} else {
 		count(3);
 	}
@@ -222,11 +252,12 @@ int BPF_PROG(on_accept, __u32 vcpu_id, __u16 dm, __u16 tm, __u8 vec)
 	e->vm = vm;
 	e->vcpu_id = vcpu_id;
 	e->irq = irq;
+	e->tid = vcpu_tid;
 	e->dm = dm;
 	e->vector = vec;
 	e->state = state;
 	e->by = by;
-	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, 0);
 	if (vm && state != STATE_GUEST)
 		bpf_map_update_elem(&pending, &key, &one, BPF_ANY);
@@ -252,14 +283,37 @@ int BPF_PROG(on_entry, struct kvm_vcpu *vcpu)
 	e->vm = (__u32)(key >> 32);
 	e->vcpu_id = (__u32)key;
 	e->irq = 0;
+	e->tid = (__u32)bpf_get_current_pid_tgid();
 	e->dm = 0;
 	e->vector = 0;
 	e->state = STATE_GUEST;
 	e->by = BY_THREAD;
-	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, 0);
 	count(2);
 	return 0;
+}
+
+/* A raised vCPU's thread went to sleep: push it, so the booster lowers it. */
+static __always_inline void push_blocked(__u64 key, __u32 tid)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(0);
+		return;
+	}
+	e->ts_ns = bpf_ktime_get_ns();
+	e->kind = KIND_BLOCKED;
+	e->vm = (__u32)(key >> 32);
+	e->vcpu_id = (__u32)key;
+	e->irq = 0;
+	e->tid = tid;
+	e->dm = 0;
+	e->vector = 0;
+	e->state = STATE_BLOCKED;
+	e->by = BY_THREAD;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, 0);
 }
 
 SEC("tp_btf/kvm_exit")
@@ -277,8 +331,11 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
 	__u64 *key = bpf_map_lookup_elem(&vcpu_of_tid, &tid);
 
 	/* prev_state 0 is TASK_RUNNING: switched out while runnable */
-	if (key)
+	if (key) {
 		set_state(*key, prev_state == 0 ? STATE_PREEMPTED : STATE_BLOCKED);
+		if (prev_state != 0 && bpf_map_lookup_elem(&boosted, key))
+			push_blocked(*key, tid);
+	}
 	tid = BPF_CORE_READ(next, pid);
 	key = bpf_map_lookup_elem(&vcpu_of_tid, &tid);
 	if (key)

@@ -65,6 +65,7 @@ fn timeline(vm: u32, vcpu: u32, eps: &[Episode], open_last: bool, t: &mut Truth)
                 vm,
                 vcpu,
                 irq: None,
+                tid: None,
                 vector: 0x30,
                 dm: 0,
                 state: ep.state,

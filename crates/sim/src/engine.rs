@@ -402,6 +402,9 @@ struct Boost {
     quiet: u64,
     share: f64,
     capacity: f64,
+    /// The boost ends when the guest's interrupt work is done (`host-boost-ideal`); else at
+    /// a halt or the budget, as `vmtune irq boost` does.
+    ends_with_work: bool,
 }
 
 /// One simulation: a scenario under one host scheduler and one guest policy.
@@ -512,6 +515,7 @@ impl Sim {
                     quiet: (h.boost_quiet_us * US as f64) as u64,
                     share,
                     capacity: share * h.boost_window_ms * MS as f64,
+                    ends_with_work: policy.boost_ends_with_work(),
                 }
             }),
             boost_rng: Rng(sc.seed ^ 0xB005_7ED0),
@@ -897,6 +901,7 @@ impl Sim {
             vm: IRQ_TRACE_PID + x.vm,
             vcpu: x.index,
             irq: None,
+            tid: None,
             vector: 0x30,
             dm: 0,
             state,

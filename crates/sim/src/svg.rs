@@ -23,6 +23,7 @@ fn color(p: PolicyKind) -> &'static str {
         PolicyKind::Vbalance => "#ff7f0e",
         PolicyKind::VbalanceGuest => "#ffbb78",
         PolicyKind::HostBoost => "#17becf",
+        PolicyKind::HostBoostIdeal => "#9edae5",
         PolicyKind::HostSlice => "#bcbd22",
         PolicyKind::VbalanceIr => "#2ca02c",
         PolicyKind::VbalanceOracle => "#7f7f7f",

@@ -7,6 +7,21 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 const KVM_CREATE_VM: libc::c_ulong = 0xae01;
 const KVM_CREATE_IRQCHIP: libc::c_ulong = 0xae60;
 const KVM_CREATE_VCPU: libc::c_ulong = 0xae41;
+const KVM_RUN: libc::c_ulong = 0xae80;
+const KVM_SET_USER_MEMORY_REGION: libc::c_ulong = 0x4020_ae46;
+
+#[repr(C)]
+struct MemoryRegion {
+    slot: u32,
+    flags: u32,
+    guest_phys_addr: u64,
+    memory_size: u64,
+    userspace_addr: u64,
+}
+
+/// 64 KiB of `hlt` under the reset vector (0xFFFF_FFF0), so a vCPU that runs halts at once.
+const ROM_BASE: u64 = 0xffff_0000;
+const ROM_SIZE: usize = 0x1_0000;
 const KVM_SIGNAL_MSI: libc::c_ulong = 0x4020_aea5;
 const KVM_GET_LAPIC: libc::c_ulong = 0x8400_ae8e;
 const KVM_SET_LAPIC: libc::c_ulong = 0x4400_ae8f;
@@ -27,7 +42,8 @@ struct KvmMsi {
 /// A VM with an in-kernel irqchip and `n` vCPUs that never run.
 pub struct Vm {
     vm: OwnedFd,
-    _vcpus: Vec<OwnedFd>,
+    vcpus: Vec<OwnedFd>,
+    rom: *mut libc::c_void,
     _kvm: OwnedFd,
 }
 
@@ -72,9 +88,40 @@ impl Vm {
                 }
             }
         }
+        // SAFETY: a fresh anonymous mapping, page-aligned as KVM requires; unmapped on drop.
+        let rom = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ROM_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if rom == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `rom` is ROM_SIZE writable bytes.
+        unsafe { std::ptr::write_bytes(rom.cast::<u8>(), 0xf4, ROM_SIZE) };
+        let region = MemoryRegion {
+            slot: 0,
+            flags: 0,
+            guest_phys_addr: ROM_BASE,
+            memory_size: ROM_SIZE as u64,
+            userspace_addr: rom as u64,
+        };
+        // SAFETY: the region points at `rom`, which lives as long as the Vm.
+        if unsafe { libc::ioctl(vm.as_raw_fd(), KVM_SET_USER_MEMORY_REGION, &region) } < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: unmapping what was mapped above.
+            unsafe { libc::munmap(rom, ROM_SIZE) };
+            return Err(e);
+        }
         Ok(Vm {
             vm,
-            _vcpus: vcpus,
+            vcpus,
+            rom,
             _kvm: kvm,
         })
     }
@@ -92,5 +139,40 @@ impl Vm {
             return Err(std::io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// Run vCPU `i` in a thread named `CPU i/KVM` (as QEMU names its vCPU threads), which
+    /// calls KVM_RUN (the guest halts at its first instruction, and the thread sleeps in the
+    /// kernel as a halted vCPU's does) and, should KVM_RUN fail, sleeps on; the thread lives
+    /// until the process ends. Returns its thread id.
+    pub fn run_vcpu(&self, i: usize) -> std::io::Result<u32> {
+        let fd = self
+            .vcpus
+            .get(i)
+            .ok_or_else(|| std::io::Error::other(format!("no vCPU {i}")))?
+            .try_clone()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("CPU {i}/KVM"))
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                let _ = tx.send(unsafe { libc::gettid() } as u32);
+                // SAFETY: KVM_RUN takes no argument; the vCPU descriptor is owned here.
+                while unsafe { libc::ioctl(fd.as_raw_fd(), KVM_RUN, 0) } >= 0 {}
+                loop {
+                    std::thread::park();
+                }
+            })?;
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| std::io::Error::other(format!("vCPU thread: {e}")))
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new(); a vCPU thread still in KVM_RUN keeps the VM (and
+        // its memory slot) alive through its own descriptor, but never touches this memory
+        // again from user space.
+        unsafe { libc::munmap(self.rom, ROM_SIZE) };
     }
 }

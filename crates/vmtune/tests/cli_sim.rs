@@ -18,8 +18,8 @@ fn fig5_json_has_rtt_per_policy_and_scheduler() {
         svg.to_str().unwrap(),
     ]);
     let runs = v["runs"].as_array().unwrap();
-    // 2 schedulers x 13 policies
-    assert_eq!(runs.len(), 26);
+    // 2 schedulers x 14 policies
+    assert_eq!(runs.len(), 28);
     for r in runs {
         let rtt = &r["rtt_ms"];
         for k in ["p50", "p99", "max"] {
@@ -42,8 +42,10 @@ fn fig5_json_has_rtt_per_policy_and_scheduler() {
     assert!(get("eevdf", "vbalance") < 1.0);
     assert!(get("credit", "vbalance") > 60.0);
     for r in runs {
-        let boosting = matches!(r["policy"].as_str(), Some("vbalance" | "host-boost"))
-            && r["scheduler"] == "eevdf";
+        let boosting = matches!(
+            r["policy"].as_str(),
+            Some("vbalance" | "host-boost" | "host-boost-ideal")
+        ) && r["scheduler"] == "eevdf";
         assert_eq!(r["boosts"].as_u64().unwrap() > 0, boosting, "{r}");
     }
     // the daemon variants report how soon they learnt of preemptions; the others do not

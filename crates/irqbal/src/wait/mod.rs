@@ -24,6 +24,7 @@
 //! Blind spot: interrupts the IOMMU posts straight to a vCPU (VT-d posted interrupts, AVIC with
 //! IOMMU guest mode) pass no host CPU and are not seen.
 
+pub mod boost;
 pub mod render;
 pub mod tracer;
 pub mod vms;
@@ -37,7 +38,7 @@ use serde::{Deserialize, Serialize};
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/irqwait.bpf.o");
 
 /// Size of `struct event` in the program.
-pub const EVENT_SIZE: usize = 32;
+pub const EVENT_SIZE: usize = 40;
 
 /// The most accepts kept waiting for one vCPU; more are counted in `overflow`.
 pub const MAX_PENDING: usize = 4096;
@@ -128,6 +129,9 @@ pub enum WaitEvent {
         /// The host IRQ whose handler delivered it, if one was running.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         irq: Option<u32>,
+        /// The vCPU's thread, once the program has seen it enter the guest.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tid: Option<u32>,
         vector: u8,
         /// APIC delivery mode (0 fixed, 0x100 lowest priority, 0x400 NMI, ...).
         #[serde(default)]
@@ -137,6 +141,13 @@ pub enum WaitEvent {
     },
     /// The vCPU entered the guest with an accepted interrupt waiting.
     Entry { ts_ns: u64, vm: u32, vcpu: u32 },
+    /// The thread of a vCPU `vmtune irq boost` raised went to sleep (the vCPU halted).
+    Blocked {
+        ts_ns: u64,
+        vm: u32,
+        vcpu: u32,
+        tid: u32,
+    },
 }
 
 impl WaitEvent {
@@ -152,6 +163,7 @@ impl WaitEvent {
         match u32_at(8)? {
             1 => {
                 let irq = u32_at(20)?;
+                let tid = u32_at(24)?;
                 Some(WaitEvent::Accept {
                     ts_ns,
                     vm,
@@ -159,20 +171,29 @@ impl WaitEvent {
                     // the program writes the IRQ only with a handler running; IRQ 0 is the
                     // timer, which never delivers to a guest
                     irq: (irq != 0).then_some(irq),
-                    dm: u16_at(24)?,
-                    vector: *b.get(26)?,
-                    state: VcpuState::from_raw(*b.get(27)?)?,
-                    by: Attribution::from_raw(*b.get(28)?)?,
+                    tid: (tid != 0).then_some(tid),
+                    dm: u16_at(28)?,
+                    vector: *b.get(30)?,
+                    state: VcpuState::from_raw(*b.get(31)?)?,
+                    by: Attribution::from_raw(*b.get(32)?)?,
                 })
             }
             2 => Some(WaitEvent::Entry { ts_ns, vm, vcpu }),
+            3 => Some(WaitEvent::Blocked {
+                ts_ns,
+                vm,
+                vcpu,
+                tid: u32_at(24)?,
+            }),
             _ => None,
         }
     }
 
     pub fn ts_ns(&self) -> u64 {
         match *self {
-            WaitEvent::Accept { ts_ns, .. } | WaitEvent::Entry { ts_ns, .. } => ts_ns,
+            WaitEvent::Accept { ts_ns, .. }
+            | WaitEvent::Entry { ts_ns, .. }
+            | WaitEvent::Blocked { ts_ns, .. } => ts_ns,
         }
     }
 }
@@ -254,6 +275,8 @@ impl WaitBook {
                 }
                 q.push_back(Pending { ts_ns, state });
             }
+            // the booster's signal; not part of the waits
+            WaitEvent::Blocked { .. } => {}
             WaitEvent::Entry { ts_ns, vm, vcpu } => {
                 let Some(q) = self.pending.get_mut(&(vm, vcpu)) else {
                     self.unmatched_entries += 1;
@@ -446,6 +469,18 @@ fn advice(total: &[StateWait], vcpus: &[VcpuWait]) -> Vec<String> {
     let mut out = Vec::new();
     let waited: u64 = total.iter().map(|s| s.count).sum();
     let in_guest: u64 = vcpus.iter().map(|v| v.in_guest).sum();
+    let still: u64 = vcpus
+        .iter()
+        .filter_map(|v| v.still_waiting.as_ref())
+        .map(|w| w.count)
+        .sum();
+    if waited + in_guest == 0 && still > 0 {
+        out.push(format!(
+            "{still} interrupt(s) were accepted but their vCPU never entered the guest in the \
+             window: the VM is paused, or its vCPUs sleep without waking for interrupts"
+        ));
+        return out;
+    }
     if waited + in_guest == 0 {
         out.push(
             "no interrupt was accepted for this VM's vCPUs by the host's local APIC in the \
@@ -520,6 +555,7 @@ mod tests {
             vm,
             vcpu,
             irq: None,
+            tid: None,
             vector: 0x30,
             dm: 0,
             state,
@@ -535,10 +571,11 @@ mod tests {
         b[12..16].copy_from_slice(&4242u32.to_le_bytes());
         b[16..20].copy_from_slice(&3u32.to_le_bytes());
         b[20..24].copy_from_slice(&77u32.to_le_bytes());
-        b[24..26].copy_from_slice(&0x100u16.to_le_bytes());
-        b[26] = 0x31;
-        b[27] = 3;
-        b[28] = 1;
+        b[24..28].copy_from_slice(&5150u32.to_le_bytes());
+        b[28..30].copy_from_slice(&0x100u16.to_le_bytes());
+        b[30] = 0x31;
+        b[31] = 3;
+        b[32] = 1;
         assert_eq!(
             WaitEvent::parse(&b),
             Some(WaitEvent::Accept {
@@ -546,13 +583,25 @@ mod tests {
                 vm: 4242,
                 vcpu: 3,
                 irq: Some(77),
+                tid: Some(5150),
                 vector: 0x31,
                 dm: 0x100,
                 state: VcpuState::Preempted,
                 by: Attribution::Irq,
             })
         );
-        b[27] = 9;
+        b[8] = 3;
+        assert_eq!(
+            WaitEvent::parse(&b),
+            Some(WaitEvent::Blocked {
+                ts_ns: 123_456,
+                vm: 4242,
+                vcpu: 3,
+                tid: 5150
+            })
+        );
+        b[8] = 1;
+        b[31] = 9;
         assert_eq!(WaitEvent::parse(&b), None, "unknown state");
         assert_eq!(WaitEvent::parse(&b[..20]), None, "short");
     }
@@ -617,6 +666,7 @@ mod tests {
             vm: 5,
             vcpu: 0,
             irq: None,
+            tid: None,
             vector: 2,
             dm: 0x400,
             state: VcpuState::Host,

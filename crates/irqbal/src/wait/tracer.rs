@@ -151,6 +151,25 @@ impl WaitTracer {
         Ok(())
     }
 
+    /// Mark a vCPU raised (or not) by the booster: the program then pushes its thread's next
+    /// sleep.
+    pub fn set_boosted(&mut self, vm: u32, vcpu: u32, on: bool) -> Result<(), Unavailable> {
+        let key = (u64::from(vm) << 32) | u64::from(vcpu);
+        let m = self
+            .bpf
+            .map_mut("boosted")
+            .ok_or_else(|| unavailable("no map boosted"))?;
+        let mut h = aya::maps::HashMap::<_, u64, u8>::try_from(m)
+            .map_err(|e| unavailable(format!("boosted: {}", chain(&e))))?;
+        if on {
+            h.insert(key, 1, 0)
+                .map_err(|e| unavailable(format!("boosted: {}", chain(&e))))?;
+        } else {
+            let _ = h.remove(&key);
+        }
+        Ok(())
+    }
+
     /// Wait up to `timeout` for events and hand each to `f`.
     pub fn poll(&mut self, timeout: Duration, mut f: impl FnMut(WaitEvent)) -> usize {
         let mut n = self.drain(&mut f);

@@ -5,17 +5,18 @@
 //! `kvm:kvm_apic_accept_irq` fires in the injecting thread (vhost, irqfd) when an interrupt is
 //! accepted for a vCPU; if that vCPU's thread is runnable but not on a CPU, the agent (woken
 //! through an eventfd) raises the thread to SCHED_FIFO. The thread then runs at once, neither
-//! charged fair-class time nor preempted by fair tasks, until its interrupt work is done — the
-//! host sees the vCPU halt or its interrupt queues go quiet — or the budget ends; then it goes
-//! back to its class where it was. A per-VM share of a CPU (token bucket over a window) keeps
+//! charged fair-class time nor preempted by fair tasks, until the vCPU halts (its thread
+//! leaves the CPU) or the budget ends — what `vmtune irq boost` can see; `host-boost-ideal`
+//! ends it as soon as the guest's interrupt work is done (the bound: the host cannot see
+//! that) — then it goes back to its class where it was. A per-VM share of a CPU (token bucket over a window) keeps
 //! co-tenants from starving: a boost on a CPU where another VM's vCPU is runnable is charged to
 //! it (real-time time is nobody's fair-class time: every fair task on the CPU waits); one where
-//! only the VM's own vCPUs run only reorders that VM's own time, and is free. Nothing re-triggers a boost while the guest polls with the
-//! interrupt masked: that is why a boost lasts until the work is done, not a fixed time.
+//! only the VM's own vCPUs run only reorders that VM's own time, and is free. Nothing
+//! re-triggers a boost while the guest polls with the interrupt masked.
 //!
 //! The reaction time (accept → running) is drawn from a shifted exponential through the
-//! scenario's median and 99th percentile (`[host]`, measured with `vmtune bench boost`), plus a
-//! context switch.
+//! scenario's median and 99th percentile (`[host]`, what `vmtune irq boost` measures for
+//! itself), plus a context switch.
 
 use super::{RunState, Sim};
 use crate::engine::Ev;
@@ -95,6 +96,11 @@ impl Sim {
     /// once it has been quiet for the scenario's `boost_quiet_us` (checked then).
     pub(super) fn boost_progress(&mut self, v: u32) {
         let Some(b) = self.boost else { return };
+        if !b.ends_with_work {
+            // the agent cannot see the guest's interrupt work end: a halt (the vCPU leaves
+            // its CPU) or the budget ends the boost
+            return;
+        }
         let now = self.now;
         let x = &mut self.vcpus[v as usize];
         if !x.pending.is_empty() {

@@ -52,12 +52,13 @@ Examples:
   vmtune irq show
   vmtune irq balance --duration 60
   vmtune irq balance --mode host --pid $(pidof qemu-system-x86_64) --json
-  vmtune irq wait --duration 30                   # on the host: do interrupts wait for vCPUs?";
+  vmtune irq wait --duration 30                   # on the host: do interrupts wait for vCPUs?
+  vmtune irq boost                                # on the host: run the vCPU they wait for";
 
 impl Args {
     /// Whether the command changes host state it must put back (the balancer moves IRQs).
     pub fn changes_host(&self) -> bool {
-        matches!(self.command, IrqCommand::Balance(_))
+        matches!(self.command, IrqCommand::Balance(_) | IrqCommand::Boost(_))
     }
 }
 
@@ -72,6 +73,10 @@ pub enum IrqCommand {
     /// vCPU's state (preempted, halted, in the host): whether vBalance's host half is worth
     /// running here (eBPF).
     Wait(super::irq_wait::WaitArgs),
+    /// Host: run the vCPU an interrupt waits for (SCHED_FIFO until it halts or a budget runs
+    /// out, within a per-VM share of a CPU): vBalance's host half. Journaled; restored on
+    /// exit, or by `vmtune restore --journal FILE` after a crash.
+    Boost(Box<super::irq_boost::BoostArgs>),
 }
 
 #[derive(clap::Args, Debug)]
@@ -277,6 +282,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Mode::Host => balance_host(a),
         },
         IrqCommand::Wait(a) => super::irq_wait::run(a),
+        IrqCommand::Boost(a) => super::irq_boost::run(*a),
     }
 }
 

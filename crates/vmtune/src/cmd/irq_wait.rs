@@ -70,7 +70,9 @@ fn output(a: &WaitArgs, r: &wait::WaitReport) -> anyhow::Result<()> {
 
 fn keep(a: &WaitArgs, e: &WaitEvent) -> bool {
     let vm = match *e {
-        WaitEvent::Accept { vm, .. } | WaitEvent::Entry { vm, .. } => vm,
+        WaitEvent::Accept { vm, .. }
+        | WaitEvent::Entry { vm, .. }
+        | WaitEvent::Blocked { vm, .. } => vm,
     };
     a.pid.is_none_or(|p| p == vm)
 }

@@ -7,6 +7,7 @@ pub mod cdi;
 pub mod common;
 pub mod demo;
 pub mod irq;
+pub mod irq_boost;
 pub mod irq_wait;
 pub mod nri;
 pub mod plan;

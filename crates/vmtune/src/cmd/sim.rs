@@ -40,7 +40,7 @@ pub struct Args {
     #[arg(long = "scheduler", value_parser = parse_sched)]
     pub schedulers: Vec<SchedulerKind>,
     /// Only these policies (static, irqbalance, vbalance, vbalance-guest, host-boost,
-    /// host-slice, vbalance-ir, vbalance-tick, vbalance-tick-ir, vbalance-procstat,
+    /// host-boost-ideal, host-slice, vbalance-ir, vbalance-tick, vbalance-tick-ir, vbalance-procstat,
     /// vbalance-procstat-ir, vbalance-chase, vbalance-oracle); repeatable. Default: the
     /// scenario's (all).
     #[arg(long = "policy", value_parser = parse_policy)]
@@ -81,11 +81,14 @@ Policies:
                          buffer on the observing vCPU; x86 MSI without interrupt remapping defers
                          each affinity change to the IRQ's next interrupt (old vCPU), so IRQs are
                          placed by each vCPU's recent availability, at 1 s windows
-  host-boost             the host agent (EEVDF only): an interrupt accepted for a vCPU waiting in
-                         the host's runqueue gets it run (SCHED_FIFO) after the agent's reaction
-                         time ([host] boost_reaction_p50_us/p99_us, `vmtune bench boost`) until its
-                         interrupt work is done (or 2 ms); boosts over another VM's vCPU are held
-                         to [host] boost_max_share (5 %) of a CPU; IRQs as static
+  host-boost             the host agent, `vmtune irq boost` (EEVDF only): an interrupt accepted for
+                         a vCPU waiting in the host's runqueue gets it run (SCHED_FIFO) after the
+                         agent's reaction time ([host] boost_reaction_p50_us/p99_us, what the
+                         agent measures for itself) until the vCPU halts or 2 ms pass; boosts
+                         over another VM's vCPU are held to [host] boost_max_share (5 %) of a
+                         CPU; IRQs as static
+  host-boost-ideal       the bound for host-boost: the boost ends as soon as the guest's interrupt
+                         work is done, which the host cannot see
   host-slice             [host] slice_us (300 µs) EEVDF slice for the vCPU threads, no agent;
                          without [host] hrtick a slice under the 4 ms tick is the tick
   vbalance-tick          a vCPU silent for 1.5 guest ticks (not halted) counts as preempted
