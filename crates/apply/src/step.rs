@@ -448,40 +448,30 @@ impl Actuator for Target {
 
     fn rollback(&self, previous: &str) -> Result<Outcome> {
         match self {
-            Target::ThreadSched {
-                pid,
-                tid,
-                start_time,
-                proc_root,
-                ..
-            } => {
-                if !proc::thread_alive(proc_root, *pid, *tid, *start_time) {
-                    return Ok(Outcome::Skipped(format!(
-                        "thread {tid} of {pid} no longer exists (QEMU exited)"
-                    )));
-                }
-                set_sched(*tid, previous)
-            }
             Target::Thread {
                 pid,
                 tid,
                 start_time,
                 proc_root,
                 ..
-            } => {
-                if !proc::thread_alive(proc_root, *pid, *tid, *start_time) {
-                    return Ok(Outcome::Skipped(format!(
-                        "thread {tid} of {pid} no longer exists (QEMU exited)"
-                    )));
-                }
-                match proc::set_thread_cpus(*tid, previous) {
-                    Ok(()) => Ok(Outcome::Done(None)),
-                    Err(e) if e.errno() == Some(libc_errno::ESRCH) => {
-                        Ok(Outcome::Skipped(format!("thread {tid} exited")))
-                    }
-                    Err(e) => Err(e),
-                }
             }
+            | Target::ThreadSched {
+                pid,
+                tid,
+                start_time,
+                proc_root,
+                ..
+            } if !proc::thread_alive(proc_root, *pid, *tid, *start_time) => Ok(Outcome::Skipped(
+                format!("thread {tid} of {pid} no longer exists (QEMU exited)"),
+            )),
+            Target::ThreadSched { tid, .. } => set_sched(*tid, previous),
+            Target::Thread { tid, .. } => match proc::set_thread_cpus(*tid, previous) {
+                Ok(()) => Ok(Outcome::Done(None)),
+                Err(e) if e.errno() == Some(libc_errno::ESRCH) => {
+                    Ok(Outcome::Skipped(format!("thread {tid} exited")))
+                }
+                Err(e) => Err(e),
+            },
             Target::Irq {
                 irq,
                 path,

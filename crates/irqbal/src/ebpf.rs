@@ -505,16 +505,7 @@ impl PreemptReader {
 
     /// The program's counters, summed over CPUs.
     pub fn counters(&self) -> Counters {
-        let mut c = [0u64; 5];
-        if let Some(m) = self.bpf.map("counters") {
-            if let Ok(a) = aya::maps::PerCpuArray::<_, u64>::try_from(m) {
-                for (k, slot) in c.iter_mut().enumerate() {
-                    if let Ok(vals) = a.get(&(k as u32), 0) {
-                        *slot = vals.iter().sum();
-                    }
-                }
-            }
-        }
+        let c: [u64; 5] = percpu_counters(&self.bpf, "counters");
         Counters {
             scans: c[0],
             events: c[1],
@@ -530,14 +521,7 @@ impl PreemptReader {
         if !out.is_empty() {
             return out;
         }
-        let mut pfd = libc::pollfd {
-            fd: self.ring.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd for the duration of the call.
-        let _ = unsafe { libc::poll(&mut pfd, 1, ms) };
+        wait_readable(self.ring.as_raw_fd(), timeout);
         out = self.drain();
         out
     }
@@ -551,6 +535,34 @@ impl PreemptReader {
         }
         out
     }
+}
+
+/// Block until `fd` (a ring buffer) is readable or `timeout` passes.
+pub(crate) fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let _ = unsafe { libc::poll(&mut pfd, 1, ms) };
+}
+
+/// A per-CPU array map of `N` counters, each summed over CPUs (zeros where unreadable).
+pub(crate) fn percpu_counters<const N: usize>(bpf: &aya::Ebpf, name: &str) -> [u64; N] {
+    let mut c = [0u64; N];
+    if let Some(a) = bpf
+        .map(name)
+        .and_then(|m| aya::maps::PerCpuArray::<_, u64>::try_from(m).ok())
+    {
+        for (k, slot) in c.iter_mut().enumerate() {
+            if let Ok(vals) = a.get(&(k as u32), 0) {
+                *slot = vals.iter().sum();
+            }
+        }
+    }
+    c
 }
 
 pub(crate) fn is_root() -> bool {

@@ -24,7 +24,7 @@ use serde_json::Value;
 use testkit::Snapshot;
 
 mod common;
-use common::vmtune;
+use common::{sched_of, vmtune};
 
 /// Whether this machine can run these tests at all (QEMU, CPUs 0 and 1); a named skip if not.
 fn machine_ok() -> bool {
@@ -185,25 +185,6 @@ fn cpus_allowed(pid: u32, tid: u32) -> String {
                 .map(|v| v.trim().to_string())
         })
         .unwrap_or_default()
-}
-
-/// Policy, priority and EEVDF slice of a thread, from /proc/PID/task/TID/sched.
-fn sched_of(pid: u32, tid: u32) -> String {
-    let text = read(format!("/proc/{pid}/task/{tid}/sched"));
-    ["policy", "prio", "se.slice"]
-        .iter()
-        .map(|k| {
-            let v = text
-                .lines()
-                .find_map(|l| {
-                    let (key, val) = l.split_once(':')?;
-                    (key.trim() == *k).then(|| val.trim().to_string())
-                })
-                .unwrap_or_else(|| "-".into());
-            format!("{k}={v}")
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Runs `vmtune restore` on drop, so a failing test leaves the host as it found it.

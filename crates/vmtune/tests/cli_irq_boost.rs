@@ -15,21 +15,7 @@ use common::vmtune;
 
 /// policy, prio and se.slice of a thread of this process.
 fn sched_of(tid: u32) -> String {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched")).unwrap();
-    ["policy", "prio", "se.slice"]
-        .iter()
-        .map(|k| {
-            let v = text
-                .lines()
-                .find_map(|l| {
-                    let (key, val) = l.split_once(':')?;
-                    (key.trim() == *k).then(|| val.trim().to_string())
-                })
-                .unwrap_or_else(|| "-".into());
-            format!("{k}={v}")
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    common::sched_of(std::process::id(), tid)
 }
 
 fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
@@ -58,14 +44,7 @@ fn agent(journal: &std::path::Path, budget_us: u32) -> Option<Child> {
         .spawn()
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let start = Instant::now();
-    while !line.contains("boosting") && start.elapsed() < Duration::from_secs(20) {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-    }
+    let line = common::line_with(&mut err, "boosting", 20);
     if !line.contains("boosting") {
         let _ = child.kill();
         let _ = child.wait();

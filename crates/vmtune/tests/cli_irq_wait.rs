@@ -4,9 +4,8 @@
 //! vCPUs, the recording replays to the same figures, and a recorded sequence with guest
 //! entries (tests/data/irqwait-contended.jsonl) reads as the advice a user needs.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 mod common;
 use common::{run, vmtune};
@@ -59,14 +58,7 @@ fn interrupts_sent_to_a_real_vm_are_reported_per_vcpu_and_replay_the_same() {
         .unwrap();
     // the window opens when it says what it measures
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let start = Instant::now();
-    while !line.contains("measuring") && start.elapsed() < Duration::from_secs(20) {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-    }
+    let line = common::line_with(&mut err, "measuring", 20);
     if !line.contains("measuring") {
         let out = child.wait_with_output().unwrap();
         testkit::skip(

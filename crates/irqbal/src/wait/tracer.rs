@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::vms::VmProc;
 use super::WaitEvent;
-use crate::ebpf::{chain, is_root, Unavailable};
+use crate::ebpf::{chain, is_root, percpu_counters, wait_readable, Unavailable};
 
 /// The program's tracepoints: (program, tp_btf name).
 pub const ATTACH: [(&str, &str); 6] = [
@@ -176,14 +176,7 @@ impl WaitTracer {
         if n > 0 {
             return n;
         }
-        let mut pfd = libc::pollfd {
-            fd: self.ring.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd for the duration of the call.
-        let _ = unsafe { libc::poll(&mut pfd, 1, ms) };
+        wait_readable(self.ring.as_raw_fd(), timeout);
         n += self.drain(&mut f);
         n
     }
@@ -201,16 +194,7 @@ impl WaitTracer {
 
     /// The program's counters, summed over CPUs.
     pub fn counters(&self) -> Counters {
-        let mut c = [0u64; 4];
-        if let Some(m) = self.bpf.map("counters") {
-            if let Ok(a) = aya::maps::PerCpuArray::<_, u64>::try_from(m) {
-                for (i, slot) in c.iter_mut().enumerate() {
-                    if let Ok(v) = a.get(&(i as u32), 0) {
-                        *slot = v.iter().sum();
-                    }
-                }
-            }
-        }
+        let c: [u64; 4] = percpu_counters(&self.bpf, "counters");
         Counters {
             lost: c[0],
             accepts: c[1],

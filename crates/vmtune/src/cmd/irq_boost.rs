@@ -151,6 +151,17 @@ fn vcpu_threads(pid: u32) -> BTreeMap<u32, u32> {
     out
 }
 
+/// `(vm, vCPU index) → thread` of every VM, from the thread names.
+fn named_vcpus(vms: &[vms::VmProc]) -> BTreeMap<(u32, u32), u32> {
+    vms.iter()
+        .flat_map(|v| {
+            vcpu_threads(v.pid)
+                .into_iter()
+                .map(move |(i, t)| ((v.pid, i), t))
+        })
+        .collect()
+}
+
 fn start_time(pid: u32, tid: u32) -> Option<u64> {
     apply::proc::start_time(Path::new("/proc"), pid as i32, tid as i32)
 }
@@ -328,14 +339,7 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
     let mut next_scan = start + Duration::from_secs(1);
     let mut err: Option<anyhow::Error> = None;
     // (vm, vcpu index) → thread, from the names
-    let mut names: BTreeMap<(u32, u32), u32> = seen
-        .iter()
-        .flat_map(|v| {
-            vcpu_threads(v.pid)
-                .into_iter()
-                .map(move |(i, t)| ((v.pid, i), t))
-        })
-        .collect();
+    let mut names = named_vcpus(&seen);
     while !stop.load(Ordering::Relaxed) && err.is_none() {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
@@ -394,14 +398,7 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
                     err = Some(e);
                 }
             }
-            names = seen
-                .iter()
-                .flat_map(|v| {
-                    vcpu_threads(v.pid)
-                        .into_iter()
-                        .map(move |(i, t)| ((v.pid, i), t))
-                })
-                .collect();
+            names = named_vcpus(&seen);
             if let Err(e) = tr.set_vms(&seen, &owners(&seen)) {
                 err = Some(anyhow!("irq boost: {e}"));
             }

@@ -29,6 +29,40 @@ pub fn ok_json(args: &[&str]) -> serde_json::Value {
     })
 }
 
+/// Policy, priority and EEVDF slice of a thread, from /proc/PID/task/TID/sched
+/// (`policy=0 prio=120 se.slice=1400000`).
+pub fn sched_of(pid: u32, tid: u32) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/sched")).unwrap_or_default();
+    ["policy", "prio", "se.slice"]
+        .iter()
+        .map(|k| {
+            let v = text
+                .lines()
+                .find_map(|l| {
+                    let (key, val) = l.split_once(':')?;
+                    (key.trim() == *k).then(|| val.trim().to_string())
+                })
+                .unwrap_or_else(|| "-".into());
+            format!("{k}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Read `from` line by line until one contains `marker` (returned) or `secs` pass or it ends
+/// (the last line read, which does not contain it).
+pub fn line_with(from: &mut impl std::io::BufRead, marker: &str, secs: u64) -> String {
+    let start = std::time::Instant::now();
+    let mut line = String::new();
+    while !line.contains(marker) && start.elapsed() < std::time::Duration::from_secs(secs) {
+        line.clear();
+        if from.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    line
+}
+
 /// A /proc or /sys file's contents, trimmed; `None` when it cannot be read.
 pub fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
