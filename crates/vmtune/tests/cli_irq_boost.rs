@@ -4,7 +4,8 @@
 //! only resets defaults would show. An MSI sent to the vCPU is accepted for it; the agent
 //! (`--on any`: the program cannot see this vCPU's state, it never entered the guest) makes the
 //! thread SCHED_FIFO, and lowers it back to exactly what it was when the budget ends. Then a
-//! SIGKILL while it is raised, and `vmtune restore --journal`: the thread as before.
+//! SIGKILL before any boost and another while it is raised, each followed by `vmtune restore
+//! --journal`: the thread as before.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
@@ -121,8 +122,27 @@ fn raises_the_waiting_vcpu_thread_and_puts_it_back_exactly_even_after_sigkill() 
     assert!(!journal.exists());
     assert_eq!(sched_of(tid), before);
 
-    // SIGKILL while raised (a long budget), then restore
+    // SIGKILL before any boost (every thread journaled, none raised), then restore
     std::fs::remove_file(journal.with_extension("journal.restored")).ok();
+    let Some(mut child) = agent(&journal, 1_000_000) else {
+        return;
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = vmtune()
+        .args(["restore", "--json", "--journal"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        sched_of(tid),
+        before,
+        "restore after a kill before any boost"
+    );
+    std::fs::remove_file(journal.with_extension("journal.restored")).ok();
+
+    // SIGKILL while raised (a long budget), then restore
     let Some(mut child) = agent(&journal, 1_000_000) else {
         return;
     };
