@@ -224,6 +224,8 @@ fn cpu_features(plan: &Plan) -> String {
     let mut v = vec!["pmu=off".to_string()];
     if plan.cpu_features.invtsc {
         v.push("+invtsc".into());
+    } else if plan.cpu_features.invtsc_disabled {
+        v.push("-invtsc".into());
     }
     if plan.cpu_features.hide_hypervisor {
         v.push("-hypervisor".into());

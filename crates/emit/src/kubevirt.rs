@@ -51,6 +51,8 @@ pub fn vmi_fragment_yaml(plan: &Plan) -> String {
     let mut feats: Vec<(&str, &str)> = Vec::new();
     if plan.cpu_features.invtsc {
         feats.push(("invtsc", "require"));
+    } else if plan.cpu_features.invtsc_disabled {
+        feats.push(("invtsc", "disable"));
     }
     if plan.cpu_features.hide_hypervisor {
         feats.push(("hypervisor", "disable"));

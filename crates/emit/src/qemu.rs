@@ -75,6 +75,8 @@ fn cpu_flags(plan: &Plan) -> String {
     let mut s = String::from("host,migratable=off");
     if f.invtsc {
         s.push_str(",+invtsc");
+    } else if f.invtsc_disabled {
+        s.push_str(",-invtsc");
     }
     if f.hide_hypervisor {
         // the Windows 7 timer note: Windows 7 only uses the TSC when the hypervisor bit is clear

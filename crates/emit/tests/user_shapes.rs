@@ -389,3 +389,40 @@ fn a_patch_that_tips_the_quote_style_is_still_idempotent() {
         virsh_define(&once, "patched");
     }
 }
+
+#[test]
+fn a_disabled_invtsc_stays_disabled_and_the_plan_says_so() {
+    // a user who disables invtsc (a migratable TSC, or one they distrust) keeps that choice:
+    // before, the patch replaced the line with policy='require' without a word
+    let base = common::read("vfio/migratable_invtsc_disabled.xml");
+    common::validate(&base, "the fixture");
+    let p = plan_for(4, GuestOs::Linux, HugepagePolicy::None);
+    assert!(p.cpu_features.invtsc, "the built-in host's TSC is stable");
+    let r = patch(&base, &p).expect("patch");
+    assert!(
+        r.xml.contains("<feature policy='disable' name='invtsc'/>"),
+        "{}",
+        r.xml
+    );
+    assert!(
+        !r.xml.contains("policy='require' name='invtsc'"),
+        "{}",
+        r.xml
+    );
+    // the user's other features stay
+    assert!(r.xml.contains("<feature policy='require' name='topoext'/>"));
+    assert!(!r.plan.cpu_features.invtsc && r.plan.cpu_features.invtsc_disabled);
+    let said = r.plan.rationale.join("\n");
+    assert!(said.contains("invtsc stays disabled as"), "{said}");
+    assert!(!said.contains("invtsc exposed"), "{said}");
+    assert!(said.contains("CPU migratable='on'"), "{said}");
+    common::validate(&r.xml, "the patched fixture");
+    virsh_define(&r.xml, "the patched fixture");
+    assert_eq!(
+        patch(&r.xml, &p).expect("again").xml,
+        r.xml,
+        "not idempotent"
+    );
+    // the other emitters of the adopted plan say the same
+    assert!(emit::qemu::command_line(&r.plan).contains(",-invtsc"));
+}

@@ -108,7 +108,7 @@ pub fn choose(
     match host.tsc_stable {
         Some(true) => {
             f.invtsc = true;
-            rationale.push("invtsc exposed: the host TSC is stable (constant and nonstop), so the guest can use the TSC as its clocksource".into());
+            rationale.push(format!("{INVTSC_LINE}: the host TSC is stable (constant and nonstop), so the guest can use the TSC as its clocksource"));
         }
         Some(false) => rationale.push(
             "invtsc not exposed: the host TSC is not stable, the guest must not trust it".into(),
@@ -174,6 +174,9 @@ pub struct DomainChoices {
     pub hyperv: Vec<DomainEnlightenment>,
     /// `<cpu><feature name='hypervisor' policy=…/>`.
     pub hypervisor_policy: Option<String>,
+    /// `<cpu><feature name='invtsc' policy=…/>`.
+    #[serde(default)]
+    pub invtsc_policy: Option<String>,
     /// `<features><kvm><hidden state=…/>`.
     pub kvm_hidden: Option<bool>,
     /// `<clock><timer>`s.
@@ -245,6 +248,9 @@ fn push_once(v: &mut Vec<String>, s: String) {
         v.push(s);
     }
 }
+
+/// How the rationale's invtsc line starts (replaced when a domain keeps invtsc disabled).
+const INVTSC_LINE: &str = "invtsc exposed";
 
 fn replace_line(v: &mut [String], prefix: &str, new: String) {
     if let Some(l) = v.iter_mut().find(|l| l.starts_with(prefix)) {
@@ -555,9 +561,34 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
         }
     }
 
-    if dom.cpu_migratable.as_deref().map(str::trim) == Some("on") && plan.cpu_features.invtsc {
+    // invtsc: a domain that disables it keeps it disabled (its user chose a migratable TSC
+    // or distrusts this host's); one that requires it where the host TSC is not stable is
+    // overridden, saying so.
+    let invtsc = dom.invtsc_policy.as_deref().map(str::trim);
+    if matches!(invtsc, Some("disable" | "forbid")) {
+        let f = &mut plan.cpu_features;
+        if f.invtsc {
+            f.invtsc = false;
+            replace_line(
+                &mut plan.rationale,
+                INVTSC_LINE,
+                format!("invtsc stays disabled as {src} has it (<feature policy='{}' name='invtsc'/>), although the host TSC is stable: the guest will not use the TSC as its clocksource (remove that line to let it)", invtsc.unwrap_or("disable")),
+            );
+        }
+        f.invtsc_disabled = true;
+    } else if matches!(invtsc, Some("require" | "force")) && !plan.cpu_features.invtsc {
+        warnings.push(format!(
+            "{src} requires invtsc; the plan leaves it out (see the rationale: the host TSC is not known to be stable), so that <feature> is removed"
+        ));
+    }
+    if dom.cpu_migratable.as_deref().map(str::trim) == Some("on") {
+        let why = if plan.cpu_features.invtsc {
+            "the guest gets invtsc, which blocks migration, and "
+        } else {
+            ""
+        };
         rationale.push(format!(
-            "CPU migratable='on' of {src} becomes 'off': the guest gets invtsc, which blocks migration, and a VM with pinned vCPUs and passed-through devices does not migrate"
+            "CPU migratable='on' of {src} becomes 'off': {why}a VM with pinned vCPUs and passed-through devices does not migrate"
         ));
     }
 

@@ -224,6 +224,11 @@ pub struct CpuFeatures {
     pub hyperv_passthrough: bool,
     /// Expose invariant TSC (host TSC is stable).
     pub invtsc: bool,
+    /// An existing domain disables invtsc (`<feature policy='disable' name='invtsc'/>`) and
+    /// the plan keeps it so: emitted as disabled, not merely left out (host-passthrough with
+    /// `migratable='off'` would pass it through).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invtsc_disabled: bool,
     /// Hide the hypervisor CPUID bit (Windows 7 timer note; Windows 7 only).
     pub hide_hypervisor: bool,
     /// Hide the KVM signature (`<kvm><hidden state='on'/>`).

@@ -23,8 +23,8 @@
 //!
 //! Patching (`--domain FILE`) keeps every byte it does not own, and first merges the domain's
 //! own CPU choices into the plan ([`plan::adopt_domain`]: its Hyper-V settings, hidden KVM
-//! signature and hidden hypervisor bit are kept, with a warning wherever the plan overrides
-//! the domain). Inside elements it merges:
+//! signature, hidden hypervisor bit and disabled invtsc are kept, with a warning wherever the
+//! plan overrides the domain). Inside elements it merges:
 //! - `<cputune>`: `<vcpupin>`/`<emulatorpin>`/`<iothreadpin>` are ours; `<shares>`,
 //!   `<vcpusched>`, `<cachetune>`… are kept (their `vcpus` clipped to the plan's vCPUs).
 //! - `<cpu>`: the start tag, `<topology>`, `<numa>` and the `invtsc`/`hypervisor` features are
@@ -435,10 +435,15 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
             .attr("cores", t.cores.max(1))
             .attr("threads", t.threads.max(1)),
     );
-    if plan.cpu_features.invtsc {
+    if plan.cpu_features.invtsc || plan.cpu_features.invtsc_disabled {
+        let policy = if plan.cpu_features.invtsc {
+            "require"
+        } else {
+            "disable"
+        };
         cpu.push(
             El::new("feature")
-                .attr("policy", "require")
+                .attr("policy", policy)
                 .attr("name", "invtsc"),
         );
     }

@@ -312,14 +312,18 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
         let mode = cpu.attribute("mode").unwrap_or("custom").trim();
         c.cpu_mode = Some(mode.to_string());
         c.cpu_migratable = cpu.attribute("migratable").map(|m| m.trim().to_string());
-        c.hypervisor_policy = children(cpu, "feature")
-            .find(|f| f.attribute("name").map(str::trim) == Some("hypervisor"))
-            .map(|f| {
-                f.attribute("policy")
-                    .unwrap_or("require")
-                    .trim()
-                    .to_string()
-            });
+        let policy = |name: &str| {
+            children(cpu, "feature")
+                .find(|f| f.attribute("name").map(str::trim) == Some(name))
+                .map(|f| {
+                    f.attribute("policy")
+                        .unwrap_or("require")
+                        .trim()
+                        .to_string()
+                })
+        };
+        c.hypervisor_policy = policy("hypervisor");
+        c.invtsc_policy = policy("invtsc");
     }
     if let Some(clock) = child(root, "clock") {
         for t in children(clock, "timer") {
