@@ -378,6 +378,30 @@ fn busiest(v: &[&FrameLog]) -> Option<usize> {
     })
 }
 
+/// When other series have as many frames and presents as the busiest one (`refs[b]`), say
+/// which were passed over and how to pick one of them.
+fn tie_note(refs: &[&FrameLog], b: usize) -> Option<String> {
+    let best = refs.get(b)?;
+    let key = |s: &FrameLog| (s.frame_times_ms.len(), s.presents);
+    let tied: Vec<String> = refs
+        .iter()
+        .enumerate()
+        .filter(|&(i, s)| i != b && key(s) == key(best))
+        .map(|(_, s)| s.app.label())
+        .collect();
+    if tied.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} tie{} with it at {} frames ({} presents): the first in the file is reported; \
+         --app NAME|PID|SWAPCHAIN picks another, --all-apps reports each",
+        tied.join(", "),
+        if tied.len() == 1 { "s" } else { "" },
+        best.frame_times_ms.len(),
+        best.presents
+    ))
+}
+
 /// Pick the series to report from a capture.
 pub fn select(capture: Capture, pick: Pick) -> Result<Selection> {
     let path = capture.path.clone();
@@ -414,6 +438,7 @@ pub fn select(capture: Capture, pick: Pick) -> Result<Selection> {
     runs.sort();
     runs.dedup();
     let mut chosen: Vec<usize> = Vec::new();
+    let mut tie_notes: Vec<(usize, String)> = Vec::new();
     for run in runs {
         let idx: Vec<usize> = (0..capture.series.len())
             .filter(|&i| capture.series.get(i).is_some_and(|s| s.app.run == run))
@@ -462,15 +487,26 @@ pub fn select(capture: Capture, pick: Pick) -> Result<Selection> {
             .iter()
             .filter_map(|&i| capture.series.get(i))
             .collect();
-        if let Some(b) = busiest(&refs).and_then(|b| candidates.get(b)) {
-            chosen.push(*b);
+        if let Some(bi) = busiest(&refs) {
+            if let Some(&b) = candidates.get(bi) {
+                chosen.push(b);
+                if let Some(n) = tie_note(&refs, bi) {
+                    tie_notes.push((b, n));
+                }
+            }
         }
     }
     let mut logs = Vec::new();
     let mut others = Vec::new();
     let mut series: Vec<Option<FrameLog>> = capture.series.into_iter().map(Some).collect();
     for &i in &chosen {
-        if let Some(s) = series.get_mut(i).and_then(Option::take) {
+        if let Some(mut s) = series.get_mut(i).and_then(Option::take) {
+            s.notes.extend(
+                tie_notes
+                    .iter()
+                    .filter(|(j, _)| *j == i)
+                    .map(|(_, n)| n.clone()),
+            );
             if s.frame_times_ms.is_empty() && pick == Pick::All {
                 // nothing to report of this one: listed with the others
                 others.push(SeriesSummary::of(&s));

@@ -266,6 +266,62 @@ fn default_passes_over_the_compositor() {
 }
 
 #[test]
+fn tied_series_are_named_not_passed_over_silently() {
+    // two processes with as many presents: the first is reported and a note names the other
+    let mut rng = Rng::new(3);
+    let a = Process::new(
+        "GameA.exe",
+        10,
+        0x10,
+        synth::frame_times(&mut rng, 120, 16.7, 1.0, 0, 0.0),
+    );
+    let b = Process::new(
+        "GameB.exe",
+        11,
+        0x11,
+        synth::frame_times(&mut rng, 120, 8.3, 1.0, 0, 0.0),
+    );
+    let c = parse(
+        &synth::capture(&[a.clone(), b], Layout::PresentMon24),
+        p(),
+        &opts(),
+    )
+    .unwrap();
+    let sel = select(c, Pick::Busiest).unwrap();
+    let note = sel.logs[0].notes.join("\n");
+    let (reported, other) = if sel.logs[0].app.application.as_deref() == Some("GameA.exe") {
+        ("GameA.exe", "GameB.exe")
+    } else {
+        ("GameB.exe", "GameA.exe")
+    };
+    assert!(
+        note.contains(other) && note.contains("ties with it"),
+        "{note}"
+    );
+    assert!(!note.contains(reported), "{note}");
+    // one more present and nothing ties
+    let mut rng = Rng::new(3);
+    let busier = Process::new(
+        "GameB.exe",
+        11,
+        0x11,
+        synth::frame_times(&mut rng, 121, 8.3, 1.0, 0, 0.0),
+    );
+    let c = parse(
+        &synth::capture(&[a, busier], Layout::PresentMon24),
+        p(),
+        &opts(),
+    )
+    .unwrap();
+    let sel = select(c, Pick::Busiest).unwrap();
+    assert!(
+        sel.logs[0].notes.iter().all(|n| !n.contains("tie")),
+        "{:?}",
+        sel.logs[0].notes
+    );
+}
+
+#[test]
 fn ocat_vr_capture() {
     let text = "Application,ProcessID,MsBetweenAppPresents,MsBetweenReprojections,AppRenderStart,AppRenderEnd,ReprojectionStart,ReprojectionEnd,VSync,AppMissed,WarpMissed,Motherboard,OS,Processor,System RAM,Base Driver Version,Driver Package,GPU #,GPU,GPU Core Clock (MHz),GPU Memory Clock (MHz),GPU Memory (MB)\n\
 vrgame.exe,3300,11.110,11.111,0.1,0.2,0.3,0.4,0.5,0,0,B450,Windows 10,Ryzen 5 3600,16 GB,27.21,21.10,1,RX 5700,1750,875,8176\n\
