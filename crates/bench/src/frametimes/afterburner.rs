@@ -5,6 +5,10 @@
 //! space-padded; `N/A` where a sensor has nothing (Framerate/Frametime with no 3D application
 //! running), and RivaTuner reports 0 between frames it saw.
 //!
+//! Record types are also written with one digit (`0,` … `3,`). Logging that stops and resumes
+//! writes a new header block (`00` …) mid-file: each such session becomes its own run, so the
+//! pause is not counted as logged time nor spread over the polling interval.
+//!
 //! Rows are polls, never presents: they are read as samples, with the interval and duration
 //! from the timestamps (1 s resolution).
 
@@ -15,17 +19,29 @@ use super::series::{self, Meta, Row, RowsAre};
 use super::{Capture, Options};
 use crate::error::{BenchError, Result};
 
-/// Whether `text` is an Afterburner log: its first record is `00`..`03` and a `80,` data
-/// record follows.
+/// A line's record type: its first field, all digits (`00`, `0`, `02`, `2`, `80`).
+fn record_type(line: &str) -> Option<u32> {
+    let f = line.split(',').next()?.trim();
+    if f.is_empty() || f.len() > 3 || !f.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    f.parse().ok()
+}
+
+/// Whether `text` is an Afterburner log: its first record is of type 0..=3 (written `00` or
+/// `0`) and either names itself or carries a timestamp and is followed by an `80` record.
 pub(super) fn looks_like(text: &str) -> bool {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("");
-    let typed = ["00,", "01,", "02,", "03,"]
-        .iter()
-        .any(|p| first.starts_with(p));
-    typed
-        && (first.contains("Hardware monitoring log")
-            || lines.take(4096).any(|l| l.starts_with("80,")))
+    if record_type(first).is_none_or(|t| t > 3) {
+        return false;
+    }
+    first.contains("Hardware monitoring log")
+        || (first
+            .split(',')
+            .nth(1)
+            .is_some_and(|t| timestamp(t.trim()).is_some())
+            && lines.take(4096).any(|l| record_type(l) == Some(80)))
 }
 
 /// `DD-MM-YYYY HH:MM:SS` (also `.`/`/` separators, `YYYY-MM-DD`, and `MM-DD-YYYY` where the
@@ -82,7 +98,9 @@ enum Value {
 
 pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Result<Capture> {
     let mut value: Option<(Value, String)> = None;
-    let mut rows = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
+    // a header record after data starts a new logging session: (its line, the rows before it)
+    let mut sessions: Vec<(usize, usize)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() {
@@ -94,8 +112,12 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
             .iter()
             .map(|x| x.trim().to_string())
             .collect();
-        match f.first().map(String::as_str) {
-            Some("02") => {
+        let kind = f.first().and_then(|x| record_type(x));
+        if kind == Some(0) && sessions.last().map_or(0, |&(_, n)| n) < rows.len() {
+            sessions.push((lineno, rows.len()));
+        }
+        match kind {
+            Some(2) => {
                 let names = f.get(2..).unwrap_or_default();
                 let find = |n: &str| names.iter().position(|x| x.eq_ignore_ascii_case(n));
                 value = match opts.column {
@@ -123,7 +145,7 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
                     ));
                 }
             }
-            Some("80") => {
+            Some(80) => {
                 let Some((v, name)) = &value else {
                     return Err(BenchError::format(
                         path,
@@ -155,6 +177,9 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
             _ => {}
         }
     }
+    // several sessions: each its own run, so that no pause is counted as logged time and
+    // the polling interval is each session's own
+    let session_notes = number_sessions(&mut rows, &sessions);
     let column = value.map(|(_, n)| n);
     if column.is_none() {
         return Err(BenchError::format(
@@ -173,13 +198,56 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
         dropped_rule: None,
         as_samples: opts.as_samples,
     };
+    let mut series = series::build(rows, &meta)?;
+    for s in &mut series {
+        s.notes.extend(session_notes.iter().cloned());
+    }
     Ok(Capture {
         path: path.to_path_buf(),
         source: source.to_string(),
         format: "afterburner".into(),
         column,
-        series: series::build(rows, &meta)?,
+        series,
     })
+}
+
+/// Give each row its session's run number where the log holds more than one session
+/// (`sessions`: each later session's header line and the rows before it); the notes say where
+/// each began and how long logging paused.
+fn number_sessions(rows: &mut [Row], sessions: &[(usize, usize)]) -> Vec<String> {
+    // the first header starts session 1; only headers after data start more
+    let starts: Vec<(usize, usize)> = sessions.iter().copied().filter(|&(_, n)| n > 0).collect();
+    if starts.is_empty() {
+        return Vec::new();
+    }
+    let mut notes = Vec::new();
+    for (k, &(line, first)) in starts.iter().enumerate() {
+        let gap = rows
+            .get(first)
+            .and_then(|r| r.time_s)
+            .zip(
+                first
+                    .checked_sub(1)
+                    .and_then(|i| rows.get(i))
+                    .and_then(|r| r.time_s),
+            )
+            .map(|(b, a)| b - a);
+        notes.push(format!(
+            "logging session {} starts at line {line}{}: each session is its own run",
+            k + 2,
+            gap.map_or(String::new(), |g| format!(" after a pause of {g:.0} s"))
+        ));
+    }
+    let mut run = 1;
+    let mut next = starts.iter().map(|&(_, n)| n).peekable();
+    for (i, r) in rows.iter_mut().enumerate() {
+        while next.peek().is_some_and(|&n| n <= i) {
+            next.next();
+            run += 1;
+        }
+        r.key.run = Some(run);
+    }
+    notes
 }
 
 #[cfg(test)]

@@ -505,7 +505,23 @@ pub fn afterburner(
     zeros: usize,
     rng: &mut Rng,
 ) -> SampledLog {
-    let start = 1_735_689_590.0; // 31-12-2024 23:59:50 UTC
+    afterburner_session(frames, poll_ms, na, zeros, 0.0, false, rng)
+}
+
+/// One logging session of [`afterburner`], starting `at_s` seconds after its start, with the
+/// record types written with one digit where they have two (`0,` … `3,`, as some Afterburner
+/// versions and converted logs write them) when `one_digit`. A log of two sessions is two of
+/// these one after the other: Afterburner writes a new header block when logging resumes.
+pub fn afterburner_session(
+    frames: &[f64],
+    poll_ms: f64,
+    na: usize,
+    zeros: usize,
+    at_s: f64,
+    one_digit: bool,
+    rng: &mut Rng,
+) -> SampledLog {
+    let start = 1_735_689_590.0 + at_s; // 31-12-2024 23:59:50 UTC
     let stamp = |t: f64| {
         let s = (start + t).floor() as i64;
         let (days, secs) = (s.div_euclid(86_400), s.rem_euclid(86_400));
@@ -589,6 +605,15 @@ pub fn afterburner(
         );
     }
     let (interval_ms, duration_s) = finish(&times);
+    if one_digit {
+        text = text
+            .lines()
+            .map(|l| match l.get(..3) {
+                Some("00," | "01," | "02," | "03,") => format!("{}\n", &l[1..]),
+                _ => format!("{l}\n"),
+            })
+            .collect();
+    }
     SampledLog {
         text,
         samples_ms: samples.iter().map(|(_, ft)| *ft).collect(),

@@ -855,6 +855,61 @@ fn generated_mangohud_30s_at_100ms() {
 }
 
 #[test]
+fn afterburner_one_digit_record_types_read_as_two_digit_ones() {
+    // `0,` … `3,` instead of `00,` … `03,`: before, the header records were read as frames
+    let mut rng = Rng::new(8);
+    let frames = synth::frame_times(&mut rng, 3000, 8.0, 1.0, 10, 20.0);
+    for one_digit in [false, true] {
+        let mut r = Rng::new(9);
+        let log = synth::afterburner_session(&frames, 1000.0, 2, 1, 0.0, one_digit, &mut r);
+        assert_eq!(log.text.starts_with("0, "), one_digit);
+        let c = parse(&log.text, p(), &opts()).unwrap();
+        assert_eq!(c.format, "afterburner", "one digit: {one_digit}");
+        let got = only(&log.text, &opts());
+        assert_eq!(got.frame_times_ms, log.samples_ms);
+        assert_eq!(got.skipped_rows, 3);
+    }
+}
+
+#[test]
+fn afterburner_sessions_are_runs_without_the_pause() {
+    // logging stopped for 5 minutes and resumed: a second header block mid-file. Before, the
+    // interval was span / rows (~1221 ms) and the pause counted as logged time
+    let mut rng = Rng::new(10);
+    let frames = synth::frame_times(&mut rng, 4000, 7.0, 1.0, 10, 20.0);
+    let a = synth::afterburner_session(&frames, 1000.0, 0, 0, 0.0, false, &mut rng);
+    let b =
+        synth::afterburner_session(&frames, 1000.0, 1, 0, a.duration_s + 300.0, false, &mut rng);
+    let text = format!("{}{}", a.text, b.text);
+    let c = parse(&text, p(), &opts()).unwrap();
+    let sel = select(c, Pick::All).unwrap();
+    assert_eq!(sel.logs.len(), 2);
+    for (log, want, run) in [(&sel.logs[0], &a, 1), (&sel.logs[1], &b, 2)] {
+        assert_eq!(log.app.run, Some(run));
+        assert_eq!(&log.frame_times_ms, &want.samples_ms);
+        let s = log.sampling.as_ref().unwrap();
+        assert!(
+            (s.interval_ms.unwrap() - want.interval_ms).abs() < 1e-6,
+            "{s:?}"
+        );
+        assert!(
+            (s.duration_s.unwrap() - want.duration_s).abs() < 1e-6,
+            "{s:?}"
+        );
+        assert!(
+            log.notes.iter().any(
+                |n| n.contains("logging session 2 starts at line") && n.contains("pause of 30")
+            ),
+            "{:?}",
+            log.notes
+        );
+    }
+    // the default report takes one series per run: both sessions
+    let c = parse(&text, p(), &opts()).unwrap();
+    assert_eq!(select(c, Pick::Busiest).unwrap().logs.len(), 2);
+}
+
+#[test]
 fn generated_afterburner_logs() {
     let mut rng = Rng::new(5);
     let frames = synth::frame_times(&mut rng, 9000, 6.9, 1.0, 100, 30.0);
@@ -965,7 +1020,7 @@ proptest::proptest! {
         proptest::prop_assert!((s.interval_ms.unwrap() - m.interval_ms).abs() < 1e-6);
         proptest::prop_assert!((s.duration_s.unwrap() - m.duration_s).abs() < 1e-6);
         let poll = (interval / 100.0).round().max(1.0) * 100.0;
-        let a = synth::afterburner(&frames, poll, na, zeros, &mut rng);
+        let a = synth::afterburner_session(&frames, poll, na, zeros, 0.0, seed % 3 == 0, &mut rng);
         let got = only(&a.text, &opts());
         proptest::prop_assert_eq!(&got.frame_times_ms, &a.samples_ms);
         proptest::prop_assert_eq!(got.skipped_rows, na + zeros);
