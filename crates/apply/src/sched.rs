@@ -193,8 +193,13 @@ fn setattr(tid: i32, a: &SchedAttr) -> io::Result<()> {
 
 /// The base slice of fair tasks: the slice of a thread just created (the kernel gives every new
 /// task the base slice). `None` where the kernel reports no per-task slice (before 6.12) or the
-/// thread cannot be made.
+/// thread cannot be made. Learnt once per process (every read of a thread's state needs it).
 pub fn base_slice_ns() -> Option<u64> {
+    static BASE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *BASE.get_or_init(probe_base_slice)
+}
+
+fn probe_base_slice() -> Option<u64> {
     let h = std::thread::spawn(|| {
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };

@@ -392,31 +392,12 @@ impl PreemptReader {
             ("on_switch", "sched_switch"),
             ("on_tick", "local_timer_entry"),
         ] {
-            let p: &mut aya::programs::BtfTracePoint = bpf
-                .program_mut(prog)
-                .ok_or_else(|| unavailable(format!("the object has no program {prog}")))?
-                .try_into()
-                .map_err(|e| unavailable(format!("{prog}: {}", chain(&e))))?;
-            p.load(tp, &btf).map_err(|e| {
-                unavailable(format!("loading {prog} at tp_btf/{tp}: {}", chain(&e)))
-            })?;
-            p.attach()
-                .map_err(|e| unavailable(format!("attaching tp_btf/{tp}: {}", chain(&e))))?;
+            attach_tp_btf(&mut bpf, &btf, prog, tp, "")?;
         }
         // the wake-up counters are a refinement: the signal works without them
-        let wakes_unavailable = (|| -> Result<(), String> {
-            let p: &mut aya::programs::BtfTracePoint = bpf
-                .program_mut("on_idle")
-                .ok_or("the object has no program on_idle")?
-                .try_into()
-                .map_err(|e| format!("on_idle: {}", chain(&e)))?;
-            p.load("cpu_idle", &btf)
-                .map_err(|e| format!("loading on_idle at tp_btf/cpu_idle: {}", chain(&e)))?;
-            p.attach()
-                .map_err(|e| format!("attaching tp_btf/cpu_idle: {}", chain(&e)))?;
-            Ok(())
-        })()
-        .err();
+        let wakes_unavailable = attach_tp_btf(&mut bpf, &btf, "on_idle", "cpu_idle", "")
+            .err()
+            .map(|e| e.0);
         let ring = aya::maps::RingBuf::try_from(
             bpf.take_map("events")
                 .ok_or_else(|| unavailable("the object has no ring buffer `events`"))?,
@@ -535,6 +516,31 @@ impl PreemptReader {
         }
         out
     }
+}
+
+/// Load program `prog` of `bpf` at `tp_btf/{tp}` and attach it; `hint` is added to a load
+/// failure (what to check on this host).
+pub(crate) fn attach_tp_btf(
+    bpf: &mut aya::Ebpf,
+    btf: &aya::Btf,
+    prog: &str,
+    tp: &str,
+    hint: &str,
+) -> Result<(), Unavailable> {
+    let p: &mut aya::programs::BtfTracePoint = bpf
+        .program_mut(prog)
+        .ok_or_else(|| unavailable(format!("the object has no program {prog}")))?
+        .try_into()
+        .map_err(|e| unavailable(format!("{prog}: {}", chain(&e))))?;
+    p.load(tp, btf).map_err(|e| {
+        unavailable(format!(
+            "loading {prog} at tp_btf/{tp}: {}{hint}",
+            chain(&e)
+        ))
+    })?;
+    p.attach()
+        .map_err(|e| unavailable(format!("attaching tp_btf/{tp}: {}", chain(&e))))?;
+    Ok(())
 }
 
 /// Block until `fd` (a ring buffer) is readable or `timeout` passes.

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use irqbal::wait::boost::{BoostAction, BoostConfig, BoostOn, Booster};
-use irqbal::wait::{Attribution, VcpuState, WaitEvent};
+use irqbal::wait::{VcpuState, WaitEvent};
 use proptest::prelude::*;
 
 fn event() -> impl Strategy<Value = (u64, u32, u32, u8)> {
@@ -60,18 +60,14 @@ proptest! {
             let tid = vm * 100 + vcpu;
             let e = match kind {
                 0 => WaitEvent::Blocked { ts_ns: now, vm, vcpu, tid },
-                k => WaitEvent::Accept {
-                    ts_ns: now,
+                k => WaitEvent::accept(
+                    now,
                     vm,
                     vcpu,
-                    irq: None,
-                    tid: (k != 5).then_some(tid),
-                    vector: 0x30,
-                    dm: 0,
-                    state: [VcpuState::Preempted, VcpuState::Blocked, VcpuState::Guest,
-                            VcpuState::Host, VcpuState::Preempted][usize::from(k) - 1],
-                    by: Attribution::Thread,
-                },
+                    [VcpuState::Preempted, VcpuState::Blocked, VcpuState::Guest,
+                     VcpuState::Host, VcpuState::Preempted][usize::from(k) - 1],
+                    (k != 5).then_some(tid),
+                ),
             };
             let acts = b.on_event(&e, now, |v, c| Some(v * 100 + c));
             check(acts, now)?;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use irqbal::wait::{Attribution, VcpuState, WaitBook, WaitEvent};
+use irqbal::wait::{VcpuState, WaitBook, WaitEvent};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -60,17 +60,7 @@ fn timeline(vm: u32, vcpu: u32, eps: &[Episode], open_last: bool, t: &mut Truth)
         now += ep.gap;
         let start = now;
         for &o in &ep.accepts {
-            out.push(WaitEvent::Accept {
-                ts_ns: start + o,
-                vm,
-                vcpu,
-                irq: None,
-                tid: None,
-                vector: 0x30,
-                dm: 0,
-                state: ep.state,
-                by: Attribution::Thread,
-            });
+            out.push(WaitEvent::accept(start + o, vm, vcpu, ep.state, None));
         }
         let last = start + ep.accepts.last().copied().unwrap_or(0);
         if ep.state == VcpuState::Guest {

@@ -889,24 +889,20 @@ impl Sim {
         let Some(tr) = self.irq_trace.as_mut() else {
             return;
         };
-        use irqbal::wait::{Attribution, VcpuState, WaitEvent};
+        use irqbal::wait::{VcpuState, WaitEvent};
         let x = &self.vcpus[t as usize];
         let state = match x.state {
             RunState::Running => VcpuState::Guest,
             RunState::Runnable if !x.woken => VcpuState::Preempted,
             RunState::Runnable | RunState::Blocked => VcpuState::Blocked,
         };
-        tr.push(WaitEvent::Accept {
-            ts_ns: self.now,
-            vm: IRQ_TRACE_PID + x.vm,
-            vcpu: x.index,
-            irq: None,
-            tid: None,
-            vector: 0x30,
-            dm: 0,
+        tr.push(WaitEvent::accept(
+            self.now,
+            IRQ_TRACE_PID + x.vm,
+            x.index,
             state,
-            by: Attribution::Thread,
-        });
+            None,
+        ));
         if state != VcpuState::Guest {
             self.irq_waiting[t as usize] = true;
         }

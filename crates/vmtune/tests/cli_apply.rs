@@ -24,7 +24,7 @@ use serde_json::Value;
 use testkit::Snapshot;
 
 mod common;
-use common::{sched_of, vmtune};
+use common::{restore, sched_of, vmtune};
 
 /// Whether this machine can run these tests at all (QEMU, CPUs 0 and 1); a named skip if not.
 fn machine_ok() -> bool {
@@ -372,15 +372,6 @@ fn apply_json(plan: &Path, journal: &Path, extra: &[&str]) -> Value {
         .arg("--journal")
         .arg(journal)
         .args(extra)
-        .arg("--json")));
-    serde_json::from_str(&out).unwrap()
-}
-
-fn restore(journal: &Path) -> Value {
-    let out = ok(&run(vmtune()
-        .arg("restore")
-        .arg("--journal")
-        .arg(journal)
         .arg("--json")));
     serde_json::from_str(&out).unwrap()
 }

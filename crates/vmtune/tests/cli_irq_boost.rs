@@ -129,12 +129,7 @@ fn raises_the_waiting_vcpu_thread_and_puts_it_back_exactly_even_after_sigkill() 
     };
     child.kill().unwrap();
     child.wait().unwrap();
-    let out = vmtune()
-        .args(["restore", "--json", "--journal"])
-        .arg(&journal)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    common::restore(&journal);
     assert_eq!(
         sched_of(tid),
         before,
@@ -156,13 +151,7 @@ fn raises_the_waiting_vcpu_thread_and_puts_it_back_exactly_even_after_sigkill() 
         sched_of(tid).starts_with("policy=1 "),
         "still raised after the kill"
     );
-    let out = vmtune()
-        .args(["restore", "--json", "--journal"])
-        .arg(&journal)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = common::restore(&journal);
     assert_eq!(r["failed"], 0, "{r}");
     assert_eq!(r["steps"][0]["actuator"], "thread_sched", "{r}");
     assert_eq!(sched_of(tid), before, "restore put the thread back exactly");

@@ -279,21 +279,8 @@ impl Booster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wait::Attribution;
 
-    fn accept(ts: u64, vm: u32, vcpu: u32, state: VcpuState, tid: Option<u32>) -> WaitEvent {
-        WaitEvent::Accept {
-            ts_ns: ts,
-            vm,
-            vcpu,
-            irq: None,
-            tid,
-            vector: 0x30,
-            dm: 0,
-            state,
-            by: Attribution::Thread,
-        }
-    }
+    use WaitEvent as E;
 
     const NO_TID: fn(u32, u32) -> Option<u32> = |_, _| None;
 
@@ -301,7 +288,7 @@ mod tests {
     fn a_preempted_vcpu_is_raised_until_it_halts() {
         let mut b = Booster::new(BoostConfig::default());
         let a = b.on_event(
-            &accept(1_000, 7, 2, VcpuState::Preempted, Some(77)),
+            &E::accept(1_000, 7, 2, VcpuState::Preempted, Some(77)),
             1_050,
             NO_TID,
         );
@@ -316,7 +303,7 @@ mod tests {
         // a second interrupt while raised changes nothing
         assert!(b
             .on_event(
-                &accept(1_100, 7, 2, VcpuState::Preempted, Some(77)),
+                &E::accept(1_100, 7, 2, VcpuState::Preempted, Some(77)),
                 1_100,
                 NO_TID
             )
@@ -350,17 +337,19 @@ mod tests {
             VcpuState::Unknown,
         ] {
             assert!(b
-                .on_event(&accept(1, 1, 0, s, Some(5)), 1, NO_TID)
+                .on_event(&E::accept(1, 1, 0, s, Some(5)), 1, NO_TID)
                 .is_empty());
         }
         assert!(b
-            .on_event(&accept(1, 1, 0, VcpuState::Preempted, None), 1, NO_TID)
+            .on_event(&E::accept(1, 1, 0, VcpuState::Preempted, None), 1, NO_TID)
             .is_empty());
         assert_eq!(b.stats().no_thread, 1);
         // the caller's thread map fills in
-        let a = b.on_event(&accept(2, 1, 0, VcpuState::Preempted, None), 2, |_, v| {
-            Some(100 + v)
-        });
+        let a = b.on_event(
+            &E::accept(2, 1, 0, VcpuState::Preempted, None),
+            2,
+            |_, v| Some(100 + v),
+        );
         assert_eq!(
             a,
             vec![BoostAction::Raise {
@@ -374,7 +363,7 @@ mod tests {
             ..BoostConfig::default()
         });
         assert_eq!(
-            any.on_event(&accept(1, 1, 0, VcpuState::Unknown, Some(5)), 1, NO_TID)
+            any.on_event(&E::accept(1, 1, 0, VcpuState::Unknown, Some(5)), 1, NO_TID)
                 .len(),
             1
         );
@@ -395,7 +384,7 @@ mod tests {
         let mut raised = 0;
         for _ in 0..10 {
             let acts = b.on_event(
-                &accept(now, 3, 0, VcpuState::Preempted, Some(9)),
+                &E::accept(now, 3, 0, VcpuState::Preempted, Some(9)),
                 now,
                 NO_TID,
             );
@@ -424,7 +413,7 @@ mod tests {
         );
         // another VM is not held back by the first one's share
         let acts = b.on_event(
-            &accept(now, 4, 0, VcpuState::Preempted, Some(10)),
+            &E::accept(now, 4, 0, VcpuState::Preempted, Some(10)),
             now,
             NO_TID,
         );

@@ -189,6 +189,22 @@ impl WaitEvent {
         }
     }
 
+    /// An accept as the program writes one for an interrupt a VM thread raised: fixed
+    /// delivery, no host IRQ handler, vector 0x30 (generated sequences, the simulator's trace).
+    pub fn accept(ts_ns: u64, vm: u32, vcpu: u32, state: VcpuState, tid: Option<u32>) -> Self {
+        WaitEvent::Accept {
+            ts_ns,
+            vm,
+            vcpu,
+            irq: None,
+            tid,
+            vector: 0x30,
+            dm: 0,
+            state,
+            by: Attribution::Thread,
+        }
+    }
+
     pub fn ts_ns(&self) -> u64 {
         match *self {
             WaitEvent::Accept { ts_ns, .. }
@@ -550,17 +566,7 @@ mod tests {
     use super::*;
 
     fn accept(ts: u64, vm: u32, vcpu: u32, state: VcpuState) -> WaitEvent {
-        WaitEvent::Accept {
-            ts_ns: ts,
-            vm,
-            vcpu,
-            irq: None,
-            tid: None,
-            vector: 0x30,
-            dm: 0,
-            state,
-            by: Attribution::Thread,
-        }
+        WaitEvent::accept(ts, vm, vcpu, state, None)
     }
 
     #[test]

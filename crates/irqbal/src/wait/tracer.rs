@@ -2,11 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
+use std::path::Path;
 use std::time::Duration;
 
 use super::vms::VmProc;
 use super::WaitEvent;
-use crate::ebpf::{chain, is_root, percpu_counters, wait_readable, Unavailable};
+use crate::ebpf::{attach_tp_btf, chain, is_root, percpu_counters, wait_readable, Unavailable};
 
 /// The program's tracepoints: (program, tp_btf name).
 pub const ATTACH: [(&str, &str); 6] = [
@@ -66,24 +67,12 @@ impl WaitTracer {
                 unavailable(format!("loading the eBPF program: {}{hint}", chain(&e)))
             })?;
         for (prog, tp) in ATTACH {
-            let p: &mut aya::programs::BtfTracePoint = bpf
-                .program_mut(prog)
-                .ok_or_else(|| unavailable(format!("the object has no program {prog}")))?
-                .try_into()
-                .map_err(|e| unavailable(format!("{prog}: {}", chain(&e))))?;
-            p.load(tp, &btf).map_err(|e| {
-                let hint = if tp.starts_with("kvm_") {
-                    " (is KVM built in or its module loaded? `modprobe kvm`)"
-                } else {
-                    ""
-                };
-                unavailable(format!(
-                    "loading {prog} at tp_btf/{tp}: {}{hint}",
-                    chain(&e)
-                ))
-            })?;
-            p.attach()
-                .map_err(|e| unavailable(format!("attaching tp_btf/{tp}: {}", chain(&e))))?;
+            let hint = if tp.starts_with("kvm_") {
+                " (is KVM built in or its module loaded? `modprobe kvm`)"
+            } else {
+                ""
+            };
+            attach_tp_btf(&mut bpf, &btf, prog, tp, hint)?;
         }
         let ring = aya::maps::RingBuf::try_from(
             bpf.take_map("events")
@@ -149,6 +138,22 @@ impl WaitTracer {
         self.vms = vms.iter().map(|v| v.pid).collect();
         self.irqs = irq_owner.keys().copied().collect();
         Ok(())
+    }
+
+    /// Find the VMs running now (`only`: just that process) and tell the program which they
+    /// are and which VFIO vectors are theirs; the VMs found.
+    pub fn refresh(&mut self, only: Option<u32>) -> Result<Vec<VmProc>, Unavailable> {
+        let vms: Vec<VmProc> = super::vms::scan(Path::new("/proc"), Path::new("/sys"))
+            .into_iter()
+            .filter(|v| only.is_none_or(|p| p == v.pid))
+            .collect();
+        let owners = std::fs::read_to_string("/proc/interrupts")
+            .ok()
+            .and_then(|t| topo::interrupts::parse_proc_interrupts(&t).ok())
+            .map(|t| super::vms::irq_owners(&t, &vms))
+            .unwrap_or_default();
+        self.set_vms(&vms, &owners)?;
+        Ok(vms)
     }
 
     /// Mark a vCPU raised (or not) by the booster: the program then pushes its thread's next

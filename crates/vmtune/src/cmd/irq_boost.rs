@@ -111,6 +111,8 @@ struct Summary {
     last_failure: Option<String>,
     restored: bool,
     journal: PathBuf,
+    /// Where the restored journal was kept.
+    archived_as: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -247,6 +249,60 @@ fn raise_self(prio: u32) -> Option<SchedState> {
     Some(before)
 }
 
+/// The summary as text.
+fn summary_text(sum: &Summary, a: &BoostArgs) -> String {
+    use std::fmt::Write as _;
+    let s = &sum.stats;
+    let mut out = format!(
+        "irq boost: {:.1} s, {} vCPU thread(s) journaled; {} boosts ({} ended by a halt, {} by \
+         the {} µs budget), {} refused by the {:.0} % share, {} without a known thread\n",
+        sum.seconds,
+        sum.threads_journaled,
+        s.raised,
+        s.lowered_halted,
+        s.lowered_budget,
+        a.budget_us,
+        s.refused_share,
+        a.max_share * 100.0,
+        s.no_thread
+    );
+    for (vm, ns) in &s.boosted_ns {
+        let _ = writeln!(
+            out,
+            "  VM pid {vm}: boosted {:.1} ms in all",
+            *ns as f64 / 1e6
+        );
+    }
+    if let Some(r) = &sum.reaction_us {
+        let _ = writeln!(
+            out,
+            "  reaction (accept → raised): p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs over {}",
+            r.p50, r.p99, r.max, r.count
+        );
+    }
+    if sum.lost > 0 {
+        let _ = writeln!(
+            out,
+            "  PARTIAL: {} events lost (ring buffer full)",
+            sum.lost
+        );
+    }
+    if let Some(f) = &sum.last_failure {
+        let _ = writeln!(out, "  {} raise/lower(s) failed, last: {f}", sum.failed);
+    }
+    if sum.restored {
+        let _ = writeln!(
+            out,
+            "  every thread restored{}",
+            sum.archived_as.as_ref().map_or(String::new(), |p| format!(
+                "; journal archived as {}",
+                p.display()
+            ))
+        );
+    }
+    out
+}
+
 pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
     if !(a.max_share.is_finite() && a.max_share > 0.0 && a.max_share <= 1.0) {
         bail!("--max-share must be in (0, 1]");
@@ -289,25 +345,10 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
         base_slice: sched::base_slice_ns(),
         raised: raised_state(a.priority),
     };
-    let scan = || -> Vec<vms::VmProc> {
-        vms::scan(Path::new("/proc"), Path::new("/sys"))
-            .into_iter()
-            .filter(|v| a.pid.is_none_or(|p| p == v.pid))
-            .collect()
-    };
-    let owners = |vms: &[vms::VmProc]| {
-        std::fs::read_to_string("/proc/interrupts")
-            .ok()
-            .and_then(|t| topo::interrupts::parse_proc_interrupts(&t).ok())
-            .map(|t| vms::irq_owners(&t, vms))
-            .unwrap_or_default()
-    };
-    let mut seen = scan();
+    let mut seen = tr.refresh(a.pid).map_err(|e| anyhow!("irq boost: {e}"))?;
     for vm in &seen {
         agent.journal_vm(vm)?;
     }
-    tr.set_vms(&seen, &owners(&seen))
-        .map_err(|e| anyhow!("irq boost: {e}"))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
@@ -394,16 +435,16 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if Instant::now() >= next_scan {
-            seen = scan();
+            match tr.refresh(a.pid) {
+                Ok(now) => seen = now,
+                Err(e) => err = Some(anyhow!("irq boost: {e}")),
+            }
             for vm in &seen {
                 if let Err(e) = agent.journal_vm(vm) {
                     err = Some(e);
                 }
             }
             names = named_vcpus(&seen);
-            if let Err(e) = tr.set_vms(&seen, &owners(&seen)) {
-                err = Some(anyhow!("irq boost: {e}"));
-            }
             next_scan += Duration::from_secs(1);
         }
     }
@@ -439,46 +480,12 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
         last_failure,
         restored: rep.failed == 0,
         journal: a.journal.clone(),
+        archived_as: rep.archived_as.clone(),
     };
     if a.json {
         print_json(&summary)?;
     } else {
-        let s = &summary.stats;
-        println!(
-            "irq boost: {:.1} s, {} vCPU thread(s) journaled; {} boosts ({} ended by a halt, {} \
-             by the {} µs budget), {} refused by the {:.0} % share, {} without a known thread",
-            summary.seconds,
-            summary.threads_journaled,
-            s.raised,
-            s.lowered_halted,
-            s.lowered_budget,
-            a.budget_us,
-            s.refused_share,
-            a.max_share * 100.0,
-            s.no_thread
-        );
-        for (vm, ns) in &s.boosted_ns {
-            println!("  VM pid {vm}: boosted {:.1} ms in all", *ns as f64 / 1e6);
-        }
-        if let Some(r) = &summary.reaction_us {
-            println!(
-                "  reaction (accept → raised): p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs over {}",
-                r.p50, r.p99, r.max, r.count
-            );
-        }
-        if summary.lost > 0 {
-            println!("  PARTIAL: {} events lost (ring buffer full)", summary.lost);
-        }
-        if let Some(f) = &summary.last_failure {
-            println!("  {failed} raise/lower(s) failed, last: {f}");
-        }
-        println!(
-            "  every thread restored{}",
-            rep.archived_as.as_ref().map_or(String::new(), |p| format!(
-                "; journal archived as {}",
-                p.display()
-            ))
-        );
+        print!("{}", summary_text(&summary, &a));
     }
     if let Some(e) = err {
         return Err(e);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use irqbal::wait::{self, render, tracer, vms, WaitBook, WaitEvent};
+use irqbal::wait::{self, render, tracer, WaitBook, WaitEvent};
 
 use super::common::print_json;
 
@@ -101,15 +101,9 @@ pub fn run(a: WaitArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let mut tr = tracer::WaitTracer::open().map_err(|e| anyhow::anyhow!("irq wait: {e}"))?;
-    let proc_root = std::path::Path::new("/proc");
-    let sys_root = std::path::Path::new("/sys");
-    let scan = || -> Vec<vms::VmProc> {
-        vms::scan(proc_root, sys_root)
-            .into_iter()
-            .filter(|v| a.pid.is_none_or(|p| p == v.pid))
-            .collect()
-    };
-    let mut seen = scan();
+    let mut seen = tr
+        .refresh(a.pid)
+        .map_err(|e| anyhow::anyhow!("irq wait: {e}"))?;
     if seen.is_empty() {
         let what = match a.pid {
             Some(p) => format!("process {p} is not a KVM VM (it holds no kvm-vm file)"),
@@ -130,18 +124,6 @@ pub fn run(a: WaitArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let interrupts = || {
-        std::fs::read_to_string("/proc/interrupts")
-            .ok()
-            .and_then(|t| topo::interrupts::parse_proc_interrupts(&t).ok())
-    };
-    let owners = |vms: &[vms::VmProc]| {
-        interrupts()
-            .map(|t| vms::irq_owners(&t, vms))
-            .unwrap_or_default()
-    };
-    tr.set_vms(&seen, &owners(&seen))
-        .map_err(|e| anyhow::anyhow!("irq wait: {e}"))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
@@ -182,14 +164,14 @@ pub fn run(a: WaitArgs) -> anyhow::Result<ExitCode> {
         });
         if Instant::now() >= next_scan {
             // VMs start and stop: keep the program's maps current
-            seen = scan();
+            seen = tr
+                .refresh(a.pid)
+                .map_err(|e| anyhow::anyhow!("irq wait: {e}"))?;
             for v in &seen {
                 if !all_seen.iter().any(|o| o.pid == v.pid) {
                     all_seen.push(v.clone());
                 }
             }
-            tr.set_vms(&seen, &owners(&seen))
-                .map_err(|e| anyhow::anyhow!("irq wait: {e}"))?;
             next_scan += Duration::from_secs(1);
         }
     }

@@ -63,6 +63,16 @@ pub fn line_with(from: &mut impl std::io::BufRead, marker: &str, secs: u64) -> S
     line
 }
 
+/// `vmtune restore --journal JOURNAL --json`, which must succeed; its report.
+pub fn restore(journal: &std::path::Path) -> serde_json::Value {
+    ok_json(&[
+        "restore",
+        "--journal",
+        journal.to_str().expect("a UTF-8 path"),
+        "--json",
+    ])
+}
+
 /// A /proc or /sys file's contents, trimmed; `None` when it cannot be read.
 pub fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
