@@ -464,8 +464,8 @@ impl Default for EevdfSpec {
 #[serde(deny_unknown_fields, default)]
 pub struct HostSpec {
     /// From an interrupt accepted for a waiting vCPU to that vCPU's thread raised, median and
-    /// 99th percentile, µs: what `vmtune irq boost` itself reports (accept → raised: the
-    /// program's event through the ring buffer, the agent's wake-up and `sched_setattr`) for
+    /// 99th percentile, µs: what `vmtune irq boost` itself reports (accept → raise decided: the
+    /// program's event through the ring buffer and the agent's wake-up; `sched_setattr` follows) for
     /// MSIs sent into a KVM VM on the development machine, a KVM guest itself, two runs of 300:
     /// p50 111 / 120 µs, p99 270 / 176 µs (the slower p99 kept). A synthetic trigger
     /// (`vmtune bench boost`: an eventfd instead of the ring buffer) gives p50 56, p99 ~137 µs.

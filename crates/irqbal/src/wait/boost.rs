@@ -262,11 +262,6 @@ impl Booster {
         self.active.values().map(|a| a.until).min()
     }
 
-    /// The vCPUs raised now, `(vm, vcpu)`.
-    pub fn active(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
-        self.active.iter().map(|(k, a)| (k.0, k.1, a.tid))
-    }
-
     /// Lower everything (the agent stops).
     pub fn lower_all(&mut self, now: u64) -> Vec<BoostAction> {
         let keys: Vec<(u32, u32)> = self.active.keys().copied().collect();

@@ -39,7 +39,7 @@ EEVDF slice, before anything changes (VMs that start later: before their first b
 SIGINT, SIGTERM or --duration it lowers every thread and restores the journal; after a crash
 or SIGKILL run `vmtune restore --journal FILE`.
 
-Measured on the development machine (a KVM guest itself), accept → thread raised: p50 111-120
+Measured on the development machine (a KVM guest itself), accept → raise decided: p50 111-120
 µs, p99 176-270 µs (the summary's reaction_us); the simulator's host-boost uses 115 / 270 µs.
 
 Examples:
@@ -92,7 +92,6 @@ pub enum OnArg {
 /// A vCPU thread the agent may raise, and how to put it back.
 struct Known {
     previous: SchedState,
-    raised: bool,
 }
 
 /// The agent's summary.
@@ -102,7 +101,9 @@ struct Summary {
     vms: Vec<vms::VmProc>,
     threads_journaled: usize,
     stats: irqbal::wait::boost::BoostStats,
-    /// Accept → thread raised, µs (the agent's reaction, without the scheduler's switch).
+    /// Accept → the agent's decision to raise the thread, µs (its reaction: the event through
+    /// the ring buffer and the agent's wake-up; the `sched_setattr` follows, and the
+    /// scheduler's switch).
     reaction_us: Option<Reaction>,
     /// Lost ring-buffer events (boosts may have been missed).
     lost: u64,
@@ -218,25 +219,17 @@ impl Agent {
                     Some("raised while an interrupt waits".into()),
                 )
                 .context("writing the journal")?;
-            self.known.insert(
-                tid,
-                Known {
-                    previous,
-                    raised: false,
-                },
-            );
+            self.known.insert(tid, Known { previous });
         }
         Ok(())
     }
 
     fn set(&mut self, tid: u32, raise: bool) -> Result<(), String> {
-        let Some(k) = self.known.get_mut(&tid) else {
+        let Some(k) = self.known.get(&tid) else {
             return Err(format!("thread {tid} is not journaled"));
         };
         let st = if raise { self.raised } else { k.previous };
-        sched::set(tid as i32, &st).map_err(|e| format!("thread {tid}: {e}"))?;
-        k.raised = raise;
-        Ok(())
+        sched::set(tid as i32, &st).map_err(|e| format!("thread {tid}: {e}"))
     }
 }
 
@@ -276,7 +269,7 @@ fn summary_text(sum: &Summary, a: &BoostArgs) -> String {
     if let Some(r) = &sum.reaction_us {
         let _ = writeln!(
             out,
-            "  reaction (accept → raised): p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs over {}",
+            "  reaction (accept → raise decided): p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs over {}",
             r.p50, r.p99, r.max, r.count
         );
     }
