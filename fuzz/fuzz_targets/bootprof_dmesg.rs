@@ -5,8 +5,8 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(s) = std::str::from_utf8(data) {
         for line in s.lines() {
-            let _ = bootprof::dmesg::parse_line(line);
-            let _ = bootprof::dmesg::wall_clock_shape(line);
+            let _ = bootprof::parse::dmesg::parse_line(line);
+            let _ = bootprof::parse::dmesg::wall_clock_shape(line);
         }
     }
 });

@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(s) = std::str::from_utf8(data) {
         for line in s.lines() {
-            if let Err(e) = bootprof::journal::fast_paths_agree(line) {
+            if let Err(e) = bootprof::parse::journal::fast_paths_agree(line) {
                 panic!("{e}: {line:?}");
             }
         }

@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let sandbox = match sb % 4 {
         0 => None,
-        1 => Some(bootprof::gen::TEMPLATE_SANDBOX.to_string()),
+        1 => Some(bootprof::synth::gen::TEMPLATE_SANDBOX.to_string()),
         2 => Some("38f55c4a".to_string()),
         _ => Some(String::new()),
     };
@@ -41,16 +41,16 @@ fuzz_target!(|data: &[u8]| {
     .expect("reading a slice cannot fail");
     assert_eq!(ing.finish(), want, "small-buffer stream");
     // the console census (which sandbox to parse when none is named) on the same bytes
-    let mut census = bootprof::ingest::Census::default();
+    let mut census = bootprof::parse::ingest::Census::default();
     census.add(rest);
     let _ = census.busiest();
     // compressed input (gzip, bzip2), told by its first bytes: unpacked or refused, never a
     // panic; plain bytes come back untouched
-    match bootprof::ingest::unpack(rest) {
-        Ok(bootprof::ingest::Unpacked::Text(t)) => {
+    match bootprof::parse::ingest::unpack(rest) {
+        Ok(bootprof::parse::ingest::Unpacked::Text(t)) => {
             let _ = Ingester::new(Options::default()).read("fuzz", t);
         }
-        Ok(bootprof::ingest::Unpacked::Plain(r)) => assert_eq!(r, rest, "plain input consumed"),
+        Ok(bootprof::parse::ingest::Unpacked::Plain(r)) => assert_eq!(r, rest, "plain input consumed"),
         Err(_) => {}
     }
 });

@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         1 => Some(""),
         _ => Some("c9f7"),
     };
-    if let Err(e) = bootprof::ingest::template_agrees(rest, want) {
+    if let Err(e) = bootprof::parse::ingest::template_agrees(rest, want) {
         panic!("{e}");
     }
 });

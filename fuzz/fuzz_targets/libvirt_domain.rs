@@ -42,10 +42,12 @@ fn plan(windows: bool) -> Plan {
             hyperv_off: vec![],
             hyperv_passthrough: false,
             invtsc: true,
+            invtsc_disabled: false,
             hide_hypervisor: false,
             kvm_hidden: windows,
             timers: vec![Timer { name: "hpet".into(), present: false, tickpolicy: None }],
         },
+        vcpu_sched: None,
         rationale: vec![],
         warnings: vec![],
     }

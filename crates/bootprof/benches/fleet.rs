@@ -7,7 +7,7 @@
 //! 20-boot node in the same run.
 
 use bootprof::fleet::{self, FleetOptions};
-use bootprof::ingest::{Ingest, Ingester, Options};
+use bootprof::parse::ingest::{Ingest, Ingester, Options};
 use bootprof::synth::{fleet as gen_fleet, Spec};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
@@ -19,7 +19,7 @@ fn node(boots: usize) -> Ingest {
             s
         })
         .collect();
-    let start = bootprof::time::parse_rfc3339("2026-03-02T08:15:00.25Z").expect("start");
+    let start = bootprof::parse::time::parse_rfc3339("2026-03-02T08:15:00.25Z").expect("start");
     let nodes = gen_fleet(
         &[("gpu-01".to_string(), specs)],
         start,

@@ -11,8 +11,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
-use bootprof::gen::{generate, TEMPLATE_SANDBOX};
-use bootprof::ingest::{Ingest, Ingester, Options, Parallel};
+use bootprof::parse::ingest::{Ingest, Ingester, Options, Parallel};
+use bootprof::synth::gen::{generate, TEMPLATE_SANDBOX};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 fn have(bin: &str) -> bool {
@@ -33,7 +33,7 @@ fn ingester() -> Ingester {
 fn timeline(ing: Ingester) -> bootprof::Report {
     let ing: Ingest = ing.finish();
     assert!(ing.stats.events > 800, "the template boot is parsed");
-    bootprof::timeline::build(&ing, Some(TEMPLATE_SANDBOX)).expect("timeline")
+    bootprof::analyze::build(&ing, Some(TEMPLATE_SANDBOX)).expect("timeline")
 }
 
 fn mapped(path: &Path, threads: usize) -> bootprof::Report {

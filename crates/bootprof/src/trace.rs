@@ -1,5 +1,5 @@
 //! Host-side tracing scripts for `vmtune boot trace`. Their output is what
-//! [`crate::bpftrace`] parses.
+//! [`crate::parse::bpftrace`] parses.
 
 /// The Kata GPU boot study's kprobe/kretprobe on `vfio_pin_pages_remote` (vfio_iommu_type1),
 /// stamped with bpftrace's `strftime` (`%f`: microseconds, bpftrace ≥ 0.14; `%z`: the zone
@@ -78,7 +78,7 @@ pub fn scripts() -> [(&'static str, &'static str); 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bpftrace::{parse_line, BpfLine};
+    use crate::parse::bpftrace::{parse_line, BpfLine};
 
     /// The `printf` formats of a bpftrace script, in order.
     fn formats(script: &str) -> Vec<String> {
@@ -110,7 +110,7 @@ mod tests {
     /// What bpftrace's `strftime("%Y-%m-%dT%H:%M:%S.%f%z", t)` prints for the instant
     /// `utc_ns` on a host `zone_s` east of UTC: local wall time, its microseconds, the zone.
     fn strftime(utc_ns: i64, zone_s: i64) -> String {
-        let local = crate::time::format_rfc3339(utc_ns + zone_s * 1_000_000_000);
+        let local = crate::parse::time::format_rfc3339(utc_ns + zone_s * 1_000_000_000);
         let (secs, frac) = local
             .trim_end_matches('Z')
             .split_once('.')

@@ -4,8 +4,8 @@
 
 use std::io::{BufReader, Write};
 
-use bootprof::gen::{generate, TEMPLATE_SANDBOX};
-use bootprof::ingest::{ingest_bytes, Body, Ingest, Ingester, Options, Parallel};
+use bootprof::parse::ingest::{ingest_bytes, Body, Ingest, Ingester, Options, Parallel};
+use bootprof::synth::gen::{generate, TEMPLATE_SANDBOX};
 use proptest::prelude::*;
 
 fn opts(sandbox: Option<&str>) -> Options {

@@ -3,7 +3,7 @@
 //! shapes that carry seconds since boot give the same timeline as plain `dmesg`; the
 //! wall-clock shapes are counted and named, never placed on a boot.
 
-use bootprof::ingest::{Ingester, Options};
+use bootprof::parse::ingest::{Ingester, Options};
 use bootprof::{build, Report};
 
 const PLAIN: &str = include_str!("fixtures/dmesg-plain.txt");

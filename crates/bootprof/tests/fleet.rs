@@ -8,11 +8,11 @@
 //! within the same tolerance of the percentiles of the true values; the groupings' counts.
 
 use bootprof::fleet::{self, Fleet, FleetOptions, PHASES};
-use bootprof::ingest::{Ingest, Ingester, Options};
+use bootprof::parse::ingest::{Ingest, Ingester, Options};
+use bootprof::parse::time::parse_rfc3339;
 use bootprof::synth::{
     fleet as gen_fleet, Bind, JournalFormat, NodeRecords, Outcome, RamPages, Spec, Truth,
 };
-use bootprof::time::parse_rfc3339;
 use proptest::prelude::*;
 
 /// The files of one node, named as a user would give them.
@@ -58,7 +58,7 @@ fn single(n: &NodeRecords, sandbox: &str, trace_shift_h: Option<i64>) -> bootpro
     }
     let opts = bootprof::AnalyzeOptions {
         sandbox: Some(sandbox.to_string()),
-        clocks: bootprof::clocks::ClockOptions {
+        clocks: bootprof::analyze::clocks::ClockOptions {
             trace_shift_h,
             ..Default::default()
         },
@@ -109,7 +109,7 @@ fn check(nodes: &[NodeRecords], f: &Fleet) -> Result<(), String> {
             "{} rows and {} without a boot (truth: {boots} boots)\n{}",
             f.rows.len(),
             f.without_boot.len(),
-            fleet::render::text(f)
+            bootprof::render::fleet::text(f)
         ));
     }
     // (kind) → (fleet value, true value, tolerance) of every counted cell
@@ -544,7 +544,7 @@ fn three_nodes_every_case() {
         pages.contains(&Some("hugepages")) && pages.contains(&Some("4K")),
         "{pages:?}"
     );
-    let text = fleet::render::text(&f);
+    let text = bootprof::render::fleet::text(&f);
     for host in [
         "gpu-01.dc1.example",
         "gpu-02.dc1.example",

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use bootprof::fleet::{self, Fleet, FleetOptions};
-use bootprof::gen::generate;
-use bootprof::ingest::{Ingest, Ingester, Options, Parallel};
+use bootprof::parse::ingest::{Ingest, Ingester, Options, Parallel};
+use bootprof::synth::gen::generate;
 use bootprof::{AnalyzeOptions, Report};
 use serde_json::Value;
 
@@ -47,7 +47,7 @@ fn single(files: &[(String, Vec<u8>)], id: &str, boot: usize, shift: Option<i64>
         &ing,
         &AnalyzeOptions {
             sandbox: Some(want),
-            clocks: bootprof::clocks::ClockOptions {
+            clocks: bootprof::analyze::clocks::ClockOptions {
                 trace_shift_h: shift,
                 ..Default::default()
             },

@@ -3,7 +3,7 @@
 //! short: every entry's `MESSAGE` is the logfmt line, `_HOSTNAME` the node,
 //! `__REALTIME_TIMESTAMP` the time of a line without `time=`.
 
-use bootprof::ingest::{ingest_str, Options};
+use bootprof::parse::ingest::{ingest_str, Options};
 use bootprof::Report;
 
 const SHORT: &str = include_str!("fixtures/run2-containerd.journal");

@@ -3,7 +3,7 @@
 //! such call with its duration, names it as of unknown size and process, and never folds it
 //! into the guest RAM row (which grew to start 100 s early when one sat before the BAR pins).
 
-use bootprof::ingest::{Ingester, Options};
+use bootprof::parse::ingest::{Ingester, Options};
 
 const JOURNAL: &str = include_str!("fixtures/run2-containerd.journal");
 const PINS: &str = include_str!("fixtures/run2-bpftrace.txt");
@@ -31,7 +31,7 @@ fn returns_without_their_call_are_counted_apart_from_guest_ram() {
     let s = &base.pin_summary;
     // the study's trace: one call line is cut (`025-11-20T…`), its return stays alone
     assert_eq!((s.calls, s.size_unknown), (33, 1));
-    let text = bootprof::report::text(&base);
+    let text = bootprof::render::boot::text(&base);
     let (label, start) = ram_row(&text);
     assert_eq!(label, "RAM ×25", "{text}");
     assert!((start - 138.459).abs() < 1e-3, "{text}");
@@ -45,7 +45,7 @@ fn returns_without_their_call_are_counted_apart_from_guest_ram() {
         format!("2025-11-20T17:56:20.000000000Z: vfio_pin_pages_remote took 900 ms\n{PINS}");
     let r = report(&early);
     assert_eq!((r.pin_summary.calls, r.pin_summary.size_unknown), (34, 2));
-    let text = bootprof::report::text(&r);
+    let text = bootprof::render::boot::text(&r);
     assert_eq!(ram_row(&text), ("RAM ×25".to_string(), start), "{text}");
     let alone: Vec<_> = r
         .phases
@@ -81,7 +81,7 @@ fn a_pin_trace_alone_does_not_guess_which_pins_are_guest_ram() {
         "{:?}",
         r.clocks.notes
     );
-    let text = bootprof::report::text(&r);
+    let text = bootprof::render::boot::text(&r);
     assert!(!text.contains("RAM ×"), "{text}");
     assert!(text.contains("pins ×32"), "{text}");
     assert_eq!(r.pin_summary.calls, 33);
@@ -108,6 +108,6 @@ fn a_sandbox_takes_no_pins_of_a_process_that_pins_nothing_during_its_lines() {
     assert_eq!(r.pin_summary.calls, 0, "{:?}", r.phases);
     assert!(!r.phases.iter().any(|p| p.name == "dma_pinning"));
     assert_eq!(r.pin_summary.foreign_calls, 33);
-    let text = bootprof::report::text(&r);
+    let text = bootprof::render::boot::text(&r);
     assert!(!text.contains("the log ends during"), "{text}");
 }

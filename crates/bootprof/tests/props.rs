@@ -1,6 +1,6 @@
 //! Property tests: no input makes the parsers panic, and the line accounting holds.
 
-use bootprof::ingest::{ingest_bytes, Options};
+use bootprof::parse::ingest::{ingest_bytes, Options};
 use proptest::prelude::*;
 
 const SEEDS: &[&str] = &[
@@ -55,7 +55,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..4096)) {
         let ing = ingest_bytes("fuzz", &data, Options::default());
-        let _ = bootprof::timeline::build(&ing, None);
+        let _ = bootprof::analyze::build(&ing, None);
     }
 
     #[test]
@@ -82,20 +82,20 @@ proptest! {
         let accounted =
             s.events + s.unrecognized + s.other_sandbox + s.wall_clock_kernel + s.bad.total();
         prop_assert!(accounted >= s.lines && accounted <= s.lines + s.bad.out_of_order);
-        if let Ok(r) = bootprof::timeline::build(&ing, None) {
+        if let Ok(r) = bootprof::analyze::build(&ing, None) {
             for p in &r.phases {
                 prop_assert!(p.duration_s >= 0.0 && p.end_s >= p.start_s);
             }
-            let _ = bootprof::report::html(&r);
-            let _ = bootprof::report::text(&r);
+            let _ = bootprof::render::boot::html(&r);
+            let _ = bootprof::render::boot::text(&r);
         }
     }
 
     #[test]
     fn rfc3339_round_trips(secs in 0i64..4_000_000_000, us in 0i64..1_000_000) {
         let ns = secs * 1_000_000_000 + us * 1000;
-        let s = bootprof::time::format_rfc3339(ns);
-        prop_assert_eq!(bootprof::time::parse_rfc3339(&s), Some(ns));
+        let s = bootprof::parse::time::format_rfc3339(ns);
+        prop_assert_eq!(bootprof::parse::time::parse_rfc3339(&s), Some(ns));
     }
 
     #[test]
@@ -116,11 +116,11 @@ fn huge_spans_stay_small() {
     // a guest stamp of ~3 years and a 1e9 ms pin: the page must stay small
     let text = "[    0.000000] Linux version x\n[99999999.000000] Run /init as init process\n";
     let ing = ingest_bytes("t", text.as_bytes(), Options::default());
-    let r = bootprof::timeline::build(&ing, None).unwrap();
-    assert!(bootprof::report::html(&r).len() < 100_000);
+    let r = bootprof::analyze::build(&ing, None).unwrap();
+    assert!(bootprof::render::boot::html(&r).len() < 100_000);
     let text = "2025-11-20T17:56:21.688170596Z: vfio_pin_pages_remote(): vaddr=0x1 npage=1 size=4096B limit=1 pid=1\n2200-12-31T23:59:59.999999999Z: vfio_pin_pages_remote took 999999999 ms\n1970-01-01T00:00:00Z: vfio_pin_pages_remote took 5 ms\n";
     let ing = ingest_bytes("t", text.as_bytes(), Options::default());
-    if let Ok(r) = bootprof::timeline::build(&ing, None) {
-        assert!(bootprof::report::html(&r).len() < 100_000);
+    if let Ok(r) = bootprof::analyze::build(&ing, None) {
+        assert!(bootprof::render::boot::html(&r).len() < 100_000);
     }
 }

@@ -7,7 +7,7 @@
 //! Kata GPU boot study's driver bind logged while the host still pins the BAR, an IOMMUFD
 //! boot with no pin trace, and an emulated VGA next to the GPUs.
 
-use bootprof::ingest::{Ingester, Options};
+use bootprof::parse::ingest::{Ingester, Options};
 use bootprof::{build_with, AnalyzeOptions, Report};
 
 fn go_quote(s: &str) -> String {
@@ -70,7 +70,7 @@ fn analyze(files: &[(&str, &str)], sandbox: Option<&str>, tz: Option<i64>) -> Re
         &ing.finish(),
         &AnalyzeOptions {
             sandbox: sandbox.map(str::to_string),
-            clocks: bootprof::clocks::ClockOptions {
+            clocks: bootprof::analyze::clocks::ClockOptions {
                 year: None,
                 tz,
                 trace_shift_h: None,
@@ -150,7 +150,12 @@ fn pre_314_agent_and_create_container_timeout() {
         .replace(" name=", " error=\"rpc error: code = DeadlineExceeded desc = CreateContainerRequest timed out\" name=");
     let r = analyze(&[("containerd.log", &j)], Some("test"), None);
     assert_eq!(r.sandbox.as_deref(), Some("test"));
-    assert_eq!(r.state.status, "failed", "{}", bootprof::report::text(&r));
+    assert_eq!(
+        r.state.status,
+        "failed",
+        "{}",
+        bootprof::render::boot::text(&r)
+    );
     let f = r.state.failure.as_ref().unwrap();
     assert_eq!(f.step, "create_container");
     assert!(f.summary.contains("CDI never resolved"), "{}", f.summary);
@@ -168,7 +173,7 @@ fn pre_314_agent_and_create_container_timeout() {
         .findings
         .iter()
         .any(|f| f.phase == "cdi_wait" && f.fix.contains("hugepages")));
-    let text = bootprof::report::text(&r);
+    let text = bootprof::render::boot::text(&r);
     assert!(text.contains("State: FAILED at create_container"), "{text}");
     assert!(!text.contains("-0.0"), "{text}");
 }
@@ -233,7 +238,7 @@ fn sandbox_arch_booted_twice_on_a_minus_four_host() {
     assert_eq!(r1.cdi.as_ref().unwrap().tries, 3);
     assert_eq!(r1.boot.as_ref().unwrap().shim_pid, Some(7001));
     // the zone of the host is read from the lines, not assumed
-    assert!(bootprof::report::text(&r).contains("Other boots of this sandbox"));
+    assert!(bootprof::render::boot::text(&r).contains("Other boots of this sandbox"));
 }
 
 trait Span {
@@ -336,7 +341,7 @@ fn zh_cn_journal_prefix_only_lines() {
         let r = analyze(&[("journal-zh.log", &j)], None, tz);
         let vm = r
             .phase("vm_create")
-            .unwrap_or_else(|| panic!("{}", bootprof::report::text(&r)));
+            .unwrap_or_else(|| panic!("{}", bootprof::render::boot::text(&r)));
         // 21:11:20 local (+08:00) is 13:11:20Z; guest boot at 13:11:30.1Z
         assert_eq!(r.t0.as_deref(), Some("2022-01-19T13:11:20.000000Z"));
         assert!((vm.duration_s - 10.1).abs() < 0.01, "{}", vm.duration_s);
@@ -501,7 +506,7 @@ fn iommufd_boot_without_pin_lines() {
         "{}",
         f.text
     );
-    let text = bootprof::report::text(&r);
+    let text = bootprof::render::boot::text(&r);
     assert!(!text.contains("0 GiB pinned in 0.0 s"), "{text}");
     assert!(!r
         .findings

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use bootprof::ingest::{Ingester, Options};
-use bootprof::timeline::{build, Report};
+use bootprof::analyze::{build, Report};
+use bootprof::parse::ingest::{Ingester, Options};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -332,7 +332,7 @@ fn bad_lines_counted_not_fatal() {
 #[test]
 fn html_is_self_contained() {
     let r = analyze(&["run2-containerd.journal", "run2-bpftrace.txt"], None);
-    let h = bootprof::report::html(&r);
+    let h = bootprof::render::boot::html(&r);
     assert!(h.starts_with("<!DOCTYPE html>"));
     assert!(h.contains("<svg"));
     for bad in ["<script", "src=", "href=", "@import", "url(", "https://"] {
@@ -340,7 +340,7 @@ fn html_is_self_contained() {
     }
     assert_eq!(
         h.matches("<rect").count(),
-        bootprof::report::text(&r)
+        bootprof::render::boot::text(&r)
             .lines()
             .filter(|l| l.starts_with(|c: char| c.is_ascii_lowercase()) && l.contains(" → "))
             .count()
@@ -350,7 +350,7 @@ fn html_is_self_contained() {
 #[test]
 fn text_report_snapshot() {
     let r = analyze(&["run2-containerd.journal", "run2-bpftrace.txt"], None);
-    insta::assert_snapshot!(bootprof::report::text(&r));
+    insta::assert_snapshot!(bootprof::render::boot::text(&r));
 }
 
 #[test]

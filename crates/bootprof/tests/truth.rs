@@ -4,9 +4,9 @@
 //! across GPU counts, BAR and RAM sizes, page backing, bind timing, enable order, zones and
 //! locales, clock offsets, cuts, other VMs' pins, other sandboxes and failures.
 
-use bootprof::ingest::{Ingester, Options};
+use bootprof::parse::ingest::{Ingester, Options};
+use bootprof::parse::time::parse_rfc3339;
 use bootprof::synth::{render, Bind, JournalFormat, Outcome, RamPages, Records, Spec};
-use bootprof::time::parse_rfc3339;
 use bootprof::{build, Report};
 use proptest::prelude::*;
 
@@ -27,7 +27,7 @@ fn analyze(rec: &Records, sandbox: Option<&str>) -> Report {
 /// Check the report against the truth; `Err` names what differs.
 fn check(spec: &Spec, rec: &Records, r: &Report) -> Result<(), String> {
     let t = &rec.truth;
-    let ctx = || format!("\n{}", bootprof::report::text(r));
+    let ctx = || format!("\n{}", bootprof::render::boot::text(r));
     if r.state.status != t.status {
         return Err(format!(
             "status {} (truth {}){}",
@@ -52,7 +52,7 @@ fn check(spec: &Spec, rec: &Records, r: &Report) -> Result<(), String> {
             ctx()
         ));
     }
-    let text = bootprof::report::text(r);
+    let text = bootprof::render::boot::text(r);
     if text.contains("-0.0 s") || text.contains("-0.000 s") {
         return Err(format!("a negative zero is printed{}", ctx()));
     }
@@ -173,7 +173,7 @@ fn check(spec: &Spec, rec: &Records, r: &Report) -> Result<(), String> {
             return Err(format!(
                 "boot starts at {:?} (truth {}){}",
                 r.t0,
-                bootprof::time::format_rfc3339(t.vm_start),
+                bootprof::parse::time::format_rfc3339(t.vm_start),
                 ctx()
             ));
         }

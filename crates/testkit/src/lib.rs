@@ -22,6 +22,9 @@
 //!   other processes share and change (the hugepage pool) do not belong in a snapshot: check
 //!   what vmtune read, wrote and read back instead.
 //!
+//! [`layout`] reads a crate's source with `syn` for the layout tests: functions over a length
+//! limit and import circles between modules.
+//!
 //! Probes for the usual requirements: [`is_root`], [`which`], [`can_write`], [`guest_kernel`],
 //! [`read_u64`].
 //!
@@ -37,6 +40,7 @@
 //! ```
 
 pub mod kvm;
+pub mod layout;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -35,7 +35,7 @@ fn three_nodes() -> Vec<NodeRecords> {
     f.prefix_only_pct = 100;
     let mut g = Spec::study(27);
     g.head_cut = Some(0.5);
-    let start = bootprof::time::parse_rfc3339("2026-01-12T09:00:00.5Z").unwrap();
+    let start = bootprof::parse::time::parse_rfc3339("2026-01-12T09:00:00.5Z").unwrap();
     fleet(
         &[
             ("gpu-a1.example.net".into(), vec![a, b, c]),
@@ -406,7 +406,7 @@ fn an_untraced_memory_hotplug_is_left_out() {
 #[test]
 fn nodes_from_the_host_field_and_the_files() {
     let dir = tempfile::tempdir().unwrap();
-    let start = bootprof::time::parse_rfc3339("2026-02-03T04:05:06.7Z").unwrap();
+    let start = bootprof::parse::time::parse_rfc3339("2026-02-03T04:05:06.7Z").unwrap();
     let mut cat = Spec::study(31);
     cat.journal_format = JournalFormat::Cat;
     let mut precise = Spec::study(32);

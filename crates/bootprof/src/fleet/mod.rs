@@ -2,12 +2,12 @@
 //! they say together — one row per boot, percentiles per phase, the slowest boots and the
 //! phase that made each slow, and groupings by node, GPU count and page size.
 //!
-//! The inputs are read once ([`crate::Ingester`]); [`crate::select::boots`] splits the
+//! The inputs are read once ([`crate::Ingester`]); [`crate::analyze::select::boots`] splits the
 //! lines into boots (node × sandbox × shim pid) in one pass over the events, and each boot
 //! gets its own lines plus the lines of its node that name no sandbox (traces, dmesg,
-//! `kubectl describe`), then [`crate::timeline::analyze`] — the single-boot analysis, so a
+//! `kubectl describe`), then [`crate::analyze::analyze`] — the single-boot analysis, so a
 //! row is exactly what `vmtune boot analyze --sandbox ID@N` reports — on all CPUs. A node's
-//! host traces and kubectl output are read once for all its boots ([`crate::traces`]): each
+//! host traces and kubectl output are read once for all its boots ([`crate::analyze::traces`]): each
 //! boot looks up the pin calls near its own time window by binary search, so a node's
 //! boots cost in proportion to their number, not its square.
 //!
@@ -27,14 +27,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
 
-use crate::clocks::ClockOptions;
-use crate::ingest::{Body, ClockSamples, Ingest};
-use crate::kubectl::KubectlLine;
-use crate::model::Report;
-use crate::select;
-use crate::traces::{is_trace, Traces};
-
-pub mod render;
+use crate::analyze::clocks::ClockOptions;
+use crate::analyze::model::Report;
+use crate::analyze::select;
+use crate::analyze::traces::{is_trace, Traces};
+use crate::parse::ingest::{Body, ClockSamples, Ingest};
+use crate::parse::kubectl::KubectlLine;
 
 /// The phases of a boot, in boot order: the columns of the fleet view.
 pub const PHASES: [&str; 8] = [
@@ -246,7 +244,7 @@ pub struct Fleet {
     pub trace_shift_h: BTreeMap<String, i64>,
     pub states: BTreeMap<&'static str, usize>,
     pub started_late: usize,
-    pub stats: crate::ingest::Stats,
+    pub stats: crate::parse::ingest::Stats,
 }
 
 /// What a file is, for the node it belongs to.
@@ -472,7 +470,7 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
             traces,
             clocks.get(&node).unwrap_or(&fallback),
         );
-        let mut r = crate::timeline::analyze(
+        let mut r = crate::analyze::analyze(
             &sel,
             &ClockOptions {
                 trace_shift_h: trace_shift_h.or(opts.clocks.trace_shift_h),
@@ -492,20 +490,20 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         // alone would turn any sandbox whose time window they fall in into a boot
         // its own events are in file order, and so are the lines of a run (nothing comes
         // between them): a line is found by bisection
-        let mine: Vec<&crate::ingest::Event> = own
+        let mine: Vec<&crate::parse::ingest::Event> = own
             .get(k)
             .into_iter()
             .flatten()
             .filter_map(|&i| ing.events.get(i as usize))
             .collect();
-        let is_mine = |s: crate::ingest::SrcRef| {
+        let is_mine = |s: crate::parse::ingest::SrcRef| {
             let at = mine.partition_point(|e| (e.src.file, e.src.line) <= (s.file, s.line));
             let Some(e) = at.checked_sub(1).and_then(|i| mine.get(i)) else {
                 return false;
             };
             e.src.file == s.file
                 && (e.src.line == s.line
-                    || matches!(&e.body, crate::ingest::Body::AgentRun(r)
+                    || matches!(&e.body, crate::parse::ingest::Body::AgentRun(r)
                         if r.lines.binary_search_by_key(&s.line, |l| l.line).is_ok()))
         };
         let shown = if !shows_boot(&r, is_mine) {
@@ -759,7 +757,8 @@ fn round3(v: f64) -> f64 {
 
 /// Seconds of phase `kind` in `r`, and whether it is counted in the fleet's percentiles.
 pub fn counted(r: &Report, kind: &str) -> PhaseCell {
-    let inst: Vec<&crate::model::Phase> = r.phases.iter().filter(|p| p.name == kind).collect();
+    let inst: Vec<&crate::analyze::model::Phase> =
+        r.phases.iter().filter(|p| p.name == kind).collect();
     if inst.is_empty() {
         return PhaseCell {
             s: None,
@@ -776,7 +775,7 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
     let why = if inst.iter().any(|p| p.estimated) {
         Some(Excluded::Estimated)
     } else {
-        let cut = crate::state::cut_by_late_start(kind, late, r.cdi.as_ref());
+        let cut = crate::analyze::state::cut_by_late_start(kind, late, r.cdi.as_ref());
         match kind {
             // the single-boot report says "at least" of these (`Phase::at_least`)
             "vm_create" | "kernel_boot" | "pci_enumeration" | "dma_pinning" if cut => {
@@ -816,7 +815,7 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
 /// they would make a boot of every sandbox whose time window they fall in (a VM already
 /// running when the log starts). A report that shows none is a sandbox without a boot
 /// (`no_boot`), not a row.
-pub fn shows_boot(r: &Report, own: impl Fn(crate::ingest::SrcRef) -> bool) -> bool {
+pub fn shows_boot(r: &Report, own: impl Fn(crate::parse::ingest::SrcRef) -> bool) -> bool {
     r.state.failure.is_some()
         || r.phases
             .iter()

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use bootprof::estimate::{self, Backend, Constants, Input, PageSize};
-use bootprof::{fleet, report, timeline, Ingester, Options};
+use bootprof::{fleet, render, Ingester, Options};
 use clap::{Args as ClapArgs, Subcommand};
 use serde::Serialize;
 
@@ -217,7 +217,7 @@ struct BenchArgs {
     #[arg(long)]
     all: bool,
     /// Sandbox to extract (default: the generator's first sandbox).
-    #[arg(long, default_value = bootprof::gen::TEMPLATE_SANDBOX)]
+    #[arg(long, default_value = bootprof::synth::gen::TEMPLATE_SANDBOX)]
     sandbox: String,
     /// Rounds: each side runs once per round, in rotated order (median, best and worst are
     /// reported, and the ratio of the runs of each round).
@@ -319,7 +319,7 @@ fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
         if name == "-" {
             // streamed: memory stays bounded by the buffer and the longest line
             let stdin = BufReader::with_capacity(1 << 20, std::io::stdin().lock());
-            let text = bootprof::ingest::text_of(stdin).context("reading stdin")?;
+            let text = bootprof::parse::ingest::text_of(stdin).context("reading stdin")?;
             ing.read("<stdin>", text).context("reading stdin")?;
         } else {
             // regular files are memory-mapped and scanned on all CPUs; pipes are streamed
@@ -330,19 +330,19 @@ fn read_inputs(files: &[PathBuf], opts: Options) -> Result<bootprof::Ingest> {
     Ok(ing.finish())
 }
 
-fn clock_options(a: &AnalyzeArgs) -> Result<bootprof::clocks::ClockOptions> {
+fn clock_options(a: &AnalyzeArgs) -> Result<bootprof::analyze::clocks::ClockOptions> {
     let tz = match &a.tz {
-        Some(s) => Some(bootprof::time::parse_utc_offset(s).with_context(|| {
+        Some(s) => Some(bootprof::parse::time::parse_utc_offset(s).with_context(|| {
             format!("invalid --tz {s:?}: give a UTC offset such as +08:00, -04:00 or UTC")
         })?),
         None => None,
     };
     if let Some(y) = a.year {
-        if !bootprof::time::YEARS.contains(&y) {
+        if !bootprof::parse::time::YEARS.contains(&y) {
             bail!("--year {y} is outside 1970..=2200");
         }
     }
-    Ok(bootprof::clocks::ClockOptions {
+    Ok(bootprof::analyze::clocks::ClockOptions {
         year: a.year,
         tz,
         trace_shift_h: None,
@@ -353,14 +353,14 @@ fn clock_options(a: &AnalyzeArgs) -> Result<bootprof::clocks::ClockOptions> {
 fn one_boot(
     files: &[PathBuf],
     sandbox: Option<&str>,
-    clocks: bootprof::clocks::ClockOptions,
+    clocks: bootprof::analyze::clocks::ClockOptions,
 ) -> Result<bootprof::Report> {
     let (files, repeats) = distinct_inputs(files)?;
     let files = files.as_slice();
     // Without --sandbox, a byte-level census of the files picks the sandbox with the most
     // guest console lines, so that only its lines are parsed (stdin cannot be read twice).
     let census = if sandbox.is_none() && files.iter().all(|f| f.as_os_str() != "-") {
-        let mut c = bootprof::ingest::Census::default();
+        let mut c = bootprof::parse::ingest::Census::default();
         for f in files {
             c.add_path(f)
                 .with_context(|| format!("reading {}", f.display()))?;
@@ -376,15 +376,15 @@ fn one_boot(
             .map(str::to_string)
     });
     let ing = read_inputs(files, Options { sandbox: filter })?;
-    let mut r = timeline::build_with(
+    let mut r = bootprof::analyze::build_with(
         &ing,
-        &timeline::AnalyzeOptions {
+        &bootprof::analyze::AnalyzeOptions {
             sandbox: sandbox.map(str::to_string),
             clocks,
         },
     )?;
     if let Some(c) = &census {
-        timeline::other_sandboxes_from(&mut r, c);
+        bootprof::analyze::other_sandboxes_from(&mut r, c);
     }
     r.clocks.notes.extend(repeats);
     Ok(r)
@@ -451,11 +451,11 @@ fn analyze_all(a: AnalyzeArgs) -> Result<ExitCode> {
     };
     let f = all_boots(&a.files, &opts)?;
     if let Some(h) = &a.html {
-        std::fs::write(h, fleet::render::html(&f))
+        std::fs::write(h, render::fleet::html(&f))
             .with_context(|| format!("writing {}", h.display()))?;
     }
     if let Some(p) = &a.prometheus {
-        write_atomic(p, &fleet::render::prometheus(&f))?;
+        write_atomic(p, &render::fleet::prometheus(&f))?;
         if p.extension().is_none_or(|e| e != "prom") {
             eprintln!(
                 "note: node_exporter's textfile collector reads only files named *.prom; {} is not",
@@ -467,9 +467,9 @@ fn analyze_all(a: AnalyzeArgs) -> Result<ExitCode> {
         eprintln!("note: no boot could be told from these inputs (no phase, no failure); see the input summary");
     }
     if a.json {
-        print!("{}", fleet::render::json_lines(&f)?);
+        print!("{}", render::fleet::json_lines(&f)?);
     } else {
-        print!("{}", fleet::render::text(&f));
+        print!("{}", render::fleet::text(&f));
         if let Some(h) = &a.html {
             println!("HTML written to {}", h.display());
         }
@@ -486,7 +486,8 @@ fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
     }
     let r = one_boot(&a.files, a.sandbox.as_deref(), clock_options(&a)?)?;
     if let Some(h) = &a.html {
-        std::fs::write(h, report::html(&r)).with_context(|| format!("writing {}", h.display()))?;
+        std::fs::write(h, render::boot::html(&r))
+            .with_context(|| format!("writing {}", h.display()))?;
     }
     if r.phases.is_empty() && r.state.failure.is_none() && r.total_from != "kubectl" {
         eprintln!("note: no boot phase could be built from these inputs; see the notes and the input summary");
@@ -494,7 +495,7 @@ fn analyze(a: AnalyzeArgs) -> Result<ExitCode> {
     if a.json {
         print_json(&r)?;
     } else {
-        print!("{}", report::text(&r));
+        print!("{}", render::boot::text(&r));
         if let Some(h) = &a.html {
             println!("HTML written to {}", h.display());
         }
@@ -602,7 +603,7 @@ fn estimate_cmd(a: EstimateArgs) -> Result<ExitCode> {
     if a.json {
         print_json(&e)?;
     } else {
-        print!("{}", report::estimate_text(&e));
+        print!("{}", render::boot::estimate_text(&e));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -716,7 +717,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     if a.memory < (64 << 20) || a.memory > (64 << 30) {
         bail!("--memory must be between 64M and 64G");
     }
-    let c = bootprof::calibrate::calibrate(&a.qemu, a.memory, a.runs)?;
+    let c = bootprof::estimate::calibrate::calibrate(&a.qemu, a.memory, a.runs)?;
     if a.json {
         print_json(&c)?;
     } else {
@@ -764,13 +765,13 @@ fn gen(a: GenArgs) -> Result<ExitCode> {
     }
     let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
-    let (bytes, boots) = bootprof::gen::generate(a.size, a.noise, a.seed, &mut w)?;
+    let (bytes, boots) = bootprof::synth::gen::generate(a.size, a.noise, a.seed, &mut w)?;
     w.flush()?;
     let o = GenOut {
         path: a.out.display().to_string(),
         bytes,
         boots,
-        sandbox: bootprof::gen::TEMPLATE_SANDBOX,
+        sandbox: bootprof::synth::gen::TEMPLATE_SANDBOX,
     };
     if a.json {
         print_json(&o)?;
@@ -958,7 +959,7 @@ fn bench_all(a: BenchArgs) -> Result<ExitCode> {
         .len();
     let files = std::slice::from_ref(&a.file);
     let opts = fleet::FleetOptions::default();
-    let clocks = bootprof::clocks::ClockOptions::default();
+    let clocks = bootprof::analyze::clocks::ClockOptions::default();
     let runs = a.runs.max(1);
     // (wall, cpu) per run, per side: one sandbox, the busiest, every boot
     let mut w: [Vec<f64>; 3] = Default::default();
@@ -1096,7 +1097,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
                                 sandbox: Some(a.sandbox.clone()),
                             },
                         )?;
-                        let rep = timeline::build(&ing, Some(&a.sandbox))?;
+                        let rep = bootprof::analyze::build(&ing, Some(&a.sandbox))?;
                         Ok((ing.stats.events, rep))
                     })?;
                     std::hint::black_box(rep);

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use serde::Deserialize;
 
-use crate::time::{parse_rfc3339, Nanos};
+use crate::parse::time::{parse_rfc3339, Nanos};
 
 /// What a kata-agent record means for the boot timeline.
 #[derive(Debug, Clone, PartialEq)]
@@ -456,7 +456,7 @@ fn debug_field<'a>(s: &'a str, pat: &memchr::memmem::Finder<'_>) -> Option<&'a s
 /// PCI BDF at the end of a sysfs devpath (`/devices/pci0000:00/0000:00:0a.0/0000:07:00.0`).
 pub fn devpath_bdf(devpath: &str) -> Option<&str> {
     let last = devpath.rsplit('/').next()?;
-    crate::dmesg::is_bdf(last).then_some(last)
+    crate::parse::dmesg::is_bdf(last).then_some(last)
 }
 
 #[cfg(test)]

@@ -16,9 +16,11 @@
 //! last GPU; the shim then hotplugs memory (pinned on the host before the guest onlines its
 //! blocks) and starts the container.
 
+pub mod gen;
+
 use serde_json::json;
 
-use crate::time::{civil_from_nanos, days_from_civil, Nanos, NS_PER_S};
+use crate::parse::time::{civil_from_nanos, days_from_civil, Nanos, NS_PER_S};
 
 /// When a GPU's driver `bind` uevent is logged, relative to the host pinning its BAR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,7 +272,7 @@ fn rfc3339(t: Nanos, zone_s: Option<i64>) -> String {
     let (y, mo, d, h, mi, s, sub) = civil_from_nanos(t + off * NS_PER_S);
     let z = match zone_s {
         None => "Z".to_string(),
-        Some(o) => crate::time::format_offset(o),
+        Some(o) => crate::parse::time::format_offset(o),
     };
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{sub:09}{z}")
 }
@@ -283,7 +285,7 @@ fn zone_name(zone_s: i64) -> String {
         -14_400 => "EDT".into(),
         19_800 => "IST".into(),
         3_600 => "CET".into(),
-        o => crate::time::format_offset(o).replace(':', ""),
+        o => crate::parse::time::format_offset(o).replace(':', ""),
     }
 }
 
@@ -306,7 +308,7 @@ fn prefix(t: Nanos, zone_s: i64, spec: &Spec, ident: &str) -> String {
             .unwrap_or("Jan")
             .to_string()
     };
-    let off = crate::time::format_offset(zone_s);
+    let off = crate::parse::time::format_offset(zone_s);
     let stamp = match spec.journal_format {
         JournalFormat::Short => format!("{month} {d:02} {h:02}:{mi:02}:{s:02}"),
         JournalFormat::ShortPrecise => {
@@ -1151,7 +1153,7 @@ fn rfc1123(t: Nanos, zone_s: i64) -> String {
         .get(local.div_euclid(86_400 * NS_PER_S).rem_euclid(7) as usize)
         .copied()
         .unwrap_or("Mon");
-    let z = crate::time::format_offset(zone_s).replace(':', "");
+    let z = crate::parse::time::format_offset(zone_s).replace(':', "");
     format!(
         "{wd}, {d:02} {} {y} {h:02}:{mi:02}:{s:02} {z}",
         MONTHS.get(mo as usize - 1).copied().unwrap_or("Jan")

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::clocks::secs;
-use crate::model::{CriticalStep, Phase};
-use crate::time::{Nanos, NS_PER_S};
+use crate::analyze::clocks::secs;
+use crate::analyze::model::{CriticalStep, Phase};
+use crate::parse::time::{Nanos, NS_PER_S};
 
 /// Walk back from the phase that ends last, each time to the phase that ends latest at or
 /// before the current one starts (with 0.5 s slack). Phases inside a step are listed in it.

@@ -17,11 +17,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::clocks::{secs, secs_ns};
-use crate::facts::{Facts, Mark, RawPin};
-use crate::ingest::SrcRef;
-use crate::model::PIN_PHASE_MIN_S;
-use crate::time::{Nanos, NS_PER_S};
+use crate::analyze::clocks::{secs, secs_ns};
+use crate::analyze::facts::{Facts, Mark, RawPin};
+use crate::analyze::model::PIN_PHASE_MIN_S;
+use crate::parse::ingest::SrcRef;
+use crate::parse::time::{Nanos, NS_PER_S};
 
 /// How far before the first journal line a pin can be this boot's (QEMU pins the boot RAM
 /// before the guest prints anything), and after the last.

@@ -1,7 +1,7 @@
 //! `kubectl describe pod` lines: `Name:`, `Start Time:` (pod accepted) and a container's
 //! `Started:` (RFC 1123 with numeric zone).
 
-use crate::time::{parse_rfc1123, Nanos};
+use crate::parse::time::{parse_rfc1123, Nanos};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum KubectlLine {

@@ -21,14 +21,14 @@ use std::sync::{mpsc, Condvar, LazyLock, Mutex, PoisonError};
 
 use serde::Serialize;
 
-use crate::agent::{self, AgentRecord};
-use crate::bpftrace::{self, BpfLine};
-use crate::dmesg::{self, KernelLine};
-use crate::ftrace::{self, FtraceLine};
-use crate::journal::{self, PrefixTime};
-use crate::kubectl::{self, KubectlLine};
-use crate::scan::{line_blocks, Counts, Kept, Prefilter};
-use crate::time::{LocalStamp, Nanos, NS_PER_S};
+use crate::parse::agent::{self, AgentRecord};
+use crate::parse::bpftrace::{self, BpfLine};
+use crate::parse::dmesg::{self, KernelLine};
+use crate::parse::ftrace::{self, FtraceLine};
+use crate::parse::journal::{self, PrefixTime};
+use crate::parse::kubectl::{self, KubectlLine};
+use crate::parse::scan::{line_blocks, Counts, Kept, Prefilter};
+use crate::parse::time::{LocalStamp, Nanos, NS_PER_S};
 
 /// Where an event came from: file index, 1-based line number, byte offset of the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -1683,7 +1683,7 @@ impl Census {
             .iter()
             .map(|(s, n)| (s.as_bytes().to_vec(), *n))
             .collect();
-        crate::scan::console_census(data, &mut raw);
+        crate::parse::scan::console_census(data, &mut raw);
         self.sandboxes = raw
             .into_iter()
             .map(|(s, n)| (String::from_utf8_lossy(&s).into_owned(), n))
@@ -1830,7 +1830,7 @@ pub fn ingest_bytes(name: &str, data: &[u8], opts: Options) -> Ingest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scan::Class;
+    use crate::parse::scan::Class;
     use proptest::prelude::*;
 
     /// The reader as first written, one line at a time with the per-line rules: the
@@ -1859,14 +1859,14 @@ mod tests {
     }
 
     const FIXTURES: &[&[u8]] = &[
-        include_bytes!("../tests/fixtures/run2-containerd.journal"),
-        include_bytes!("../tests/fixtures/run1-vmconsole.txt"),
-        include_bytes!("../tests/fixtures/run2-bpftrace.txt"),
-        include_bytes!("../tests/fixtures/bad-lines.txt"),
-        include_bytes!("../tests/fixtures/seed-ftrace.txt"),
-        include_bytes!("../tests/fixtures/ftrace-abstime.txt"),
-        include_bytes!("../tests/fixtures/dmesg-initcall.txt"),
-        include_bytes!("../tests/fixtures/kubectl-hugepages.txt"),
+        include_bytes!("../../../tests/fixtures/run2-containerd.journal"),
+        include_bytes!("../../../tests/fixtures/run1-vmconsole.txt"),
+        include_bytes!("../../../tests/fixtures/run2-bpftrace.txt"),
+        include_bytes!("../../../tests/fixtures/bad-lines.txt"),
+        include_bytes!("../../../tests/fixtures/seed-ftrace.txt"),
+        include_bytes!("../../../tests/fixtures/ftrace-abstime.txt"),
+        include_bytes!("../../../tests/fixtures/dmesg-initcall.txt"),
+        include_bytes!("../../../tests/fixtures/kubectl-hugepages.txt"),
     ];
 
     fn all_lines() -> Vec<&'static [u8]> {
@@ -1879,7 +1879,7 @@ mod tests {
     fn sandbox_choice(k: u8) -> Option<String> {
         match k % 4 {
             0 => None,
-            1 => Some(crate::gen::TEMPLATE_SANDBOX.to_string()),
+            1 => Some(crate::synth::gen::TEMPLATE_SANDBOX.to_string()),
             // a prefix of the fixture's other sandbox
             2 => Some("38f55c4a".to_string()),
             _ => Some(String::new()),
@@ -1936,7 +1936,7 @@ mod tests {
     fn generated_journals_read_alike_every_way() {
         use crate::synth::{fleet, JournalFormat, Spec};
         let formats = JournalFormat::ALL;
-        let start = crate::time::parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
+        let start = crate::parse::time::parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
         for (i, format) in formats.into_iter().enumerate() {
             let boots: Vec<Spec> = (0..3)
                 .map(|b| {
@@ -1999,7 +1999,7 @@ mod tests {
                     s
                 })
                 .collect();
-            let start = crate::time::parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
+            let start = crate::parse::time::parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
             let nodes = fleet(&[("gpu-01".to_string(), boots)], start, 10);
             let mut data = nodes[0].journal.clone().into_bytes();
             let digits: Vec<usize> = data

@@ -3,8 +3,8 @@
 //! started late, inputs missing); advice on a phase is given only from what was measured,
 //! and never from data that is absent.
 
+use crate::analyze::model::{gib, secs_fmt, Finding, Report, DMA_ENTRY_LIMIT};
 use crate::estimate::{Constants, PageSize};
-use crate::model::{gib, secs_fmt, Finding, Report, DMA_ENTRY_LIMIT};
 
 fn fix_for_failure(step: &str, r: &Report) -> String {
     let limit = r
@@ -282,6 +282,6 @@ pub fn fixes_line(r: &Report) -> Option<String> {
     Some(format!(
         "Together the fixes above save up to ~{} s of the {} boot{to}: all of it where the phases they shorten lie on the critical path.",
         secs_fmt(save, 1),
-        crate::report::total_words(r),
+        r.total_words(),
     ))
 }

@@ -1,34 +1,41 @@
 //! The boot analysis, one module per step (ripgrep's searcher/printer split is the model):
 //!
-//! 1. [`crate::select`]: the boots in the inputs, and the records of one;
-//! 2. [`crate::clocks`]: every clock on the host's axis;
-//! 3. [`crate::facts`]: dated facts (GPUs, enables, binds, CDI tries, pins, errors);
-//! 4. [`crate::join`]: pins joined to this VM and its GPUs, driver init per GPU;
-//! 5. [`crate::phases`]: the named phases;
-//! 6. [`crate::state`]: complete / failed / unfinished, started late;
-//! 7. [`crate::critical`]: the critical path;
-//! 8. [`crate::findings`]: conclusions and fixes.
+//! 1. [`crate::analyze::select`]: the boots in the inputs, and the records of one;
+//! 2. [`crate::analyze::clocks`]: every clock on the host's axis;
+//! 3. [`crate::analyze::facts`]: dated facts (GPUs, enables, binds, CDI tries, pins, errors);
+//! 4. [`crate::analyze::join`]: pins joined to this VM and its GPUs, driver init per GPU;
+//! 5. [`crate::analyze::phases`]: the named phases;
+//! 6. [`crate::analyze::state`]: complete / failed / unfinished, started late;
+//! 7. [`crate::analyze::critical`]: the critical path;
+//! 8. [`crate::analyze::findings`]: conclusions and fixes.
 //!
 //! [`analyze`] runs steps 2–8 on the records of one boot and returns its [`Report`]: a fleet
-//! view calls it once per [`crate::select::Boots::records`].
+//! view calls it once per [`crate::analyze::select::Boots::records`].
 
-use crate::clocks::{self, secs, ClockOptions};
-use crate::facts;
-use crate::ingest::Ingest;
-use crate::join;
-use crate::model::{gib, Clocks, Gpu, PinCall, PinSummary};
-use crate::phases;
-use crate::select::{self, Selection};
-use crate::state;
-use crate::time::{format_rfc3339, Nanos};
-use crate::traces::Traces;
+pub mod clocks;
+pub mod critical;
+pub mod facts;
+pub mod findings;
+pub mod join;
+pub mod model;
+pub mod phases;
+pub mod select;
+pub mod state;
+pub mod traces;
 
-pub use crate::critical::critical_path;
-pub use crate::model::{
+use self::clocks::{secs, ClockOptions};
+use self::model::{gib, Clocks, Gpu, PinCall, PinSummary};
+use self::select::Selection;
+use self::traces::Traces;
+use crate::parse::ingest::Ingest;
+use crate::parse::time::{format_rfc3339, Nanos};
+
+pub use self::critical::critical_path;
+pub use self::model::{
     BootState, BootSummary, CdiSummary, CriticalStep, Failure, Finding, Phase, Report,
     DEFAULT_CDI_MAX_TRIES, DMA_ENTRY_LIMIT, PIN_PHASE_MIN_S,
 };
-pub use crate::select::SelectError as TimelineError;
+pub use self::select::SelectError as TimelineError;
 
 /// What `vmtune boot analyze` passes in.
 #[derive(Debug, Clone, Default)]
@@ -62,9 +69,9 @@ pub fn build_with(ing: &Ingest, opts: &AnalyzeOptions) -> Result<Report, Timelin
     Ok(analyze(&sel, &opts.clocks))
 }
 
-/// Name in `r` the other sandboxes a [`crate::ingest::Census`] counted, when only the
+/// Name in `r` the other sandboxes a [`crate::parse::ingest::Census`] counted, when only the
 /// busiest sandbox's lines were parsed.
-pub fn other_sandboxes_from(r: &mut Report, census: &crate::ingest::Census) {
+pub fn other_sandboxes_from(r: &mut Report, census: &crate::parse::ingest::Census) {
     r.other_sandboxes = census
         .sandboxes
         .iter()
@@ -93,7 +100,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let files = &ing.files;
     // the host's traces and kubectl output: read once for a fleet's node, here otherwise
     let read_here;
-    let (traces, guest): (&Traces, Vec<&crate::ingest::Event>) = match sel.traces {
+    let (traces, guest): (&Traces, Vec<&crate::parse::ingest::Event>) = match sel.traces {
         Some(t) => (t, sel.events.clone()),
         None => {
             read_here = Traces::read(sel.events.iter().copied());
@@ -101,7 +108,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
                 .events
                 .iter()
                 .copied()
-                .filter(|e| !crate::traces::is_trace(e))
+                .filter(|e| !crate::analyze::traces::is_trace(e))
                 .collect();
             (&read_here, guest)
         }
@@ -127,7 +134,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
                     "the host trace's stamps are shifted by {k:+} h, as for the other boots of this node"
                 ));
             }
-            k * 3600 * crate::time::NS_PER_S
+            k * 3600 * crate::parse::time::NS_PER_S
         }
         None => clocks::trace_shift(traces, f.window(), &enables, zone, &mut clocks),
     };
@@ -248,7 +255,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let ram: Vec<&join::JoinedPin> = j
         .pins
         .iter()
-        .filter(|p| p.kind == "ram" && p.pin.dur_s >= crate::model::PIN_PHASE_MIN_S)
+        .filter(|p| p.kind == "ram" && p.pin.dur_s >= crate::analyze::model::PIN_PHASE_MIN_S)
         .collect();
     let ram_gib: f64 = ram.iter().filter_map(|p| p.pin.size).map(gib).sum();
     let ram_s: f64 = ram.iter().map(|p| p.pin.dur_s).sum();
@@ -289,12 +296,12 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
             axis.host(e).is_none()
                 && matches!(
                     e.body,
-                    crate::ingest::Body::Kernel(_)
-                        | crate::ingest::Body::Ftrace(_)
-                        | crate::ingest::Body::Bpf(
-                            crate::bpftrace::BpfLine::HistBucket { .. }
-                                | crate::bpftrace::BpfLine::HistHeader(_)
-                                | crate::bpftrace::BpfLine::Banner
+                    crate::parse::ingest::Body::Kernel(_)
+                        | crate::parse::ingest::Body::Ftrace(_)
+                        | crate::parse::ingest::Body::Bpf(
+                            crate::parse::bpftrace::BpfLine::HistBucket { .. }
+                                | crate::parse::bpftrace::BpfLine::HistHeader(_)
+                                | crate::parse::bpftrace::BpfLine::Banner
                         )
                 )
         });
@@ -326,7 +333,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         clocks,
         stats: ing.stats.clone(),
     };
-    report.findings = crate::findings::findings(&report);
+    report.findings = crate::analyze::findings::findings(&report);
     report.fixes_save_s = report
         .findings
         .iter()

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::time::{parse_rfc3339, parse_rfc3339_zoned, parse_utc_offset, LocalStamp, Nanos};
+use crate::parse::time::{parse_rfc3339, parse_rfc3339_zoned, parse_utc_offset, LocalStamp, Nanos};
 
 /// The fields of one containerd journal line that the boot timeline uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +53,7 @@ pub struct JournalRef<'a> {
     pub vmconsole: Option<RawValue<'a>>,
     /// The `vmconsole=` value's kata-agent record, when [`parse_ref_into`] read it straight
     /// from the quoted text (and so left the unquoted console text empty).
-    pub(crate) vmconsole_agent: Option<crate::agent::Raw<'a>>,
+    pub(crate) vmconsole_agent: Option<crate::parse::agent::Raw<'a>>,
     /// The `time=` value as written, when it holds no escape (the text `time` was read
     /// from).
     pub(crate) time_text: Option<&'a str>,
@@ -415,17 +415,17 @@ pub fn fast_paths_agree(line: &str) -> Result<(), String> {
         .find("vmconsole=\"")
         .and_then(|at| line.get(at + "vmconsole=\"".len()..))
         .unwrap_or(line);
-    if let Some((raw, end)) = crate::agent::flat_go_quoted(q) {
+    if let Some((raw, end)) = crate::parse::agent::flat_go_quoted(q) {
         let mut buf = String::new();
         let (v, rest) = scan_quoted_into(q, &mut buf)
             .map_err(|_| "record read from a bad value".to_string())?;
         let text = buf.trim();
-        let long_way = crate::agent::flat(text);
+        let long_way = crate::parse::agent::flat(text);
         if !v.escaped
             || rest != q.get(end + 1..).unwrap_or("")
-            || !crate::agent::looks_like(text)
+            || !crate::parse::agent::looks_like(text)
             || long_way.as_ref() != Some(&raw)
-            || crate::agent::record(&raw) != crate::agent::parse_line(text)
+            || crate::parse::agent::record(&raw) != crate::parse::agent::parse_line(text)
         {
             return Err(format!("agent record: {raw:?} != {long_way:?}"));
         }
@@ -463,8 +463,12 @@ fn split_prefix_words(line: &str) -> Prefixed<'_> {
                 return none;
             };
             match parse_utc_offset(zone) {
-                Some(off) => match crate::time::parse_rfc3339(&format!("{second}T{third}Z")) {
-                    Some(ns) => (PrefixTime::Absolute(ns - off * crate::time::NS_PER_S), 4),
+                Some(off) => match crate::parse::time::parse_rfc3339(&format!("{second}T{third}Z"))
+                {
+                    Some(ns) => (
+                        PrefixTime::Absolute(ns - off * crate::parse::time::NS_PER_S),
+                        4,
+                    ),
                     None => return none,
                 },
                 None if (2..=6).contains(&zone.len())
@@ -520,7 +524,7 @@ pub struct LogfmtIter<'a, 'b> {
     console: Option<&'b mut String>,
     /// With `console`: the kata-agent record of the `vmconsole=` value just returned, when
     /// it was read from the quoted text (`console` is then left empty).
-    agent: Option<crate::agent::Raw<'a>>,
+    agent: Option<crate::parse::agent::Raw<'a>>,
 }
 
 impl<'a> LogfmtIter<'a, '_> {
@@ -572,7 +576,7 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
             }
             let (value, rest) = if let Some(q) = val_start.strip_prefix('"') {
                 let scanned = match into {
-                    Some(buf) => match crate::agent::flat_go_quoted(q) {
+                    Some(buf) => match crate::parse::agent::flat_go_quoted(q) {
                         // a kata-agent record: read as it is scanned
                         Some((rec, end)) => {
                             buf.clear();
@@ -920,7 +924,7 @@ mod tests {
                 }
                 q.push('"');
                 q.push_str(&after);
-                let Some((raw, end)) = crate::agent::flat_go_quoted(&q) else {
+                let Some((raw, end)) = crate::parse::agent::flat_go_quoted(&q) else {
                     return Ok(());
                 };
                 read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -931,12 +935,12 @@ mod tests {
                 prop_assert!(v.escaped);
                 prop_assert_eq!(rest, q.get(end + 1..).unwrap_or(""), "{}", q);
                 let text = buf.trim();
-                prop_assert!(crate::agent::looks_like(text));
-                let long_way = crate::agent::flat(text);
+                prop_assert!(crate::parse::agent::looks_like(text));
+                let long_way = crate::parse::agent::flat(text);
                 prop_assert_eq!(Some(&raw), long_way.as_ref(), "{}", q);
                 prop_assert_eq!(
-                    crate::agent::record(&raw),
-                    crate::agent::parse_line(text),
+                    crate::parse::agent::record(&raw),
+                    crate::parse::agent::parse_line(text),
                     "{}",
                     q
                 );
@@ -949,7 +953,7 @@ mod tests {
         // and the fast path takes the agent's own records, as containerd quotes them
         let rec = r#"{"msg":"got uevent message","level":"INFO","ts":"2025-11-20T16:05:15.71233274Z","subsystem":"uevent","pid":"1","event":"Uevent { action: \"bind\", devpath: \"/devices/pci0000:00/0000:00:0a.0/0000:07:00.0\", devname: \"\", subsystem: \"pci\" }"}"#;
         let q = format!("{}\" x=y", go_quote(rec, false));
-        let (raw, end) = crate::agent::flat_go_quoted(&q).expect("read in one pass");
+        let (raw, end) = crate::parse::agent::flat_go_quoted(&q).expect("read in one pass");
         assert_eq!(q.get(end..), Some("\" x=y"));
         assert_eq!(raw.msg, "got uevent message");
         assert!(raw
@@ -1026,14 +1030,14 @@ mod tests {
     #[test]
     fn fast_paths_agree_on_real_lines() {
         let mut gen = Vec::new();
-        crate::gen::generate(256 << 10, 4, 5, &mut gen).unwrap();
+        crate::synth::gen::generate(256 << 10, 4, 5, &mut gen).unwrap();
         let gen = String::from_utf8(gen).unwrap();
         let (mut prefixes, mut records) = (0, 0);
-        for line in crate::gen::TEMPLATE.lines().chain(gen.lines()) {
+        for line in crate::synth::gen::TEMPLATE.lines().chain(gen.lines()) {
             fast_paths_agree(line).unwrap();
             prefixes += usize::from(split_short(line).is_some());
             let q = line.split_once("vmconsole=\"").map_or("", |(_, q)| q);
-            records += usize::from(crate::agent::flat_go_quoted(q).is_some());
+            records += usize::from(crate::parse::agent::flat_go_quoted(q).is_some());
         }
         assert!(prefixes > 1000 && records > 700, "{prefixes} {records}");
     }

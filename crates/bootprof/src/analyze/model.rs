@@ -1,11 +1,11 @@
 //! The boot analysis result: what [`crate::analyze`] returns for one boot and what the
-//! renderers ([`crate::report`]) and the findings read. Plain data, no logic beyond small
+//! renderers ([`crate::render::boot`]) and the findings read. Plain data, no logic beyond small
 //! accessors, so every step of the pipeline can depend on it without depending on another.
 
 use serde::Serialize;
 
-use crate::ingest::{SrcRef, Stats};
-use crate::time::Nanos;
+use crate::parse::ingest::{SrcRef, Stats};
+use crate::parse::time::Nanos;
 
 /// The Kata agent's CDI retry limit when its messages do not print one (pre-3.14 agents).
 pub const DEFAULT_CDI_MAX_TRIES: u32 = 100;
@@ -41,7 +41,7 @@ pub struct Phase {
     /// The end is inferred (no closing line was seen), not read.
     pub estimated: bool,
     /// Its duration is a lower bound: the log starts after the boot began and this phase
-    /// may have begun before it ([`crate::state::cut_by_late_start`]; the fleet leaves it
+    /// may have begun before it ([`crate::analyze::state::cut_by_late_start`]; the fleet leaves it
     /// out of its percentiles as `started_late`), or it is a memory hotplug whose host side
     /// (pinning the memory before the guest onlines it) is not traced (`untraced`).
     pub at_least: bool,
@@ -120,7 +120,7 @@ pub struct Clocks {
     #[serde(skip)]
     pub trace_shift_expected: bool,
     /// This VM's pin calls on that clock that fit its boot and those that do not
-    /// ([`crate::join::Join::fit`]): what a fleet's node weighs first.
+    /// ([`crate::analyze::join::Join::fit`]): what a fleet's node weighs first.
     #[serde(skip)]
     pub trace_fit: (u64, u64),
     pub notes: Vec<String>,
@@ -288,6 +288,21 @@ pub struct Report {
     pub fixes_save_s: Option<f64>,
     pub clocks: Clocks,
     pub stats: Stats,
+}
+
+impl Report {
+    /// The boot's total in words: "155.7 s", "at least 100.3 s" when the log starts after the
+    /// boot began or ends before it did, or "unknown" when no phase could be timed.
+    pub fn total_words(&self) -> String {
+        match self.total_s {
+            Some(t) => format!(
+                "{}{} s",
+                if self.total_at_least { "at least " } else { "" },
+                secs_fmt(t, 1)
+            ),
+            None => "unknown".to_string(),
+        }
+    }
 }
 
 impl Report {

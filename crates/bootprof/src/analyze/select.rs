@@ -8,9 +8,9 @@
 
 use std::collections::HashMap;
 
-use crate::ingest::{ClockSamples, Event, Ingest};
-use crate::model::BootSummary;
-use crate::time::{format_rfc3339, Nanos, NS_PER_S};
+use crate::analyze::model::BootSummary;
+use crate::parse::ingest::{ClockSamples, Event, Ingest};
+use crate::parse::time::{format_rfc3339, Nanos, NS_PER_S};
 
 /// A silence this long between two lines of one sandbox that name no shim pid starts a
 /// new boot (a boot's agent prints every ~2 s while it waits; a retried pod comes back
@@ -92,7 +92,7 @@ pub struct Selection<'a> {
     pub events: Vec<&'a Event>,
     /// The host's traces and kubectl output of the boot's node, read once for all its boots
     /// (`None`: they are among `events`).
-    pub traces: Option<&'a crate::traces::Traces>,
+    pub traces: Option<&'a crate::analyze::traces::Traces>,
 }
 
 /// The host each input file's lines name most (index into [`Ingest::nodes`]): the node of
@@ -332,7 +332,7 @@ impl Boots {
         k: usize,
         own: &[u32],
         shared: &[u32],
-        traces: &'a crate::traces::Traces,
+        traces: &'a crate::analyze::traces::Traces,
         clocks: &'a ClockSamples,
     ) -> Selection<'a> {
         let mut events = Vec::with_capacity(own.len() + shared.len());
@@ -466,7 +466,7 @@ pub fn select<'a>(ing: &'a Ingest, want: Option<&str>) -> Result<Selection<'a>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::{ingest_str, Options};
+    use crate::parse::ingest::{ingest_str, Options};
 
     fn line(t: &str, pid: u32, sandbox: &str, console: &str) -> String {
         format!(

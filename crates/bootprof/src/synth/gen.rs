@@ -8,10 +8,10 @@
 
 use std::io::{self, Write};
 
-use crate::time::{civil_from_nanos, parse_rfc3339, Nanos, NS_PER_S};
+use crate::parse::time::{civil_from_nanos, parse_rfc3339, Nanos, NS_PER_S};
 
 /// The run-2 journal fixture (built from the Kata GPU boot study's excerpts by `scripts/make-fixtures.py`).
-pub const TEMPLATE: &str = include_str!("../tests/fixtures/run2-containerd.journal");
+pub const TEMPLATE: &str = include_str!("../../tests/fixtures/run2-containerd.journal");
 /// The sandbox id used in [`TEMPLATE`].
 pub const TEMPLATE_SANDBOX: &str =
     "c9f7bf13c1911810fa49a6be9a9d1efe0872d4088a008ac9eddd5bece6e56889";
@@ -249,14 +249,14 @@ mod tests {
         let (n, boots) = generate(2_000_000, 3, 7, &mut buf).unwrap();
         assert!(n >= 2_000_000 && boots >= 2);
         assert_eq!(n as usize, buf.len());
-        let ing = crate::ingest::ingest_bytes(
+        let ing = crate::parse::ingest::ingest_bytes(
             "gen",
             &buf,
-            crate::ingest::Options {
+            crate::parse::ingest::Options {
                 sandbox: Some(TEMPLATE_SANDBOX.into()),
             },
         );
-        let r = crate::timeline::build(&ing, None).unwrap();
+        let r = crate::analyze::build(&ing, None).unwrap();
         assert_eq!(r.gpu_count, Some(7));
         assert!(ing.stats.other_sandbox > 0);
         assert_eq!(ing.stats.bad.total(), 0, "{:?}", ing.stats.bad_examples);
@@ -270,12 +270,16 @@ mod tests {
         let mut buf = Vec::new();
         let (_, boots) = generate(2_500_000, 1, 9, &mut buf).unwrap();
         assert!(boots >= 3);
-        let ing = crate::ingest::ingest_bytes("gen", &buf, crate::ingest::Options::default());
+        let ing = crate::parse::ingest::ingest_bytes(
+            "gen",
+            &buf,
+            crate::parse::ingest::Options::default(),
+        );
         assert_eq!(ing.stats.bad.total(), 0, "{:?}", ing.stats.bad_examples);
         assert_eq!(ing.sandboxes.len() as u64, 2 * boots);
-        let all = crate::select::boots(&ing);
+        let all = crate::analyze::select::boots(&ing);
         assert_eq!(all.len() as u64, 2 * boots);
-        let r = crate::timeline::build(&ing, None).unwrap();
+        let r = crate::analyze::build(&ing, None).unwrap();
         assert_eq!(r.sandbox.as_deref(), Some(TEMPLATE_SANDBOX));
         assert_eq!(r.gpu_count, Some(7));
         assert_eq!(r.state.status, "complete");
@@ -297,24 +301,26 @@ mod tests {
             .filter(|b| b.console > 100)
             .nth(1)
             .unwrap();
-        let r2 = crate::timeline::build(&ing, second.sandbox.as_deref()).unwrap();
+        let r2 = crate::analyze::build(&ing, second.sandbox.as_deref()).unwrap();
         assert_eq!(r2.phases.len(), r.phases.len());
         assert!((r2.total_s.unwrap() - r.total_s.unwrap()).abs() < 1e-6);
-        let t0 = |r: &crate::Report| crate::time::parse_rfc3339(r.t0.as_deref().unwrap()).unwrap();
+        let t0 = |r: &crate::Report| {
+            crate::parse::time::parse_rfc3339(r.t0.as_deref().unwrap()).unwrap()
+        };
         assert_eq!(t0(&r2) - t0(&r), BOOT_SPACING_S * NS_PER_S);
         // the census picks the same boot without parsing the others, and names them
-        let mut census = crate::ingest::Census::default();
+        let mut census = crate::parse::ingest::Census::default();
         census.add(&buf);
         assert_eq!(census.busiest(), Some(TEMPLATE_SANDBOX));
-        let only = crate::ingest::ingest_bytes(
+        let only = crate::parse::ingest::ingest_bytes(
             "gen",
             &buf,
-            crate::ingest::Options {
+            crate::parse::ingest::Options {
                 sandbox: census.busiest().map(str::to_string),
             },
         );
-        let mut r3 = crate::timeline::build(&only, None).unwrap();
-        crate::timeline::other_sandboxes_from(&mut r3, &census);
+        let mut r3 = crate::analyze::build(&only, None).unwrap();
+        crate::analyze::other_sandboxes_from(&mut r3, &census);
         assert_eq!(r3.other_sandboxes, r.other_sandboxes);
         assert_eq!(
             serde_json::to_value(&r3.phases).unwrap(),

@@ -2,8 +2,8 @@
 //! as logged), unfinished (the log ends while it is still going), or unknown — and whether
 //! the log starts after the boot began.
 
-use crate::facts::{classify_error, Facts};
-use crate::model::{BootState, CdiSummary, Failure, Phase};
+use crate::analyze::facts::{classify_error, Facts};
+use crate::analyze::model::{BootState, CdiSummary, Failure, Phase};
 
 /// Shorten a Go error chain for one line: its last three links.
 fn tail(msg: &str) -> String {
@@ -45,7 +45,12 @@ pub fn assess(
     // the most specific shim/CRI error that names a boot step; other errors (a console
     // read failing at teardown) do not make a boot fail, nor do errors after it started
     let started = f.rpc("start_container").or(f.kube_started);
-    let mut best: Option<(usize, &crate::facts::ErrorLine, &'static str, &'static str)> = None;
+    let mut best: Option<(
+        usize,
+        &crate::analyze::facts::ErrorLine,
+        &'static str,
+        &'static str,
+    )> = None;
     for e in &f.errors {
         if started.is_some_and(|s| e.m.t > s.t) {
             continue;
@@ -140,7 +145,7 @@ pub fn assess(
 /// of them is a lower bound: the VM's creation, the guest kernel, PCI enumeration and the
 /// host's pins before the first line, and a CDI wait whose first try in the log is not
 /// number 0 (or, unnumbered, of a log that starts late). The single-boot report says "at
-/// least" of them ([`crate::model::Phase::at_least`]); the fleet leaves them out of its
+/// least" of them ([`crate::analyze::model::Phase::at_least`]); the fleet leaves them out of its
 /// percentiles (`started_late`).
 pub fn cut_by_late_start(kind: &str, late: bool, cdi: Option<&CdiSummary>) -> bool {
     match kind {
@@ -156,7 +161,7 @@ mod tests {
 
     #[test]
     fn steps_from_public_error_shapes() {
-        use crate::facts::classify_error as classify;
+        use crate::analyze::facts::classify_error as classify;
         assert_eq!(
             classify("RunPodSandbox for &PodSandboxMetadata{Name:x} failed, error rpc error: code = Unknown desc = failed to start sandbox \"id\": failed to create containerd task: failed to create shim task: device cold plug failed: cold plug: CDI device injection failed: unresolvable CDI devices nvidia.com/pgpu=vfio1").0,
             "cold_plug"

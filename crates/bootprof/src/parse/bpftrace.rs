@@ -1,7 +1,7 @@
 //! Output of the host-side bpftrace scripts (`vmtune boot trace`, and the Kata GPU boot study's
 //! `vfio_pin_pages_remote` kprobe/kretprobe script): per-call lines and the `@hist` block.
 
-use crate::time::{parse_rfc3339, Nanos};
+use crate::parse::time::{parse_rfc3339, Nanos};
 
 /// One line of bpftrace output.
 #[derive(Debug, Clone, PartialEq)]

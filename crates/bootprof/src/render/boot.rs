@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
+use crate::analyze::findings::fixes_line;
+use crate::analyze::model::{secs_fmt, Phase, Report};
 use crate::estimate::Estimate;
-use crate::findings::fixes_line;
-use crate::model::{secs_fmt, Phase, Report};
 
 /// How many ids a list in the terminal report shows before "and N more".
 const LIST_MAX: usize = 5;
@@ -56,19 +56,6 @@ fn at_least_mark(at_least: bool) -> &'static str {
         "≥"
     } else {
         ""
-    }
-}
-
-/// The boot's total in words: "155.7 s", "at least 100.3 s" when the log starts after the
-/// boot began or ends before it did, or "unknown" when no phase could be timed.
-pub fn total_words(r: &Report) -> String {
-    match r.total_s {
-        Some(t) => format!(
-            "{}{} s",
-            if r.total_at_least { "at least " } else { "" },
-            secs_fmt(t, 1)
-        ),
-        None => "unknown".to_string(),
     }
 }
 
@@ -156,7 +143,7 @@ pub fn text(r: &Report) -> String {
         r.sandbox
             .as_ref()
             .map_or(String::new(), |s| format!(" of sandbox {}", short(s, 16))),
-        total_words(r),
+        r.total_words(),
         if r.total_from == "kubectl" {
             "kubectl Start Time → Started"
         } else if r.total_s.is_none() {
@@ -615,7 +602,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
             " — sandbox <code>{}</code>",
             esc(s)
         )),
-        esc(&total_words(r)),
+        esc(&r.total_words()),
         esc(r.total_from),
         esc(r.t0.as_deref().unwrap_or("unknown")),
         r.gpu_count.map_or("unknown".to_string(), |n| n.to_string()),

@@ -8,15 +8,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::bpftrace::BpfLine;
-use crate::clocks::{secs, secs_ns};
-use crate::facts::{Mark, RawPin};
-use crate::ftrace::FtraceLine;
-use crate::ingest::{Body, Event, SrcRef};
-use crate::kubectl::KubectlLine;
-use crate::time::Nanos;
+use crate::analyze::clocks::{secs, secs_ns, CallTimes};
+use crate::analyze::facts::{Mark, Pod, RawPin};
+use crate::parse::bpftrace::BpfLine;
+use crate::parse::ftrace::FtraceLine;
+use crate::parse::ingest::{Body, Event, SrcRef};
+use crate::parse::kubectl::KubectlLine;
+use crate::parse::time::Nanos;
 
-/// Whether a line is read here (not by [`crate::facts::collect`]).
+/// Whether a line is read here (not by [`crate::analyze::facts::collect`]).
 pub fn is_trace(e: &Event) -> bool {
     matches!(e.body, Body::Bpf(_) | Body::Ftrace(_) | Body::Kube(_))
 }
@@ -30,15 +30,6 @@ struct OpenCall {
     size: u64,
     pid: Option<u32>,
     src: SrcRef,
-}
-
-/// One pod of `kubectl describe pod(s)` output: its Start Time and its containers' latest
-/// Started.
-#[derive(Debug, Clone)]
-pub(crate) struct Pod {
-    pub file: u32,
-    pub start: Option<Mark>,
-    pub started: Option<Mark>,
 }
 
 /// The traces and `kubectl describe` output of some inputs.
@@ -347,12 +338,26 @@ impl Traces {
     }
 }
 
+impl CallTimes for Traces {
+    fn count(&self) -> usize {
+        self.dated()
+    }
+
+    fn inside(&self, shift: Nanos, lo: Nanos, hi: Nanos) -> usize {
+        self.dated_in(shift, lo, hi)
+    }
+
+    fn heavy_near(&self, shift: Nanos, enables: &[Nanos], before: Nanos, after: Nanos) -> usize {
+        Traces::heavy_near(self, shift, enables, before, after)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clocks::{trace_shift, TracedCall};
-    use crate::model::Clocks;
-    use crate::time::NS_PER_S;
+    use crate::analyze::clocks::{trace_shift, TracedCall};
+    use crate::analyze::model::Clocks;
+    use crate::parse::time::NS_PER_S;
     use proptest::prelude::*;
 
     const H: Nanos = 3600 * NS_PER_S;

@@ -2,9 +2,12 @@
 //! measurements (the Kata 7×H100 boot-time investigation), public kernel/QEMU commit
 //! figures, and this machine's QEMU prealloc calibration.
 
+pub mod calibrate;
+pub mod cdi;
+
 use serde::Serialize;
 
-use crate::cdi::CdiModel;
+use crate::estimate::cdi::CdiModel;
 
 const GIB: f64 = (1u64 << 30) as f64;
 

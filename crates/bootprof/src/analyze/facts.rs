@@ -5,13 +5,12 @@
 
 use std::collections::HashMap;
 
-use crate::agent::{AgentKind, UeventAction};
-use crate::clocks::{secs_ns, Axis};
-use crate::dmesg::{is_passthrough_gpu, KernelKind, GPU_DRIVERS};
-use crate::ingest::{Body, Event, SrcRef};
-use crate::kubectl::KubectlLine;
-use crate::time::{format_rfc3339, Nanos, NS_PER_S};
-use crate::traces::Pod;
+use crate::analyze::clocks::{secs_ns, Axis};
+use crate::parse::agent::{AgentKind, UeventAction};
+use crate::parse::dmesg::{is_passthrough_gpu, KernelKind, GPU_DRIVERS};
+use crate::parse::ingest::{Body, Event, SrcRef};
+use crate::parse::kubectl::KubectlLine;
+use crate::parse::time::{format_rfc3339, Nanos, NS_PER_S};
 
 /// A point on the host axis with where it came from.
 #[derive(Debug, Clone, Copy)]
@@ -268,7 +267,7 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
                         vendor,
                         device,
                         class,
-                    } if crate::dmesg::is_gpu_class(*class) => {
+                    } if crate::parse::dmesg::is_gpu_class(*class) => {
                         if is_passthrough_gpu(*vendor, *class) {
                             let g = f.gpu_mut(bdf);
                             if g.found.is_none() {
@@ -326,7 +325,7 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
                 };
                 f.agent(m, &a.kind);
             }
-            // the host's traces and kubectl output: `crate::traces`
+            // the host's traces and kubectl output: `crate::analyze::traces`
             Body::Bpf(_) | Body::Ftrace(_) | Body::Kube(_) => {}
         }
     }
@@ -390,6 +389,15 @@ impl Facts {
             }
         }
     }
+}
+
+/// One pod of `kubectl describe pod(s)` output: its Start Time and its containers' latest
+/// Started.
+#[derive(Debug, Clone)]
+pub(crate) struct Pod {
+    pub file: u32,
+    pub start: Option<Mark>,
+    pub started: Option<Mark>,
 }
 
 /// The pod of this boot among the `kubectl describe` output (`kubectl describe pods`

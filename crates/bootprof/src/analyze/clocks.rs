@@ -15,9 +15,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::ingest::{Body, ClockSamples, Event};
-use crate::model::{secs_fmt, Clocks};
-use crate::time::{days_from_civil, format_offset, format_rfc3339, Nanos, NS_PER_S};
+use crate::analyze::model::{secs_fmt, Clocks};
+use crate::parse::ingest::{Body, ClockSamples, Event};
+use crate::parse::time::{days_from_civil, format_offset, format_rfc3339, Nanos, NS_PER_S};
 
 /// What the user may say about the clocks.
 #[derive(Debug, Clone, Copy, Default)]
@@ -374,20 +374,6 @@ impl CallTimes for [TracedCall] {
                     .any(|e| s >= e.saturating_sub(before) && s <= e.saturating_add(after))
             })
             .count()
-    }
-}
-
-impl CallTimes for crate::traces::Traces {
-    fn count(&self) -> usize {
-        self.dated()
-    }
-
-    fn inside(&self, shift: Nanos, lo: Nanos, hi: Nanos) -> usize {
-        self.dated_in(shift, lo, hi)
-    }
-
-    fn heavy_near(&self, shift: Nanos, enables: &[Nanos], before: Nanos, after: Nanos) -> usize {
-        crate::traces::Traces::heavy_near(self, shift, enables, before, after)
     }
 }
 

@@ -1,13 +1,13 @@
 //! Step 5 of the analysis: the named phases of the boot, each with the lines that open and
 //! close it.
 
-use crate::cdi::CdiModel;
-use crate::clocks::{secs, secs_ns, Axis};
-use crate::facts::{Facts, Mark};
-use crate::ingest::SrcRef;
-use crate::join::Join;
-use crate::model::{gib, CdiSummary, Phase, DEFAULT_CDI_MAX_TRIES, PIN_PHASE_MIN_S};
-use crate::time::Nanos;
+use crate::analyze::clocks::{secs, secs_ns, Axis};
+use crate::analyze::facts::{Facts, Mark};
+use crate::analyze::join::Join;
+use crate::analyze::model::{gib, CdiSummary, Phase, DEFAULT_CDI_MAX_TRIES, PIN_PHASE_MIN_S};
+use crate::estimate::cdi::CdiModel;
+use crate::parse::ingest::SrcRef;
+use crate::parse::time::Nanos;
 
 struct Builder<'a> {
     files: &'a [String],
@@ -230,7 +230,7 @@ pub fn build(f: &Facts, j: &Join, axis: &Axis, files: &[String]) -> Built {
         let interval = iv.get(iv.len() / 2).copied().filter(|v| *v > 0.0);
         let model = CdiModel {
             max_tries: max.unwrap_or(DEFAULT_CDI_MAX_TRIES),
-            interval_s: interval.unwrap_or(crate::cdi::STUDY_INTERVAL_S),
+            interval_s: interval.unwrap_or(crate::estimate::cdi::STUDY_INTERVAL_S),
         };
         let last = f.cdi_tries.last().map_or(first.m, |c| c.m);
         let done = f.cdi_done.filter(|d| d.t >= first.m.t);

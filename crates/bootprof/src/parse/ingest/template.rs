@@ -22,9 +22,9 @@ use std::borrow::Cow;
 use memchr::memmem;
 
 use super::{Console, JournalBody, JournalParsed, Parsed, Varying};
-use crate::agent::{AgentKind, AgentRecord};
-use crate::journal;
-use crate::time::{parse_rfc3339_zoned, rfc3339_next};
+use crate::parse::agent::{AgentKind, AgentRecord};
+use crate::parse::journal;
+use crate::parse::time::{parse_rfc3339_zoned, rfc3339_next};
 
 /// Templates a block's reader keeps (concurrent boots interleave their bursts).
 const KEPT: usize = 6;
@@ -58,7 +58,7 @@ pub(super) struct Template<'a> {
 }
 
 /// A stamp's text and what [`parse_rfc3339_zoned`] reads it as.
-type Stamp<'a> = (&'a [u8], (crate::time::Nanos, Option<i64>));
+type Stamp<'a> = (&'a [u8], (crate::parse::time::Nanos, Option<i64>));
 
 /// Read the stamp at `span` of `c` from the last one read there.
 fn stamp<'a>(c: &'a [u8], (lo, hi): (usize, usize), last: &mut Stamp<'a>) -> Option<()> {
@@ -391,7 +391,7 @@ mod tests {
         spec.journal_format = format;
         spec.zone_min = zone_min;
         spec.prefix_only_pct = prefix_only;
-        let start = crate::time::parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
+        let start = crate::parse::time::parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
         let mut nodes = fleet(&[("gpu-01".to_string(), vec![spec])], start, 3600);
         nodes.remove(0).journal.into_bytes()
     }

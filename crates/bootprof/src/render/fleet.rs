@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{BootRow, Fleet, Group, PhaseCell, PhaseStats, PHASES};
-use crate::model::secs_fmt;
-use crate::report::{color, esc, gantt_svg};
+use crate::analyze::model::secs_fmt;
+use crate::fleet::{BootRow, Fleet, Group, PhaseCell, PhaseStats, PHASES};
+use crate::render::boot::{color, esc, gantt_svg};
 
 fn short(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
@@ -50,7 +50,7 @@ fn cell(c: Option<&PhaseCell>) -> String {
         }) => {
             let mark = match excluded {
                 None => "",
-                Some(super::Excluded::Estimated) => "~",
+                Some(crate::fleet::Excluded::Estimated) => "~",
                 Some(_) => "*",
             };
             format!("{}{mark}", secs_fmt(*s, 1))
@@ -323,7 +323,7 @@ struct Slowest<'a> {
     total_s: Option<f64>,
     gpus: Option<usize>,
     page_size: Option<&'static str>,
-    slow_phase: Option<&'a super::SlowPhase>,
+    slow_phase: Option<&'a crate::fleet::SlowPhase>,
 }
 
 #[derive(Serialize)]
@@ -336,7 +336,7 @@ struct Summary<'a> {
     files: &'a [String],
     notes: &'a [String],
     percentiles: &'static str,
-    stats: &'a crate::ingest::Stats,
+    stats: &'a crate::parse::ingest::Stats,
 }
 
 fn put<T: Serialize>(
@@ -767,7 +767,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
             "<h2>Boots that did not complete or started late ({})</h2>",
             f.incomplete.len()
         );
-        for &k in f.incomplete.iter().take(super::CHARTED_INCOMPLETE) {
+        for &k in f.incomplete.iter().take(crate::fleet::CHARTED_INCOMPLETE) {
             let (Some(r), Some(rep)) = (f.rows.get(k), f.charts.get(&k)) else {
                 continue;
             };
@@ -780,11 +780,11 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
                 esc(r.finding.as_deref().unwrap_or(""))
             );
         }
-        if f.incomplete.len() > super::CHARTED_INCOMPLETE {
+        if f.incomplete.len() > crate::fleet::CHARTED_INCOMPLETE {
             let _ = write!(
                 o,
                 "<p>and {} more in the table below.</p>",
-                f.incomplete.len() - super::CHARTED_INCOMPLETE
+                f.incomplete.len() - crate::fleet::CHARTED_INCOMPLETE
             );
         }
     }
