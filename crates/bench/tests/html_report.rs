@@ -1,8 +1,7 @@
 //! The HTML report in a real headless browser (Debian's chromium): it loads offline with no
 //! console errors, its DOM holds the SVG charts, and the screenshot is not blank.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use bench::stats::PercentileMethod;
 use bench::{frametimes, latency, membw, timer, FrameLogResult, RunFile};
@@ -89,44 +88,9 @@ fn make_run(config: &str, pin: bool, seed: u64, spikes: usize) -> RunFile {
     r
 }
 
-/// A headless-capable browser, or `None` after a named skip of the calling test.
-fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find_map(|c| testkit::which(c));
-    if found.is_none() {
-        testkit::skip(
-            &testkit::current_test(),
-            "chromium is not installed (Debian: chromium)",
-        );
-    }
-    found
-}
-
-fn browser(chromium: &Path, dir: &Path, extra: &[&str], url: &str) -> std::process::Output {
-    let profile = dir.join("profile");
-    let mut cmd = Command::new(chromium);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--enable-logging=stderr",
-        "--v=0",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .args(extra)
-    .arg(url);
-    cmd.output().expect("running chromium")
-}
-
 #[test]
 fn html_report_renders_in_headless_chromium() {
-    let Some(chromium) = chromium() else {
+    let Some(chromium) = testkit::chromium() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -144,7 +108,7 @@ fn html_report_renders_in_headless_chromium() {
     let url = format!("file://{}", path.display());
 
     // DOM: the browser parsed the charts
-    let out = browser(&chromium, dir.path(), &["--dump-dom"], &url);
+    let out = testkit::headless(&chromium, dir.path(), &["--dump-dom"], &url);
     let dom = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "chromium --dump-dom failed: {stderr}");
@@ -153,18 +117,13 @@ fn html_report_renders_in_headless_chromium() {
     assert_eq!(charts, 6, "charts in DOM: {charts}\n{dom:.2000}");
     assert!(dom.contains("class=\"bar\"") && dom.contains("class=\"series\""));
     assert!(dom.contains("Comparison") && dom.contains("membw.triad"));
-    for bad in [
-        "Uncaught",
-        "CONSOLE",
-        "Failed to load resource",
-        "ERR_FILE_NOT_FOUND",
-    ] {
+    for bad in testkit::BROWSER_PROBLEMS {
         assert!(!stderr.contains(bad), "browser reported {bad:?}: {stderr}");
     }
 
     // screenshot: not blank
     let png_path = dir.path().join("report.png");
-    let out = browser(
+    let out = testkit::headless(
         &chromium,
         dir.path(),
         &[

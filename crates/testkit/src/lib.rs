@@ -514,6 +514,53 @@ pub fn cpu0_plan_json(os: &str) -> String {
     )
 }
 
+/// A headless-capable browser (chromium, chromium-browser or google-chrome), or `None` after
+/// a named skip of the calling test.
+pub fn chromium() -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|c| which(c));
+    if found.is_none() {
+        skip(
+            &current_test(),
+            "chromium is not installed (Debian: chromium)",
+        );
+    }
+    found
+}
+
+/// What headless chromium writes to stderr when a page has a problem: a script error, a
+/// console message, a resource it could not load.
+pub const BROWSER_PROBLEMS: [&str; 4] = [
+    "Uncaught",
+    "CONSOLE",
+    "Failed to load resource",
+    "ERR_FILE_NOT_FOUND",
+];
+
+/// Run headless `chromium` on `url` with `extra` arguments (`--dump-dom`,
+/// `--screenshot=FILE`, …), its profile under `dir`, offline and logging to stderr.
+pub fn headless(chromium: &Path, dir: &Path, extra: &[&str], url: &str) -> std::process::Output {
+    std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("running chromium")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

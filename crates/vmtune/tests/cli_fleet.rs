@@ -528,19 +528,6 @@ fn prometheus_textfile_is_written_atomically_and_passes_promtool() {
     );
 }
 
-fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find_map(|c| testkit::which(c));
-    if found.is_none() {
-        testkit::skip(
-            &testkit::current_test(),
-            "chromium is not installed (Debian: chromium)",
-        );
-    }
-    found
-}
-
 #[test]
 fn html_loads_in_headless_chromium_without_console_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -555,41 +542,21 @@ fn html_loads_in_headless_chromium_without_console_errors() {
     // 8 phase histograms and the total's; a Gantt chart per slow boot and per incomplete one
     assert_eq!(page.matches("<svg class=\"hist\"").count(), 9);
     assert_eq!(page.matches("aria-label=\"boot phases\"").count(), 4 + 3);
-    let Some(chromium) = chromium() else {
+    let Some(chromium) = testkit::chromium() else {
         return;
     };
-    let o = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-        ])
-        .arg(format!(
-            "--user-data-dir={}",
-            dir.path().join("profile").display()
-        ))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
+    let o = testkit::headless(
+        &chromium,
+        dir.path(),
+        &["--dump-dom"],
+        &format!("file://{}", html.display()),
+    );
     let dom = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "chromium: {stderr}");
     assert_eq!(dom.matches("<svg class=\"hist\"").count(), 9, "{dom:.2000}");
     assert!(dom.contains("Every boot") && dom.contains("gpu-c3.example.net"));
-    for bad in [
-        "Uncaught",
-        "CONSOLE",
-        "Failed to load resource",
-        "ERR_FILE_NOT_FOUND",
-    ] {
+    for bad in testkit::BROWSER_PROBLEMS {
         assert!(!stderr.contains(bad), "browser reported {bad:?}: {stderr}");
     }
 }

@@ -97,6 +97,15 @@ pub struct Args {
     /// guest_topology, guest_numa, memory, irq, rationale, warnings, ...).
     #[arg(long)]
     pub json: bool,
+    /// Also write a picture of the plan as SVG, drawn as lstopo draws a host: packages, NUMA
+    /// nodes (memory, hugepage pools), L3 groups, cores, PUs and PCI devices, with this VM's
+    /// vCPUs numbered, its emulator and iothreads, the housekeeping CPUs, each tenant's CPUs
+    /// and where interrupts go, and a legend. Large hosts fold what the plan does not touch
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Also write a self-contained HTML page: the picture, the plan's table and its "Why"
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
@@ -322,6 +331,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             ));
         }
     }
+    write_pictures(&args, &plan, &host, &tenants)?;
     let domain = domain.map(|(p, x, _)| (p, x));
     let kata = emit::kata::KataOptions {
         container_memory_mib: args.kata_container_memory.map(|b| b.div_ceil(1 << 20)),
@@ -366,6 +376,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--svg` and `--html`: the picture of the plan and its page, each written whole to its file;
+/// a note on stderr, so stdout stays the report or the emitted format.
+fn write_pictures(args: &Args, plan: &Plan, host: &Host, tenants: &[Tenant]) -> Result<()> {
+    if let Some(path) = &args.svg {
+        let marks = emit::picture::Marks::plan(plan, host, tenants);
+        std::fs::write(path, emit::picture::svg(host, &marks))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("vmtune: picture of the plan written to {}", path.display());
+    }
+    if let Some(path) = &args.html {
+        std::fs::write(path, emit::picture::html(plan, host, tenants))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("vmtune: page of the plan written to {}", path.display());
+    }
+    Ok(())
 }
 
 /// The emitters write x86 VMs (QEMU's q35 with `-cpu host` and x86 flags and timers,

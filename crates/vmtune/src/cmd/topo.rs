@@ -3,6 +3,8 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
+
 use topo::{CpuSet, DeviceKind, Host, MemoryKind};
 
 use super::common::{print_json, HostArgs};
@@ -20,10 +22,21 @@ pub struct Args {
     /// Print the host model as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write a picture of the host as SVG, as lstopo draws it: packages, dies, NUMA nodes
+    /// with memory and hugepage pools, L3 groups, cores (P/E told apart), PUs, PCI devices
+    /// under their node. `vmtune plan --svg` draws a plan on it
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let host = args.host.load()?;
+    if let Some(path) = &args.svg {
+        let marks = emit::picture::Marks::host(&host);
+        std::fs::write(path, emit::picture::svg(&host, &marks))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("vmtune: picture of the host written to {}", path.display());
+    }
     if args.json {
         print_json(&host)?;
     } else {
