@@ -1011,8 +1011,19 @@ fn crash_now() -> ! {
 }
 
 /// Undo everything a journal records, newest first. Idempotent: no journal, nothing to do.
+/// Takes the directory's lock and the journal's own ([`journal::own_lock_path`]): a journal
+/// whose long-running writer still holds its lock is refused.
 pub fn restore(journal_path: &Path, lock_wait: Duration) -> Result<RestoreReport> {
     let _lock = Lock::acquire(&journal::lock_path(journal_path), lock_wait)?;
+    // (no journal, nothing to restore, and no lock file left for it)
+    let _own = if journal_path.exists() {
+        Some(Lock::acquire(
+            &journal::own_lock_path(journal_path),
+            lock_wait,
+        )?)
+    } else {
+        None
+    };
     restore_locked(journal_path)
 }
 
@@ -1435,6 +1446,36 @@ mod tests {
             ..t
         };
         assert!(thread_steps(&p, &t1, cur, Path::new("/proc")).is_err());
+    }
+
+    /// A long-running writer holds only its journal's own lock: `apply` (the directory's
+    /// lock) goes on beside it, and a restore of its journal is refused until it lets go.
+    #[test]
+    fn a_running_agents_journal_is_not_restored_and_does_not_block_apply() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("irq-boost.journal");
+        let header = journal::Header {
+            journal: "vmtune".into(),
+            version: 1,
+            created_unix: 0,
+            apply_pid: std::process::id(),
+            qemu_pid: None,
+        };
+        let own = Lock::acquire(&journal::own_lock_path(&path), Duration::from_secs(1)).unwrap();
+        let _j = journal::Journal::create(&path, &header).unwrap();
+        let dir = Lock::acquire(&journal::lock_path(&path), Duration::from_millis(100));
+        assert!(
+            dir.is_ok(),
+            "the directory's lock is free while the agent runs"
+        );
+        drop(dir);
+        let e = restore(&path, Duration::from_millis(100));
+        assert!(e.is_err(), "restored under a live writer: {e:?}");
+        assert!(path.exists());
+        drop(own);
+        let rep = restore(&path, Duration::from_millis(100)).unwrap();
+        assert_eq!(rep.failed, 0);
+        assert!(!path.exists() && archived_path(&path).exists());
     }
 
     /// A scratch sysfs/procfs with two online CPUs and node 0's 2 MiB pool at (total, free).

@@ -359,6 +359,16 @@ pub fn lock_path(journal: &Path) -> PathBuf {
     parent_dir(journal).join("lock")
 }
 
+/// The lock of one journal alone: `<journal>.lock`. A long-running writer (`irq boost`, `irq
+/// balance`) holds it for its life instead of the directory's [`lock_path`], so `apply` and the
+/// libvirt hook are not kept waiting behind it; a restore takes both, so it never undoes a
+/// journal whose writer still runs.
+pub fn own_lock_path(journal: &Path) -> PathBuf {
+    let mut p = journal.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
 /// An exclusive `flock` held for the life of the value.
 pub struct Lock {
     _file: File,

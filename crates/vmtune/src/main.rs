@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cmd;
 
@@ -55,6 +55,10 @@ enum Command {
     /// On Kubernetes: the containerd NRI agent that gives pods their CPUs as `plan` would.
     #[command(long_about = cmd::nri::LONG_ABOUT)]
     Nri(Box<cmd::nri::Args>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::generate::CompletionsArgs),
+    /// Write the manual pages, one per command, generated from this help.
+    Man(cmd::generate::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +86,8 @@ fn main() -> ExitCode {
         Some(Command::Bench(a)) => cmd::bench::run(a),
         Some(Command::Cdi(a)) => cmd::cdi::run(a),
         Some(Command::Nri(a)) => cmd::nri::run(*a),
+        Some(Command::Completions(a)) => cmd::generate::completions(a, Cli::command()),
+        Some(Command::Man(a)) => cmd::generate::man(a, Cli::command()),
     };
     match result {
         Ok(code) => code,
@@ -96,7 +102,14 @@ fn main() -> ExitCode {
 /// cannot kill them before they restore what they changed.
 fn changes_host(cmd: Option<&Command>) -> bool {
     match cmd {
-        None | Some(Command::Topo(_) | Command::Plan(_) | Command::Sim(_)) => false,
+        None
+        | Some(
+            Command::Topo(_)
+            | Command::Plan(_)
+            | Command::Sim(_)
+            | Command::Completions(_)
+            | Command::Man(_),
+        ) => false,
         // the spec file is renamed into place before anything is printed
         Some(Command::Cdi(_)) => false,
         Some(Command::Apply(_) | Command::Restore(_) | Command::Hook(_)) => true,

@@ -141,7 +141,25 @@ fn blast_helper() {
 
 #[test]
 fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
-    let test = "guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm";
+    daemon_moves_then_is_signalled(
+        "guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm",
+        "TERM",
+    );
+}
+
+/// SIGKILL leaves the move in place; the journal the daemon wrote before it puts it back.
+#[test]
+fn after_a_sigkill_the_guest_daemons_journal_restores_the_irq() {
+    daemon_moves_then_is_signalled(
+        "after_a_sigkill_the_guest_daemons_journal_restores_the_irq",
+        "KILL",
+    );
+}
+
+/// Run the guest daemon on a loaded CPU's virtio-net IRQ until it moves it, send it
+/// `signal`, and check that the IRQ gets its affinity back: from the daemon itself on
+/// SIGTERM (its journal archived), from `vmtune restore --journal` after SIGKILL.
+fn daemon_moves_then_is_signalled(test: &str, signal: &str) {
     let Some((irq, _, _)) = virtio_net_rx() else {
         return testkit::skip(
             test,
@@ -162,6 +180,8 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
         .filter(|(i, ..)| *i == irq)
         .unwrap_or_else(|| panic!("IRQ {irq} went away"));
     let _restore = RestoreIrqMask(irq, original.clone());
+    let jdir = tempfile::tempdir().unwrap();
+    let journal = jdir.path().join("balance.journal");
     // softirq load on the IRQ's CPU: a loopback UDP blaster pinned there
     let mut blaster = Command::new("taskset")
         .args(["-c", &cpu.to_string()])
@@ -203,6 +223,8 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
             &irq.to_string(),
             "--duration",
             "30",
+            "--journal",
+            journal.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -233,9 +255,9 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
             lines.push(l);
         }
     }
-    // SIGTERM, then the daemon must restore and report
+    // the signal; on SIGTERM the daemon must restore and report
     let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status();
     let status = child.wait().unwrap();
     let _ = blaster.kill();
@@ -244,12 +266,43 @@ fn guest_daemon_moves_a_virtio_net_irq_and_restores_it_on_sigterm() {
         lines.push(l);
     }
     let all = lines.join("\n");
+    let m = moved
+        .clone()
+        .unwrap_or_else(|| panic!("no move of irq {irq} away from loaded cpu{cpu}:\n{all}"));
+    if signal == "KILL" {
+        // killed with the IRQ moved: the journal holds its affinity from before
+        let to = m["to"].to_string();
+        assert_eq!(
+            read(&format!("/proc/irq/{irq}/smp_affinity_list")).as_deref(),
+            Some(to.as_str())
+        );
+        let o = vmtune()
+            .args(["restore", "--journal", journal.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "restore: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            read(&format!("/proc/irq/{irq}/smp_affinity_list")).as_deref(),
+            Some(original.as_str())
+        );
+        return;
+    }
     assert!(status.success(), "daemon exit {status:?}\n{all}");
+    // the daemon put the IRQ back itself and archived its journal
+    assert!(!journal.exists(), "the journal was left in place:\n{all}");
+    let archived = std::fs::read_dir(jdir.path()).unwrap().flatten().any(|e| {
+        e.file_name()
+            .to_string_lossy()
+            .starts_with("balance.journal.restored")
+    });
+    assert!(archived, "no archived journal in {}", jdir.path().display());
     let start: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
     assert_eq!(start["event"], "start");
     assert_eq!(start["candidates"][0]["movable"], true, "{all}");
-    let m =
-        moved.unwrap_or_else(|| panic!("no move of irq {irq} away from loaded cpu{cpu}:\n{all}"));
     assert_eq!(m["from"], cpu);
     assert_ne!(m["to"], cpu);
     assert_eq!(m["reason"], "imbalance");

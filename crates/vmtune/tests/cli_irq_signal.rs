@@ -140,6 +140,8 @@ fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything(
         })
         .collect();
     let steal0 = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let jdir = tempfile::tempdir().unwrap();
+    let journal = jdir.path().join("balance.journal");
     let out = vmtune()
         .args([
             "irq",
@@ -150,6 +152,8 @@ fn balance_uses_the_ebpf_flag_moves_off_preempted_vcpus_and_restores_everything(
             &irq.to_string(),
             "--duration",
             "20",
+            "--journal",
+            journal.to_str().unwrap(),
         ])
         .output()
         .unwrap();
@@ -277,6 +281,8 @@ fn a_closed_stdout_ends_the_daemon_quietly_and_it_still_restores() {
         return;
     };
     let _restore = RestoreIrqMask(irq, mask0.clone());
+    let jdir = tempfile::tempdir().unwrap();
+    let journal = jdir.path().join("balance.journal");
     let mut child = vmtune()
         .args([
             "irq",
@@ -286,6 +292,8 @@ fn a_closed_stdout_ends_the_daemon_quietly_and_it_still_restores() {
             &irq.to_string(),
             "--duration",
             "60",
+            "--journal",
+            journal.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

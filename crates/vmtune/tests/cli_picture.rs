@@ -406,3 +406,34 @@ fn pictures_and_the_page_load_in_headless_chromium_without_console_errors() {
         }
     }
 }
+
+/// The README's picture is what the built-in example's plan draws today.
+#[test]
+fn the_readmes_picture_is_the_built_in_plan_as_drawn_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("plan.svg");
+    let o = vmtune(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "12",
+        "--memory",
+        "16G",
+        "--gpu",
+        "01:00.0",
+        "--os",
+        "windows",
+        "--name",
+        "win10",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/plan-builtin.svg");
+    assert_eq!(
+        std::fs::read_to_string(&svg).unwrap(),
+        std::fs::read_to_string(&committed).unwrap(),
+        "docs/plan-builtin.svg is stale: regenerate it with the command in the README"
+    );
+}

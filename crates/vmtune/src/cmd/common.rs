@@ -1,6 +1,7 @@
 //! Argument helpers shared by subcommands: host input and sizes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use topo::Host;
@@ -81,6 +82,34 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
+}
+
+/// Start the journal of a long-running command that journals what it may change as it goes
+/// (`irq balance`, `irq boost`): its directory made, its own lock taken (refused while another
+/// process holds it), a fresh journal written. Hold the lock until the journal is restored.
+pub fn start_journal(
+    path: &Path,
+    qemu_pid: Option<i32>,
+) -> Result<(apply::journal::Lock, apply::journal::Journal)> {
+    use apply::journal::{self, Header, Journal, Lock};
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    // the journal's own lock, not the directory's: `apply` and the hook go on meanwhile
+    let lock = Lock::acquire(&journal::own_lock_path(path), Duration::from_secs(2))
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let header = Header {
+        journal: "vmtune".into(),
+        version: 1,
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        apply_pid: std::process::id(),
+        qemu_pid,
+    };
+    let journal =
+        Journal::create(path, &header).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((lock, journal))
 }
 
 #[cfg(test)]

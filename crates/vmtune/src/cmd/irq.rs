@@ -12,7 +12,7 @@ use irqbal::host;
 use irqbal::policy::{Mapping, Policy, PolicyConfig};
 use topo::CpuSet;
 
-use super::common::print_json;
+use super::common::{print_json, start_journal};
 
 /// Interrupts of this machine: show per-IRQ and per-CPU load and the vBalance decision, or run
 /// the vBalance-style balancer.
@@ -258,7 +258,16 @@ pub struct BalanceArgs {
     /// preemption wake-up run at once on a busy vCPU).
     #[arg(long)]
     pub no_realtime: bool,
+    /// Guest mode: the journal of every IRQ it may move, each written with its affinity
+    /// before the first move. The daemon puts them back on exit (SIGTERM, SIGINT,
+    /// --duration) and archives the journal; after a crash or SIGKILL, `vmtune restore
+    /// --journal FILE` does (the systemd unit runs it as ExecStopPost). Not with --dry-run
+    #[arg(long, value_name = "FILE", default_value = DEFAULT_BALANCE_JOURNAL)]
+    pub journal: std::path::PathBuf,
 }
+
+/// Where the guest balancer's journal goes by default (beside `apply`'s).
+pub const DEFAULT_BALANCE_JOURNAL: &str = "/run/vmtune/irq-balance.journal";
 
 fn parse_target(s: &str) -> Result<(u32, u32), String> {
     let (a, b) = s
@@ -554,18 +563,78 @@ fn balance_guest(a: BalanceArgs) -> anyhow::Result<ExitCode> {
     let json = a.json;
     let verbose = a.verbose;
     let mut out = Out::default();
+    let mut journal = if a.dry_run {
+        None
+    } else {
+        Some(start_journal(&a.journal, None)?)
+    };
+    let mut journal_error = None;
     let summary = daemon::run_guest(&cfg, &stop, |ev| {
+        // every IRQ the daemon may move is journaled before its first move; if that fails,
+        // the daemon stops before moving any
+        if let (DaemonEvent::Start { candidates, .. }, Some((_, j))) = (ev, journal.as_mut()) {
+            if let Err(e) = journal_candidates(j, candidates) {
+                journal_error = Some(e);
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
         // a closed stdout (the reader went away) stops the daemon, which restores what it
         // changed and ends quietly
         if print_event(&mut out, ev, json, verbose).is_err() {
             stop.store(true, Ordering::Relaxed);
         }
     })?;
+    if let Some((lock, j)) = journal.take() {
+        // the daemon has put every IRQ back; restoring the journal checks it and archives it
+        drop(j);
+        drop(lock);
+        let rep = apply::engine::restore(&a.journal, Duration::from_secs(10))
+            .map_err(|e| anyhow::anyhow!("restoring {}: {e}", a.journal.display()))?;
+        if rep.failed > 0 {
+            anyhow::bail!(
+                "{} IRQ(s) could not be restored: the journal is kept at {}",
+                rep.failed,
+                a.journal.display()
+            );
+        }
+    }
+    if let Some(e) = journal_error {
+        return Err(e.context(format!("writing {}", a.journal.display())));
+    }
     Ok(if summary.restore_failures > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Journal each movable candidate's affinity (and the CPU its vector is on) as `irq`
+/// targets, as `apply` journals the IRQs it routes.
+fn journal_candidates(
+    j: &mut apply::journal::Journal,
+    candidates: &[daemon::Candidate],
+) -> anyhow::Result<()> {
+    for c in candidates.iter().filter(|c| c.movable) {
+        let dir = std::path::PathBuf::from(format!("/proc/irq/{}", c.irq));
+        let effective = std::fs::read_to_string(dir.join("effective_affinity_list"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        let target = apply::step::Target::Irq {
+            irq: c.irq,
+            path: dir.join("smp_affinity_list"),
+            name: c.name.clone(),
+            class: apply::step::IrqClass::Host,
+            previous_effective: effective,
+        };
+        let step = j.intend(&target, &c.original, "balanced by vmtune irq balance")?;
+        j.outcome(
+            step,
+            apply::journal::State::Done,
+            Some("moved while the daemon runs".into()),
+        )?;
+    }
+    Ok(())
 }
 
 /// Standard output that remembers it was closed and stays quiet after that.

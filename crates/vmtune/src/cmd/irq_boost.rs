@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use apply::journal::{self, Header, Journal, Lock, State};
+use apply::journal::{Journal, State};
 use apply::sched::{self, Policy, SchedState};
 use apply::step::Target;
 use irqbal::wait::boost::{BoostAction, BoostConfig, BoostOn, Booster, LowerWhy};
 use irqbal::wait::{tracer, vms, WaitEvent};
 use serde::Serialize;
 
-use super::common::print_json;
+use super::common::{print_json, start_journal};
 
 /// Where the agent's journal goes by default (beside `apply`'s).
 pub const DEFAULT_BOOST_JOURNAL: &str = "/run/vmtune/irq-boost.journal";
@@ -316,22 +316,7 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
         },
     };
     let mut tr = tracer::WaitTracer::open().map_err(|e| anyhow!("irq boost: {e}"))?;
-    if let Some(dir) = a.journal.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let lock = Lock::acquire(&journal::lock_path(&a.journal), Duration::from_secs(2))
-        .map_err(|e| anyhow!("{}: {e}", a.journal.display()))?;
-    let header = Header {
-        journal: "vmtune".into(),
-        version: 1,
-        created_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        apply_pid: std::process::id(),
-        qemu_pid: a.pid.map(|p| p as i32),
-    };
-    let journal = Journal::create(&a.journal, &header)
-        .map_err(|e| anyhow!("{}: {e}", a.journal.display()))?;
+    let (lock, journal) = start_journal(&a.journal, a.pid.map(|p| p as i32))?;
     let mut agent = Agent {
         journal,
         known: BTreeMap::new(),

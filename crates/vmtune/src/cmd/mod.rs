@@ -6,6 +6,7 @@ pub mod boot;
 pub mod cdi;
 pub mod common;
 pub mod demo;
+pub mod generate;
 pub mod irq;
 pub mod irq_boost;
 pub mod irq_wait;
