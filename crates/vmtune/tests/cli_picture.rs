@@ -437,3 +437,55 @@ fn the_readmes_picture_is_the_built_in_plan_as_drawn_now() {
         "docs/plan-builtin.svg is stale: regenerate it with the command in the README"
     );
 }
+
+/// A tenant's CPUs are drawn as the tenant's, and the new VM's vCPUs beside them.
+#[test]
+fn tenants_are_drawn_on_their_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = ok_json(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--hugepages",
+        "none",
+        "--name",
+        "t1",
+        "--json",
+    ]);
+    let tenant = dir.path().join("t1.json");
+    std::fs::write(&tenant, first.to_string()).unwrap();
+    let svg = dir.path().join("second.svg");
+    let second = ok_json(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--vcpus",
+        "4",
+        "--memory",
+        "4G",
+        "--hugepages",
+        "none",
+        "--tenant",
+        tenant.to_str().unwrap(),
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    let drawn = read_svg(&std::fs::read_to_string(&svg).unwrap());
+    let place = places("builtin");
+    for pin in first["vcpus"].as_array().unwrap() {
+        let cpu = pin["cpu"].as_u64().unwrap() as u32;
+        check_cpu(&drawn, &place, cpu, "tenant:t1", "tenant t1");
+    }
+    for pin in second["vcpus"].as_array().unwrap() {
+        let (v, c) = (
+            pin["vcpu"].as_u64().unwrap(),
+            pin["cpu"].as_u64().unwrap() as u32,
+        );
+        check_cpu(&drawn, &place, c, &format!("vcpu:{v}"), "second VM");
+    }
+}
