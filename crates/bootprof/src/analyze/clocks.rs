@@ -112,7 +112,24 @@ pub fn align(
     kubectl: bool,
     clocks: &mut Clocks,
 ) -> Axis {
-    // ---- journal prefixes without time= -------------------------------------------------
+    let mut axis = journal_axis(events, samples, opts, clocks);
+    let (agent_off, boot_host) = host_offsets(events, &axis);
+    note_agent_offset(agent_off, clocks);
+    axis.agent_offset = agent_off.unwrap_or(0);
+    axis.boot = guest_boot(events, boot_host, axis.agent_offset, clocks);
+    console_delays(events, &axis, clocks);
+    place_kernel_only(events, kubectl, &mut axis, clocks);
+    axis
+}
+
+/// The axis of the journal prefixes without `time=`: their zone and the year near which
+/// they resolve, noted in `clocks`.
+fn journal_axis(
+    events: &[&Event],
+    samples: &ClockSamples,
+    opts: &ClockOptions,
+    clocks: &mut Clocks,
+) -> Axis {
     let local_only = events
         .iter()
         .filter(|e| e.host.is_none() && e.local.is_some())
@@ -149,15 +166,18 @@ pub fn align(
             );
         }
     }
-    let mut axis = Axis {
+    Axis {
         zone_s,
         reference,
         boot: None,
         agent_offset: 0,
         trace_shift: 0,
-    };
+    }
+}
 
-    // ---- agent clock vs host: min(host − ts) over lines that carry both -----------------
+/// Over the lines that carry a host time and their own: the agent clock's offset,
+/// min(host − ts), and the earliest guest boot the kernel lines put on the host axis.
+fn host_offsets(events: &[&Event], axis: &Axis) -> (Option<i64>, Option<Nanos>) {
     let mut agent_off: Option<i64> = None;
     let mut boot_host: Option<Nanos> = None;
     for e in events {
@@ -181,42 +201,57 @@ pub fn align(
             _ => {}
         }
     }
-    clocks.agent_offset_s = agent_off.map(|o| o as f64 / 1e9);
-    if let Some(o) = agent_off {
-        let hours = (o as f64 / 3.6e12).round() as i64;
-        let rest = o - hours * 3600 * NS_PER_S;
-        if hours != 0 && rest.abs() < 120 * NS_PER_S {
-            clocks.notes.push(format!(
-                "the kata-agent clock is {} h {} the host's (a guest clock set to local time?): agent times were moved onto the host clock by the lines that carry both",
-                hours.abs(),
-                if hours > 0 { "behind" } else { "ahead of" }
-            ));
-        } else if o < -NS_PER_S / 1000 {
-            clocks.notes.push(format!(
-                "the kata-agent clock ran {} s ahead of the host; agent times were moved onto the host clock",
-                secs_fmt(-o as f64 / 1e9, 3)
-            ));
-        } else if o > NS_PER_S / 10 {
-            clocks.notes.push(format!(
-                "kata-agent records reached the host at least {} s after their own timestamps (clock behind or console delay); host time used",
-                secs_fmt(o as f64 / 1e9, 3)
-            ));
-        }
-    }
-    axis.agent_offset = agent_off.unwrap_or(0);
+    (agent_off, boot_host)
+}
 
-    // ---- guest boot ---------------------------------------------------------------------
+/// Note the agent clock's offset: whole hours (a guest clock in local time), ahead of the
+/// host, or records reaching the host late.
+fn note_agent_offset(agent_off: Option<i64>, clocks: &mut Clocks) {
+    clocks.agent_offset_s = agent_off.map(|o| o as f64 / 1e9);
+    let Some(o) = agent_off else { return };
+    let hours = (o as f64 / 3.6e12).round() as i64;
+    let rest = o - hours * 3600 * NS_PER_S;
+    if hours != 0 && rest.abs() < 120 * NS_PER_S {
+        clocks.notes.push(format!(
+            "the kata-agent clock is {} h {} the host's (a guest clock set to local time?): agent times were moved onto the host clock by the lines that carry both",
+            hours.abs(),
+            if hours > 0 { "behind" } else { "ahead of" }
+        ));
+    } else if o < -NS_PER_S / 1000 {
+        clocks.notes.push(format!(
+            "the kata-agent clock ran {} s ahead of the host; agent times were moved onto the host clock",
+            secs_fmt(-o as f64 / 1e9, 3)
+        ));
+    } else if o > NS_PER_S / 10 {
+        clocks.notes.push(format!(
+            "kata-agent records reached the host at least {} s after their own timestamps (clock behind or console delay); host time used",
+            secs_fmt(o as f64 / 1e9, 3)
+        ));
+    }
+}
+
+/// The guest boot on the host axis: from the console lines' host times, else from how
+/// kernel and agent lines interleave ([`boot_by_order`]).
+fn guest_boot(
+    events: &[&Event],
+    boot_host: Option<Nanos>,
+    agent_offset: i64,
+    clocks: &mut Clocks,
+) -> Option<Nanos> {
     let mut boot = boot_host;
     clocks.guest_boot_from = if boot.is_some() { "host" } else { "none" };
     if boot.is_none() {
-        boot = boot_by_order(events, axis.agent_offset, clocks);
+        boot = boot_by_order(events, agent_offset, clocks);
         if boot.is_some() {
             clocks.guest_boot_from = "agent-order";
         }
     }
-    axis.boot = boot;
+    boot
+}
 
-    // console delays: host time vs the line's own (aligned) time
+/// Console delays: each line's host time against its own (aligned) time; those over 1 s
+/// are disagreements, and noted.
+fn console_delays(events: &[&Event], axis: &Axis, clocks: &mut Clocks) {
     let mut max_delay: Option<f64> = None;
     let mut delay = |h: Nanos, o: Nanos| {
         let d = secs(h, o);
@@ -249,6 +284,11 @@ pub fn align(
             secs_fmt(max_delay.unwrap_or(0.0), 3)
         ));
     }
+}
+
+/// Kernel lines that no host time places: a guest-relative axis (boot at 0) when they are
+/// all there is, else left out with a note. A placed guest boot is recorded in `clocks`.
+fn place_kernel_only(events: &[&Event], kubectl: bool, axis: &mut Axis, clocks: &mut Clocks) {
     let has_kernel = events.iter().any(|e| matches!(e.body, Body::Kernel(_)));
     if axis.boot.is_none() && has_kernel {
         let absolute = kubectl
@@ -267,7 +307,6 @@ pub fn align(
     } else {
         clocks.guest_boot = axis.boot.map(format_rfc3339);
     }
-    axis
 }
 
 /// The agent ts of each line of an event (none for other bodies).

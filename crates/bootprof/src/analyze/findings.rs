@@ -25,10 +25,41 @@ fn fix_for_failure(step: &str, r: &Report) -> String {
 /// Derive findings from a built report.
 pub fn findings(r: &Report) -> Vec<Finding> {
     let c = Constants::default();
-    let mut out = Vec::new();
-    let st = &r.state;
+    let ram = RamPins::of(r);
+    let mut out = how_the_boot_went(r);
+    out.extend(cdi_wait(r));
+    out.extend(no_pin_trace(r));
+    out.extend(bar_pinning(r, &c));
+    out.extend(ram_pinning(r, &c, &ram));
+    out.extend(memory_hotplug(r, &ram));
+    out.extend(serial_driver_init(r));
+    out.extend(dma_entry_limit(r));
+    out.extend(skipped_input(r));
+    out
+}
 
-    // ---- how the boot went ----------------------------------------------------------
+/// This VM's guest RAM pin calls, added up.
+struct RamPins {
+    calls: usize,
+    s: f64,
+    bytes: u64,
+}
+
+impl RamPins {
+    fn of(r: &Report) -> Self {
+        let ram: Vec<_> = r.pins.iter().filter(|p| p.kind == "ram").collect();
+        RamPins {
+            calls: ram.len(),
+            s: ram.iter().map(|p| p.duration_s).sum(),
+            bytes: ram.iter().filter_map(|p| p.bytes).sum(),
+        }
+    }
+}
+
+/// How the boot went: failed, unfinished, started late.
+fn how_the_boot_went(r: &Report) -> Vec<Finding> {
+    let st = &r.state;
+    let mut out = Vec::new();
     if let Some(f) = &st.failure {
         out.push(Finding {
             phase: f.step,
@@ -71,179 +102,211 @@ pub fn findings(r: &Report) -> Vec<Finding> {
             saving_s: None,
         });
     }
+    out
+}
 
-    // ---- CDI wait ---------------------------------------------------------------------
-    let cdi_failed = st.failure.as_ref().is_some_and(|f| f.step == "cdi_wait");
-    if let (Some(cdi), Some(phase)) = (&r.cdi, r.phase("cdi_wait")) {
-        if cdi.resolved && !cdi_failed {
-            let driver = r.phase_s("gpu_driver_init");
-            let largest = r
-                .phases
-                .iter()
-                .filter(|p| p.name != "vm_create")
-                .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s))
-                .is_some_and(|l| l.name == "cdi_wait");
-            // a log that starts after the first try shows a lower bound
-            let least = if phase.at_least { "at least " } else { "" };
-            let pace = match (cdi.interval_s, cdi.limit_s) {
-                (Some(i), Some(l)) => format!(
-                    " At one try every {i:.2} s the agent gives up after ~{l:.0} s; this boot used {least}{:.0}% of that.",
-                    100.0 * phase.duration_s / l
-                ),
-                _ => String::new(),
-            };
-            let tries = match cdi.first_try.filter(|_| phase.at_least) {
-                Some(k) if k > 0 => {
-                    format!("{} tries in the log, the first numbered {k}", cdi.tries)
-                }
-                _ if phase.at_least => format!(
-                    "{} tries in the log, which starts after the first",
-                    cdi.tries
-                ),
-                _ => format!("{} tries", cdi.tries),
-            };
-            out.push(Finding {
-                phase: "cdi_wait",
-                measured_s: Some(phase.duration_s),
-                text: format!(
-                    "The kata-agent waited {least}{:.1} s for the CDI specs of {} GPUs ({tries}){}. {:.1} s of that is the guest driver enabling the GPUs one at a time; the rest is NVRC/nvidia-ctk generating the specs after the last GPU.{pace}",
-                    phase.duration_s,
-                    cdi.devices,
-                    if largest { " — the largest phase of the boot" } else { "" },
-                    driver
-                ),
-                fix: "Shorten gpu_driver_init (hugepages, IOMMUFD or a newer host kernel shorten each GPU's DMA mapping); keep the GPU driver loaded (vGPU / persistent driver) to avoid cold GPU starts.".into(),
-                saving_s: None,
-            });
+/// A CDI wait that resolved: how long, and how much of it the GPU driver's inits are.
+fn cdi_wait(r: &Report) -> Option<Finding> {
+    let cdi_failed = r
+        .state
+        .failure
+        .as_ref()
+        .is_some_and(|f| f.step == "cdi_wait");
+    let (cdi, phase) = (r.cdi.as_ref()?, r.phase("cdi_wait")?);
+    if !cdi.resolved || cdi_failed {
+        return None;
+    }
+    let driver = r.phase_s("gpu_driver_init");
+    let largest = r
+        .phases
+        .iter()
+        .filter(|p| p.name != "vm_create")
+        .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s))
+        .is_some_and(|l| l.name == "cdi_wait");
+    // a log that starts after the first try shows a lower bound
+    let least = if phase.at_least { "at least " } else { "" };
+    let pace = match (cdi.interval_s, cdi.limit_s) {
+        (Some(i), Some(l)) => format!(
+            " At one try every {i:.2} s the agent gives up after ~{l:.0} s; this boot used {least}{:.0}% of that.",
+            100.0 * phase.duration_s / l
+        ),
+        _ => String::new(),
+    };
+    let tries = match cdi.first_try.filter(|_| phase.at_least) {
+        Some(k) if k > 0 => {
+            format!("{} tries in the log, the first numbered {k}", cdi.tries)
         }
-    }
+        _ if phase.at_least => format!(
+            "{} tries in the log, which starts after the first",
+            cdi.tries
+        ),
+        _ => format!("{} tries", cdi.tries),
+    };
+    Some(Finding {
+        phase: "cdi_wait",
+        measured_s: Some(phase.duration_s),
+        text: format!(
+            "The kata-agent waited {least}{:.1} s for the CDI specs of {} GPUs ({tries}){}. {:.1} s of that is the guest driver enabling the GPUs one at a time; the rest is NVRC/nvidia-ctk generating the specs after the last GPU.{pace}",
+            phase.duration_s,
+            cdi.devices,
+            if largest { " — the largest phase of the boot" } else { "" },
+            driver
+        ),
+        fix: "Shorten gpu_driver_init (hugepages, IOMMUFD or a newer host kernel shorten each GPU's DMA mapping); keep the GPU driver loaded (vGPU / persistent driver) to avoid cold GPU starts.".into(),
+        saving_s: None,
+    })
+}
 
-    // ---- host pinning: measured, or said to be missing ------------------------------------
+/// Host pinning said to be missing: a VM with GPUs and no pin trace.
+fn no_pin_trace(r: &Report) -> Option<Finding> {
     let ps = &r.pin_summary;
-    if !ps.traced && r.gpu_count.unwrap_or(0) > 0 {
-        let why = if ps.iommufd_maps > 0 {
-            format!(
-                "this VM mapped its memory through IOMMUFD ({} IOMMU_IOAS_MAP calls), which has no vfio_pin_pages_remote to time",
-                ps.iommufd_maps
-            )
-        } else if ps.foreign_calls > 0 {
-            format!(
-                "the pin trace holds {} calls, none of them this boot's",
-                ps.foreign_calls
-            )
-        } else {
-            "IOMMUFD, or no bpftrace was run while the pod started".to_string()
-        };
-        out.push(Finding {
-            phase: "input",
-            measured_s: None,
-            text: format!(
-                "No host pin trace for this boot ({why}): how long the host spent pinning GPU BARs and guest RAM is not known — not zero. Per-GPU pin times are left empty and no pinning fix is suggested."
-            ),
-            fix: "Run `vmtune boot trace --script pin-pages --run 600 > pins.txt` (type1) or `--script map-ioctls` (IOMMUFD) on the host while the pod starts, and add pins.txt.".into(),
-            saving_s: None,
-        });
+    if ps.traced || r.gpu_count.unwrap_or(0) == 0 {
+        return None;
     }
+    let why = if ps.iommufd_maps > 0 {
+        format!(
+            "this VM mapped its memory through IOMMUFD ({} IOMMU_IOAS_MAP calls), which has no vfio_pin_pages_remote to time",
+            ps.iommufd_maps
+        )
+    } else if ps.foreign_calls > 0 {
+        format!(
+            "the pin trace holds {} calls, none of them this boot's",
+            ps.foreign_calls
+        )
+    } else {
+        "IOMMUFD, or no bpftrace was run while the pod started".to_string()
+    };
+    Some(Finding {
+        phase: "input",
+        measured_s: None,
+        text: format!(
+            "No host pin trace for this boot ({why}): how long the host spent pinning GPU BARs and guest RAM is not known — not zero. Per-GPU pin times are left empty and no pinning fix is suggested."
+        ),
+        fix: "Run `vmtune boot trace --script pin-pages --run 600 > pins.txt` (type1) or `--script map-ioctls` (IOMMUFD) on the host while the pod starts, and add pins.txt.".into(),
+        saving_s: None,
+    })
+}
+
+/// Measured pins of GPU BARs (0.1 s or more each), and what a newer host kernel saves.
+fn bar_pinning(r: &Report, c: &Constants) -> Option<Finding> {
     let bar_pins: Vec<_> = r
         .pins
         .iter()
         .filter(|p| p.kind == "bar" && p.duration_s >= 0.1)
         .collect();
-    if !bar_pins.is_empty() {
-        let total: f64 = bar_pins.iter().map(|p| p.duration_s).sum();
-        let n = bar_pins.len();
-        let min = bar_pins
-            .iter()
-            .map(|p| p.duration_s)
-            .fold(f64::INFINITY, f64::min);
-        let max = bar_pins.iter().map(|p| p.duration_s).fold(0.0, f64::max);
-        let size = bar_pins.iter().filter_map(|p| p.bytes).max().unwrap_or(0);
-        let gpus = {
-            let mut g: Vec<&str> = bar_pins.iter().filter_map(|p| p.gpu.as_deref()).collect();
-            g.sort_unstable();
-            g.dedup();
-            g.len()
-        };
-        out.push(Finding {
-            phase: "dma_pinning",
-            measured_s: Some(total),
-            text: format!(
-                "{n} pin calls of GPU BARs (up to {:.0} GiB) took {min:.2}-{max:.2} s each ({total:.1} s), for {gpus} GPUs, each while its driver was enabling: they run one after another inside gpu_driver_init.",
-                gib(size)
-            ),
-            fix: "A newer host kernel (BAR mappings by huge pfnmap, commits 356e88ebe447, 0fd06844de5d, f9e54c3a2f5b) with QEMU >= 9.2 maps a BAR in under 1 ms; the IOMMUFD backend skips these peer-to-peer BAR mappings (Kata GPU boot study: 2:25 to 1:54).".into(),
-            saving_s: Some((total - n as f64 * c.bar_new_s).max(0.0)),
-        });
+    if bar_pins.is_empty() {
+        return None;
     }
-    let ram: Vec<_> = r.pins.iter().filter(|p| p.kind == "ram").collect();
-    let ram_s: f64 = ram.iter().map(|p| p.duration_s).sum();
-    let ram_bytes: u64 = ram.iter().filter_map(|p| p.bytes).sum();
-    if ram_s >= 1.0 && ps.ram_backing == Some("small pages") {
-        let g = gib(ram_bytes);
-        let with_huge = c.ram_pin_s(g, PageSize::G1, true);
-        out.push(Finding {
-            phase: "dma_pinning",
-            measured_s: Some(ram_s),
-            text: format!(
-                "Guest RAM pinning took {ram_s:.1} s over {} call{} ({g:.0} GiB at {:.3} s/GiB: the pace of small pages faulted in by the pin; hugetlbfs pins at ~0.003 s/GiB).",
-                ram.len(),
-                if ram.len() == 1 { "" } else { "s" },
-                ps.ram_s_per_gib.unwrap_or(0.0)
-            ),
-            fix: format!(
-                "Back guest RAM with hugepages (Kata enable_hugepages; the Kata GPU boot study: 3:03 to 2:26): pinning {g:.0} GiB of hugetlbfs takes ~{with_huge:.1} s; a kernel with 64 KiB pages walks 16x fewer pages."
-            ),
-            saving_s: Some((ram_s - with_huge).max(0.0)),
-        });
+    let total: f64 = bar_pins.iter().map(|p| p.duration_s).sum();
+    let n = bar_pins.len();
+    let min = bar_pins
+        .iter()
+        .map(|p| p.duration_s)
+        .fold(f64::INFINITY, f64::min);
+    let max = bar_pins.iter().map(|p| p.duration_s).fold(0.0, f64::max);
+    let size = bar_pins.iter().filter_map(|p| p.bytes).max().unwrap_or(0);
+    let gpus = {
+        let mut g: Vec<&str> = bar_pins.iter().filter_map(|p| p.gpu.as_deref()).collect();
+        g.sort_unstable();
+        g.dedup();
+        g.len()
+    };
+    Some(Finding {
+        phase: "dma_pinning",
+        measured_s: Some(total),
+        text: format!(
+            "{n} pin calls of GPU BARs (up to {:.0} GiB) took {min:.2}-{max:.2} s each ({total:.1} s), for {gpus} GPUs, each while its driver was enabling: they run one after another inside gpu_driver_init.",
+            gib(size)
+        ),
+        fix: "A newer host kernel (BAR mappings by huge pfnmap, commits 356e88ebe447, 0fd06844de5d, f9e54c3a2f5b) with QEMU >= 9.2 maps a BAR in under 1 ms; the IOMMUFD backend skips these peer-to-peer BAR mappings (Kata GPU boot study: 2:25 to 1:54).".into(),
+        saving_s: Some((total - n as f64 * c.bar_new_s).max(0.0)),
+    })
+}
+
+/// Guest RAM pinned at the pace of small pages for a second or more: hugepages save it.
+fn ram_pinning(r: &Report, c: &Constants, ram: &RamPins) -> Option<Finding> {
+    let ps = &r.pin_summary;
+    let small_pages = ram.s >= 1.0 && ps.ram_backing == Some("small pages");
+    if !small_pages {
+        return None;
     }
-    if let Some(mh) = r.phase("memory_hotplug") {
-        if ram_s < 1.0 && mh.duration_s >= 5.0 {
-            out.push(Finding {
-                phase: "memory_hotplug",
-                measured_s: Some(mh.duration_s),
-                text: format!("Memory hotplug took {:.1} s ({}).", mh.duration_s, mh.detail),
-                fix: "Boot with more memory (Kata default_memory) or back it with hugepages so the hotplugged blocks are cheaper to pin.".into(),
-                saving_s: None,
-            });
-        }
-    }
-    // ---- serial GPU driver init ---------------------------------------------------------
+    let ram_s = ram.s;
+    let g = gib(ram.bytes);
+    let with_huge = c.ram_pin_s(g, PageSize::G1, true);
+    Some(Finding {
+        phase: "dma_pinning",
+        measured_s: Some(ram_s),
+        text: format!(
+            "Guest RAM pinning took {ram_s:.1} s over {} call{} ({g:.0} GiB at {:.3} s/GiB: the pace of small pages faulted in by the pin; hugetlbfs pins at ~0.003 s/GiB).",
+            ram.calls,
+            if ram.calls == 1 { "" } else { "s" },
+            ps.ram_s_per_gib.unwrap_or(0.0)
+        ),
+        fix: format!(
+            "Back guest RAM with hugepages (Kata enable_hugepages; the Kata GPU boot study: 3:03 to 2:26): pinning {g:.0} GiB of hugetlbfs takes ~{with_huge:.1} s; a kernel with 64 KiB pages walks 16x fewer pages."
+        ),
+        saving_s: Some((ram_s - with_huge).max(0.0)),
+    })
+}
+
+/// A long memory hotplug whose RAM pinning is not already a finding.
+fn memory_hotplug(r: &Report, ram: &RamPins) -> Option<Finding> {
+    let mh = r.phase("memory_hotplug")?;
+    (ram.s < 1.0 && mh.duration_s >= 5.0).then(|| Finding {
+        phase: "memory_hotplug",
+        measured_s: Some(mh.duration_s),
+        text: format!("Memory hotplug took {:.1} s ({}).", mh.duration_s, mh.detail),
+        fix: "Boot with more memory (Kata default_memory) or back it with hugepages so the hotplugged blocks are cheaper to pin.".into(),
+        saving_s: None,
+    })
+}
+
+/// The guest driver enabling two or more GPUs one after another.
+fn serial_driver_init(r: &Report) -> Option<Finding> {
     let inits: Vec<f64> = r
         .phases
         .iter()
         .filter(|p| p.name == "gpu_driver_init")
         .map(|p| p.duration_s)
         .collect();
-    if inits.len() >= 2 {
-        let total: f64 = inits.iter().sum();
-        out.push(Finding {
-            phase: "gpu_driver_init",
-            measured_s: Some(total),
-            text: format!(
-                "The guest driver enabled {} GPUs one after another, {:.2} s each on average ({total:.1} s).",
-                inits.len(),
-                total / inits.len() as f64
-            ),
-            fix: if ps.traced {
-                "Each enable waits for the host to DMA-map that GPU: a newer host kernel or IOMMUFD takes the BAR mapping out; 64 KiB pages cut the per-page work 16x."
-            } else {
-                "Each enable may wait for the host to DMA-map that GPU: trace the host (see the input finding) to see how much of it that is."
-            }
-            .into(),
-            saving_s: None,
-        });
+    if inits.len() < 2 {
+        return None;
     }
-    // ---- DMA entry limit --------------------------------------------------------------------
+    let total: f64 = inits.iter().sum();
+    Some(Finding {
+        phase: "gpu_driver_init",
+        measured_s: Some(total),
+        text: format!(
+            "The guest driver enabled {} GPUs one after another, {:.2} s each on average ({total:.1} s).",
+            inits.len(),
+            total / inits.len() as f64
+        ),
+        fix: if r.pin_summary.traced {
+            "Each enable waits for the host to DMA-map that GPU: a newer host kernel or IOMMUFD takes the BAR mapping out; 64 KiB pages cut the per-page work 16x."
+        } else {
+            "Each enable may wait for the host to DMA-map that GPU: trace the host (see the input finding) to see how much of it that is."
+        }
+        .into(),
+        saving_s: None,
+    })
+}
+
+/// DMA map/pin calls near VFIO type1's `dma_entry_limit`.
+fn dma_entry_limit(r: &Report) -> Option<Finding> {
+    let ps = &r.pin_summary;
     let maps = ps.calls.max(ps.map_ioctls);
-    if maps as f64 >= 0.5 * DMA_ENTRY_LIMIT as f64 {
-        out.push(Finding {
-            phase: "dma_pinning",
-            measured_s: ps.total_s,
-            text: format!("{maps} DMA map/pin calls: near VFIO type1's dma_entry_limit of {DMA_ENTRY_LIMIT}."),
-            fix: "Hotplug memory in larger blocks, raise vfio_iommu_type1 dma_entry_limit, or use IOMMUFD.".into(),
-            saving_s: None,
-        });
-    }
+    (maps as f64 >= 0.5 * DMA_ENTRY_LIMIT as f64).then(|| Finding {
+        phase: "dma_pinning",
+        measured_s: ps.total_s,
+        text: format!("{maps} DMA map/pin calls: near VFIO type1's dma_entry_limit of {DMA_ENTRY_LIMIT}."),
+        fix: "Hotplug memory in larger blocks, raise vfio_iommu_type1 dma_entry_limit, or use IOMMUFD.".into(),
+        saving_s: None,
+    })
+}
+
+/// Input lines left out: bad lines, and guest kernel lines stamped with the wall clock.
+fn skipped_input(r: &Report) -> Vec<Finding> {
+    let mut out = Vec::new();
     if r.stats.bad.total() > 0 {
         out.push(Finding {
             phase: "input",

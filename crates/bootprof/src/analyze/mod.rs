@@ -23,11 +23,15 @@ pub mod select;
 pub mod state;
 pub mod traces;
 
-use self::clocks::{secs, ClockOptions};
+use std::borrow::Cow;
+
+use self::clocks::{secs, Axis, ClockOptions};
+use self::facts::Facts;
 use self::model::{gib, Clocks, Gpu, PinCall, PinSummary};
 use self::select::Selection;
 use self::traces::Traces;
-use crate::parse::ingest::Ingest;
+use crate::parse::bpftrace::BpfLine;
+use crate::parse::ingest::{Body, Event, Ingest};
 use crate::parse::time::{format_rfc3339, Nanos};
 
 pub use self::critical::critical_path;
@@ -96,34 +100,112 @@ fn ram_backing(s_per_gib: f64) -> &'static str {
 
 /// Steps 2–8 on the records of one boot.
 pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
-    let ing = sel.ing;
-    let files = &ing.files;
-    // the host's traces and kubectl output: read once for a fleet's node, here otherwise
-    let read_here;
-    let (traces, guest): (&Traces, Vec<&crate::parse::ingest::Event>) = match sel.traces {
-        Some(t) => (t, sel.events.clone()),
+    let files = &sel.ing.files;
+    // 2–3: the clocks, the host's traces and the dated facts, on one axis
+    let (traces, guest) = traces_and_guest(sel);
+    let mut clocks = Clocks::default();
+    let mut axis = clocks::align(&guest, sel.clocks, opts, traces.kubectl, &mut clocks);
+    let f = facts_of(&guest, &axis, &traces, files, &mut clocks);
+    axis.trace_shift = trace_clock(sel, opts, &traces, &f, &mut clocks);
+    // 4: the pins joined to this VM and its GPUs
+    let j = join_pins(&f, &traces, &axis, &mut clocks);
+    // 5: the phases, on a timeline from the boot's origin
+    let built = phases::build(&f, &j, &axis, files);
+    let mut tl = Timeline::new(built.phases, &f, &j);
+    let cdi = built.cdi;
+    let gpus = gpus(&f, &j, tl.t0);
+    let (gpu_count, gpu_count_from) = gpu_count(&f, &gpus, cdi.as_ref());
+    let pins = pin_calls(&j, tl.t0, files);
+    let pin_summary = pin_summary(&j, &traces);
+    // 6: how the boot went, and what of it is a lower bound
+    let state = state::assess(
+        &f,
+        &tl.phases,
+        cdi.as_ref(),
+        gpu_count.unwrap_or(0),
+        tl.t0,
+        files,
+    );
+    let total_at_least = tl.mark_lower_bounds(&state, cdi.as_ref());
+    // 7: the critical path
+    let critical_path = critical_path(&tl.phases);
+    let report = Report {
+        sandbox: sel.boot.as_ref().and_then(|b| b.sandbox.clone()),
+        boot: sel.boot.clone(),
+        other_boots: sel.other_boots.clone(),
+        other_sandboxes: sel.other_sandboxes.clone(),
+        files: files.clone(),
+        t0: if relative_only(&axis, &traces, &guest) {
+            Some("guest boot".to_string())
+        } else {
+            tl.origin.map(format_rfc3339)
+        },
+        total_s: tl.total_s,
+        total_from: tl.total_from,
+        total_at_least,
+        state,
+        gpu_count,
+        gpu_count_from,
+        gpus,
+        phases: tl.phases,
+        pins,
+        pin_summary,
+        cdi,
+        critical_path,
+        findings: Vec::new(),
+        fixes_save_s: None,
+        clocks,
+        stats: sel.ing.stats.clone(),
+    };
+    // 8: the findings
+    with_findings(report)
+}
+
+/// The host's traces and kubectl output (read once for a fleet's node, here otherwise),
+/// and the boot's other records.
+fn traces_and_guest<'a>(sel: &Selection<'a>) -> (Cow<'a, Traces>, Vec<&'a Event>) {
+    match sel.traces {
+        Some(t) => (Cow::Borrowed(t), sel.events.clone()),
         None => {
-            read_here = Traces::read(sel.events.iter().copied());
             let guest = sel
                 .events
                 .iter()
                 .copied()
                 .filter(|e| !crate::analyze::traces::is_trace(e))
                 .collect();
-            (&read_here, guest)
+            (Cow::Owned(Traces::read(sel.events.iter().copied())), guest)
         }
-    };
-    let mut clocks = Clocks::default();
-    let mut axis = clocks::align(&guest, sel.clocks, opts, traces.kubectl, &mut clocks);
-    let mut f = facts::collect(&guest, &axis);
+    }
+}
+
+/// The dated facts of the guest's records, with the kubectl times of this boot; their
+/// notes and the traces' disagreements go to `clocks`.
+fn facts_of(
+    guest: &[&Event],
+    axis: &Axis,
+    traces: &Traces,
+    files: &[String],
+    clocks: &mut Clocks,
+) -> Facts {
+    let mut f = facts::collect(guest, axis);
     facts::kubectl_of_this_boot(&mut f, &traces.pods, files);
     clocks.notes.append(&mut f.notes);
     clocks.disagreements += traces.pin_disagreements;
+    f
+}
 
-    // the host trace on the boot's clock
+/// The host trace on the boot's clock: the shift given (and how well it fits this boot,
+/// for the fleet's vote on it), else the one inferred.
+fn trace_clock(
+    sel: &Selection<'_>,
+    opts: &ClockOptions,
+    traces: &Traces,
+    f: &Facts,
+    clocks: &mut Clocks,
+) -> Nanos {
     let enables: Vec<Nanos> = f.enables.iter().map(|(_, m)| m.t).collect();
     let zone = clocks::journal_zone_known(sel.clocks, opts);
-    axis.trace_shift = match opts.trace_shift_h {
+    match opts.trace_shift_h {
         Some(k) => {
             // how well the given shift fits this boot, for the fleet's vote on it
             clocks.trace_shift_aligned = clocks::aligned_at(traces, k, &enables);
@@ -136,49 +218,88 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
             }
             k * 3600 * crate::parse::time::NS_PER_S
         }
-        None => clocks::trace_shift(traces, f.window(), &enables, zone, &mut clocks),
-    };
+        None => clocks::trace_shift(traces, f.window(), &enables, zone, clocks),
+    }
+}
+
+/// The trace's pins near the boot joined to this VM and its GPUs; the join's notes and how
+/// well its pins fit the boot go to `clocks`.
+fn join_pins(f: &Facts, traces: &Traces, axis: &Axis, clocks: &mut Clocks) -> join::Join {
     let pins = join::TracePins {
-        near: traces.near(join::window(&f), axis.trace_shift),
+        near: traces.near(join::window(f), axis.trace_shift),
         total: traces.pins.len() as u64,
         pids: &traces.pids,
     };
-
-    let j = join::join(&f, &pins, axis.boot);
+    let j = join::join(f, &pins, axis.boot);
     clocks.notes.extend(j.notes.iter().cloned());
-    clocks.trace_fit = j.fit(&f, axis.boot);
-    let built = phases::build(&f, &j, &axis, files);
-    let mut phases = built.phases;
-    let cdi = built.cdi;
+    clocks.trace_fit = j.fit(f, axis.boot);
+    j
+}
 
-    // ---- origin, totals ---------------------------------------------------------------------
-    // no origin when nothing is dated (an ftrace trace alone): never the epoch
-    let origin = phases
-        .iter()
-        .map(|p| p.start_ns)
-        .chain(f.kube_start.map(|m| m.t))
-        .min()
-        .or(f.first_any.map(|m| m.t))
-        .or(j.pins.iter().filter_map(|p| p.start).min());
-    let t0 = origin.unwrap_or(0);
-    for p in &mut phases {
-        p.start_s = secs(p.start_ns, t0);
-        p.end_s = secs(p.end_ns, t0);
+/// The phases on a timeline from the boot's origin, and the boot's total.
+struct Timeline {
+    /// The earliest dated instant; no origin when nothing is dated (an ftrace trace
+    /// alone): never the epoch.
+    origin: Option<Nanos>,
+    /// The origin, or 0.
+    t0: Nanos,
+    /// In order of start (the longer first), with seconds from `t0`.
+    phases: Vec<Phase>,
+    total_s: Option<f64>,
+    /// `kubectl` or `timeline`.
+    total_from: &'static str,
+}
+
+impl Timeline {
+    fn new(mut phases: Vec<Phase>, f: &Facts, j: &join::Join) -> Self {
+        let origin = phases
+            .iter()
+            .map(|p| p.start_ns)
+            .chain(f.kube_start.map(|m| m.t))
+            .min()
+            .or(f.first_any.map(|m| m.t))
+            .or(j.pins.iter().filter_map(|p| p.start).min());
+        let t0 = origin.unwrap_or(0);
+        for p in &mut phases {
+            p.start_s = secs(p.start_ns, t0);
+            p.end_s = secs(p.end_ns, t0);
+        }
+        phases.sort_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
+        // no phase, no kubectl times: the length is unknown, not 0
+        let (total_s, total_from) = match (f.kube_start, f.kube_started) {
+            (Some(a), Some(b)) if b.t > a.t => (Some(secs(b.t, a.t)), "kubectl"),
+            _ => (
+                phases.iter().map(|p| p.end_ns).max().map(|e| secs(e, t0)),
+                "timeline",
+            ),
+        };
+        Timeline {
+            origin,
+            t0,
+            phases,
+            total_s,
+            total_from,
+        }
     }
-    phases.sort_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
-    // no phase, no kubectl times: the length is unknown, not 0
-    let (total_s, total_from) = match (f.kube_start, f.kube_started) {
-        (Some(a), Some(b)) if b.t > a.t => (Some(secs(b.t, a.t)), "kubectl"),
-        _ => (
-            phases.iter().map(|p| p.end_ns).max().map(|e| secs(e, t0)),
-            "timeline",
-        ),
-    };
 
-    // ---- GPUs -------------------------------------------------------------------------------
-    let traced = !j.pins.is_empty() || traces.ftrace_calls > 0;
-    let gpus: Vec<Gpu> = f
-        .gpus
+    /// Mark the phases that a log starting late may have cut, and tell whether the total
+    /// is a lower bound. What such a log shows of a phase it may have cut is a lower bound
+    /// (a pin call is timed whole: its sum is, see the pin summary), as is an untraced
+    /// memory hotplug (marked by `phases::build`).
+    fn mark_lower_bounds(&mut self, state: &BootState, cdi: Option<&CdiSummary>) -> bool {
+        let late = !state.started_late.is_empty();
+        for p in &mut self.phases {
+            p.at_least |= p.name != "dma_pinning" && state::cut_by_late_start(p.name, late, cdi);
+        }
+        self.total_s.is_some()
+            && self.total_from == "timeline"
+            && (late || state.status == "unfinished")
+    }
+}
+
+/// Each GPU the facts name: when it was found and enabled, its driver init and BAR pins.
+fn gpus(f: &Facts, j: &join::Join, t0: Nanos) -> Vec<Gpu> {
+    f.gpus
         .iter()
         .map(|g| {
             let init = j.inits.iter().find(|i| i.bdf == g.bdf);
@@ -205,16 +326,20 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
                 }),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// How many GPUs the VM has (the largest count any input shows), and where that comes from.
+fn gpu_count(f: &Facts, gpus: &[Gpu], cdi: Option<&CdiSummary>) -> (Option<usize>, String) {
     let enumerated = f.gpus.iter().filter(|g| g.found.is_some()).count();
-    let requested = cdi.as_ref().map_or(0, |c| c.devices as usize);
+    let requested = cdi.map_or(0, |c| c.devices as usize);
     // a count of 0 only from an enumeration seen: the guest kernel from its start to
     // running init (PCI enumeration lies between), or a display it enumerated
     let enumeration_seen = (f.kernel_min_t.is_some_and(|t| t <= 1.0) && f.run_init.is_some())
         || !f.emulated_displays.is_empty();
     let counted = gpus.len().max(requested);
     let gpu_count = (counted > 0 || enumeration_seen).then_some(counted);
-    let mut gpu_count_from = if gpu_count.is_none() {
+    let mut from = if gpu_count.is_none() {
         "unknown: no input shows the guest's PCI enumeration, a GPU driver enabling a GPU or a CDI request".to_string()
     } else if requested > gpus.len() {
         format!(
@@ -227,16 +352,19 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         format!("the guest's PCI enumeration ({enumerated}) and its GPU driver's enables")
     };
     if !f.emulated_displays.is_empty() {
-        gpu_count_from.push_str(&format!(
+        from.push_str(&format!(
             "; not counted: emulated display {}",
             f.emulated_displays.join(", ")
         ));
     }
+    (gpu_count, from)
+}
 
-    // ---- pins -------------------------------------------------------------------------------
+/// This VM's pin calls in order of start (those without one last).
+fn pin_calls(j: &join::Join, t0: Nanos, files: &[String]) -> Vec<PinCall> {
     let mut order: Vec<usize> = (0..j.pins.len()).collect();
     order.sort_by_key(|&i| j.pins.get(i).and_then(|p| p.start).unwrap_or(Nanos::MAX));
-    let pins: Vec<PinCall> = order
+    order
         .iter()
         .filter_map(|&i| j.pins.get(i))
         .map(|p| PinCall {
@@ -251,7 +379,11 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
             source: p.pin.source,
             line: p.pin.src.at(files),
         })
-        .collect();
+        .collect()
+}
+
+/// The host pinning of this VM added up, with the guest RAM's pace and what backs it.
+fn pin_summary(j: &join::Join, traces: &Traces) -> PinSummary {
     let ram: Vec<&join::JoinedPin> = j
         .pins
         .iter()
@@ -260,8 +392,8 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
     let ram_gib: f64 = ram.iter().filter_map(|p| p.pin.size).map(gib).sum();
     let ram_s: f64 = ram.iter().map(|p| p.pin.dur_s).sum();
     let ram_s_per_gib = (ram_gib >= 1.0).then(|| ram_s / ram_gib);
-    let pin_summary = PinSummary {
-        traced,
+    PinSummary {
+        traced: !j.pins.is_empty() || traces.ftrace_calls > 0,
         calls: j.pins.len() as u64,
         total_s: (!j.pins.is_empty()).then(|| j.pins.iter().map(|p| p.pin.dur_s).sum()),
         heavy_calls: j.pins.iter().filter(|p| p.pin.dur_s >= 1.0).count() as u64,
@@ -276,63 +408,29 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         iommufd_maps: traces.iommufd_maps,
         foreign_calls: j.foreign_calls,
         foreign_pids: j.foreign_pids.clone(),
-    };
-
-    let state = state::assess(&f, &phases, cdi.as_ref(), gpu_count.unwrap_or(0), t0, files);
-    // what a log that starts late shows of a phase it may have cut is a lower bound (a pin
-    // call is timed whole: its sum is, see the pin summary), as is an untraced memory
-    // hotplug (marked by `phases::build`)
-    let late = !state.started_late.is_empty();
-    for p in &mut phases {
-        p.at_least |=
-            p.name != "dma_pinning" && state::cut_by_late_start(p.name, late, cdi.as_ref());
     }
-    let total_at_least =
-        total_s.is_some() && total_from == "timeline" && (late || state.status == "unfinished");
-    let critical_path = critical_path(&phases);
-    let relative_only = axis.boot == Some(0)
+}
+
+/// Only guest-relative times exist: the guest boot is the axis's 0 and every record is one
+/// a guest-relative timeline shows (kernel, ftrace, a histogram, a banner).
+fn relative_only(axis: &Axis, traces: &Traces, guest: &[&Event]) -> bool {
+    axis.boot == Some(0)
         && traces.relative_only
         && guest.iter().all(|e| {
             axis.host(e).is_none()
                 && matches!(
                     e.body,
-                    crate::parse::ingest::Body::Kernel(_)
-                        | crate::parse::ingest::Body::Ftrace(_)
-                        | crate::parse::ingest::Body::Bpf(
-                            crate::parse::bpftrace::BpfLine::HistBucket { .. }
-                                | crate::parse::bpftrace::BpfLine::HistHeader(_)
-                                | crate::parse::bpftrace::BpfLine::Banner
+                    Body::Kernel(_)
+                        | Body::Ftrace(_)
+                        | Body::Bpf(
+                            BpfLine::HistBucket { .. } | BpfLine::HistHeader(_) | BpfLine::Banner
                         )
                 )
-        });
-    let mut report = Report {
-        sandbox: sel.boot.as_ref().and_then(|b| b.sandbox.clone()),
-        boot: sel.boot.clone(),
-        other_boots: sel.other_boots.clone(),
-        other_sandboxes: sel.other_sandboxes.clone(),
-        files: files.clone(),
-        t0: if relative_only {
-            Some("guest boot".to_string())
-        } else {
-            origin.map(format_rfc3339)
-        },
-        total_s,
-        total_from,
-        total_at_least,
-        state,
-        gpu_count,
-        gpu_count_from,
-        gpus,
-        phases,
-        pins,
-        pin_summary,
-        cdi,
-        critical_path,
-        findings: Vec::new(),
-        fixes_save_s: None,
-        clocks,
-        stats: ing.stats.clone(),
-    };
+        })
+}
+
+/// The report with its findings, and what their fixes save together.
+fn with_findings(mut report: Report) -> Report {
     report.findings = crate::analyze::findings::findings(&report);
     report.fixes_save_s = report
         .findings
