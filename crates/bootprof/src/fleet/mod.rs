@@ -274,6 +274,9 @@ impl NodeId {
     }
 }
 
+/// Something of each node (`None`: of the lines that name no node and follow no file).
+type ByNode<T> = HashMap<Option<NodeId>, T>;
+
 /// The node of every file, and notes on the files that name none.
 fn nodes_of_files(ing: &Ingest) -> (Vec<Option<NodeId>>, Vec<String>) {
     let hosts = select::file_nodes(ing);
@@ -367,240 +370,14 @@ fn nodes_of_files(ing: &Ingest) -> (Vec<Option<NodeId>>, Vec<String>) {
 
 /// Analyze every boot in `ing`.
 pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
-    let boots = select::boots(ing);
     let (file_node, notes) = nodes_of_files(ing);
-    let node_of_file = |f: u32| file_node.get(f as usize).cloned().flatten();
-
-    // one pass: each boot's own lines, and each node's lines that name no sandbox
-    let mut own: Vec<Vec<u32>> = vec![Vec::new(); boots.len()];
-    let mut shared: HashMap<Option<NodeId>, Vec<u32>> = HashMap::new();
-    for (i, b) in boots.of_events().enumerate() {
-        match b {
-            Some(k) => {
-                if let Some(v) = own.get_mut(k) {
-                    v.push(i as u32);
-                }
-            }
-            None => {
-                let f = ing.events.get(i).map_or(0, |e| e.src.file);
-                shared.entry(node_of_file(f)).or_default().push(i as u32);
-            }
-        }
-    }
-    // the node of each boot: its journal host, else its file's
-    let boot_node: Vec<Option<NodeId>> = (0..boots.len())
-        .map(|k| match boots.node(k) {
-            Some(h) => Some(NodeId::Host(h)),
-            None => own
-                .get(k)
-                .and_then(|v| v.first())
-                .and_then(|&i| ing.events.get(i as usize))
-                .and_then(|e| node_of_file(e.src.file)),
-        })
-        .collect();
-    // each node's clock samples: its journal lines and the lines of its files that name
-    // no node
-    let mut clocks: HashMap<Option<NodeId>, ClockSamples> = HashMap::new();
-    for node in boot_node.iter().cloned() {
-        clocks.entry(node).or_insert_with_key(|node| match node {
-            None => ing.clocks.clone(),
-            Some(n) => {
-                let mut c = match n {
-                    NodeId::Host(h) => ing
-                        .node_clocks
-                        .get(*h as usize)
-                        .cloned()
-                        .unwrap_or_default(),
-                    NodeId::Named(_) => ClockSamples::default(),
-                };
-                for (f, fc) in ing.file_clocks.iter().enumerate() {
-                    if file_node.get(f).and_then(Option::as_ref) == Some(n) {
-                        c.merge(fc);
-                    }
-                }
-                c
-            }
-        });
-    }
-    let empty_shared: Vec<u32> = Vec::new();
-    // lines that name no node and follow no file go with every boot
-    let unplaced = shared.get(&None).cloned().unwrap_or_default();
-    let shared_of = |node: &Option<NodeId>| -> Vec<u32> {
-        let mine = shared.get(node).unwrap_or(&empty_shared);
-        if node.is_none() || unplaced.is_empty() {
-            return mine.clone();
-        }
-        let mut v: Vec<u32> = mine.iter().chain(unplaced.iter()).copied().collect();
-        v.sort_unstable();
-        v
-    };
-    // a node's traces and kubectl output are read once for all its boots (each boot looks up
-    // the pin calls near its own window); its other lines that name no sandbox (guest
-    // console text given as a file of its own) go with each boot
-    let shared_by_node: HashMap<Option<NodeId>, (Vec<u32>, Traces)> = boot_node
-        .iter()
-        .collect::<std::collections::HashSet<_>>()
-        .into_iter()
-        .map(|n| {
-            let all = shared_of(n);
-            let events = || all.iter().filter_map(|&i| ing.events.get(i as usize));
-            let traces = Traces::read(events());
-            let guest: Vec<u32> = all
-                .iter()
-                .copied()
-                .filter(|&i| ing.events.get(i as usize).is_some_and(|e| !is_trace(e)))
-                .collect();
-            (n.clone(), (guest, traces))
-        })
-        .collect();
-    let no_traces = Traces::read(std::iter::empty());
-
-    // the analyses, on all CPUs
-    let fallback = ClockSamples::default();
-    let analyze_boot = |k: usize, trace_shift_h: Option<i64>| {
-        let node = boot_node.get(k).cloned().flatten();
-        let (guest, traces) = shared_by_node
-            .get(&node)
-            .map_or((&[][..], &no_traces), |(g, t)| (g.as_slice(), t));
-        let sel = boots.fleet_records(
-            ing,
-            k,
-            own.get(k).map_or(&[][..], Vec::as_slice),
-            guest,
-            traces,
-            clocks.get(&node).unwrap_or(&fallback),
-        );
-        let mut r = crate::analyze::analyze(
-            &sel,
-            &ClockOptions {
-                trace_shift_h: trace_shift_h.or(opts.clocks.trace_shift_h),
-                ..opts.clocks
-            },
-        );
-        if let (Some(b), Some(nd)) = (r.boot.as_mut(), &node) {
-            b.node = Some(nd.name(ing));
-        }
-        r
-    };
-    // each report is reduced to its row in the worker (a fleet's reports need not all be
-    // held at once); the few boots the HTML page charts are analyzed again at the end
-    let to_row = |k: usize, shift: Option<i64>| {
-        let r = analyze_boot(k, shift);
-        // a boot is shown by its own lines: its node's pin trace or `kubectl describe`
-        // alone would turn any sandbox whose time window they fall in into a boot
-        // its own events are in file order, and so are the lines of a run (nothing comes
-        // between them): a line is found by bisection
-        let mine: Vec<&crate::parse::ingest::Event> = own
-            .get(k)
-            .into_iter()
-            .flatten()
-            .filter_map(|&i| ing.events.get(i as usize))
-            .collect();
-        let is_mine = |s: crate::parse::ingest::SrcRef| {
-            let at = mine.partition_point(|e| (e.src.file, e.src.line) <= (s.file, s.line));
-            let Some(e) = at.checked_sub(1).and_then(|i| mine.get(i)) else {
-                return false;
-            };
-            e.src.file == s.file
-                && (e.src.line == s.line
-                    || matches!(&e.body, crate::parse::ingest::Body::AgentRun(r)
-                        if r.lines.binary_search_by_key(&s.line, |l| l.line).is_ok()))
-        };
-        let shown = if !shows_boot(&r, is_mine) {
-            let b = r.boot.as_ref();
-            Err(NoBoot {
-                node: b.and_then(|b| b.node.clone()),
-                sandbox: r.sandbox.clone(),
-                shim_pid: b.and_then(|b| b.shim_pid),
-                lines: b.map_or(0, |b| b.lines),
-            })
-        } else {
-            Ok(row(&r))
-        };
-        Analyzed {
-            shown,
-            calls: r.pin_summary.calls,
-            aligned: r.clocks.trace_shift_aligned,
-            expected: r.clocks.trace_shift_expected,
-            fit: r.clocks.trace_fit,
-            shift: r.clocks.trace_shift_h,
-        }
-    };
-    let all: Vec<(usize, Option<i64>)> = (0..boots.len()).map(|k| (k, None)).collect();
-    let mut done = parallel(&all, opts.threads, &to_row);
-
-    // A node's host trace has one clock. A boot whose own pins are not in the trace (it was
-    // not traced) may find another VM's pins hours away that a whole-hour shift puts inside
-    // its time window. Every boot of a node is also read with each shift the node's boots
-    // with calls read the trace with, and the node takes the one under which all its boots
-    // together have the most evidence (see `Vote`); a boot that read it with another gets
-    // its reading with the node's.
-    let node_of = |k: usize| boot_node.get(k).cloned().flatten();
-    let read_with = |a: &Analyzed| a.shift.unwrap_or(0);
-    let mut candidates: HashMap<Option<NodeId>, BTreeSet<i64>> = HashMap::new();
-    if opts.clocks.trace_shift_h.is_none() {
-        for (k, a) in done.iter().enumerate() {
-            if a.calls > 0 {
-                candidates
-                    .entry(node_of(k))
-                    .or_default()
-                    .insert(read_with(a));
-            }
-        }
-    }
-    let others: Vec<(usize, Option<i64>)> = done
-        .iter()
-        .enumerate()
-        .flat_map(|(k, a)| {
-            let own = read_with(a);
-            candidates
-                .get(&node_of(k))
-                .into_iter()
-                .flatten()
-                .filter(move |&&c| c != own)
-                .map(move |&c| (k, Some(c)))
-        })
-        .collect();
-    let mut at_other: HashMap<(usize, i64), Analyzed> = others
-        .iter()
-        .map(|&(k, c)| (k, c.unwrap_or(0)))
-        .zip(parallel(&others, opts.threads, &to_row))
-        .collect();
-    let mut votes: HashMap<Option<NodeId>, BTreeMap<i64, Vote>> = HashMap::new();
-    let read = done
-        .iter()
-        .enumerate()
-        .map(|(k, a)| (k, read_with(a), a))
-        .chain(at_other.iter().map(|(&(k, c), a)| (k, c, a)));
-    for (k, shift, a) in read {
-        let node = node_of(k);
-        if candidates.get(&node).is_some_and(|c| c.contains(&shift)) {
-            let v = votes.entry(node).or_default().entry(shift).or_default();
-            v.aligned += a.aligned;
-            v.expected |= a.expected;
-            v.fit += a.fit.0;
-            v.misfit += a.fit.1;
-        }
-    }
-    let node_shift: HashMap<Option<NodeId>, i64> = votes
-        .into_iter()
-        .filter_map(|(n, v)| Some((n, v.into_iter().max_by_key(|(k, v)| v.key(*k))?.0)))
-        .collect();
-    let forced = |k: usize| node_shift.get(&node_of(k)).copied();
-    let again: Vec<(usize, Option<i64>)> = done
-        .iter()
-        .enumerate()
-        .filter_map(|(k, a)| {
-            let want = forced(k)?;
-            (read_with(a) != want).then_some((k, Some(want)))
-        })
-        .collect();
-    // every boot was read with each of its node's candidates, the winner among them
-    for (k, c) in again {
-        if let (Some(slot), Some(a)) = (done.get_mut(k), at_other.remove(&(k, c.unwrap_or(0)))) {
-            *slot = a;
-        }
-    }
+    let plan = Plan::new(ing, opts, &file_node);
+    // the analyses, on all CPUs; each report is reduced to its row in the worker (a fleet's
+    // reports need not all be held at once); the few boots the HTML page charts are
+    // analyzed again at the end
+    let all: Vec<(usize, Option<i64>)> = (0..plan.boots.len()).map(|k| (k, None)).collect();
+    let mut done = parallel(&all, opts.threads, &|k, shift| plan.row(k, shift));
+    let node_shift = plan.settle_trace_shifts(&mut done);
     let trace_shift_h: BTreeMap<String, i64> = node_shift
         .iter()
         .filter_map(|(n, k)| Some((n.as_ref()?.name(ing), *k)))
@@ -634,24 +411,380 @@ pub fn analyze(ing: &Ingest, opts: &FleetOptions) -> Fleet {
         }
     }
     summarize(&mut fleet, opts.top);
-    // the reports of the boots the HTML page charts: the slowest, and the first incomplete
-    let charted: Vec<usize> = fleet
-        .slowest
-        .iter()
-        .chain(fleet.incomplete.iter().take(CHARTED_INCOMPLETE))
-        .copied()
-        .collect();
-    let jobs: Vec<(usize, Option<i64>)> = charted
-        .iter()
-        .filter_map(|&i| boot_of_row.get(i).map(|&k| (k, forced(k))))
-        .collect();
-    for (&i, r) in charted
-        .iter()
-        .zip(parallel(&jobs, opts.threads, &analyze_boot))
-    {
-        fleet.charts.insert(i, r);
-    }
+    fleet.charts = plan.charts(&fleet, &boot_of_row, &node_shift);
     fleet
+}
+
+/// The node of a file's lines.
+fn node_of_file(file_node: &[Option<NodeId>], f: u32) -> Option<NodeId> {
+    file_node.get(f as usize).cloned().flatten()
+}
+
+/// One pass over the events: each boot's own lines, and each node's lines that name no
+/// sandbox.
+fn split_lines(
+    ing: &Ingest,
+    boots: &select::Boots,
+    file_node: &[Option<NodeId>],
+) -> (Vec<Vec<u32>>, ByNode<Vec<u32>>) {
+    let mut own: Vec<Vec<u32>> = vec![Vec::new(); boots.len()];
+    let mut shared: ByNode<Vec<u32>> = HashMap::new();
+    for (i, b) in boots.of_events().enumerate() {
+        match b {
+            Some(k) => {
+                if let Some(v) = own.get_mut(k) {
+                    v.push(i as u32);
+                }
+            }
+            None => {
+                let f = ing.events.get(i).map_or(0, |e| e.src.file);
+                shared
+                    .entry(node_of_file(file_node, f))
+                    .or_default()
+                    .push(i as u32);
+            }
+        }
+    }
+    (own, shared)
+}
+
+/// The node of each boot: its journal host, else its file's.
+fn boot_nodes(
+    ing: &Ingest,
+    boots: &select::Boots,
+    own: &[Vec<u32>],
+    file_node: &[Option<NodeId>],
+) -> Vec<Option<NodeId>> {
+    (0..boots.len())
+        .map(|k| match boots.node(k) {
+            Some(h) => Some(NodeId::Host(h)),
+            None => own
+                .get(k)
+                .and_then(|v| v.first())
+                .and_then(|&i| ing.events.get(i as usize))
+                .and_then(|e| node_of_file(file_node, e.src.file)),
+        })
+        .collect()
+}
+
+/// Each node's clock samples: its journal lines and the lines of its files that name no
+/// node.
+fn node_clocks(
+    ing: &Ingest,
+    boot_node: &[Option<NodeId>],
+    file_node: &[Option<NodeId>],
+) -> ByNode<ClockSamples> {
+    let mut clocks: ByNode<ClockSamples> = HashMap::new();
+    for node in boot_node.iter().cloned() {
+        clocks.entry(node).or_insert_with_key(|node| match node {
+            None => ing.clocks.clone(),
+            Some(n) => {
+                let mut c = match n {
+                    NodeId::Host(h) => ing
+                        .node_clocks
+                        .get(*h as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    NodeId::Named(_) => ClockSamples::default(),
+                };
+                for (f, fc) in ing.file_clocks.iter().enumerate() {
+                    if file_node.get(f).and_then(Option::as_ref) == Some(n) {
+                        c.merge(fc);
+                    }
+                }
+                c
+            }
+        });
+    }
+    clocks
+}
+
+/// A node's traces and kubectl output, read once for all its boots (each boot looks up the
+/// pin calls near its own window), and its other lines that name no sandbox (guest console
+/// text given as a file of its own), which go with each boot. Lines that name no node and
+/// follow no file go with every node.
+fn node_shared(
+    ing: &Ingest,
+    boot_node: &[Option<NodeId>],
+    shared: &ByNode<Vec<u32>>,
+) -> ByNode<(Vec<u32>, Traces)> {
+    let empty_shared: Vec<u32> = Vec::new();
+    let unplaced = shared.get(&None).cloned().unwrap_or_default();
+    let shared_of = |node: &Option<NodeId>| -> Vec<u32> {
+        let mine = shared.get(node).unwrap_or(&empty_shared);
+        if node.is_none() || unplaced.is_empty() {
+            return mine.clone();
+        }
+        let mut v: Vec<u32> = mine.iter().chain(unplaced.iter()).copied().collect();
+        v.sort_unstable();
+        v
+    };
+    boot_node
+        .iter()
+        .collect::<std::collections::HashSet<_>>()
+        .into_iter()
+        .map(|n| {
+            let all = shared_of(n);
+            let events = || all.iter().filter_map(|&i| ing.events.get(i as usize));
+            let traces = Traces::read(events());
+            let guest: Vec<u32> = all
+                .iter()
+                .copied()
+                .filter(|&i| ing.events.get(i as usize).is_some_and(|e| !is_trace(e)))
+                .collect();
+            (n.clone(), (guest, traces))
+        })
+        .collect()
+}
+
+/// What every boot's analysis reads: the boots, each one's own lines and node, and each
+/// node's clock samples, shared lines and traces.
+struct Plan<'a> {
+    ing: &'a Ingest,
+    opts: &'a FleetOptions,
+    boots: select::Boots,
+    /// Each boot's own lines (indices into the events).
+    own: Vec<Vec<u32>>,
+    boot_node: Vec<Option<NodeId>>,
+    clocks: ByNode<ClockSamples>,
+    /// Each node's lines that name no sandbox but for its traces, and its traces read.
+    shared: ByNode<(Vec<u32>, Traces)>,
+    no_traces: Traces,
+    no_clocks: ClockSamples,
+}
+
+impl<'a> Plan<'a> {
+    fn new(ing: &'a Ingest, opts: &'a FleetOptions, file_node: &[Option<NodeId>]) -> Plan<'a> {
+        let boots = select::boots(ing);
+        let (own, shared) = split_lines(ing, &boots, file_node);
+        let boot_node = boot_nodes(ing, &boots, &own, file_node);
+        let clocks = node_clocks(ing, &boot_node, file_node);
+        let shared = node_shared(ing, &boot_node, &shared);
+        Plan {
+            ing,
+            opts,
+            boots,
+            own,
+            boot_node,
+            clocks,
+            shared,
+            no_traces: Traces::read(std::iter::empty()),
+            no_clocks: ClockSamples::default(),
+        }
+    }
+
+    fn node_of(&self, k: usize) -> Option<NodeId> {
+        self.boot_node.get(k).cloned().flatten()
+    }
+
+    /// The single-boot report of boot `k`, its trace read with `trace_shift_h` (`None`:
+    /// the options', else inferred).
+    fn report(&self, k: usize, trace_shift_h: Option<i64>) -> Report {
+        let ing = self.ing;
+        let node = self.node_of(k);
+        let (guest, traces) = self
+            .shared
+            .get(&node)
+            .map_or((&[][..], &self.no_traces), |(g, t)| (g.as_slice(), t));
+        let sel = self.boots.fleet_records(
+            ing,
+            k,
+            self.own.get(k).map_or(&[][..], Vec::as_slice),
+            guest,
+            traces,
+            self.clocks.get(&node).unwrap_or(&self.no_clocks),
+        );
+        let mut r = crate::analyze::analyze(
+            &sel,
+            &ClockOptions {
+                trace_shift_h: trace_shift_h.or(self.opts.clocks.trace_shift_h),
+                ..self.opts.clocks
+            },
+        );
+        if let (Some(b), Some(nd)) = (r.boot.as_mut(), &node) {
+            b.node = Some(nd.name(ing));
+        }
+        r
+    }
+
+    /// Boot `k` analyzed and reduced to its row (or why it shows no boot) and what its
+    /// trace said.
+    fn row(&self, k: usize, shift: Option<i64>) -> Analyzed {
+        let r = self.report(k, shift);
+        let mine = self.own_events(k);
+        let shown = if !shows_boot(&r, |s| is_among(&mine, s)) {
+            let b = r.boot.as_ref();
+            Err(NoBoot {
+                node: b.and_then(|b| b.node.clone()),
+                sandbox: r.sandbox.clone(),
+                shim_pid: b.and_then(|b| b.shim_pid),
+                lines: b.map_or(0, |b| b.lines),
+            })
+        } else {
+            Ok(row(&r))
+        };
+        Analyzed {
+            shown,
+            calls: r.pin_summary.calls,
+            aligned: r.clocks.trace_shift_aligned,
+            expected: r.clocks.trace_shift_expected,
+            fit: r.clocks.trace_fit,
+            shift: r.clocks.trace_shift_h,
+        }
+    }
+
+    /// Boot `k`'s own events, in file order.
+    fn own_events(&self, k: usize) -> Vec<&'a crate::parse::ingest::Event> {
+        self.own
+            .get(k)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.ing.events.get(i as usize))
+            .collect()
+    }
+
+    /// Decides each node's trace shift ([`Vote`]) and gives every boot read with another
+    /// its reading with the node's.
+    ///
+    /// A node's host trace has one clock. A boot whose own pins are not in the trace (it was
+    /// not traced) may find another VM's pins hours away that a whole-hour shift puts inside
+    /// its time window. Every boot of a node is also read with each shift the node's boots
+    /// with calls read the trace with, and the node takes the one under which all its boots
+    /// together have the most evidence.
+    fn settle_trace_shifts(&self, done: &mut [Analyzed]) -> ByNode<i64> {
+        let candidates = self.shift_candidates(done);
+        let others: Vec<(usize, Option<i64>)> = done
+            .iter()
+            .enumerate()
+            .flat_map(|(k, a)| {
+                let own = a.read_with();
+                candidates
+                    .get(&self.node_of(k))
+                    .into_iter()
+                    .flatten()
+                    .filter(move |&&c| c != own)
+                    .map(move |&c| (k, Some(c)))
+            })
+            .collect();
+        let mut at_other: HashMap<(usize, i64), Analyzed> = others
+            .iter()
+            .map(|&(k, c)| (k, c.unwrap_or(0)))
+            .zip(parallel(&others, self.opts.threads, &|k, shift| {
+                self.row(k, shift)
+            }))
+            .collect();
+        let node_shift = self.vote(&candidates, done, &at_other);
+        let forced = |k: usize| node_shift.get(&self.node_of(k)).copied();
+        let again: Vec<(usize, Option<i64>)> = done
+            .iter()
+            .enumerate()
+            .filter_map(|(k, a)| {
+                let want = forced(k)?;
+                (a.read_with() != want).then_some((k, Some(want)))
+            })
+            .collect();
+        // every boot was read with each of its node's candidates, the winner among them
+        for (k, c) in again {
+            if let (Some(slot), Some(a)) = (done.get_mut(k), at_other.remove(&(k, c.unwrap_or(0))))
+            {
+                *slot = a;
+            }
+        }
+        node_shift
+    }
+
+    /// Per node, the shifts its boots with pin calls read the trace with (none when the
+    /// options set the shift).
+    fn shift_candidates(&self, done: &[Analyzed]) -> ByNode<BTreeSet<i64>> {
+        let mut candidates: ByNode<BTreeSet<i64>> = HashMap::new();
+        if self.opts.clocks.trace_shift_h.is_none() {
+            for (k, a) in done.iter().enumerate() {
+                if a.calls > 0 {
+                    candidates
+                        .entry(self.node_of(k))
+                        .or_default()
+                        .insert(a.read_with());
+                }
+            }
+        }
+        candidates
+    }
+
+    /// Each node's shift: the candidate with the most evidence over all the node's boots,
+    /// as first read (`done`) and read with the other candidates (`at_other`).
+    fn vote(
+        &self,
+        candidates: &ByNode<BTreeSet<i64>>,
+        done: &[Analyzed],
+        at_other: &HashMap<(usize, i64), Analyzed>,
+    ) -> ByNode<i64> {
+        let mut votes: ByNode<BTreeMap<i64, Vote>> = HashMap::new();
+        let read = done
+            .iter()
+            .enumerate()
+            .map(|(k, a)| (k, a.read_with(), a))
+            .chain(at_other.iter().map(|(&(k, c), a)| (k, c, a)));
+        for (k, shift, a) in read {
+            let node = self.node_of(k);
+            if candidates.get(&node).is_some_and(|c| c.contains(&shift)) {
+                let v = votes.entry(node).or_default().entry(shift).or_default();
+                v.aligned += a.aligned;
+                v.expected |= a.expected;
+                v.fit += a.fit.0;
+                v.misfit += a.fit.1;
+            }
+        }
+        votes
+            .into_iter()
+            .filter_map(|(n, v)| Some((n, v.into_iter().max_by_key(|(k, v)| v.key(*k))?.0)))
+            .collect()
+    }
+
+    /// The reports of the boots the HTML page charts: the slowest, and the first
+    /// incomplete, each read with its node's trace shift.
+    fn charts(
+        &self,
+        fleet: &Fleet,
+        boot_of_row: &[usize],
+        node_shift: &ByNode<i64>,
+    ) -> BTreeMap<usize, Report> {
+        let charted: Vec<usize> = fleet
+            .slowest
+            .iter()
+            .chain(fleet.incomplete.iter().take(CHARTED_INCOMPLETE))
+            .copied()
+            .collect();
+        let jobs: Vec<(usize, Option<i64>)> = charted
+            .iter()
+            .filter_map(|&i| {
+                boot_of_row
+                    .get(i)
+                    .map(|&k| (k, node_shift.get(&self.node_of(k)).copied()))
+            })
+            .collect();
+        charted
+            .iter()
+            .copied()
+            .zip(parallel(&jobs, self.opts.threads, &|k, shift| {
+                self.report(k, shift)
+            }))
+            .collect()
+    }
+}
+
+/// Whether line `s` is one of `own`, a boot's own events in file order. A boot is shown by
+/// its own lines: its node's pin trace or `kubectl describe` alone would turn any sandbox
+/// whose time window they fall in into a boot. The lines of a run are in file order too
+/// (nothing comes between them): a line is found by bisection.
+fn is_among(own: &[&crate::parse::ingest::Event], s: crate::parse::ingest::SrcRef) -> bool {
+    let at = own.partition_point(|e| (e.src.file, e.src.line) <= (s.file, s.line));
+    let Some(e) = at.checked_sub(1).and_then(|i| own.get(i)) else {
+        return false;
+    };
+    e.src.file == s.file
+        && (e.src.line == s.line
+            || matches!(&e.body, crate::parse::ingest::Body::AgentRun(r)
+                if r.lines.binary_search_by_key(&s.line, |l| l.line).is_ok()))
 }
 
 /// How many boots that did not complete the HTML page charts.
@@ -670,6 +803,13 @@ struct Analyzed {
     fit: (u64, u64),
     /// The whole-hour shift its trace was read with.
     shift: Option<i64>,
+}
+
+impl Analyzed {
+    /// The whole-hour shift its trace was read with (0: none).
+    fn read_with(&self) -> i64 {
+        self.shift.unwrap_or(0)
+    }
 }
 
 /// The evidence for one whole-hour trace shift of a node, summed over its boots read with

@@ -123,7 +123,20 @@ fn table_rows(r: &Report) -> Vec<Phase> {
 /// The terminal report.
 pub fn text(r: &Report) -> String {
     let mut o = String::new();
-    let boot = r.boot.as_ref().map_or(String::new(), |b| {
+    summary(&mut o, r);
+    clocks(&mut o, r);
+    phase_table(&mut o, r);
+    pinning(&mut o, r);
+    critical_path(&mut o, r);
+    findings(&mut o, r);
+    input(&mut o, r);
+    o
+}
+
+/// ` (boot 2 of 3, shim pid 123)`: which boot of its sandbox the report is (nothing when
+/// that says nothing).
+fn boot_words(r: &Report) -> String {
+    r.boot.as_ref().map_or(String::new(), |b| {
         let mut parts = Vec::new();
         if b.boots_of_sandbox > 1 {
             parts.push(format!("boot {} of {}", b.boot, b.boots_of_sandbox));
@@ -136,13 +149,18 @@ pub fn text(r: &Report) -> String {
         } else {
             format!(" ({})", parts.join(", "))
         }
-    });
+    })
+}
+
+/// The report's head: the boot, its total and origin, how it went, its GPUs.
+fn summary(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
-        "Boot timeline{}{boot}: total {} ({}), t0 {}",
+        "Boot timeline{}{}: total {} ({}), t0 {}",
         r.sandbox
             .as_ref()
             .map_or(String::new(), |s| format!(" of sandbox {}", short(s, 16))),
+        boot_words(r),
         r.total_words(),
         if r.total_from == "kubectl" {
             "kubectl Start Time → Started"
@@ -180,6 +198,10 @@ pub fn text(r: &Report) -> String {
             r.gpu_count_from
         );
     }
+}
+
+/// How the inputs' clocks were put on one timeline, and the notes on them.
+fn clocks(o: &mut String, r: &Report) {
     let c = &r.clocks;
     let _ = writeln!(
         o,
@@ -207,6 +229,10 @@ pub fn text(r: &Report) -> String {
     for n in &c.notes {
         let _ = writeln!(o, "  note: {n}");
     }
+}
+
+/// The phases' table ([`table_rows`]), and why some are lower bounds.
+fn phase_table(o: &mut String, r: &Report) {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
@@ -244,17 +270,25 @@ pub fn text(r: &Report) -> String {
         }
         let _ = writeln!(o, "(≥ at least: {})", why.join("; "));
     }
+}
+
+/// `; N calls of other processes or boots left out` when the trace had any.
+fn foreign_words(foreign_calls: u64) -> String {
+    if foreign_calls > 0 {
+        format!("; {foreign_calls} calls of other processes or boots left out")
+    } else {
+        String::new()
+    }
+}
+
+/// The host's DMA pinning: not traced, or the trace's totals, then its details.
+fn pinning(o: &mut String, r: &Report) {
     let s = &r.pin_summary;
     if !s.traced && r.gpu_count.unwrap_or(0) > 0 {
-        let _ =
-            writeln!(
+        let _ = writeln!(
             o,
             "\nHost DMA pinning: not traced for this boot (IOMMUFD or no bpftrace): not measured{}",
-            if s.foreign_calls > 0 {
-                format!("; {} calls of other processes or boots left out", s.foreign_calls)
-            } else {
-                String::new()
-            }
+            foreign_words(s.foreign_calls)
         );
     }
     match s.total_s.filter(|_| s.calls > 0) {
@@ -278,11 +312,7 @@ pub fn text(r: &Report) -> String {
             if s.size_unknown > 0 { "at least " } else { "" },
             s.bytes as f64 / (1u64 << 30) as f64,
             s.heavy_calls,
-            if s.foreign_calls > 0 {
-                format!("; {} calls of other processes or boots left out", s.foreign_calls)
-            } else {
-                String::new()
-            }
+            foreign_words(s.foreign_calls)
         );
         }
         // function_graph alone: its calls, no bpftrace totals to state
@@ -292,87 +322,108 @@ pub fn text(r: &Report) -> String {
         None => {}
     }
     if s.calls > 0 || s.ftrace_calls > 0 {
-        if let (Some(rate), Some(b)) = (s.ram_s_per_gib, s.ram_backing) {
-            let _ = writeln!(o, "  guest RAM pinned at {rate:.3} s/GiB: {b}");
-        }
-        if s.ftrace_calls > 0 {
-            let h: Vec<String> = s.ftrace_heavy.iter().map(|v| format!("{v:.2}")).collect();
-            let _ = writeln!(
-                o,
-                "  function_graph: {} calls, ≥ 1 s: [{}] s",
-                s.ftrace_calls,
-                h.join(", ")
-            );
-        }
-        if !s.hist.is_empty() {
-            let b: Vec<String> = s
-                .hist
-                .iter()
-                .filter(|h| h.2 > 0)
-                .map(|(a, b, c)| format!("[{a},{b}) ms: {c}"))
-                .collect();
-            let _ = writeln!(o, "  @hist: {}", b.join("; "));
-        }
+        pinning_details(o, r);
     }
-    if !r.critical_path.is_empty() {
-        let _ = writeln!(o, "\nCritical path:");
-        for st in &r.critical_path {
-            let _ = writeln!(
-                o,
-                "  {:>8} s  {:<16} {:<14} {:>7} s{}{}{}",
-                secs_fmt(st.start_s, 1),
-                st.phase,
-                short(&st.label, 14),
-                format!(
-                    "{}{}",
-                    at_least_mark(st.at_least),
-                    secs_fmt(st.duration_s, 1)
-                ),
-                if st.on_path_s + 0.05 < st.duration_s {
-                    format!(" ({} s beyond the step before)", secs_fmt(st.on_path_s, 1))
-                } else {
-                    String::new()
-                },
-                if st.gap_before_s >= 0.5 {
-                    format!("  (after {:.1} s gap)", st.gap_before_s)
-                } else {
-                    String::new()
-                },
-                if st.contains.is_empty() {
-                    String::new()
-                } else {
-                    format!("  contains: {}", st.contains.join(", "))
-                }
-            );
-        }
+}
+
+/// The pin calls' details: the RAM pinning pace, function_graph's calls, the histogram.
+fn pinning_details(o: &mut String, r: &Report) {
+    let s = &r.pin_summary;
+    if let (Some(rate), Some(b)) = (s.ram_s_per_gib, s.ram_backing) {
+        let _ = writeln!(o, "  guest RAM pinned at {rate:.3} s/GiB: {b}");
     }
-    if !r.findings.is_empty() {
-        let _ = writeln!(o, "\nFindings:");
-        for (i, f) in r.findings.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "  {}. [{}{}] {}",
-                i + 1,
-                f.phase,
-                f.measured_s.map_or(String::new(), |m| format!(
-                    " {}{} s",
-                    at_least_mark(r.phases.iter().any(|p| p.name == f.phase && p.at_least)),
-                    secs_fmt(m, 1)
-                )),
-                f.text
-            );
-            let _ = writeln!(
-                o,
-                "     fix: {}{}",
-                f.fix,
-                f.saving_s
-                    .map_or(String::new(), |s| format!(" (saves ~{} s)", secs_fmt(s, 1)))
-            );
-        }
-        if let Some(line) = fixes_line(r) {
-            let _ = writeln!(o, "  {line}");
-        }
+    if s.ftrace_calls > 0 {
+        let h: Vec<String> = s.ftrace_heavy.iter().map(|v| format!("{v:.2}")).collect();
+        let _ = writeln!(
+            o,
+            "  function_graph: {} calls, ≥ 1 s: [{}] s",
+            s.ftrace_calls,
+            h.join(", ")
+        );
     }
+    if !s.hist.is_empty() {
+        let b: Vec<String> = s
+            .hist
+            .iter()
+            .filter(|h| h.2 > 0)
+            .map(|(a, b, c)| format!("[{a},{b}) ms: {c}"))
+            .collect();
+        let _ = writeln!(o, "  @hist: {}", b.join("; "));
+    }
+}
+
+/// The critical path, a step a line.
+fn critical_path(o: &mut String, r: &Report) {
+    if r.critical_path.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nCritical path:");
+    for st in &r.critical_path {
+        let _ = writeln!(
+            o,
+            "  {:>8} s  {:<16} {:<14} {:>7} s{}{}{}",
+            secs_fmt(st.start_s, 1),
+            st.phase,
+            short(&st.label, 14),
+            format!(
+                "{}{}",
+                at_least_mark(st.at_least),
+                secs_fmt(st.duration_s, 1)
+            ),
+            if st.on_path_s + 0.05 < st.duration_s {
+                format!(" ({} s beyond the step before)", secs_fmt(st.on_path_s, 1))
+            } else {
+                String::new()
+            },
+            if st.gap_before_s >= 0.5 {
+                format!("  (after {:.1} s gap)", st.gap_before_s)
+            } else {
+                String::new()
+            },
+            if st.contains.is_empty() {
+                String::new()
+            } else {
+                format!("  contains: {}", st.contains.join(", "))
+            }
+        );
+    }
+}
+
+/// The findings with their fixes, and what the fixes save together.
+fn findings(o: &mut String, r: &Report) {
+    if r.findings.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nFindings:");
+    for (i, f) in r.findings.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "  {}. [{}{}] {}",
+            i + 1,
+            f.phase,
+            f.measured_s.map_or(String::new(), |m| format!(
+                " {}{} s",
+                at_least_mark(r.phases.iter().any(|p| p.name == f.phase && p.at_least)),
+                secs_fmt(m, 1)
+            )),
+            f.text
+        );
+        let _ = writeln!(
+            o,
+            "     fix: {}{}",
+            f.fix,
+            f.saving_s
+                .map_or(String::new(), |s| format!(" (saves ~{} s)", secs_fmt(s, 1)))
+        );
+    }
+    if let Some(line) = fixes_line(r) {
+        let _ = writeln!(o, "  {line}");
+    }
+}
+
+/// What was read: the line counts, the bad lines, and the other boots and sandboxes the
+/// inputs hold.
+fn input(o: &mut String, r: &Report) {
     let st = &r.stats;
     let _ = writeln!(
         o,
@@ -413,7 +464,6 @@ pub fn text(r: &Report) -> String {
             bounded(&r.other_sandboxes)
         );
     }
-    o
 }
 
 /// The estimator's terminal report.

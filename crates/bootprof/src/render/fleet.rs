@@ -114,27 +114,64 @@ fn excluded_words(st: &PhaseStats) -> String {
 /// that did not complete, and the groupings.
 pub fn text(f: &Fleet) -> String {
     let mut o = String::new();
+    text_head(&mut o, f);
+    boot_table(&mut o, f);
+    percentiles(&mut o, f);
+    slowest(&mut o, f);
+    incomplete(&mut o, f);
+    groupings(&mut o, f);
+    let st = &f.stats;
+    let _ = writeln!(
+        o,
+        "\nInput: {} lines, {} events, {} unrecognized; bad lines skipped: {}",
+        st.lines,
+        st.events,
+        st.unrecognized,
+        st.bad.total()
+    );
+    if let Some(line) = st.wall_clock_line() {
+        let _ = writeln!(o, "  {line}");
+    }
+    o
+}
+
+/// The plural ending `s` unless `n` is 1.
+fn plural(n: usize, s: &'static str) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        s
+    }
+}
+
+/// How many boots on how many nodes, how they went, the sandboxes without a boot, the
+/// notes.
+fn text_head(o: &mut String, f: &Fleet) {
     let _ = writeln!(
         o,
         "Fleet: {} boots on {} node{} ({}), from {} file{}",
         f.rows.len(),
         f.nodes.len(),
-        if f.nodes.len() == 1 { "" } else { "s" },
+        plural(f.nodes.len(), "s"),
         states_line(f),
         f.files.len(),
-        if f.files.len() == 1 { "" } else { "s" }
+        plural(f.files.len(), "s")
     );
     if !f.without_boot.is_empty() {
         let _ = writeln!(
             o,
             "  and {} sandbox{} whose lines show no boot (no phase, no failure: a VM already running, another's teardown), not listed",
             f.without_boot.len(),
-            if f.without_boot.len() == 1 { "" } else { "es" }
+            plural(f.without_boot.len(), "es")
         );
     }
     for n in &f.notes {
         let _ = writeln!(o, "  note: {n}");
     }
+}
+
+/// A row per boot: its node, id, GPUs, pages, state, total, each phase and its slow phase.
+fn boot_table(o: &mut String, f: &Fleet) {
     let _ = writeln!(o);
     let mut head = format!(
         "{:<16} {:<16} {:>4} {:<9} {:<18} {:>8}",
@@ -176,7 +213,10 @@ pub fn text(f: &Fleet) -> String {
         o,
         "(~ estimated, * left out of the percentiles — see below; - no such phase; seconds per boot, summed over GPUs and pin calls)"
     );
+}
 
+/// Each phase's and the total's percentiles, and the boots left out of them.
+fn percentiles(o: &mut String, f: &Fleet) {
     let _ = writeln!(
         o,
         "\nPhases across the fleet (nearest-rank percentiles over the boots where the phase is counted):"
@@ -200,52 +240,65 @@ pub fn text(f: &Fleet) -> String {
             excluded_words(st)
         );
     }
+}
 
-    if !f.slowest.is_empty() {
+/// The slowest complete boots, each with the phase furthest above its fleet median.
+fn slowest(o: &mut String, f: &Fleet) {
+    if f.slowest.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nSlowest complete boots, and the phase furthest above its fleet median:"
+    );
+    for (i, &k) in f.slowest.iter().enumerate() {
+        let Some(r) = f.rows.get(k) else { continue };
         let _ = writeln!(
             o,
-            "\nSlowest complete boots, and the phase furthest above its fleet median:"
+            "  {:>2}. {:<32} {:>7} s  {} GPUs, {}{}",
+            i + 1,
+            boot_name(r, 16),
+            opt_s(r.total_s, 1),
+            gpus_word(r.gpus),
+            r.page_size.unwrap_or("pages unknown"),
+            r.slow_phase.as_ref().map_or(String::new(), |sp| format!(
+                "  — {} {} s (+{} s over the median {} s)",
+                sp.phase,
+                secs_fmt(sp.s, 1),
+                secs_fmt(sp.over_median_s.max(0.0), 1),
+                secs_fmt(sp.median_s, 1)
+            ))
         );
-        for (i, &k) in f.slowest.iter().enumerate() {
-            let Some(r) = f.rows.get(k) else { continue };
-            let _ = writeln!(
-                o,
-                "  {:>2}. {:<32} {:>7} s  {} GPUs, {}{}",
-                i + 1,
-                boot_name(r, 16),
-                opt_s(r.total_s, 1),
-                gpus_word(r.gpus),
-                r.page_size.unwrap_or("pages unknown"),
-                r.slow_phase.as_ref().map_or(String::new(), |sp| format!(
-                    "  — {} {} s (+{} s over the median {} s)",
-                    sp.phase,
-                    secs_fmt(sp.s, 1),
-                    secs_fmt(sp.over_median_s.max(0.0), 1),
-                    secs_fmt(sp.median_s, 1)
-                ))
-            );
-        }
     }
-    if !f.incomplete.is_empty() {
+}
+
+/// The first 20 boots without a total, with their state and first finding.
+fn incomplete(o: &mut String, f: &Fleet) {
+    if f.incomplete.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nBoots without a total ({}): not complete, or their log starts after they began:",
+        f.incomplete.len()
+    );
+    for &k in f.incomplete.iter().take(20) {
+        let Some(r) = f.rows.get(k) else { continue };
         let _ = writeln!(
             o,
-            "\nBoots without a total ({}): not complete, or their log starts after they began:",
-            f.incomplete.len()
+            "  {:<32} {:<18} {}",
+            boot_name(r, 16),
+            state_word(r),
+            short(r.finding.as_deref().unwrap_or(""), 140)
         );
-        for &k in f.incomplete.iter().take(20) {
-            let Some(r) = f.rows.get(k) else { continue };
-            let _ = writeln!(
-                o,
-                "  {:<32} {:<18} {}",
-                boot_name(r, 16),
-                state_word(r),
-                short(r.finding.as_deref().unwrap_or(""), 140)
-            );
-        }
-        if f.incomplete.len() > 20 {
-            let _ = writeln!(o, "  and {} more (see --json)", f.incomplete.len() - 20);
-        }
     }
+    if f.incomplete.len() > 20 {
+        let _ = writeln!(o, "  and {} more (see --json)", f.incomplete.len() - 20);
+    }
+}
+
+/// The boots grouped by node, by GPU count and by page size: a table each.
+fn groupings(o: &mut String, f: &Fleet) {
     for (by, title) in [
         ("node", "By node"),
         ("gpus", "By GPU count"),
@@ -284,26 +337,17 @@ pub fn text(f: &Fleet) -> String {
                 opt_s(g.total.p50, 1),
                 opt_s(g.total.p90, 1),
                 opt_s(g.total.max, 1),
-                g.largest_phase.map_or(String::new(), |p| format!(
-                    "{p} {} s",
-                    opt_s(g.phase_p50.get(p).copied().flatten(), 1)
-                ))
+                largest_phase_words(g)
             );
         }
     }
-    let st = &f.stats;
-    let _ = writeln!(
-        o,
-        "\nInput: {} lines, {} events, {} unrecognized; bad lines skipped: {}",
-        st.lines,
-        st.events,
-        st.unrecognized,
-        st.bad.total()
-    );
-    if let Some(line) = st.wall_clock_line() {
-        let _ = writeln!(o, "  {line}");
-    }
-    o
+}
+
+/// `cdi_wait 41.2 s`: a group's largest phase and its median.
+fn largest_phase_words(g: &Group) -> String {
+    g.largest_phase.map_or(String::new(), |p| {
+        format!("{p} {} s", opt_s(g.phase_p50.get(p).copied().flatten(), 1))
+    })
 }
 
 #[derive(Serialize)]
@@ -640,10 +684,7 @@ fn group_rows(o: &mut String, groups: &[&Group]) {
             opt_s(g.total.p50, 1),
             opt_s(g.total.p90, 1),
             opt_s(g.total.max, 1),
-            esc(&g.largest_phase.map_or(String::new(), |p| format!(
-                "{p} {} s",
-                opt_s(g.phase_p50.get(p).copied().flatten(), 1)
-            )))
+            esc(&largest_phase_words(g))
         );
     }
     o.push_str("</table>");
@@ -654,6 +695,31 @@ fn group_rows(o: &mut String, groups: &[&Group]) {
 /// single-boot report's chart), and the table of every boot.
 pub fn html(f: &Fleet) -> String {
     let mut o = String::new();
+    html_head(&mut o, f);
+    histograms(&mut o, f);
+    o.push_str("<h2>Percentiles</h2><table><tr><th>phase</th><th>boots</th><th>min s</th><th>p50 s</th><th>p90 s</th><th>p99 s</th><th>max s</th><th>left out</th></tr>");
+    for st in f.phases.iter().chain(std::iter::once(&f.total)) {
+        o.push_str(&stats_row(st));
+    }
+    o.push_str("</table>");
+    for (by, title) in [
+        ("node", "By node"),
+        ("gpus", "By GPU count"),
+        ("page_size", "By page size"),
+    ] {
+        let _ = write!(o, "<h2>{title}</h2>");
+        let gs: Vec<&Group> = f.groups.iter().filter(|g| g.by == by).collect();
+        group_rows(&mut o, &gs);
+    }
+    slowest_charts(&mut o, f);
+    incomplete_charts(&mut o, f);
+    every_boot(&mut o, f);
+    o.push_str("</table>\n</body></html>\n");
+    o
+}
+
+/// The page's head and style, the fleet's summary and the notes.
+fn html_head(o: &mut String, f: &Fleet) {
     let _ = write!(
         o,
         r#"<!DOCTYPE html>
@@ -672,10 +738,10 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 "#,
         f.rows.len(),
         f.nodes.len(),
-        if f.nodes.len() == 1 { "" } else { "s" },
+        plural(f.nodes.len(), "s"),
         esc(&states_line(f)),
         f.files.len(),
-        if f.files.len() == 1 { "" } else { "s" },
+        plural(f.files.len(), "s"),
         if f.without_boot.is_empty() {
             String::new()
         } else {
@@ -688,6 +754,10 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
     for n in &f.notes {
         let _ = write!(o, "<p>Note: {}</p>", esc(n));
     }
+}
+
+/// A histogram of each phase over the boots where it is counted, and of the totals.
+fn histograms(o: &mut String, f: &Fleet) {
     o.push_str("<h2>Phases</h2><p>Each histogram is over the boots where the phase is counted; a phase that is missing, estimated, cut by the log's start or end, or the step a boot failed in is left out and counted.</p><div class=\"hists\">");
     for (k, st) in PHASES.iter().zip(&f.phases) {
         let v: Vec<f64> = f
@@ -721,117 +791,120 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
         opt_s(f.total.p50, 1),
         opt_s(f.total.p90, 1)
     );
-    o.push_str("<h2>Percentiles</h2><table><tr><th>phase</th><th>boots</th><th>min s</th><th>p50 s</th><th>p90 s</th><th>p99 s</th><th>max s</th><th>left out</th></tr>");
-    for st in f.phases.iter().chain(std::iter::once(&f.total)) {
-        o.push_str(&stats_row(st));
+}
+
+/// The slowest boots' Gantt charts, each with its slow phase and first finding.
+fn slowest_charts(o: &mut String, f: &Fleet) {
+    if f.slowest.is_empty() {
+        return;
     }
-    o.push_str("</table>");
-    for (by, title) in [
-        ("node", "By node"),
-        ("gpus", "By GPU count"),
-        ("page_size", "By page size"),
-    ] {
-        let _ = write!(o, "<h2>{title}</h2>");
-        let gs: Vec<&Group> = f.groups.iter().filter(|g| g.by == by).collect();
-        group_rows(&mut o, &gs);
-    }
-    if !f.slowest.is_empty() {
-        o.push_str("<h2>Slowest boots</h2>");
-        for (i, &k) in f.slowest.iter().enumerate() {
-            let (Some(r), Some(rep)) = (f.rows.get(k), f.charts.get(&k)) else {
-                continue;
-            };
-            let _ = write!(
-                o,
-                "<h3>{}. <code>{}</code> — {} s, {} GPUs{}</h3>{}",
-                i + 1,
-                esc(&boot_name(r, 64)),
-                opt_s(r.total_s, 1),
-                gpus_word(r.gpus),
-                esc(&r.slow_phase.as_ref().map_or(String::new(), |sp| format!(
-                    "; {} {} s, +{} s over the fleet median",
-                    sp.phase,
-                    secs_fmt(sp.s, 1),
-                    secs_fmt(sp.over_median_s.max(0.0), 1)
-                ))),
-                gantt_svg(rep)
-            );
-            if let Some(t) = &r.finding {
-                let _ = write!(o, "<p>{}</p>", esc(t));
-            }
-        }
-    }
-    if !f.incomplete.is_empty() {
+    o.push_str("<h2>Slowest boots</h2>");
+    for (i, &k) in f.slowest.iter().enumerate() {
+        let (Some(r), Some(rep)) = (f.rows.get(k), f.charts.get(&k)) else {
+            continue;
+        };
         let _ = write!(
             o,
-            "<h2>Boots that did not complete or started late ({})</h2>",
-            f.incomplete.len()
+            "<h3>{}. <code>{}</code> — {} s, {} GPUs{}</h3>{}",
+            i + 1,
+            esc(&boot_name(r, 64)),
+            opt_s(r.total_s, 1),
+            gpus_word(r.gpus),
+            esc(&r.slow_phase.as_ref().map_or(String::new(), |sp| format!(
+                "; {} {} s, +{} s over the fleet median",
+                sp.phase,
+                secs_fmt(sp.s, 1),
+                secs_fmt(sp.over_median_s.max(0.0), 1)
+            ))),
+            gantt_svg(rep)
         );
-        for &k in f.incomplete.iter().take(crate::fleet::CHARTED_INCOMPLETE) {
-            let (Some(r), Some(rep)) = (f.rows.get(k), f.charts.get(&k)) else {
-                continue;
-            };
-            let _ = write!(
-                o,
-                "<h3><code>{}</code> — {}</h3>{}<p>{}</p>",
-                esc(&boot_name(r, 64)),
-                esc(&state_word(r)),
-                gantt_svg(rep),
-                esc(r.finding.as_deref().unwrap_or(""))
-            );
-        }
-        if f.incomplete.len() > crate::fleet::CHARTED_INCOMPLETE {
-            let _ = write!(
-                o,
-                "<p>and {} more in the table below.</p>",
-                f.incomplete.len() - crate::fleet::CHARTED_INCOMPLETE
-            );
+        if let Some(t) = &r.finding {
+            let _ = write!(o, "<p>{}</p>", esc(t));
         }
     }
+}
+
+/// The first incomplete boots' Gantt charts ([`crate::fleet::CHARTED_INCOMPLETE`]).
+fn incomplete_charts(o: &mut String, f: &Fleet) {
+    if f.incomplete.is_empty() {
+        return;
+    }
+    let _ = write!(
+        o,
+        "<h2>Boots that did not complete or started late ({})</h2>",
+        f.incomplete.len()
+    );
+    for &k in f.incomplete.iter().take(crate::fleet::CHARTED_INCOMPLETE) {
+        let (Some(r), Some(rep)) = (f.rows.get(k), f.charts.get(&k)) else {
+            continue;
+        };
+        let _ = write!(
+            o,
+            "<h3><code>{}</code> — {}</h3>{}<p>{}</p>",
+            esc(&boot_name(r, 64)),
+            esc(&state_word(r)),
+            gantt_svg(rep),
+            esc(r.finding.as_deref().unwrap_or(""))
+        );
+    }
+    if f.incomplete.len() > crate::fleet::CHARTED_INCOMPLETE {
+        let _ = write!(
+            o,
+            "<p>and {} more in the table below.</p>",
+            f.incomplete.len() - crate::fleet::CHARTED_INCOMPLETE
+        );
+    }
+}
+
+/// The table of every boot (left open for the page's end).
+fn every_boot(o: &mut String, f: &Fleet) {
     o.push_str("<h2>Every boot</h2><table><tr><th>node</th><th>sandbox@boot</th><th>GPUs</th><th>pages</th><th>state</th><th>total s</th>");
     for k in PHASES {
         let _ = write!(o, "<th>{}</th>", esc(k));
     }
     o.push_str("<th>slow phase</th><th>finding</th></tr>");
     for r in &f.rows {
+        boot_row(o, r);
+    }
+}
+
+/// One boot's row of the table: a cell per phase, those left out greyed with the reason.
+fn boot_row(o: &mut String, r: &BootRow) {
+    let _ = write!(
+        o,
+        "<tr><td>{}</td><td><code>{}@{}</code></td><td class=n>{}</td><td>{}</td><td>{}</td><td class=n>{}</td>",
+        esc(r.node.as_deref().unwrap_or("?")),
+        esc(&short(r.sandbox.as_deref().unwrap_or("?"), 16)),
+        r.boot,
+        gpus_word(r.gpus),
+        esc(r.page_size.unwrap_or("?")),
+        esc(&state_word(r)),
+        opt_s(r.total_s, 1)
+    );
+    for k in PHASES {
+        let c = r.phases.get(k);
+        let left = c.is_some_and(|c| !c.counted && c.s.is_some());
         let _ = write!(
             o,
-            "<tr><td>{}</td><td><code>{}@{}</code></td><td class=n>{}</td><td>{}</td><td>{}</td><td class=n>{}</td>",
-            esc(r.node.as_deref().unwrap_or("?")),
-            esc(&short(r.sandbox.as_deref().unwrap_or("?"), 16)),
-            r.boot,
-            gpus_word(r.gpus),
-            esc(r.page_size.unwrap_or("?")),
-            esc(&state_word(r)),
-            opt_s(r.total_s, 1)
-        );
-        for k in PHASES {
-            let c = r.phases.get(k);
-            let left = c.is_some_and(|c| !c.counted && c.s.is_some());
-            let _ = write!(
-                o,
-                "<td class=\"n{}\"{}>{}</td>",
-                if left { " left" } else { "" },
-                c.and_then(|c| c.excluded)
-                    .filter(|_| left)
-                    .map_or(String::new(), |w| format!(
-                        " title=\"left out: {}\"",
-                        w.as_str()
-                    )),
-                esc(&cell(c))
-            );
-        }
-        let _ = write!(
-            o,
-            "<td>{}</td><td>{}</td></tr>",
-            esc(&r.slow_phase.as_ref().map_or(String::new(), |sp| format!(
-                "{} +{} s",
-                sp.phase,
-                secs_fmt(sp.over_median_s.max(0.0), 1)
-            ))),
-            esc(&short(r.finding.as_deref().unwrap_or(""), 160))
+            "<td class=\"n{}\"{}>{}</td>",
+            if left { " left" } else { "" },
+            c.and_then(|c| c.excluded)
+                .filter(|_| left)
+                .map_or(String::new(), |w| format!(
+                    " title=\"left out: {}\"",
+                    w.as_str()
+                )),
+            esc(&cell(c))
         );
     }
-    o.push_str("</table>\n</body></html>\n");
-    o
+    let _ = write!(
+        o,
+        "<td>{}</td><td>{}</td></tr>",
+        esc(&r.slow_phase.as_ref().map_or(String::new(), |sp| format!(
+            "{} +{} s",
+            sp.phase,
+            secs_fmt(sp.over_median_s.max(0.0), 1)
+        ))),
+        esc(&short(r.finding.as_deref().unwrap_or(""), 160))
+    );
 }

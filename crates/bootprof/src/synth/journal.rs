@@ -1,0 +1,229 @@
+//! The containerd journal as `journalctl -o FORMAT` prints it: the boot's shim, console and
+//! CRI lines in host time order, with noise from other units between them.
+
+use super::spec::{JournalFormat, Spec};
+use super::{ns, rfc3339, weekday, zone_s, Rng, MONTHS};
+use crate::parse::time::{civil_from_nanos, Nanos, NS_PER_S};
+
+/// What a journal line carries.
+pub(super) enum Body {
+    Shim {
+        level: &'static str,
+        msg: String,
+        error: Option<String>,
+        prefix_only: bool,
+    },
+    Console(String),
+    /// containerd's CRI plugin: no shim pid, the sandbox named in the text.
+    Cri {
+        msg: String,
+        error: String,
+    },
+}
+
+pub(super) struct JLine {
+    /// When the host logged it.
+    pub(super) t: Nanos,
+    pub(super) sandbox: String,
+    pub(super) shim: u32,
+    pub(super) body: Body,
+}
+
+/// The abbreviation `short-full` prints for a zone (`%Z`).
+fn zone_name(zone_s: i64) -> String {
+    match zone_s {
+        0 => "UTC".into(),
+        28_800 => "CST".into(),
+        -14_400 => "EDT".into(),
+        19_800 => "IST".into(),
+        3_600 => "CET".into(),
+        o => crate::parse::time::format_offset(o).replace(':', ""),
+    }
+}
+
+/// A journald prefix of `spec`'s format in the host's zone, with the host and the
+/// identifier: `Nov 20 17:55:38 host ident: ` (nothing for `-o cat`).
+fn prefix(t: Nanos, zone_s: i64, spec: &Spec, ident: &str) -> String {
+    let local = t + zone_s * NS_PER_S;
+    let (y, mo, d, h, mi, s, sub) = civil_from_nanos(local);
+    let wd = weekday(local);
+    let month = if spec.zh_prefix {
+        format!("{mo}月")
+    } else {
+        MONTHS
+            .get(mo as usize - 1)
+            .copied()
+            .unwrap_or("Jan")
+            .to_string()
+    };
+    let off = crate::parse::time::format_offset(zone_s);
+    let stamp = match spec.journal_format {
+        JournalFormat::Short => format!("{month} {d:02} {h:02}:{mi:02}:{s:02}"),
+        JournalFormat::ShortPrecise => {
+            format!("{month} {d:02} {h:02}:{mi:02}:{s:02}.{:06}", sub / 1000)
+        }
+        JournalFormat::ShortIso => format!(
+            "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}{}",
+            off.replace(':', "")
+        ),
+        JournalFormat::ShortIsoPrecise => format!(
+            "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:06}{off}",
+            sub / 1000
+        ),
+        JournalFormat::ShortFull => format!(
+            "{wd} {y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} {}",
+            zone_name(zone_s)
+        ),
+        JournalFormat::Cat | JournalFormat::Json => return String::new(),
+    };
+    format!("{stamp} {} {ident}: ", spec.host)
+}
+
+/// Go `%q` of a console payload.
+pub(super) fn go_quote(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 8);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// Kubelet lines across the boot from `t0` to `end` (`kubelet[2211]: message`), in the
+/// order drawn.
+fn noise(rng: &mut Rng, t0: Nanos, end: Nanos) -> Vec<(Nanos, String)> {
+    let span = ((end - t0) as f64 / 1e9).max(1.0);
+    (0..(span as usize / 4 + 3))
+        .map(|i| {
+            let t = t0 + ns(rng.f(0.0, span));
+            (
+                t,
+                format!(
+                    "kubelet[2211]: I1120 {:02}:00:00.000000 2211 prober.go:107] \"Probe failed\" probeType=\"Readiness\" pod=\"default/web-{i}\"",
+                    i % 24
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Write the journal: sort by host time, add noise from other units, format.
+pub(super) fn write(
+    spec: &Spec,
+    rng: &mut Rng,
+    mut lines: Vec<JLine>,
+    t0: Nanos,
+    end: Nanos,
+) -> String {
+    let zone_s = zone_s(spec);
+    let noise = noise(rng, t0, end);
+    lines.sort_by_key(|l| l.t);
+    let cat = spec.journal_format == JournalFormat::Cat;
+    let field_zone = spec.zoned_time_field.then_some(zone_s);
+    let mut text = String::new();
+    let mut ni = noise.into_iter().peekable();
+    for l in &lines {
+        while let Some((t, n)) = ni.peek() {
+            if *t > l.t {
+                break;
+            }
+            if !cat {
+                // `kubelet[2211]: message`: the identifier is the noise line's own
+                if let Some((ident, msg)) = n.split_once(": ") {
+                    journal_entry(&mut text, *t, zone_s, spec, ident, msg);
+                }
+            }
+            ni.next();
+        }
+        let msg = message(l, &rfc3339(l.t, field_zone), cat);
+        journal_entry(&mut text, l.t, zone_s, spec, "containerd[2771108]", &msg);
+    }
+    text
+}
+
+/// containerd's message for a line logged at `time` (its `time=` field); `cat`: the
+/// journal is printed without prefixes.
+fn message(l: &JLine, time: &str, cat: bool) -> String {
+    match &l.body {
+        Body::Console(payload) => format!(
+            "time=\"{time}\" level=debug msg=\"reading guest console\" console-protocol=unix console-url=/run/vc/vm/{sb}/console.sock name=containerd-shim-v2 pid={pid} sandbox={sb} source=virtcontainers subsystem=sandbox vmconsole={}",
+            go_quote(payload),
+            sb = l.sandbox,
+            pid = l.shim
+        ),
+        Body::Shim {
+            level,
+            msg,
+            error,
+            prefix_only,
+        } => {
+            // `-o cat` has no prefix: every line keeps its time=
+            let t = if *prefix_only && !cat {
+                String::new()
+            } else {
+                format!("time=\"{time}\" ")
+            };
+            let err = error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" error={}", go_quote(e)));
+            format!(
+                "{t}level={level} msg={}{err} name=containerd-shim-v2 pid={} sandbox={} source=virtcontainers subsystem=sandbox",
+                go_quote(msg),
+                l.shim,
+                l.sandbox
+            )
+        }
+        Body::Cri { msg, error } => format!(
+            "time=\"{time}\" level=error msg={} error={}",
+            go_quote(msg),
+            go_quote(error)
+        ),
+    }
+}
+
+/// One journal entry as `journalctl -o FORMAT` prints it: the prefix and the message, or
+/// for `-o json` an object of journald's fields.
+fn journal_entry(text: &mut String, t: Nanos, zone_s: i64, spec: &Spec, ident: &str, msg: &str) {
+    if spec.journal_format != JournalFormat::Json {
+        text.push_str(&prefix(t, zone_s, spec, ident));
+        text.push_str(msg);
+        text.push('\n');
+        return;
+    }
+    let (name, pid) = ident
+        .strip_suffix(']')
+        .and_then(|i| i.split_once('['))
+        .unwrap_or((ident, ""));
+    let us = t.div_euclid(1000);
+    // journald writes a message holding control characters as its bytes
+    let message = if msg.bytes().any(|b| b < 0x20) {
+        serde_json::json!(msg.as_bytes())
+    } else {
+        serde_json::json!(msg)
+    };
+    let entry = serde_json::json!({
+        "__CURSOR": format!("s=5e1c;i={us:x};b=7a0e;m={:x};t={us:x};x=1", us % 0xffff_ffff),
+        "__REALTIME_TIMESTAMP": us.to_string(),
+        "__MONOTONIC_TIMESTAMP": (us % 1_000_000_000_000).to_string(),
+        "_BOOT_ID": "7a0e0c6f0e4b4f7e9a0d3c1b2a190807",
+        "PRIORITY": "6",
+        "SYSLOG_FACILITY": "3",
+        "_UID": "0",
+        "_GID": "0",
+        "_TRANSPORT": "stdout",
+        "_SYSTEMD_UNIT": format!("{name}.service"),
+        "SYSLOG_IDENTIFIER": name,
+        "_PID": pid,
+        "_COMM": name,
+        "_HOSTNAME": spec.host,
+        "MESSAGE": message,
+    });
+    text.push_str(&entry.to_string());
+    text.push('\n');
+}

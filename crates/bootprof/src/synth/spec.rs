@@ -1,0 +1,216 @@
+//! What to generate ([`Spec`], the boot's shape and the logs' quirks) and what the
+//! generated records are ([`Records`]: the inputs and the [`Truth`] behind them).
+
+use crate::parse::time::Nanos;
+
+/// When a GPU's driver `bind` uevent is logged, relative to the host pinning its BAR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    /// While the host is still pinning (the study's own log).
+    Before,
+    /// After the pin is done.
+    After,
+    /// Not logged.
+    Absent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Complete,
+    /// The CDI specs never appear; the agent gives up after its tries.
+    CdiNeverResolved,
+    /// The shim's create_container timeout fires while the agent waits for CDI.
+    CreateTimeout,
+    /// The host cannot cold-plug the devices: the VM never boots.
+    ColdPlugFailed,
+}
+
+/// How `journalctl` printed the journal (`-o FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalFormat {
+    /// `Nov 20 17:55:38 host containerd[pid]: …` (zh_CN: `11月 20 …`).
+    Short,
+    /// `Nov 20 17:55:38.490120 host …`.
+    ShortPrecise,
+    /// `2025-11-20T17:55:38+0000 host …` (systemd before 254: no colon in the offset).
+    ShortIso,
+    /// `2025-11-20T17:55:38.490120+00:00 host …`.
+    ShortIsoPrecise,
+    /// `Thu 2025-11-20 17:55:38 CST host …` (the zone's abbreviation).
+    ShortFull,
+    /// `-o cat`: the message alone, no time, no host (and no other units' lines: `-u
+    /// containerd`).
+    Cat,
+    /// `-o json`: one object a line with journald's fields (`__REALTIME_TIMESTAMP` in µs,
+    /// `_HOSTNAME`, `SYSLOG_IDENTIFIER`, `_PID`, …) and `MESSAGE`; a message that is not
+    /// printable text is an array of its bytes, as journald writes it.
+    Json,
+}
+
+impl JournalFormat {
+    /// Every shape, in the order above.
+    pub const ALL: [JournalFormat; 7] = [
+        JournalFormat::Short,
+        JournalFormat::ShortPrecise,
+        JournalFormat::ShortIso,
+        JournalFormat::ShortIsoPrecise,
+        JournalFormat::ShortFull,
+        JournalFormat::Cat,
+        JournalFormat::Json,
+    ];
+}
+
+/// Pages backing guest RAM (they set how fast the host pins it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RamPages {
+    Small,
+    Huge,
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub seed: u64,
+    pub gpus: usize,
+    /// BAR 2 (VRAM) size of each GPU, GiB.
+    pub bar_gib: u64,
+    /// `reg 0x18:` / `BAR 2: assigned [mem …]` (older kernels) instead of 6.x wording.
+    pub old_bar_lines: bool,
+    pub boot_ram_gib: u64,
+    pub hot_ram_gib: u64,
+    pub ram_pages: RamPages,
+    /// A bpftrace pin trace of the host (type1); `false`: IOMMUFD or none.
+    pub pin_trace: bool,
+    /// Per GPU, in enumeration order.
+    pub binds: Vec<Bind>,
+    /// Enumeration indices in the order the driver enables them.
+    pub enable_order: Vec<usize>,
+    /// The host's zone, minutes east of UTC (journald prefixes are local time).
+    pub zone_min: i64,
+    /// zh_CN journald prefixes (`11月 20 17:55:38`).
+    pub zh_prefix: bool,
+    /// `time=` written with the zone's offset (`+08:00`) instead of `Z`.
+    pub zoned_time_field: bool,
+    /// Shim lines (not console lines) with only a prefix time, per cent; the first line
+    /// of the boot is one of them when this is over 50.
+    pub prefix_only_pct: u8,
+    /// The agent's clock minus the host's, ms (whole hours: a guest clock in local time).
+    pub agent_offset_ms: i64,
+    /// bpftrace stamps this many hours off the host's UTC clock (−8: they read 8 h early).
+    pub trace_shift_h: i64,
+    /// An earlier boot's pins (another QEMU pid) in the same trace.
+    pub foreign_pins: bool,
+    /// Another QEMU pinning RAM while this VM boots.
+    pub concurrent_pins: bool,
+    /// Another sandbox's (smaller) boot interleaved in the journal.
+    pub other_sandbox: bool,
+    /// The same sandbox id booted two days earlier by another shim.
+    pub earlier_boot: bool,
+    pub emulated_vga: bool,
+    /// The pre-3.14 agent's `error injecting devices: "unresolvable CDI devices …"`.
+    pub pre314: bool,
+    pub outcome: Outcome,
+    /// The journal starts this far (0..1) from guest boot + 2 s to the last GPU's enable.
+    pub head_cut: Option<f64>,
+    /// The logs end this far (0..1) from the first CDI try to the container start.
+    pub tail_cut: Option<f64>,
+    pub kubectl: bool,
+    /// The node's host name (journald's host field, kubectl's `Node:`).
+    pub host: String,
+    pub journal_format: JournalFormat,
+    /// When the boot starts (its first line); `None`: a time within a year of the study's
+    /// boot, from the seed.
+    pub start: Option<Nanos>,
+}
+
+impl Spec {
+    /// The study's boot: 7 H100 (128 GiB BARs), 10 + 100 GiB at 4 KiB pages, type1.
+    pub fn study(seed: u64) -> Spec {
+        Spec {
+            seed,
+            gpus: 7,
+            bar_gib: 128,
+            old_bar_lines: false,
+            boot_ram_gib: 10,
+            hot_ram_gib: 96,
+            ram_pages: RamPages::Small,
+            pin_trace: true,
+            binds: vec![Bind::After; 7],
+            enable_order: vec![0, 5, 4, 3, 2, 1, 6],
+            zone_min: 0,
+            zh_prefix: false,
+            zoned_time_field: false,
+            prefix_only_pct: 0,
+            agent_offset_ms: 0,
+            trace_shift_h: 0,
+            foreign_pins: false,
+            concurrent_pins: false,
+            other_sandbox: false,
+            earlier_boot: false,
+            emulated_vga: false,
+            pre314: false,
+            outcome: Outcome::Complete,
+            head_cut: None,
+            tail_cut: None,
+            kubectl: false,
+            host: "gpu-node-3".to_string(),
+            journal_format: JournalFormat::Short,
+            start: None,
+        }
+    }
+}
+
+/// One GPU's truth.
+#[derive(Debug, Clone)]
+pub struct GpuTruth {
+    pub bdf: String,
+    /// Driver init: enable until the later of bind and BAR pin (or the driver's own work).
+    pub init_s: f64,
+    /// Seconds the host spent pinning its BARs (as the trace prints them), with a trace.
+    pub pin_s: Option<f64>,
+    /// Its enable and the line that closes its init are both inside the logs.
+    pub checkable: bool,
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+pub struct Truth {
+    pub sandbox: String,
+    pub shim_pid: u32,
+    pub qemu_pid: u32,
+    pub gpus: usize,
+    /// In enable order.
+    pub per_gpu: Vec<GpuTruth>,
+    /// First CDI try → specs injected; `None` when not resolved or the log misses either.
+    pub cdi_wait_s: Option<f64>,
+    /// Tries in the log, when it holds them all.
+    pub cdi_tries: Option<u32>,
+    /// First hotplug pin (or `online_cpu_mem` untraced) → last memory block onlined.
+    pub memory_hotplug_s: Option<f64>,
+    pub status: &'static str,
+    pub failure_step: Option<&'static str>,
+    pub started_late: bool,
+    /// Hours to add to the trace's stamps to put them on the host clock.
+    pub trace_shift_h: i64,
+    /// The boot's first line, host clock.
+    pub vm_start: Nanos,
+    /// Whether that line has only a prefix time (whole seconds).
+    pub vm_start_prefix_only: bool,
+    /// First line (or kubectl's Start Time) to the container started (or kubectl's
+    /// Started), for a complete boot whose logs hold all of it.
+    pub total_s: Option<f64>,
+    /// Seconds of this VM's host pin calls of 10 ms or more (as the trace prints them),
+    /// with a trace; `None` without one.
+    pub pins_s: Option<f64>,
+    /// The pages backing guest RAM.
+    pub ram_pages: RamPages,
+}
+
+/// The generated inputs.
+#[derive(Debug, Clone)]
+pub struct Records {
+    pub journal: String,
+    pub bpftrace: Option<String>,
+    pub kubectl: Option<String>,
+    pub truth: Truth,
+}
