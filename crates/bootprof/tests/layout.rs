@@ -3,8 +3,16 @@
 
 use std::path::Path;
 
+const MAX_FN_LINES: usize = 150;
+
 fn src() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
+}
+
+#[test]
+fn no_function_runs_past_150_lines() {
+    let long = testkit::layout::long_functions(src(), MAX_FN_LINES);
+    assert!(long.is_empty(), "cut these into named steps: {long:#?}");
 }
 
 #[test]
