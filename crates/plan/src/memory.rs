@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use topo::Host;
 
-use crate::tenant::Holdings;
+use crate::model::Holdings;
 use crate::{HugepagePolicy, Request};
 
 pub const KB_4K: u64 = 4;
