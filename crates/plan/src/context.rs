@@ -4,6 +4,11 @@
 //!
 //! The cost function, the search, the emulator rule and the oracle read these facts; none of
 //! them recomputes them per node set.
+//!
+//! `Context.rationale` holds the "Why" sentences born while gathering them, which head the
+//! plan's list (see `crate::rationale`): the tenants' (`tenant::account`), the housekeeping's
+//! (`housekeeping::choose`), the missing NUMA distance matrix's (here), the devices'
+//! (`devices::resolve`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

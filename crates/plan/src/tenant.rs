@@ -6,6 +6,9 @@
 //! - on the node the tenant names (its plan, or the domain's `<numatune>`/`<memnode>`);
 //! - else on the nodes of the CPUs it pins, in proportion to them;
 //! - else spread evenly over the host's nodes with memory — an assumption, said as one.
+//!
+//! The tenants' "Why" sentences (what each holds, what was assumed) are born in [`account`]
+//! and reach `crate::rationale` first, through `Holdings.rationale` and `Context.rationale`.
 
 use std::collections::BTreeMap;
 
