@@ -707,7 +707,7 @@ impl<'a> Adoption<'a> {
         }
     }
 
-    /// Memory hotplug: the domain's <memory> devices come on top of the plan's memory.
+    /// Memory hotplug: the domain's `<memory>` devices come on top of the plan's memory.
     fn memory_devices(&mut self, plan: &Plan) {
         let (dom, src) = (self.dom, &self.src);
         if dom.memory_devices_bytes > 0 {

@@ -1,7 +1,7 @@
 //! Guest memory: which host nodes, which page size, how many pages on each node.
 //!
 //! Free hugepages come from the host model (`NumaNode.hugepages`) minus what tenants hold on
-//! that node ([`crate::tenant::account`] counts each tenant's pages once, on its own nodes).
+//! that node (`crate::tenant::account` counts each tenant's pages once, on its own nodes).
 //! `auto` takes 1 GiB pages where enough are free on the chosen nodes, else 2 MiB, else 4 KiB
 //! with a warning quoting the Kata GPU boot study (VFIO pins every 4 KiB page at boot).
 //!

@@ -73,7 +73,7 @@ pub fn taken_cpus(tenants: &[Tenant]) -> CpuSet {
         .fold(CpuSet::new(), |acc, t| acc.union(&t.cpus))
 }
 
-/// Counting: only [`account`] adds to what the tenants hold.
+/// Counting: only `account` adds to what the tenants hold.
 impl Holdings {
     fn add(&mut self, node: u32, size_kb: u64, pages: u64) {
         if pages > 0 {

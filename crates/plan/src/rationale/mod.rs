@@ -1,5 +1,5 @@
 //! The plan's "Why" list (`Plan.rationale`): one sentence per decision, in the order a reader
-//! follows the host through the plan. [`write`] renders it once, from the finished decisions
+//! follows the host through the plan. [`write()`] renders it once, from the finished decisions
 //! ([`Decisions`]); `plan_for` only decides.
 //!
 //! Where each sentence is born, in the list's order:
