@@ -4,6 +4,11 @@
 //!
 //! The cost function, the search, the emulator rule and the oracle read these facts; none of
 //! them recomputes them per node set.
+//!
+//! `Context.rationale` holds the "Why" sentences born while gathering them, which head the
+//! plan's list (see `crate::rationale`): the tenants' (`tenant::account`), the housekeeping's
+//! (`housekeeping::choose`), the missing NUMA distance matrix's (here), the devices'
+//! (`devices::resolve`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -79,16 +84,7 @@ impl Context {
     /// (zero vCPUs, less than [`crate::MIN_MEMORY_BYTES`] of memory, unknown or taken
     /// devices, a housekeeping move not accepted, bad host CPU override).
     pub fn new(req: &Request, host: &Host, tenants: &[Tenant]) -> Result<Context, PlanError> {
-        if req.vcpus == 0 {
-            return Err(PlanError::Refused("a VM needs at least 1 vCPU".into()));
-        }
-        if req.memory_bytes < crate::MIN_MEMORY_BYTES {
-            return Err(PlanError::Refused(format!(
-                "--memory {}: a VM needs at least {} (firmware and a kernel do not boot in less)",
-                crate::memory::exact_bytes(req.memory_bytes),
-                crate::memory::exact_bytes(crate::MIN_MEMORY_BYTES)
-            )));
-        }
+        refuse_unplannable(req)?;
         let mut rationale = Vec::new();
         let mut warnings = Vec::new();
         let held = crate::tenant::account(tenants, host)?;
@@ -101,87 +97,15 @@ impl Context {
                 host.source
             ));
         }
-        let kind_labels: Vec<String> = host
-            .cpu_kinds
-            .iter()
-            .map(|k| match &k.name {
-                Some(n) => format!("{} ({n})", k.label),
-                None => k.label.clone(),
-            })
-            .collect();
-        // cache ids are small and dense: gather in vectors, keep the groups that exist
-        let mut l3_v: Vec<CpuSet> = Vec::new();
-        let mut l2_v: Vec<CpuSet> = Vec::new();
-        let add = |v: &mut Vec<CpuSet>, id: u32, cpu: u32| {
-            if v.len() <= id as usize {
-                v.resize(id as usize + 1, CpuSet::new());
-            }
-            v[id as usize].insert(cpu);
-        };
-        for pu in &host.pus {
-            if let Some(l2) = pu.l2 {
-                add(&mut l2_v, l2, pu.os_index);
-            }
-            if let Some(l3) = pu.l3 {
-                add(&mut l3_v, l3, pu.os_index);
-            }
-        }
-        let l2_len: Vec<usize> = l2_v.iter().map(CpuSet::len).collect();
-        let groups = |v: Vec<CpuSet>| -> BTreeMap<u32, CpuSet> {
-            v.into_iter()
-                .enumerate()
-                .filter(|(_, s)| !s.is_empty())
-                .map(|(i, s)| (i as u32, s))
-                .collect()
-        };
-        let l3_cpus = groups(l3_v);
-        let l2_cpus = groups(l2_v);
-        let mut host_cores: Vec<&topo::Core> = host.cores.iter().collect();
-        host_cores.sort_by_key(|c| c.id);
-        // core ids are indexes; keep that true even if a model numbers them otherwise
-        let mut cores: Vec<CoreInfo> = host_cores
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let first = c.pus.first().and_then(|p| host.pu(p));
-                let pus = c.pus.to_vec();
-                let l2 = first
-                    .and_then(|p| p.l2)
-                    .filter(|&l| l2_len.get(l as usize).is_some_and(|&n| n > pus.len()));
-                CoreInfo {
-                    id: i as u32,
-                    node: first.and_then(|p| p.numa).unwrap_or(0),
-                    l3: first.and_then(|p| p.l3),
-                    l2,
-                    kind: first
-                        .and_then(|p| p.kind.as_ref())
-                        .and_then(|k| host.cpu_kinds.iter().position(|c| &c.label == k))
-                        .unwrap_or(0) as u32,
-                    pus,
-                    free: true,
-                    l3_busy: false,
-                    l2_busy: false,
-                }
-            })
-            .collect();
-        let max_pu = cores
-            .iter()
-            .flat_map(|c| c.pus.iter().copied())
-            .max()
-            .unwrap_or(0);
-        let mut pu_core = vec![u32::MAX; max_pu as usize + 1];
-        for c in &cores {
-            for &p in &c.pus {
-                pu_core[p as usize] = c.id;
-            }
-        }
+        let caches = Caches::of(host);
+        let mut cores = core_infos(host, &caches);
+        let pu_core = pu_core_index(&cores);
         let core_of = |cpu: u32| {
             pu_core
                 .get(cpu as usize)
                 .copied()
                 .filter(|&c| c != u32::MAX)
         };
-
         let host_cpus = crate::housekeeping::choose(
             req,
             host,
@@ -192,83 +116,18 @@ impl Context {
             &mut warnings,
         )?;
         let tenant_cpus = crate::housekeeping::taken(tenants, &host_cpus);
-        let busy = host_cpus.union(&tenant_cpus);
-        let groups_with = |groups: &BTreeMap<u32, CpuSet>, cpus: &CpuSet| -> BTreeSet<u32> {
-            groups
-                .iter()
-                .filter(|(_, s)| s.intersects(cpus))
-                .map(|(&id, _)| id)
-                .collect()
-        };
-        let host_l3 = groups_with(&l3_cpus, &host_cpus);
-        let tenant_l3 = groups_with(&l3_cpus, &tenant_cpus);
-        let tenant_vcpus = tenants.iter().fold(CpuSet::new(), |acc, t| {
-            acc.union(&t.cpus.difference(&t.emulator_cpus))
-        });
-        let tenant_vcpu_l3 = groups_with(&l3_cpus, &tenant_vcpus);
-        let busy_l2 = groups_with(&l2_cpus, &busy);
-        for c in &mut cores {
-            c.free = !c.pus.iter().any(|&p| busy.contains(p));
-            c.l3_busy =
-                c.l3.is_some_and(|l| host_l3.contains(&l) || tenant_l3.contains(&l));
-            c.l2_busy = c.l2.is_some_and(|l| busy_l2.contains(&l));
-        }
+        let busy = BusyGroups::of(&caches, tenants, &host_cpus, &tenant_cpus);
+        busy.mark(&mut cores);
 
-        let mut nodes: Vec<u32> = if numa_known {
-            host.numa_nodes.iter().map(|n| n.os_index).collect()
-        } else {
-            vec![0]
-        };
-        nodes.sort_unstable();
-        nodes.dedup();
-        // dense matrix over the node keys, filled from the host's matrix in one pass
-        let n = nodes.len();
-        let mut distance: Vec<u64> = (0..n * n)
-            .map(|i| {
-                if i / n == i % n {
-                    LOCAL_DISTANCE
-                } else {
-                    REMOTE_DISTANCE
-                }
-            })
-            .collect();
-        if let Some(d) = &host.distances {
-            let at: Vec<Option<usize>> = d
-                .nodes
-                .iter()
-                .map(|x| nodes.binary_search(x).ok())
-                .collect();
-            for (i, row) in d.matrix.iter().enumerate() {
-                let Some(Some(a)) = at.get(i) else { continue };
-                for (j, &v) in row.iter().enumerate() {
-                    if let Some(Some(b)) = at.get(j) {
-                        distance[a * n + b] = u64::from(v);
-                    }
-                }
-            }
-        }
+        let nodes = node_keys(host, numa_known);
+        let distance = distance_matrix(host, &nodes);
         if numa_known && nodes.len() > 1 && host.distances.is_none() {
             rationale.push(format!(
                 "the host model has no NUMA distance matrix: local counts {LOCAL_DISTANCE}, remote {REMOTE_DISTANCE}"
             ));
         }
-
         let devices = crate::devices::resolve(req, host, tenants, &mut rationale, &mut warnings)?;
-        let dist = |a: u32, b: u32| match (nodes.binary_search(&a), nodes.binary_search(&b)) {
-            (Ok(i), Ok(j)) => distance[i * n + j],
-            _ if a == b => LOCAL_DISTANCE,
-            _ => REMOTE_DISTANCE,
-        };
-        let node_device: Vec<u64> = nodes
-            .iter()
-            .map(|&node| {
-                devices
-                    .iter()
-                    .filter_map(|d| d.nodes.as_ref())
-                    .filter_map(|ns| ns.iter().map(|&dn| dist(node, dn)).min())
-                    .sum()
-            })
-            .collect();
+        let node_device = device_distances(&nodes, &distance, &devices);
         let device_floor = node_device.iter().copied().min().unwrap_or(0);
         let memory = MemoryModel::new(req, host, &held, numa_known, &mut warnings);
         let has_l3 = cores.iter().any(|c| c.l3.is_some());
@@ -282,13 +141,13 @@ impl Context {
             numa_known,
             host_cpus,
             tenant_cpus,
-            l3_cpus,
-            l2_cpus,
-            host_l3,
-            tenant_l3,
-            tenant_vcpu_l3,
+            l3_cpus: caches.l3,
+            l2_cpus: caches.l2,
+            host_l3: busy.host_l3,
+            tenant_l3: busy.tenant_l3,
+            tenant_vcpu_l3: busy.tenant_vcpu_l3,
             has_l3,
-            kind_labels,
+            kind_labels: kind_labels(host),
             devices,
             memory,
             distance,
@@ -432,4 +291,232 @@ impl Context {
     pub fn kind_label(&self, rank: u32) -> Option<&str> {
         self.kind_labels.get(rank as usize).map(String::as_str)
     }
+}
+
+/// Requests no host can plan: no vCPUs, or less memory than a guest boots in.
+fn refuse_unplannable(req: &Request) -> Result<(), PlanError> {
+    if req.vcpus == 0 {
+        return Err(PlanError::Refused("a VM needs at least 1 vCPU".into()));
+    }
+    if req.memory_bytes < crate::MIN_MEMORY_BYTES {
+        return Err(PlanError::Refused(format!(
+            "--memory {}: a VM needs at least {} (firmware and a kernel do not boot in less)",
+            crate::memory::exact_bytes(req.memory_bytes),
+            crate::memory::exact_bytes(crate::MIN_MEMORY_BYTES)
+        )));
+    }
+    Ok(())
+}
+
+/// The labels of the host's CPU kinds, fastest first, with their names where known.
+fn kind_labels(host: &Host) -> Vec<String> {
+    host.cpu_kinds
+        .iter()
+        .map(|k| match &k.name {
+            Some(n) => format!("{} ({n})", k.label),
+            None => k.label.clone(),
+        })
+        .collect()
+}
+
+/// The host's L3 and L2 groups: the PUs of each, by cache id.
+struct Caches {
+    l3: BTreeMap<u32, CpuSet>,
+    l2: BTreeMap<u32, CpuSet>,
+    /// PUs of each L2 group, indexed by cache id (0 where there is no such group).
+    l2_len: Vec<usize>,
+}
+
+impl Caches {
+    fn of(host: &Host) -> Caches {
+        // cache ids are small and dense: gather in vectors, keep the groups that exist
+        let mut l3_v: Vec<CpuSet> = Vec::new();
+        let mut l2_v: Vec<CpuSet> = Vec::new();
+        let add = |v: &mut Vec<CpuSet>, id: u32, cpu: u32| {
+            if v.len() <= id as usize {
+                v.resize(id as usize + 1, CpuSet::new());
+            }
+            v[id as usize].insert(cpu);
+        };
+        for pu in &host.pus {
+            if let Some(l2) = pu.l2 {
+                add(&mut l2_v, l2, pu.os_index);
+            }
+            if let Some(l3) = pu.l3 {
+                add(&mut l3_v, l3, pu.os_index);
+            }
+        }
+        let l2_len: Vec<usize> = l2_v.iter().map(CpuSet::len).collect();
+        let groups = |v: Vec<CpuSet>| -> BTreeMap<u32, CpuSet> {
+            v.into_iter()
+                .enumerate()
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(i, s)| (i as u32, s))
+                .collect()
+        };
+        Caches {
+            l3: groups(l3_v),
+            l2: groups(l2_v),
+            l2_len,
+        }
+    }
+}
+
+/// The host's cores as the planner sees them, all free until [`BusyGroups::mark`]; a core's
+/// id is its index (kept true even if a model numbers them otherwise).
+fn core_infos(host: &Host, caches: &Caches) -> Vec<CoreInfo> {
+    let mut host_cores: Vec<&topo::Core> = host.cores.iter().collect();
+    host_cores.sort_by_key(|c| c.id);
+    host_cores
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let first = c.pus.first().and_then(|p| host.pu(p));
+            let pus = c.pus.to_vec();
+            let l2 = first.and_then(|p| p.l2).filter(|&l| {
+                caches
+                    .l2_len
+                    .get(l as usize)
+                    .is_some_and(|&n| n > pus.len())
+            });
+            CoreInfo {
+                id: i as u32,
+                node: first.and_then(|p| p.numa).unwrap_or(0),
+                l3: first.and_then(|p| p.l3),
+                l2,
+                kind: first
+                    .and_then(|p| p.kind.as_ref())
+                    .and_then(|k| host.cpu_kinds.iter().position(|c| &c.label == k))
+                    .unwrap_or(0) as u32,
+                pus,
+                free: true,
+                l3_busy: false,
+                l2_busy: false,
+            }
+        })
+        .collect()
+}
+
+/// Core id of each PU, indexed by os_index (`u32::MAX` for holes).
+fn pu_core_index(cores: &[CoreInfo]) -> Vec<u32> {
+    let max_pu = cores
+        .iter()
+        .flat_map(|c| c.pus.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let mut pu_core = vec![u32::MAX; max_pu as usize + 1];
+    for c in cores {
+        for &p in &c.pus {
+            pu_core[p as usize] = c.id;
+        }
+    }
+    pu_core
+}
+
+/// The cache groups the housekeeping and the tenants use.
+struct BusyGroups {
+    host_l3: BTreeSet<u32>,
+    tenant_l3: BTreeSet<u32>,
+    tenant_vcpu_l3: BTreeSet<u32>,
+    /// The L2 groups holding housekeeping or tenant CPUs.
+    l2: BTreeSet<u32>,
+    /// Housekeeping and tenant CPUs.
+    cpus: CpuSet,
+}
+
+impl BusyGroups {
+    fn of(caches: &Caches, tenants: &[Tenant], host_cpus: &CpuSet, tenant_cpus: &CpuSet) -> Self {
+        let busy = host_cpus.union(tenant_cpus);
+        let groups_with = |groups: &BTreeMap<u32, CpuSet>, cpus: &CpuSet| -> BTreeSet<u32> {
+            groups
+                .iter()
+                .filter(|(_, s)| s.intersects(cpus))
+                .map(|(&id, _)| id)
+                .collect()
+        };
+        let tenant_vcpus = tenants.iter().fold(CpuSet::new(), |acc, t| {
+            acc.union(&t.cpus.difference(&t.emulator_cpus))
+        });
+        BusyGroups {
+            host_l3: groups_with(&caches.l3, host_cpus),
+            tenant_l3: groups_with(&caches.l3, tenant_cpus),
+            tenant_vcpu_l3: groups_with(&caches.l3, &tenant_vcpus),
+            l2: groups_with(&caches.l2, &busy),
+            cpus: busy,
+        }
+    }
+
+    /// Mark each core free or not, and whether its L3 and L2 groups are busy.
+    fn mark(&self, cores: &mut [CoreInfo]) {
+        for c in cores {
+            c.free = !c.pus.iter().any(|&p| self.cpus.contains(p));
+            c.l3_busy =
+                c.l3.is_some_and(|l| self.host_l3.contains(&l) || self.tenant_l3.contains(&l));
+            c.l2_busy = c.l2.is_some_and(|l| self.l2.contains(&l));
+        }
+    }
+}
+
+/// The node keys, sorted: the host's NUMA nodes, or node 0 where it has none.
+fn node_keys(host: &Host, numa_known: bool) -> Vec<u32> {
+    let mut nodes: Vec<u32> = if numa_known {
+        host.numa_nodes.iter().map(|n| n.os_index).collect()
+    } else {
+        vec![0]
+    };
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
+/// A dense matrix over the node keys, filled from the host's matrix in one pass; local and
+/// remote defaults where the host has none.
+fn distance_matrix(host: &Host, nodes: &[u32]) -> Vec<u64> {
+    let n = nodes.len();
+    let mut distance: Vec<u64> = (0..n * n)
+        .map(|i| {
+            if i / n == i % n {
+                LOCAL_DISTANCE
+            } else {
+                REMOTE_DISTANCE
+            }
+        })
+        .collect();
+    if let Some(d) = &host.distances {
+        let at: Vec<Option<usize>> = d
+            .nodes
+            .iter()
+            .map(|x| nodes.binary_search(x).ok())
+            .collect();
+        for (i, row) in d.matrix.iter().enumerate() {
+            let Some(Some(a)) = at.get(i) else { continue };
+            for (j, &v) in row.iter().enumerate() {
+                if let Some(Some(b)) = at.get(j) {
+                    distance[a * n + b] = u64::from(v);
+                }
+            }
+        }
+    }
+    distance
+}
+
+/// Per node key: Σ over devices with known locality of the distance to the device's nearest
+/// node.
+fn device_distances(nodes: &[u32], distance: &[u64], devices: &[DeviceInfo]) -> Vec<u64> {
+    let n = nodes.len();
+    let dist = |a: u32, b: u32| match (nodes.binary_search(&a), nodes.binary_search(&b)) {
+        (Ok(i), Ok(j)) => distance[i * n + j],
+        _ if a == b => LOCAL_DISTANCE,
+        _ => REMOTE_DISTANCE,
+    };
+    nodes
+        .iter()
+        .map(|&node| {
+            devices
+                .iter()
+                .filter_map(|d| d.nodes.as_ref())
+                .filter_map(|ns| ns.iter().map(|&dn| dist(node, dn)).min())
+                .sum()
+        })
+        .collect()
 }

@@ -1,6 +1,7 @@
 //! Passed-through devices: normalize the BDFs, add the other functions of multi-function
 //! devices and the other endpoints of their IOMMU groups (VFIO hands a group over whole),
-//! refuse devices a tenant already has.
+//! refuse devices a tenant already has. [`resolve`] writes the "Why" sentence of each device
+//! it adds beside the one it goes with (they reach `crate::rationale` in `Context.rationale`).
 
 use topo::{DeviceKind, Host};
 

@@ -7,6 +7,12 @@
 //! hypervisor bit are kept; the plan only adds what the domain does not mention. Where the
 //! plan must differ (a Windows 7 plan hides the hypervisor bit, the plan's timers replace the
 //! domain's), a warning says so, and the rationale says what was kept.
+//!
+//! The features' sentences in the plan's "Why" list are born here, beside each choice:
+//! [`choose`] writes them (invtsc, the guest OS's clock and enlightenments, the NVIDIA GPU's
+//! hidden KVM signature and `vendor_id`) and `crate::rationale` puts them last; [`adopt_domain`]
+//! later rewrites in place the lines a domain's choice replaces (those starting with
+//! `WINDOWS_LINE`, `VENDOR_LINE`, `KVM_LINE`, `INVTSC_LINE`) and appends its own, each once.
 
 use serde::{Deserialize, Serialize};
 use topo::{CpuSet, Host};
@@ -281,21 +287,77 @@ fn timer_words(present: Option<bool>, tickpolicy: Option<&str>) -> String {
 /// change them; every change and every kept conflict is said in `rationale` or `warnings`.
 /// Applying it twice changes nothing more.
 pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
-    let src = if dom.source.is_empty() {
-        "the domain".to_string()
-    } else {
-        dom.source.clone()
-    };
-    let mut rationale: Vec<String> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
-    let n = if plan.vcpus.is_empty() {
-        plan.request.vcpus
-    } else {
-        u32::try_from(plan.vcpus.len()).unwrap_or(u32::MAX)
-    };
+    let mut a = Adoption::new(dom);
+    a.offline_vcpus(plan);
+    a.hypervisor_bit(plan);
+    a.hyperv(plan);
+    a.kvm_signature(plan);
+    a.timers(plan);
+    a.cpu_model();
+    a.invtsc(plan);
+    a.cpu_migratable(plan);
+    a.page_size(plan);
+    a.memory_devices(plan);
+    a.qemu_overrides();
+    a.finish(plan);
+}
 
-    // vCPUs the domain kept offline come online.
-    if let Some(max) = dom.vcpus {
+impl DomainChoices {
+    /// The enlightenments the domain turns on, in its order.
+    fn hyperv_on(&self) -> Vec<&DomainEnlightenment> {
+        self.hyperv.iter().filter(|e| e.on).collect()
+    }
+
+    /// The enlightenments the domain turns off, in its order.
+    fn hyperv_off(&self) -> Vec<String> {
+        self.hyperv
+            .iter()
+            .filter(|e| !e.on)
+            .map(|e| e.name.clone())
+            .collect()
+    }
+
+    /// Whether the domain's `<hyperv>` mentions `name`, on or off.
+    fn mentions(&self, name: &str) -> bool {
+        self.hyperv.iter().any(|e| e.name == name)
+    }
+}
+
+/// One merge of a domain's choices into a plan, step by step. Lines of the plan's rationale
+/// that a choice replaces are rewritten at once; the sentences it adds are gathered here and
+/// added at the end, each only if the plan does not have it yet.
+struct Adoption<'a> {
+    dom: &'a DomainChoices,
+    /// How the sentences name the domain.
+    src: String,
+    rationale: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl<'a> Adoption<'a> {
+    fn new(dom: &'a DomainChoices) -> Self {
+        let src = if dom.source.is_empty() {
+            "the domain".to_string()
+        } else {
+            dom.source.clone()
+        };
+        Adoption {
+            dom,
+            src,
+            rationale: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// vCPUs the domain kept offline come online.
+    fn offline_vcpus(&mut self, plan: &Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        let n = if plan.vcpus.is_empty() {
+            plan.request.vcpus
+        } else {
+            u32::try_from(plan.vcpus.len()).unwrap_or(u32::MAX)
+        };
+        let Some(max) = dom.vcpus else { return };
         let offline = &dom.vcpus_offline;
         let current = dom.vcpus_current.unwrap_or(max);
         if current < max || !offline.is_empty() {
@@ -309,77 +371,87 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
             } else {
                 max.saturating_sub(u32::try_from(offline.len()).unwrap_or(u32::MAX))
             };
-            warnings.push(format!(
+            self.warnings.push(format!(
                 "{src} starts {online} of its {max} vCPUs ({how}); the patched domain starts all {n} of the plan's vCPUs, each pinned"
             ));
-            rationale.push(format!(
+            self.rationale.push(format!(
                 "all {n} vCPUs start, each pinned to its own host CPU: {src}'s offline vCPUs ({how}) would leave pinned host CPUs idle"
             ));
         }
     }
 
-    let f = &mut plan.cpu_features;
-    let windows = plan.request.os == GuestOs::Windows;
-    let user_hides = matches!(dom.hypervisor_policy.as_deref(), Some("disable" | "forbid"));
-    let user_requires = matches!(dom.hypervisor_policy.as_deref(), Some("require" | "force"));
-
-    // The hypervisor CPUID bit.
-    if f.hide_hypervisor && user_requires {
-        warnings.push(format!(
-            "{src} requires the hypervisor CPUID bit; the Windows 7 plan hides it (Windows 7 timer note: Windows 7 then uses the TSC instead of the emulated ACPI PM timer), so that <feature> is replaced"
-        ));
-        rationale.push(format!(
-            "hypervisor CPUID bit hidden although {src} requires it: the Windows 7 timer fix needs it hidden"
-        ));
-    }
-    if !f.hide_hypervisor && user_hides {
-        f.hide_hypervisor = true;
-        if windows {
-            // Enlightenments and the Hyper-V clock live behind the bit: keep the user's
-            // choice (anti-cheat setups need it) and add nothing the guest cannot see.
-            f.hyperv.clear();
-            f.timers.retain(|t| t.name != "hypervclock");
-            warnings.push(format!(
-                "{src} hides the hypervisor CPUID bit (<feature policy='disable' name='hypervisor'/>, as anti-cheat setups do): Windows cannot see Hyper-V enlightenments or the Hyper-V clock without it, so the plan keeps the bit hidden and adds none of its own; the domain's own <hyperv> settings stay as written but are inactive. Remove that <feature> line to let Windows use the enlightenments"
+    /// The hypervisor CPUID bit: the Windows 7 plan hides it whatever the domain requires; a
+    /// domain that hides it keeps it hidden, and a Windows guest then gets no enlightenments.
+    fn hypervisor_bit(&mut self, plan: &mut Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        let f = &mut plan.cpu_features;
+        let windows = plan.request.os == GuestOs::Windows;
+        let user_hides = matches!(dom.hypervisor_policy.as_deref(), Some("disable" | "forbid"));
+        let user_requires = matches!(dom.hypervisor_policy.as_deref(), Some("require" | "force"));
+        if f.hide_hypervisor && user_requires {
+            self.warnings.push(format!(
+                "{src} requires the hypervisor CPUID bit; the Windows 7 plan hides it (Windows 7 timer note: Windows 7 then uses the TSC instead of the emulated ACPI PM timer), so that <feature> is replaced"
             ));
-            replace_line(
-                &mut plan.rationale,
-                WINDOWS_LINE,
-                format!("Windows guest: the hypervisor CPUID bit stays hidden as {src} has it, so no Hyper-V enlightenments or Hyper-V clock (Windows cannot see them without the bit); HPET off"),
-            );
-            replace_line(
-                &mut plan.rationale,
-                VENDOR_LINE,
-                "Hyper-V vendor_id not set: with the hypervisor bit hidden no driver reads it"
-                    .into(),
-            );
-        } else {
-            rationale.push(format!(
-                "hypervisor CPUID bit hidden, as {src} has it (<feature policy='disable' name='hypervisor'/>)"
+            self.rationale.push(format!(
+                "hypervisor CPUID bit hidden although {src} requires it: the Windows 7 timer fix needs it hidden"
+            ));
+        }
+        if !f.hide_hypervisor && user_hides {
+            f.hide_hypervisor = true;
+            if windows {
+                // Enlightenments and the Hyper-V clock live behind the bit: keep the user's
+                // choice (anti-cheat setups need it) and add nothing the guest cannot see.
+                f.hyperv.clear();
+                f.timers.retain(|t| t.name != "hypervclock");
+                self.warnings.push(format!(
+                    "{src} hides the hypervisor CPUID bit (<feature policy='disable' name='hypervisor'/>, as anti-cheat setups do): Windows cannot see Hyper-V enlightenments or the Hyper-V clock without it, so the plan keeps the bit hidden and adds none of its own; the domain's own <hyperv> settings stay as written but are inactive. Remove that <feature> line to let Windows use the enlightenments"
+                ));
+                replace_line(
+                    &mut plan.rationale,
+                    WINDOWS_LINE,
+                    format!("Windows guest: the hypervisor CPUID bit stays hidden as {src} has it, so no Hyper-V enlightenments or Hyper-V clock (Windows cannot see them without the bit); HPET off"),
+                );
+                replace_line(
+                    &mut plan.rationale,
+                    VENDOR_LINE,
+                    "Hyper-V vendor_id not set: with the hypervisor bit hidden no driver reads it"
+                        .into(),
+                );
+            } else {
+                self.rationale.push(format!(
+                    "hypervisor CPUID bit hidden, as {src} has it (<feature policy='disable' name='hypervisor'/>)"
+                ));
+            }
+        }
+        let f = &plan.cpu_features;
+        if f.hide_hypervisor && dom.hyperv.iter().any(|e| e.on) && !user_hides {
+            self.warnings.push(format!(
+                "the plan hides the hypervisor CPUID bit for Windows 7: {src}'s <hyperv> settings stay as written, but Windows 7 cannot see them"
+            ));
+            self.rationale.push(format!(
+                "Hyper-V: {src}'s <hyperv> settings kept as written, inactive with the hypervisor bit hidden"
             ));
         }
     }
-    let f = &mut plan.cpu_features;
-    if f.hide_hypervisor && dom.hyperv.iter().any(|e| e.on) && !user_hides {
-        warnings.push(format!(
-            "the plan hides the hypervisor CPUID bit for Windows 7: {src}'s <hyperv> settings stay as written, but Windows 7 cannot see them"
-        ));
-        rationale.push(format!(
-            "Hyper-V: {src}'s <hyperv> settings kept as written, inactive with the hypervisor bit hidden"
-        ));
+
+    /// Hyper-V: the domain's settings first, the plan's where the domain says nothing; then
+    /// the domain's own prerequisite conflicts.
+    fn hyperv(&mut self, plan: &mut Plan) {
+        if self.dom.hyperv_mode.as_deref() == Some("passthrough") {
+            self.hyperv_passthrough(plan);
+        } else if self.dom.hyperv_mode.is_some() {
+            self.hyperv_custom(plan);
+        }
+        if !plan.cpu_features.hyperv_passthrough {
+            self.prerequisite_conflicts();
+        }
     }
 
-    // Hyper-V: the domain's settings first, the plan's where the domain says nothing.
-    let user_on: Vec<&DomainEnlightenment> = dom.hyperv.iter().filter(|e| e.on).collect();
-    let user_off: Vec<String> = dom
-        .hyperv
-        .iter()
-        .filter(|e| !e.on)
-        .map(|e| e.name.clone())
-        .collect();
-    let mentioned = |name: &str| dom.hyperv.iter().any(|e| e.name == name);
-    if dom.hyperv_mode.as_deref() == Some("passthrough") {
-        if !mentioned("vendor_id") {
+    /// `<hyperv mode='passthrough'>` is kept, with the domain's own settings.
+    fn hyperv_passthrough(&mut self, plan: &mut Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        let f = &mut plan.cpu_features;
+        if !dom.mentions("vendor_id") {
             replace_line(
                 &mut plan.rationale,
                 VENDOR_LINE,
@@ -387,10 +459,10 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
             );
         }
         f.hyperv_passthrough = true;
-        f.hyperv = user_on.iter().map(|e| spell(e)).collect();
-        f.hyperv_off = user_off;
+        f.hyperv = dom.hyperv_on().iter().map(|e| spell(e)).collect();
+        f.hyperv_off = dom.hyperv_off();
         if !f.hide_hypervisor {
-            rationale.push(format!(
+            self.rationale.push(format!(
                 "Hyper-V: {src}'s <hyperv mode='passthrough'> is kept: it gives the guest every enlightenment the host supports, a superset of the plan's{}",
                 if f.hyperv.is_empty() {
                     String::new()
@@ -399,7 +471,15 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
                 }
             ));
         }
-    } else if dom.hyperv_mode.is_some() {
+    }
+
+    /// A custom `<hyperv>`: the domain's settings, then each of the plan's the domain does
+    /// not mention and whose prerequisites are on.
+    fn hyperv_custom(&mut self, plan: &mut Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        let f = &mut plan.cpu_features;
+        let user_on = dom.hyperv_on();
+        let user_off = dom.hyperv_off();
         let plan_wants: Vec<String> = if f.hide_hypervisor {
             Vec::new()
         } else {
@@ -412,7 +492,7 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
             let (name, value) = split(want);
             if let Some(u) = dom.hyperv.iter().find(|e| e.name == name) {
                 if !u.on {
-                    rationale.push(format!(
+                    self.rationale.push(format!(
                         "Hyper-V {name} stays off as {src} has it (the plan would turn it on)"
                     ));
                 } else if name == "vendor_id" {
@@ -427,29 +507,27 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
                 }
                 continue;
             }
-            let needs = PREREQUISITES
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, r)| *r)
-                .unwrap_or(&[]);
             // prerequisites come first in the plan's order, so one not on by now stays off
-            if let Some(missing) = needs.iter().find(|r| !on(&merged, r)) {
-                let why = if mentioned(missing) {
+            if let Some(missing) = prerequisites(name).iter().find(|r| !on(&merged, r)) {
+                let why = if dom.mentions(missing) {
                     format!("{src} turns off {missing}")
                 } else {
                     format!("{missing} is left out")
                 };
-                rationale.push(format!(
+                self.rationale.push(format!(
                     "Hyper-V {name} not added: {why}, and QEMU refuses {name} without it"
                 ));
                 continue;
             }
             merged.push(want.clone());
         }
-        let added: Vec<&String> = merged.iter().filter(|m| !mentioned(split(m).0)).collect();
+        let added: Vec<&String> = merged
+            .iter()
+            .filter(|m| !dom.mentions(split(m).0))
+            .collect();
         let user_names: Vec<String> = user_on.iter().map(|e| spell(e)).collect();
         if !user_names.is_empty() {
-            rationale.push(format!(
+            self.rationale.push(format!(
                 "Hyper-V: {src}'s settings kept ({}{}){}",
                 user_names.join(", "),
                 if user_off.is_empty() {
@@ -472,7 +550,7 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
             ));
         }
         if !kept.is_empty() {
-            rationale.push(format!(
+            self.rationale.push(format!(
                 "Hyper-V values from {src} kept over the plan's: {}",
                 kept.join(", ")
             ));
@@ -480,17 +558,14 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
         f.hyperv = merged;
         f.hyperv_off = user_off;
     }
-    // The domain's own prerequisite conflicts: QEMU would refuse to start it anyway.
-    if !f.hyperv_passthrough {
-        for e in &user_on {
-            let needs = PREREQUISITES
-                .iter()
-                .find(|(n, _)| *n == e.name)
-                .map(|(_, r)| *r)
-                .unwrap_or(&[]);
-            for r in needs {
+
+    /// The domain's own prerequisite conflicts: QEMU would refuse to start it anyway.
+    fn prerequisite_conflicts(&mut self) {
+        let (dom, src) = (self.dom, &self.src);
+        for e in dom.hyperv_on() {
+            for r in prerequisites(&e.name) {
                 if dom.hyperv.iter().any(|x| x.name == *r && !x.on) {
-                    warnings.push(format!(
+                    self.warnings.push(format!(
                         "{src} enables Hyper-V {} but turns off {r}, which it needs: QEMU refuses to start such a guest",
                         e.name
                     ));
@@ -499,101 +574,124 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
         }
     }
 
-    // The KVM signature.
-    match (dom.kvm_hidden, f.kvm_hidden) {
-        (Some(false), true) => {
-            f.kvm_hidden = false;
-            replace_line(
-                &mut plan.rationale,
-                KVM_LINE,
-                format!("KVM signature left visible as {src} has it (<hidden state='off'/>): NVIDIA's Windows drivers since 465 run under KVM; older ones stop with Code 43"),
-            );
-        }
-        (Some(true), false) => {
-            f.kvm_hidden = true;
-            rationale.push(format!("KVM signature hidden, as {src} has it"));
-        }
-        _ => {}
-    }
-
-    // Timers: the plan's replace the domain's timers of the same name.
-    let mut replaced = Vec::new();
-    for t in &f.timers {
-        let Some(u) = dom.timers.iter().find(|u| u.name == t.name) else {
-            continue;
-        };
-        let differs = u.present.is_some_and(|p| p != t.present)
-            || (u.tickpolicy.is_some() && u.tickpolicy != t.tickpolicy && t.present);
-        if differs {
-            let why = match (t.name.as_str(), t.present) {
-                ("hpet", false) => ": HPET is emulated in QEMU userspace, each read a VM exit (Windows 7 timer note: 3,605 ns per read of an emulated timer vs 12.52 ns for the TSC)",
-                ("hypervclock", true) => ": the Hyper-V reference clock lets Windows read time without a VM exit",
-                ("kvmclock", true) => ": Linux keeps time with kvmclock without a VM exit",
-                ("rtc", true) => ": Windows counts RTC ticks for time of day, so missed ticks are caught up",
-                ("pit", true) => ": missed PIT ticks are delivered late rather than in a burst",
-                _ => "",
-            };
-            warnings.push(format!(
-                "timer {}: the plan sets {} where {src} had {}{why}",
-                t.name,
-                timer_words(Some(t.present), t.tickpolicy.as_deref()),
-                timer_words(u.present, u.tickpolicy.as_deref())
-            ));
-            replaced.push(t.name.clone());
-        }
-    }
-    if !replaced.is_empty() {
-        rationale.push(format!(
-            "timers {} set as the plan chose them, not as {src} had them (see the warnings)",
-            replaced.join(", ")
-        ));
-    }
-
-    // The CPU model.
-    if let Some(mode) = dom.cpu_mode.as_deref().filter(|m| *m != "host-passthrough") {
-        let line = format!(
-            "CPU mode '{mode}' of {src} becomes host-passthrough: pinned VFIO guests do not migrate, and the guest sees the host's real CPU (caches, invtsc)"
-        );
-        if mode == "custom" {
-            warnings.push(line);
-        } else {
-            rationale.push(line);
-        }
-    }
-
-    // invtsc: a domain that disables it keeps it disabled (its user chose a migratable TSC
-    // or distrusts this host's); one that requires it where the host TSC is not stable is
-    // overridden, saying so.
-    let invtsc = dom.invtsc_policy.as_deref().map(str::trim);
-    if matches!(invtsc, Some("disable" | "forbid")) {
+    /// The KVM signature: hidden or visible as the domain has it.
+    fn kvm_signature(&mut self, plan: &mut Plan) {
+        let (dom, src) = (self.dom, &self.src);
         let f = &mut plan.cpu_features;
-        if f.invtsc {
-            f.invtsc = false;
-            replace_line(
-                &mut plan.rationale,
-                INVTSC_LINE,
-                format!("invtsc stays disabled as {src} has it (<feature policy='{}' name='invtsc'/>), although the host TSC is stable: the guest will not use the TSC as its clocksource (remove that line to let it)", invtsc.unwrap_or("disable")),
-            );
+        match (dom.kvm_hidden, f.kvm_hidden) {
+            (Some(false), true) => {
+                f.kvm_hidden = false;
+                replace_line(
+                    &mut plan.rationale,
+                    KVM_LINE,
+                    format!("KVM signature left visible as {src} has it (<hidden state='off'/>): NVIDIA's Windows drivers since 465 run under KVM; older ones stop with Code 43"),
+                );
+            }
+            (Some(true), false) => {
+                f.kvm_hidden = true;
+                self.rationale
+                    .push(format!("KVM signature hidden, as {src} has it"));
+            }
+            _ => {}
         }
-        f.invtsc_disabled = true;
-    } else if matches!(invtsc, Some("require" | "force")) && !plan.cpu_features.invtsc {
-        warnings.push(format!(
-            "{src} requires invtsc; the plan leaves it out (see the rationale: the host TSC is not known to be stable), so that <feature> is removed"
-        ));
-    }
-    if dom.cpu_migratable.as_deref().map(str::trim) == Some("on") {
-        let why = if plan.cpu_features.invtsc {
-            "the guest gets invtsc, which blocks migration, and "
-        } else {
-            ""
-        };
-        rationale.push(format!(
-            "CPU migratable='on' of {src} becomes 'off': {why}a VM with pinned vCPUs and passed-through devices does not migrate"
-        ));
     }
 
-    // The domain's page size, where the plan chose another.
-    if let Some(theirs) = dom.hugepage_size_kb {
+    /// Timers: the plan's replace the domain's timers of the same name.
+    fn timers(&mut self, plan: &Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        let mut replaced = Vec::new();
+        for t in &plan.cpu_features.timers {
+            let Some(u) = dom.timers.iter().find(|u| u.name == t.name) else {
+                continue;
+            };
+            let differs = u.present.is_some_and(|p| p != t.present)
+                || (u.tickpolicy.is_some() && u.tickpolicy != t.tickpolicy && t.present);
+            if differs {
+                let why = match (t.name.as_str(), t.present) {
+                    ("hpet", false) => ": HPET is emulated in QEMU userspace, each read a VM exit (Windows 7 timer note: 3,605 ns per read of an emulated timer vs 12.52 ns for the TSC)",
+                    ("hypervclock", true) => ": the Hyper-V reference clock lets Windows read time without a VM exit",
+                    ("kvmclock", true) => ": Linux keeps time with kvmclock without a VM exit",
+                    ("rtc", true) => ": Windows counts RTC ticks for time of day, so missed ticks are caught up",
+                    ("pit", true) => ": missed PIT ticks are delivered late rather than in a burst",
+                    _ => "",
+                };
+                self.warnings.push(format!(
+                    "timer {}: the plan sets {} where {src} had {}{why}",
+                    t.name,
+                    timer_words(Some(t.present), t.tickpolicy.as_deref()),
+                    timer_words(u.present, u.tickpolicy.as_deref())
+                ));
+                replaced.push(t.name.clone());
+            }
+        }
+        if !replaced.is_empty() {
+            self.rationale.push(format!(
+                "timers {} set as the plan chose them, not as {src} had them (see the warnings)",
+                replaced.join(", ")
+            ));
+        }
+    }
+
+    /// The CPU model becomes host-passthrough.
+    fn cpu_model(&mut self) {
+        let (dom, src) = (self.dom, &self.src);
+        if let Some(mode) = dom.cpu_mode.as_deref().filter(|m| *m != "host-passthrough") {
+            let line = format!(
+                "CPU mode '{mode}' of {src} becomes host-passthrough: pinned VFIO guests do not migrate, and the guest sees the host's real CPU (caches, invtsc)"
+            );
+            if mode == "custom" {
+                self.warnings.push(line);
+            } else {
+                self.rationale.push(line);
+            }
+        }
+    }
+
+    /// invtsc: a domain that disables it keeps it disabled (its user chose a migratable TSC
+    /// or distrusts this host's); one that requires it where the host TSC is not stable is
+    /// overridden, saying so.
+    fn invtsc(&mut self, plan: &mut Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        let invtsc = dom.invtsc_policy.as_deref().map(str::trim);
+        if matches!(invtsc, Some("disable" | "forbid")) {
+            let f = &mut plan.cpu_features;
+            if f.invtsc {
+                f.invtsc = false;
+                replace_line(
+                    &mut plan.rationale,
+                    INVTSC_LINE,
+                    format!("invtsc stays disabled as {src} has it (<feature policy='{}' name='invtsc'/>), although the host TSC is stable: the guest will not use the TSC as its clocksource (remove that line to let it)", invtsc.unwrap_or("disable")),
+                );
+            }
+            f.invtsc_disabled = true;
+        } else if matches!(invtsc, Some("require" | "force")) && !plan.cpu_features.invtsc {
+            self.warnings.push(format!(
+                "{src} requires invtsc; the plan leaves it out (see the rationale: the host TSC is not known to be stable), so that <feature> is removed"
+            ));
+        }
+    }
+
+    /// A migratable CPU becomes non-migratable.
+    fn cpu_migratable(&mut self, plan: &Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        if dom.cpu_migratable.as_deref().map(str::trim) == Some("on") {
+            let why = if plan.cpu_features.invtsc {
+                "the guest gets invtsc, which blocks migration, and "
+            } else {
+                ""
+            };
+            self.rationale.push(format!(
+                "CPU migratable='on' of {src} becomes 'off': {why}a VM with pinned vCPUs and passed-through devices does not migrate"
+            ));
+        }
+    }
+
+    /// The domain's page size, where the plan chose another.
+    fn page_size(&mut self, plan: &Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        let Some(theirs) = dom.hugepage_size_kb else {
+            return;
+        };
         let ours = plan.memory.hugepage_size_kb;
         if theirs != ours {
             let ask = match theirs {
@@ -601,7 +699,7 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
                 crate::memory::KB_2M => " (--hugepages 2M asks for theirs)",
                 _ => "",
             };
-            warnings.push(format!(
+            self.warnings.push(format!(
                 "{src} backs its memory with {} pages (<hugepages>); the plan uses {}, as the rationale says{ask}",
                 page_name(theirs),
                 page_name(ours)
@@ -609,39 +707,57 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
         }
     }
 
-    // Memory hotplug: the domain's <memory> devices come on top of the plan's memory.
-    if dom.memory_devices_bytes > 0 {
-        let total = plan
-            .request
-            .memory_bytes
-            .saturating_add(dom.memory_devices_bytes);
-        warnings.push(format!(
-            "{src} has {} of <memory> devices (DIMM, virtio-mem …) besides its NUMA cells: libvirt adds them, so the guest has {} with them attached, while the plan places and backs {}",
-            human_bytes(dom.memory_devices_bytes),
-            human_bytes(total),
-            human_bytes(plan.request.memory_bytes)
-        ));
+    /// Memory hotplug: the domain's `<memory>` devices come on top of the plan's memory.
+    fn memory_devices(&mut self, plan: &Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        if dom.memory_devices_bytes > 0 {
+            let total = plan
+                .request
+                .memory_bytes
+                .saturating_add(dom.memory_devices_bytes);
+            self.warnings.push(format!(
+                "{src} has {} of <memory> devices (DIMM, virtio-mem …) besides its NUMA cells: libvirt adds them, so the guest has {} with them attached, while the plan places and backs {}",
+                human_bytes(dom.memory_devices_bytes),
+                human_bytes(total),
+                human_bytes(plan.request.memory_bytes)
+            ));
+        }
     }
 
-    // <qemu:commandline> options that replace what libvirt writes from the plan.
-    for (opt, value) in &dom.qemu_overrides {
-        let effect = match opt.trim_start_matches('-') {
-            "cpu" => format!("QEMU takes the last {opt} it is given, so this replaces the <cpu> and <hyperv> settings libvirt writes from the plan (topology, invtsc, enlightenments, vendor_id, hidden KVM); fold its flags into <cpu> and <features> instead"),
-            "smp" => format!("QEMU takes the last {opt} it is given, so this replaces the vCPU count and guest topology of the plan's <vcpu> and <cpu><topology>, which its pins follow"),
-            "m" => format!("QEMU takes the last {opt} it is given, so this replaces the plan's <memory>"),
-            _ => "QEMU adds it to the guest NUMA nodes libvirt writes from the plan's <cpu><numa>".to_string(),
-        };
-        warnings.push(format!(
-            "{src} passes `{opt} {value}` in <qemu:commandline>: {effect}"
-        ));
+    /// `<qemu:commandline>` options that replace what libvirt writes from the plan.
+    fn qemu_overrides(&mut self) {
+        let (dom, src) = (self.dom, &self.src);
+        for (opt, value) in &dom.qemu_overrides {
+            let effect = match opt.trim_start_matches('-') {
+                "cpu" => format!("QEMU takes the last {opt} it is given, so this replaces the <cpu> and <hyperv> settings libvirt writes from the plan (topology, invtsc, enlightenments, vendor_id, hidden KVM); fold its flags into <cpu> and <features> instead"),
+                "smp" => format!("QEMU takes the last {opt} it is given, so this replaces the vCPU count and guest topology of the plan's <vcpu> and <cpu><topology>, which its pins follow"),
+                "m" => format!("QEMU takes the last {opt} it is given, so this replaces the plan's <memory>"),
+                _ => "QEMU adds it to the guest NUMA nodes libvirt writes from the plan's <cpu><numa>".to_string(),
+            };
+            self.warnings.push(format!(
+                "{src} passes `{opt} {value}` in <qemu:commandline>: {effect}"
+            ));
+        }
     }
 
-    for r in rationale {
-        push_once(&mut plan.rationale, r);
+    /// Add the gathered sentences, each only if the plan does not have it yet.
+    fn finish(self, plan: &mut Plan) {
+        for r in self.rationale {
+            push_once(&mut plan.rationale, r);
+        }
+        for w in self.warnings {
+            push_once(&mut plan.warnings, w);
+        }
     }
-    for w in warnings {
-        push_once(&mut plan.warnings, w);
-    }
+}
+
+/// The enlightenments `name` needs ([`PREREQUISITES`]).
+fn prerequisites(name: &str) -> &'static [&'static str] {
+    PREREQUISITES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, r)| *r)
+        .unwrap_or(&[])
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@
 //!
 //! A tenant's emulator and iothread CPUs that are the housekeeping CPUs are shared with the
 //! host, never the tenant's own: [`taken`] leaves them out.
+//!
+//! [`choose`] writes the housekeeping's "Why" sentence beside the choice it explains (kept,
+//! requested, moved or chosen); it reaches `crate::rationale` in `Context.rationale`.
 
 use topo::{CpuSet, Host};
 

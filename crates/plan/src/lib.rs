@@ -13,12 +13,14 @@
 //!   └─ select::best_placement  node set + whole cores minimizing cost::Cost, exactly; then
 //!                              the emulator core (emulator)
 //!   └─ plan::plan              pins and guest topology/NUMA (topology), pages per node
-//!                              (memory), IRQ routing, CPU features and timers (features),
-//!                              every decision's sentence in `rationale`
+//!                              (memory), IRQ routing, CPU features and timers (features)
+//!   └─ rationale::write        the "Why" list, from the finished decisions (where each
+//!                              sentence is born: the `rationale` module's doc)
 //! ```
 //!
-//! Modules depend downwards only: `model` (plain data) ← `housekeeping`, `devices` ←
-//! `context` ← `cost`, `emulator` ← `select` ← `plan`.
+//! Modules depend downwards only: `model` (plain data) ← `housekeeping`, `devices`, `memory`
+//! ← `tenant` ← `context` ← `cost`, `emulator` ← `select` ← `topology` ← `rationale` ←
+//! `plan` (`features` beside them, on `memory` and `model`).
 //!
 //! The cost function ([`cost::Cost`], [`cost::score`]) and the emulator rule
 //! ([`emulator::choose`]) are public so the exhaustive oracle in `tests/oracle.rs` minimizes
@@ -33,6 +35,7 @@ pub mod housekeeping;
 pub mod memory;
 pub mod model;
 mod plan;
+mod rationale;
 pub mod select;
 mod tenant;
 mod topology;

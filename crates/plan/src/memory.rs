@@ -1,7 +1,7 @@
 //! Guest memory: which host nodes, which page size, how many pages on each node.
 //!
 //! Free hugepages come from the host model (`NumaNode.hugepages`) minus what tenants hold on
-//! that node ([`crate::tenant::account`] counts each tenant's pages once, on its own nodes).
+//! that node (`crate::tenant::account` counts each tenant's pages once, on its own nodes).
 //! `auto` takes 1 GiB pages where enough are free on the chosen nodes, else 2 MiB, else 4 KiB
 //! with a warning quoting the Kata GPU boot study (VFIO pins every 4 KiB page at boot).
 //!
@@ -11,12 +11,17 @@
 //! does not give is not counted as empty or as endless: it may hold the guest, with a warning
 //! that nothing was checked there. Where the model has the node's `MemFree` (sysfs), a plan
 //! that needs more free memory there than that is warned about too.
+//!
+//! The memory's sentences in the plan's "Why" list are born here, beside the checks they
+//! explain, and travel in [`MemoryDecision::rationale`] (after the split over the nodes, which
+//! `crate::rationale` writes): first the host reserve every node keeps (`check_nodes`), then
+//! rounding to whole pages, hugepages off, and 2 MiB rather than 1 GiB (`explain_pages`).
 
 use std::collections::BTreeMap;
 
 use topo::Host;
 
-use crate::tenant::Holdings;
+use crate::model::Holdings;
 use crate::{HugepagePolicy, Request};
 
 pub const KB_4K: u64 = 4;
@@ -300,36 +305,32 @@ impl MemoryModel {
         let (size_kb, avail, _) = self.pick(nodes, memory_bytes);
         let page = size_kb * 1024;
         let pages = memory_bytes.div_ceil(page);
+        let mut split = split_by_weight(pages, weights, nodes.len());
+        self.fit_to_room(nodes, size_kb, avail, &mut split);
         let mut rationale = Vec::new();
         let mut warnings = Vec::new();
-        // proportional split in pages, largest remainder
-        let wsum: u64 = weights.iter().sum::<u64>().max(1);
-        let mut split: Vec<u64> = weights
-            .iter()
-            .map(|w| ((pages as u128 * *w as u128) / wsum as u128) as u64)
-            .collect();
-        let mut left = pages.saturating_sub(split.iter().sum());
-        let mut order: Vec<usize> = (0..nodes.len()).collect();
-        order.sort_by_key(|&i| {
-            let rem = (pages as u128 * weights.get(i).copied().unwrap_or(0) as u128) % wsum as u128;
-            (std::cmp::Reverse(rem), i)
-        });
-        for &i in order.iter().cycle().take(nodes.len() * 2) {
-            if left == 0 {
-                break;
-            }
-            if weights.get(i).copied().unwrap_or(0) > 0 || wsum == 1 {
-                split[i] += 1;
-                left -= 1;
-            }
+        self.check_nodes(nodes, &split, size_kb, avail, &mut rationale, &mut warnings);
+        let choice = PageChoice {
+            size_kb,
+            avail,
+            pages,
+        };
+        self.explain_pages(nodes, memory_bytes, choice, &mut rationale, &mut warnings);
+        let bytes_per_node = split.iter().map(|p| p * page).collect();
+        MemoryDecision {
+            size_kb,
+            host_nodes: nodes.to_vec(),
+            bytes_per_node,
+            rationale,
+            warnings,
         }
-        if left > 0 {
-            if let Some(s) = split.first_mut() {
-                *s += left;
-            }
-        }
-        // cap by room leaving each node its host reserve, move overflow to nodes with such
-        // room, then (only when that is not enough) into the reserves
+    }
+
+    /// Cap each node's pages by its room leaving it its host reserve, move the overflow to
+    /// nodes with such room, then (only when that is not enough) into the reserves, and what
+    /// still does not fit onto the first node.
+    fn fit_to_room(&self, nodes: &[u32], size_kb: u64, avail: Availability, split: &mut [u64]) {
+        let page = size_kb * 1024;
         let room: Vec<Option<u64>> = nodes
             .iter()
             .map(|&n| self.node_room(n, size_kb, avail).map(|b| b / page))
@@ -370,45 +371,31 @@ impl MemoryModel {
             overflow -= take;
         }
         if overflow > 0 {
-            // into the reserves: in proportion to what each node has left, so no one node
-            // (the housekeeping's, the first) gives all of it
-            let spare: Vec<u64> = split
-                .iter()
-                .zip(&room)
-                .map(|(s, r)| r.map_or(overflow, |r| r.saturating_sub(*s)))
-                .collect();
-            let sum: u128 = spare.iter().map(|&x| u128::from(x)).sum();
-            let want = u128::from(overflow).min(sum);
-            if want > 0 {
-                let mut give: Vec<u64> = spare
-                    .iter()
-                    .map(|&sp| (want * u128::from(sp) / sum) as u64)
-                    .collect();
-                // the rounding remainder: a page each where there is still room
-                let mut left = want as u64 - give.iter().sum::<u64>();
-                for (g, &sp) in give.iter_mut().zip(&spare) {
-                    if left == 0 {
-                        break;
-                    }
-                    if *g < sp {
-                        *g += 1;
-                        left -= 1;
-                    }
-                }
-                for (s, g) in split.iter_mut().zip(give) {
-                    *s += g;
-                }
-                overflow -= want as u64 - left;
-            }
+            overflow = into_reserves(split, &room, overflow);
         }
         if overflow > 0 {
             if let Some(s) = split.first_mut() {
                 *s += overflow;
             }
         }
-        self.check_nodes(nodes, &split, size_kb, avail, &mut rationale, &mut warnings);
+    }
 
-        let total_bytes = pages * page;
+    /// The sentences about the page size: rounding to whole pages, hugepages off, the 4 KiB
+    /// fallback, free/unknown/short pools, and 2 MiB rather than 1 GiB.
+    fn explain_pages(
+        &self,
+        nodes: &[u32],
+        memory_bytes: u64,
+        choice: PageChoice,
+        rationale: &mut Vec<String>,
+        warnings: &mut Vec<String>,
+    ) {
+        let PageChoice {
+            size_kb,
+            avail,
+            pages,
+        } = choice;
+        let total_bytes = pages * size_kb * 1024;
         if total_bytes != memory_bytes {
             rationale.push(format!(
                 "memory rounded up from {} to {} ({} pages of {}): guest memory is whole pages, so the plan and the configuration it emits use {}",
@@ -439,24 +426,7 @@ impl MemoryModel {
                 page_name(size_kb),
                 list(nodes)
             )),
-            (_, _, Availability::Unknown) => warnings.push(match self.total_pages(nodes, size_kb) {
-                Some(total) if total >= pages => format!(
-                    "free {} pages on node(s) {} are unknown (the pool has {total}): the plan needs {pages}; `vmtune apply` checks and reserves them",
-                    page_name(size_kb),
-                    list(nodes),
-                ),
-                Some(total) => format!(
-                    "free {} pages on node(s) {} are unknown and the pool has only {total}: the plan needs {pages}, so `vmtune apply` must reserve at least {} more",
-                    page_name(size_kb),
-                    list(nodes),
-                    pages - total
-                ),
-                None => format!(
-                    "free {} pages on node(s) {} are unknown: the plan needs {pages}; `vmtune apply` reserves them",
-                    page_name(size_kb),
-                    list(nodes),
-                ),
-            }),
+            (_, _, Availability::Unknown) => warnings.push(self.unknown_pool(nodes, size_kb, pages)),
             (_, _, Availability::Short) => warnings.push(format!(
                 "only {} free {} pages on node(s) {} but the plan needs {}: `vmtune apply` must reserve the rest (1 GiB pages may not be available after boot on fragmented memory)",
                 self.free_pages(nodes, size_kb).0,
@@ -477,15 +447,104 @@ impl MemoryModel {
                 ));
             }
         }
-        let bytes_per_node = split.iter().map(|p| p * page).collect();
-        MemoryDecision {
-            size_kb,
-            host_nodes: nodes.to_vec(),
-            bytes_per_node,
-            rationale,
-            warnings,
+    }
+
+    /// The warning for a pool whose free pages the host model does not give: what the pool
+    /// holds against what the plan needs.
+    fn unknown_pool(&self, nodes: &[u32], size_kb: u64, pages: u64) -> String {
+        match self.total_pages(nodes, size_kb) {
+            Some(total) if total >= pages => format!(
+                "free {} pages on node(s) {} are unknown (the pool has {total}): the plan needs {pages}; `vmtune apply` checks and reserves them",
+                page_name(size_kb),
+                list(nodes),
+            ),
+            Some(total) => format!(
+                "free {} pages on node(s) {} are unknown and the pool has only {total}: the plan needs {pages}, so `vmtune apply` must reserve at least {} more",
+                page_name(size_kb),
+                list(nodes),
+                pages - total
+            ),
+            None => format!(
+                "free {} pages on node(s) {} are unknown: the plan needs {pages}; `vmtune apply` reserves them",
+                page_name(size_kb),
+                list(nodes),
+            ),
         }
     }
+}
+
+/// The page size settled for a node set, and how many pages the guest needs.
+#[derive(Debug, Clone, Copy)]
+struct PageChoice {
+    size_kb: u64,
+    avail: Availability,
+    pages: u64,
+}
+
+/// `pages` split over `n` nodes in proportion to `weights` (largest remainder; with no
+/// weight at all, the remainder goes round the nodes in order).
+fn split_by_weight(pages: u64, weights: &[u64], n: usize) -> Vec<u64> {
+    let wsum: u64 = weights.iter().sum::<u64>().max(1);
+    let mut split: Vec<u64> = weights
+        .iter()
+        .map(|w| ((pages as u128 * *w as u128) / wsum as u128) as u64)
+        .collect();
+    let mut left = pages.saturating_sub(split.iter().sum());
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| {
+        let rem = (pages as u128 * weights.get(i).copied().unwrap_or(0) as u128) % wsum as u128;
+        (std::cmp::Reverse(rem), i)
+    });
+    for &i in order.iter().cycle().take(n * 2) {
+        if left == 0 {
+            break;
+        }
+        if weights.get(i).copied().unwrap_or(0) > 0 || wsum == 1 {
+            split[i] += 1;
+            left -= 1;
+        }
+    }
+    if left > 0 {
+        if let Some(s) = split.first_mut() {
+            *s += left;
+        }
+    }
+    split
+}
+
+/// Put `overflow` pages into the nodes' host reserves, in proportion to what each node has
+/// left (`room`, in pages; `None` = unknown, no limit), so no one node (the housekeeping's,
+/// the first) gives all of it. Returns the pages that still did not fit.
+fn into_reserves(split: &mut [u64], room: &[Option<u64>], mut overflow: u64) -> u64 {
+    let spare: Vec<u64> = split
+        .iter()
+        .zip(room)
+        .map(|(s, r)| r.map_or(overflow, |r| r.saturating_sub(*s)))
+        .collect();
+    let sum: u128 = spare.iter().map(|&x| u128::from(x)).sum();
+    let want = u128::from(overflow).min(sum);
+    if want > 0 {
+        let mut give: Vec<u64> = spare
+            .iter()
+            .map(|&sp| (want * u128::from(sp) / sum) as u64)
+            .collect();
+        // the rounding remainder: a page each where there is still room
+        let mut left = want as u64 - give.iter().sum::<u64>();
+        for (g, &sp) in give.iter_mut().zip(&spare) {
+            if left == 0 {
+                break;
+            }
+            if *g < sp {
+                *g += 1;
+                left -= 1;
+            }
+        }
+        for (s, g) in split.iter_mut().zip(give) {
+            *s += g;
+        }
+        overflow -= want as u64 - left;
+    }
+    overflow
 }
 
 impl MemoryModel {

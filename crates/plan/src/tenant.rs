@@ -6,12 +6,16 @@
 //! - on the node the tenant names (its plan, or the domain's `<numatune>`/`<memnode>`);
 //! - else on the nodes of the CPUs it pins, in proportion to them;
 //! - else spread evenly over the host's nodes with memory — an assumption, said as one.
+//!
+//! The tenants' "Why" sentences (what each holds, what was assumed) are born in [`account`]
+//! and reach `crate::rationale` first, through `Holdings.rationale` and `Context.rationale`.
 
 use std::collections::BTreeMap;
 
 use topo::{CpuSet, Host};
 
 use crate::memory::{human_bytes, page_name};
+use crate::model::Holdings;
 use crate::{Plan, PlanError, Tenant, TenantHugepages};
 
 impl Tenant {
@@ -69,37 +73,8 @@ pub fn taken_cpus(tenants: &[Tenant]) -> CpuSet {
         .fold(CpuSet::new(), |acc, t| acc.union(&t.cpus))
 }
 
-/// What the tenants hold, as the planner counts it.
-#[derive(Debug, Clone, Default)]
-pub struct Holdings {
-    /// Every CPU some tenant pins.
-    pub cpus: CpuSet,
-    /// node → page size (KiB) → pages held there. Hosts without NUMA information key
-    /// everything to node 0.
-    pub pages: BTreeMap<u32, BTreeMap<u64, u64>>,
-    pub rationale: Vec<String>,
-    pub warnings: Vec<String>,
-}
-
+/// Counting: only `account` adds to what the tenants hold.
 impl Holdings {
-    /// Pages of `size_kb` tenants hold on `node`.
-    pub fn pages_on(&self, node: u32, size_kb: u64) -> u64 {
-        self.pages
-            .get(&node)
-            .and_then(|m| m.get(&size_kb))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    /// Bytes of hugepages tenants hold on `node`.
-    pub fn bytes_on(&self, node: u32) -> u64 {
-        self.pages.get(&node).map_or(0, |m| {
-            m.iter()
-                .map(|(kb, n)| n.saturating_mul(kb.saturating_mul(1024)))
-                .fold(0u64, u64::saturating_add)
-        })
-    }
-
     fn add(&mut self, node: u32, size_kb: u64, pages: u64) {
         if pages > 0 {
             let e = self

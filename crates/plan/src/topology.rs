@@ -1,4 +1,6 @@
-//! What the guest sees: vCPU → PU pins, the guest CPU topology, guest NUMA cells.
+//! What the guest sees: vCPU → PU pins, the guest CPU topology, guest NUMA cells. Why the
+//! cells and threads are what they are is kept as a record ([`NumaShape`], [`SmtFit`]) that
+//! [`crate::rationale`] puts into words; the remote-memory warning is written here.
 
 use topo::CpuSet;
 
@@ -48,18 +50,41 @@ pub fn pins(ctx: &Context, cores: &[u32]) -> Vec<VcpuPin> {
 /// about (percent).
 pub const REMOTE_MEMORY_WARN_PERCENT: u64 = 25;
 
+/// Why the guest has the NUMA cells it has; [`crate::rationale`] says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NumaShape {
+    /// One cell per host node holding the guest: the VM spans nodes and the profile gains
+    /// from it.
+    Mirrored,
+    /// One cell although the vCPUs span these host nodes (the profile does not gain).
+    Spanning { cpu_nodes: Vec<u32> },
+    /// One cell: the vCPUs on `cpu_nodes`, some memory only on `memory_only`.
+    MemoryElsewhere {
+        cpu_nodes: Vec<u32>,
+        memory_only: Vec<u32>,
+    },
+    /// One cell, as the VM sits on one host node.
+    OneNode,
+}
+
+/// The guest's NUMA cells and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestNuma {
+    pub cells: Vec<GuestNumaCell>,
+    pub shape: NumaShape,
+}
+
 /// Guest cells: one per host node when the VM spans nodes and the profile gains from it
 /// (`membw`: the r/VFIO pinning benchmark measured STREAM 2–7x with guest NUMA), else one cell.
-/// Either way the rationale says why, and more than [`REMOTE_MEMORY_WARN_PERCENT`] % of the
-/// memory remote to the vCPUs that use it is warned about.
+/// More than [`REMOTE_MEMORY_WARN_PERCENT`] % of the memory remote to the vCPUs that use it
+/// is warned about.
 pub fn guest_numa(
     ctx: &Context,
     profile: Profile,
     pins: &[VcpuPin],
     mem: &MemoryDecision,
-    rationale: &mut Vec<String>,
     warnings: &mut Vec<String>,
-) -> Vec<GuestNumaCell> {
+) -> GuestNuma {
     let node_of = |cpu: u32| ctx.node_of(cpu);
     let mut cpu_nodes: Vec<u32> = pins.iter().map(|p| node_of(p.cpu)).collect();
     cpu_nodes.sort_unstable();
@@ -74,7 +99,7 @@ pub fn guest_numa(
         .filter(|(n, b)| **b > 0 && !cpu_nodes.contains(n))
         .map(|(&n, _)| n)
         .collect();
-    let cells: Vec<GuestNumaCell> = if spans && profile == Profile::Membw {
+    let (cells, shape) = if spans && profile == Profile::Membw {
         let cells: Vec<GuestNumaCell> = mem
             .host_nodes
             .iter()
@@ -92,65 +117,32 @@ pub fn guest_numa(
                 host_nodes: vec![node],
             })
             .collect();
-        let each: Vec<String> = cells
-            .iter()
-            .map(|c| {
-                let node = c.host_nodes.first().copied().unwrap_or(0);
-                if c.vcpus.is_empty() {
-                    format!(
-                        "cell {}: no vCPUs, {} on node {node}",
-                        c.cell,
-                        human_bytes(c.memory_bytes)
-                    )
-                } else {
-                    format!(
-                        "cell {}: vCPUs {} and {} on node {node}",
-                        c.cell,
-                        c.vcpus,
-                        human_bytes(c.memory_bytes)
-                    )
-                }
-            })
-            .collect();
-        rationale.push(format!(
-            "guest NUMA: {} cells mirroring host nodes {} ({}), each cell's memory on the node its vCPUs run on (in proportion to them where the node has room), so the guest's own NUMA policy keeps memory local: the VM spans nodes and the membw profile gains CPU-side memory bandwidth from it (r/VFIO pinning benchmark: STREAM 2-7x){}",
-            cells.len(),
-            crate::memory::list(&mem.host_nodes),
-            each.join("; "),
-            distances(ctx, &mem.host_nodes)
-                .map(|d| format!("; host {d} between them"))
-                .unwrap_or_default()
-        ));
-        cells
+        (cells, NumaShape::Mirrored)
     } else {
-        if spans {
-            rationale.push(format!(
-                "guest NUMA: one cell although the VM spans host nodes {}: the r/VFIO pinning benchmark found guest NUMA no help to GPU compute and harmful to collectives through host memory; use --profile membw to expose the nodes",
-                crate::memory::list(&cpu_nodes)
-            ));
+        let shape = if spans {
+            NumaShape::Spanning {
+                cpu_nodes: cpu_nodes.clone(),
+            }
         } else if !memory_only.is_empty() && ctx.numa_known {
-            rationale.push(format!(
-                "guest NUMA: one cell: the vCPUs sit on host node {} and the memory that did not fit there is on node(s) {} (r/VFIO pinning benchmark: start single-NUMA)",
-                crate::memory::list(&cpu_nodes),
-                crate::memory::list(&memory_only)
-            ));
+            NumaShape::MemoryElsewhere {
+                cpu_nodes: cpu_nodes.clone(),
+                memory_only: memory_only.clone(),
+            }
         } else {
-            rationale.push(
-                "guest NUMA: one cell, as the VM sits on one host node (r/VFIO pinning benchmark: start single-NUMA)"
-                    .into(),
-            );
-        }
-        vec![GuestNumaCell {
+            NumaShape::OneNode
+        };
+        let cell = GuestNumaCell {
             cell: 0,
             vcpus: (0..ctx.vcpus).collect::<CpuSet>(),
             memory_bytes: total,
             host_nodes: mem.host_nodes.clone(),
-        }]
+        };
+        (vec![cell], shape)
     };
     if ctx.numa_known {
         remote_warning(ctx, pins, mem, &cells, &memory_only, warnings);
     }
-    cells
+    GuestNuma { cells, shape }
 }
 
 /// "NUMA distance 12" / "NUMA distances 12-32": the host's distances between `nodes`, `None`
@@ -273,6 +265,20 @@ fn remote_warning(
     ));
 }
 
+/// How the host cores' threads fit the vCPU count: what the guest's threads per core follow;
+/// [`crate::rationale`] says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtFit {
+    /// Every guest core has `t` > 1 PUs and `t` divides the vCPUs: the guest sees `t`.
+    Siblings(u32),
+    /// Every guest core has `t` > 1 PUs, but `t` does not divide the vCPUs.
+    NotMultiple(u32),
+    /// The guest cores have different PU counts.
+    Mixed,
+    /// One PU per core.
+    NoSmt,
+}
+
 /// Sockets/dies/cores/threads matching the pins: threads = PUs per core when every guest
 /// core has that many and the count divides; one socket per guest NUMA cell when they are
 /// even.
@@ -280,8 +286,7 @@ pub fn guest_topology(
     ctx: &Context,
     cores: &[u32],
     cells: &[GuestNumaCell],
-    rationale: &mut Vec<String>,
-) -> GuestTopology {
+) -> (GuestTopology, SmtFit) {
     let n = ctx.vcpus;
     let ppcs: Vec<u32> = cores
         .iter()
@@ -292,27 +297,11 @@ pub fn guest_topology(
         .first()
         .copied()
         .filter(|&f| ppcs.iter().all(|&p| p == f));
-    let threads = match uniform {
-        Some(t) if t > 1 && n.is_multiple_of(t) => {
-            rationale.push(format!(
-                "guest sees {t} threads per core: vCPUs are pinned in groups of {t} to the SMT siblings of one host core, so the guest scheduler's idea of siblings is true"
-            ));
-            t
-        }
-        Some(t) if t > 1 => {
-            rationale.push(format!(
-                "guest sees 1 thread per core: {n} vCPUs is not a multiple of the host's {t} threads per core"
-            ));
-            1
-        }
-        None => {
-            rationale.push(
-                "guest sees 1 thread per core: the chosen host cores have different thread counts"
-                    .into(),
-            );
-            1
-        }
-        _ => 1,
+    let (threads, fit) = match uniform {
+        Some(t) if t > 1 && n.is_multiple_of(t) => (t, SmtFit::Siblings(t)),
+        Some(t) if t > 1 => (1, SmtFit::NotMultiple(t)),
+        None => (1, SmtFit::Mixed),
+        _ => (1, SmtFit::NoSmt),
     };
     let mut sockets = 1;
     let with_cpus: Vec<u64> = cells.iter().map(|c| c.vcpus.len() as u64).collect();
@@ -322,36 +311,12 @@ pub fn guest_topology(
             .all(|&c| c > 0 && c == with_cpus[0] && c % threads as u64 == 0)
     {
         sockets = cells.len() as u32;
-        rationale.push(format!(
-            "guest sees {sockets} sockets, one per NUMA cell, as each cell has {} vCPUs",
-            with_cpus[0]
-        ));
-    } else if cells.len() > 1 {
-        rationale.push(format!(
-            "guest sees 1 socket with {} NUMA cells: the cells' vCPU counts ({}) are not equal whole cores, so no socket layout matches them",
-            cells.len(),
-            with_cpus
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
     }
-    GuestTopology {
+    let topology = GuestTopology {
         sockets,
         dies: 1,
         cores: n / (sockets * threads),
         threads,
-    }
-}
-
-/// A line describing the memory split, for the rationale.
-pub fn memory_line(mem: &MemoryDecision) -> String {
-    let parts: Vec<String> = mem
-        .host_nodes
-        .iter()
-        .zip(&mem.bytes_per_node)
-        .map(|(n, b)| format!("{} on node {n}", human_bytes(*b)))
-        .collect();
-    parts.join(", ")
+    };
+    (topology, fit)
 }
