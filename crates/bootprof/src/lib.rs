@@ -11,7 +11,7 @@
 //! * [`parse`] reads any mix of containerd journals, kata-agent JSON, dmesg, bpftrace and
 //!   ftrace output and `kubectl describe pod`, line by line as bytes, behind a byte-level
 //!   prefilter that scans a memory-mapped file on all CPUs ([`parse::ingest`]).
-//! * [`analyze`] runs the analysis of one boot, one module per step: `select` (which boots
+//! * [`mod@analyze`] runs the analysis of one boot, one module per step: `select` (which boots
 //!   the inputs hold), `clocks` (one time axis), `facts` and `traces` (dated facts), `join`
 //!   (pins to this VM and its GPUs), `phases`, `state` (complete / failed / unfinished /
 //!   started late), `critical` (the critical path) and `findings`; the result types are in

@@ -9,7 +9,7 @@
 //! ([`Session::wait`]). The runtime may send `Configure` before it answers `RegisterPlugin`,
 //! so the dispatcher runs before registration begins.
 //!
-//! Calls to the Runtime service ([`Session::update_containers`]) must not be made from inside a
+//! Calls to the Runtime service ([`Caller::update_containers`]) must not be made from inside a
 //! handler: the runtime holds its NRI lock for the whole event, and the call would wait out its
 //! timeout and get the plugin dropped. Return updates in the event's reply instead, or call
 //! from another thread once the handler has returned.

@@ -305,7 +305,7 @@ fn one() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct VmSpec {
     pub vcpus: u32,
-    /// Physical CPU of each vCPU (vCPU i runs only on pin[i]). Default: vCPU i on pCPU
+    /// Physical CPU of each vCPU (vCPU i runs only on `pin[i]`). Default: vCPU i on pCPU
     /// i mod pcpus.
     #[serde(default)]
     pub pin: Option<Vec<u32>>,

@@ -1,15 +1,15 @@
 //! Frame-time captures → per-application frame times (or samples) → average FPS and lows.
 //!
 //! Readers, one per family of formats (each cites where its format is defined):
-//! - [`table`]: logs with a header line — PresentMon 1.x (`Dropped`, `TimeInSeconds`,
+//! - `table`: logs with a header line — PresentMon 1.x (`Dropped`, `TimeInSeconds`,
 //!   `msBetweenPresents`), PresentMon 2.0–2.3 (`CPUStartTime`, `FrameTime` or
 //!   `CPUBusy`+`CPUWait`, `DisplayedTime`), PresentMon 2.4+ (`TimeInSeconds`,
 //!   `MsBetweenPresents`, `MsUntilDisplayed`, `MsBetweenAppStart`), OCAT, CapFrameX CSV,
 //!   FrameView, MangoHud, any CSV with a known column, plain lists;
-//! - [`afterburner`]: MSI Afterburner `.hml` logs;
-//! - [`capframex`]: CapFrameX JSON captures.
+//! - `afterburner`: MSI Afterburner `.hml` logs;
+//! - `capframex`: CapFrameX JSON captures.
 //!
-//! Every reader yields rows; [`series`] groups them by application + process id + swap chain
+//! Every reader yields rows; `series` groups them by application + process id + swap chain
 //! (what PresentMon, OCAT and CapFrameX report separately), decides whether the rows are
 //! frames or samples, and counts dropped presents, present modes and tearing as PresentMon
 //! defines them. [`select`] picks what to report: by default, per file (and per CapFrameX

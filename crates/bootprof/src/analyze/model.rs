@@ -1,4 +1,4 @@
-//! The boot analysis result: what [`crate::analyze`] returns for one boot and what the
+//! The boot analysis result: what [`crate::analyze()`] returns for one boot and what the
 //! renderers ([`crate::render::boot`]) and the findings read. Plain data, no logic beyond small
 //! accessors, so every step of the pipeline can depend on it without depending on another.
 

@@ -77,7 +77,7 @@ pub struct Boots {
     of_sandbox: HashMap<u32, Vec<usize>>,
 }
 
-/// The records of one boot: what [`crate::analyze`] reads.
+/// The records of one boot: what [`crate::analyze()`] reads.
 #[derive(Debug, Clone)]
 pub struct Selection<'a> {
     pub ing: &'a Ingest,

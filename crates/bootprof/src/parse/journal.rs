@@ -259,7 +259,7 @@ pub fn parse_ref(line: &str) -> Result<Option<JournalRef<'_>>, JournalError> {
 /// [`parse_ref`], unquoting the `vmconsole=` payload into `console` (cleared first) as it is
 /// read: one pass over the payload where [`RawValue::get_into`] would make two. A payload
 /// that is a kata-agent record is read straight from the quoted text instead
-/// ([`JournalRef::vmconsole_agent`]), and `console` is left empty.
+/// (`JournalRef::vmconsole_agent`), and `console` is left empty.
 pub fn parse_ref_into<'a>(
     line: &'a str,
     console: &mut String,

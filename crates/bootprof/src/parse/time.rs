@@ -164,7 +164,7 @@ pub fn parse_rfc3339_zoned(s: &str) -> Option<(Nanos, Option<i64>)> {
 /// [`parse_rfc3339_zoned`] of `s`, knowing that `prev` reads as `prev_value`: when the
 /// two texts differ only in the digits of their fractional seconds (a log's consecutive
 /// stamps), the instant is `prev_value`'s with its fraction replaced, read as
-/// [`fraction`] reads it, and nothing else is read again. `None` when that does not hold
+/// `fraction` reads it, and nothing else is read again. `None` when that does not hold
 /// (read `s` in full then). Checked against the full reading by a property test.
 pub fn rfc3339_next(
     prev: &[u8],

@@ -368,7 +368,7 @@ const LIBOSINFO_NS: &str = "http://libosinfo.org/xmlns/libvirt/domain/1.0";
 pub struct DomainOs {
     pub os: GuestOs,
     /// What in the domain says so, for messages ("its libosinfo id
-    /// http://microsoft.com/win/11").
+    /// `http://microsoft.com/win/11`").
     pub evidence: String,
 }
 
