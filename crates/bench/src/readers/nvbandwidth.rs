@@ -9,7 +9,7 @@
 //! SUM host_to_device_memcpy_ce 51.97
 //! ```
 //!
-//! Cells may be `N/A` (v0.3 on; not read). Rows are labelled without padding before v0.5.
+//! Cells may be `N/A` (v0.2 on; not read). Rows are labelled without padding before v0.5.
 //! With `--perfFormatter` the sum is written `&&&& PERF <key> <sum> +GB/s` (`-ns` for
 //! latencies). Bidirectional device-to-device tests print several matrices under one
 //! `Running` line (`Read1`, `Read2`, `Total`), each with its own sum key.

@@ -502,7 +502,7 @@ pub fn nccl(
 /// Which nvbandwidth wrote the output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NvbandwidthStyle {
-    /// v0.1–v0.2: row labels unpadded, no `N/A` (missing cells written as 0.00).
+    /// v0.1: row labels unpadded (until v0.4), no `N/A` (missing cells written as 0.00).
     V0_1,
     /// v0.5 on: row labels `setw(2)`, missing cells `N/A`.
     V0_8,
