@@ -180,6 +180,24 @@ fn nccl_fixture_2025_layout() {
 }
 
 #[test]
+fn nccl_outputs_one_after_another_keep_their_collective() {
+    let text = fixture("nccl/all_reduce_perf-2.17.txt");
+    let both = format!(
+        "{text}{}",
+        text.replace("all_reduce_perf", "reduce_scatter_perf")
+    );
+    let (tool, ms) = read_any(&both).expect("two runs");
+    assert_eq!((tool, ms.len()), (Tool::NcclTests, 2 * 43));
+    let collectives: Vec<Option<&str>> = ms.iter().map(|m| m.param("collective")).collect();
+    assert!(collectives[..43]
+        .iter()
+        .all(|c| *c == Some("all_reduce_perf")));
+    assert!(collectives[43..]
+        .iter()
+        .all(|c| *c == Some("reduce_scatter_perf")));
+}
+
+#[test]
 fn nccl_fixtures_older_layouts() {
     let ms = read_fixture("nccl/all_gather_perf-2021.txt", Tool::NcclTests);
     assert_eq!(ms.len(), 5 * 2 * 3 + 1);

@@ -102,6 +102,7 @@ pub fn read(text: &str) -> Result<Vec<Measure>, ReadError> {
     let mut rows = 0;
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
+        let first = out.len();
         if t.starts_with('#') {
             if let Some(l) = layout(t) {
                 current = Some(l);
@@ -115,15 +116,18 @@ pub fn read(text: &str) -> Result<Vec<Measure>, ReadError> {
                 let name = name.trim().rsplit('/').next().unwrap_or_default();
                 collective = Some(name.to_string()).filter(|n| !n.is_empty());
             }
-            continue;
-        }
-        if let Some(v) = avg_busbw(t) {
+        } else if let Some(v) = avg_busbw(t) {
             out.push(Measure::new(BENCHMARK, "avg_busbw", v, "GB/s"));
-            continue;
+        } else if let Some(layout) = &current {
+            if read_row(layout, i, line, &mut out)? {
+                rows += 1;
+            }
         }
-        let Some(layout) = &current else { continue };
-        if read_row(layout, i, line, &mut out)? {
-            rows += 1;
+        // The collective named last (the one running when this line was printed).
+        if let Some(name) = &collective {
+            for m in &mut out[first..] {
+                m.params.insert("collective".to_string(), name.clone());
+            }
         }
     }
     if current.is_none() {
@@ -134,11 +138,6 @@ pub fn read(text: &str) -> Result<Vec<Measure>, ReadError> {
     }
     if rows == 0 {
         return Err(ReadError::missing(TOOL, "result rows under the header"));
-    }
-    if let Some(name) = collective {
-        for m in &mut out {
-            m.params.insert("collective".to_string(), name.clone());
-        }
     }
     Ok(out)
 }
