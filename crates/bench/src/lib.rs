@@ -6,6 +6,8 @@
 //! - [`frametimes`]: frame-time logs → average FPS and 1/2/5% lows (VFIO gaming-host write-up)
 //! - [`compare`]: runs of different configurations side by side, with a noise rule
 //! - [`report`]: terminal tables and a self-contained HTML report with inline SVG charts
+//! - [`readers`]: other benchmarks' output (STREAM, sysbench, nccl-tests, nvbandwidth,
+//!   bandwidthTest, `name value unit` lines) read into measures
 //!
 //! Every benchmark returns its detailed result plus a list of [`Metric`]s (one sample per
 //! repeat), which is what `compare` lines up across configurations.
@@ -18,6 +20,7 @@ pub mod guest;
 pub mod latency;
 pub mod membw;
 pub mod progress;
+pub mod readers;
 pub mod report;
 pub mod signals;
 pub mod stats;
