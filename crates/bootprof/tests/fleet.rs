@@ -140,6 +140,15 @@ fn check(nodes: &[NodeRecords], f: &Fleet) -> Result<(), String> {
                     ctx()
                 ));
             }
+            if let (Some(dev), Some(why)) = (&t.failure_device, &t.failure_reason) {
+                let said = r.finding.as_deref().unwrap_or("");
+                if !(said.contains(dev.as_str()) && said.contains(why.as_str())) {
+                    return Err(format!(
+                        "the finding does not name {dev} and {why:?}{}",
+                        ctx()
+                    ));
+                }
+            }
             if r.started_late != t.started_late {
                 return Err(format!(
                     "started late {} (truth {}){}",
@@ -378,6 +387,7 @@ fn boot_spec() -> impl Strategy<Value = Spec> {
                 1 => Just(Outcome::CdiNeverResolved),
                 1 => Just(Outcome::CreateTimeout),
                 1 => Just(Outcome::ColdPlugFailed),
+                1 => Just(Outcome::HotplugFailed),
             ],
             prop::option::weighted(0.15, 0.0f64..1.0),
             prop::option::weighted(0.15, 0.0f64..1.0),
@@ -409,7 +419,8 @@ fn boot_spec() -> impl Strategy<Value = Spec> {
             s.concurrent_pins = pins && seed % 2 == 0;
             s.outcome = outcome;
             s.head_cut = head_cut.filter(|_| outcome == Outcome::Complete && tail_cut.is_none());
-            s.tail_cut = tail_cut.filter(|_| outcome != Outcome::ColdPlugFailed);
+            s.tail_cut = tail_cut
+                .filter(|_| !matches!(outcome, Outcome::ColdPlugFailed | Outcome::HotplugFailed));
             s.kubectl = kubectl;
             s
         })
@@ -808,4 +819,44 @@ fn one_boots_lucky_alignment_does_not_set_the_nodes_trace_clock() {
         .find(|r| r.gpus == Some(1) && r.node.as_deref() == Some("gpu-02.dc1.example"))
         .unwrap();
     assert!(row.page_size.is_some(), "{row:?}");
+}
+
+/// A node whose traced boot failed before any GPU arrived (the hypervisor refused the
+/// VFIO hot-plug: no enable lines its pins up) and whose trace holds an earlier VM's pins
+/// 10–50 min before it, then an untraced 6-GPU boot 4 h 17 min later. A +5 h shift puts
+/// the earlier VM's six 4 GiB RAM pins on the untraced boot's six GPU enables: as BAR pins
+/// (4 GiB is no VRAM BAR of a 128 GiB-BAR GPU) they explain nothing, and the node keeps the
+/// trace's own clock — with the traced boot's one RAM pin at its VM creation (first seed),
+/// and with it taken for another QEMU's, a concurrent VM pinning beside it (second seed).
+#[test]
+fn a_failed_hotplugs_trace_keeps_its_clock() {
+    for seed in [11083178013056746127, 11083178013056748752] {
+        let mut failed = Spec::study(seed);
+        failed.gpus = 1;
+        failed.bar_gib = 32;
+        failed.boot_ram_gib = 1;
+        failed.hot_ram_gib = 0;
+        failed.agent_offset_ms = 350;
+        failed.foreign_pins = true;
+        failed.concurrent_pins = seed % 2 == 0;
+        failed.pre314 = true;
+        failed.outcome = Outcome::HotplugFailed;
+        let mut six = Spec::study(9598948311867052938);
+        six.gpus = 6;
+        six.boot_ram_gib = 11;
+        six.hot_ram_gib = 64;
+        six.pin_trace = false;
+        six.enable_order = vec![5, 4, 3, 2, 1, 0];
+        six.prefix_only_pct = 30;
+        six.foreign_pins = true;
+        six.concurrent_pins = true;
+        six.emulated_vga = true;
+        six.kubectl = true;
+        let nodes = fleet_of(vec![vec![failed, six]]);
+        let f = analyze(&nodes);
+        check(&nodes, &f).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let shift = f.trace_shift_h.get("gpu-01.dc1.example").copied();
+        assert_eq!(shift.unwrap_or(0), 0, "seed {seed}");
+        assert_eq!(f.rows[1].phases["dma_pinning"].n, 0, "seed {seed}");
+    }
 }

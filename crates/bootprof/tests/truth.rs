@@ -44,6 +44,17 @@ fn check(spec: &Spec, rec: &Records, r: &Report) -> Result<(), String> {
             ctx()
         ));
     }
+    if let (Some(dev), Some(why)) = (&t.failure_device, &t.failure_reason) {
+        let summary = r.state.failure.as_ref().map_or("", |f| f.summary.as_str());
+        let first = r.findings.first().map_or("", |f| f.text.as_str());
+        let names = |t: &str| t.contains(dev.as_str()) && t.contains(why.as_str());
+        if !(names(summary) && names(first)) {
+            return Err(format!(
+                "the failure does not name {dev} and \"{why}\": {summary:?}{}",
+                ctx()
+            ));
+        }
+    }
     if r.state.started_late.is_empty() == t.started_late {
         return Err(format!(
             "started late {:?} (truth {}){}",
@@ -217,6 +228,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             1 => Just(Outcome::CdiNeverResolved),
             1 => Just(Outcome::CreateTimeout),
             1 => Just(Outcome::ColdPlugFailed),
+            1 => Just(Outcome::HotplugFailed),
         ],
         prop::option::weighted(0.15, 0.0f64..1.0),
         prop::option::weighted(0.15, 0.0f64..1.0),
@@ -259,7 +271,9 @@ fn spec() -> impl Strategy<Value = Spec> {
             outcome,
             // a failed boot's log is whole: the cuts are for complete ones
             head_cut: head_cut.filter(|_| outcome == Outcome::Complete && tail_cut.is_none()),
-            tail_cut: tail_cut.filter(|_| outcome != Outcome::ColdPlugFailed),
+            tail_cut: tail_cut.filter(|_| {
+                !matches!(outcome, Outcome::ColdPlugFailed | Outcome::HotplugFailed)
+            }),
             kubectl,
             host: "gpu-node-3".to_string(),
             // every `journalctl -o` shape, from the seed (`-o json` included)
@@ -278,8 +292,10 @@ proptest! {
     #[test]
     fn analysis_recovers_the_truth(spec in spec(), by_id in any::<bool>()) {
         let rec = render(&spec);
-        // a cold-plug failure has no guest lines: it is only found by its id
-        let id = (by_id || spec.outcome == Outcome::ColdPlugFailed)
+        // a cold-plug failure has no guest lines, a refused hot-plug a few: they are found
+        // by their id (another sandbox's boot is the busiest)
+        let id = (by_id
+            || matches!(spec.outcome, Outcome::ColdPlugFailed | Outcome::HotplugFailed))
             .then(|| rec.truth.sandbox[..12].to_string());
         let r = analyze(&rec, id.as_deref());
         if let Err(e) = check(&spec, &rec, &r) {
@@ -347,6 +363,13 @@ fn study_boot_and_single_variations() {
     v("log starts late", &|s| s.head_cut = Some(0.5));
     v("log ends early", &|s| s.tail_cut = Some(0.3));
     v("kubectl", &|s| s.kubectl = true);
+    // every wording of a refused VFIO hot-plug (the seed picks it)
+    for k in 0..bootprof::synth::HOTPLUG_WORDINGS {
+        let mut s = base.clone();
+        s.seed = 7 * bootprof::synth::HOTPLUG_WORDINGS + k;
+        s.outcome = Outcome::HotplugFailed;
+        cases.push(("VFIO hot-plug refused", s));
+    }
     let mut failed = Vec::new();
     for (name, spec) in &cases {
         let rec = render(spec);

@@ -51,7 +51,29 @@ pub struct ErrorLine {
     pub m: Mark,
     pub msg: String,
     pub error: Option<String>,
+    /// `vfio-device-BDF=`: the host device a VFIO hot-plug line is about.
+    pub device: Option<String>,
 }
+
+/// What QEMU's (or Cloud Hypervisor's) messages of a VFIO device they could not attach
+/// contain: `group N is not viable`, `group N used in multiple address spaces`, `failed to
+/// setup container for group N`, `error getting device from group N`, `VFIO_MAP_DMA failed`
+/// (QEMU's hw/vfio, across versions), `Failed to hotplug device … VfioMapRegion(…)` (Cloud
+/// Hypervisor), `Device 'vfio-…' not found` (the device or port QMP was to plug into), and
+/// the Kata shim's own `failed to hotplug VFIO device` and `cold_plug_vfio= or
+/// hot_plug_vfio= port is not set for device …` (lowercase).
+const VFIO_FAILURES: [&str; 10] = [
+    "failed to hotplug vfio device",
+    "is not viable",
+    "used in multiple address spaces",
+    "failed to setup container for group",
+    "error getting device from group",
+    "failed to get group",
+    "vfio_map_dma failed",
+    "vfiomapregion",
+    "failed to hotplug device &{id:vfio-",
+    "hot_plug_vfio= port is not set",
+];
 
 /// The failing step a message names, and a plain summary.
 pub fn classify_error(text: &str) -> (&'static str, &'static str) {
@@ -66,6 +88,13 @@ pub fn classify_error(text: &str) -> (&'static str, &'static str) {
             "cdi_wait",
             "the kata-agent gave up waiting for the CDI specs",
         )
+    } else if VFIO_FAILURES.iter().any(|w| t.contains(w))
+        || (t.contains("device 'vfio-") && t.contains("' not found"))
+    {
+        (
+            "vfio_hotplug",
+            "the hypervisor could not hot-plug a VFIO device into the VM",
+        )
     } else if (t.contains("createcontainer")
         || t.contains("create_container")
         || t.contains("container create"))
@@ -79,15 +108,130 @@ pub fn classify_error(text: &str) -> (&'static str, &'static str) {
     }
 }
 
+/// A VFIO device the hypervisor could not attach: the host device, when the message names
+/// it, and the hypervisor's reason as it wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VfioFailure {
+    pub device: Option<String>,
+    pub reason: String,
+}
+
+/// Where QEMU's reason starts, among the `: `-separated parts of a Go error chain
+/// (lowercase).
+const VFIO_REASONS: [&str; 8] = [
+    "group ",
+    "failed to setup container for group",
+    "error getting device from group",
+    "failed to get group",
+    "vfio_map_dma",
+    "device 'vfio-",
+    "cold_plug_vfio=",
+    "hot_plug_vfio=",
+];
+
+/// A PCI address as a VFIO message writes it, with its domain (`1a:00.0` → `0000:1a:00.0`:
+/// Kata's `vfio-device-BDF` drops domain 0).
+pub fn full_bdf(s: &str) -> String {
+    let s = s.trim_matches(|c| c == '"' || c == ' ');
+    if crate::parse::dmesg::is_bdf(s) {
+        s.to_string()
+    } else if crate::parse::dmesg::is_bdf(&format!("0000:{s}")) {
+        format!("0000:{s}")
+    } else {
+        s.to_string()
+    }
+}
+
+/// Read a VFIO attach failure out of `text` (a message and its error chain): `None` unless
+/// it is one ([`classify_error`] names `vfio_hotplug`).
+pub fn vfio_failure(text: &str) -> Option<VfioFailure> {
+    if classify_error(text).0 != "vfio_hotplug" {
+        return None;
+    }
+    // Cloud Hypervisor: `Failed to hotplug device &{ID:… BDF:0000:19:00.0 …} error: 500
+    // reason: Error from device manager: VfioMapRegion(…)`
+    if let Some((head, reason)) = text
+        .contains("Failed to hotplug device")
+        .then(|| text.rsplit_once("reason: "))
+        .flatten()
+    {
+        let device = head
+            .split_once("BDF:")
+            .and_then(|(_, b)| b.split([' ', '}']).next())
+            .filter(|b| !b.is_empty())
+            .map(full_bdf);
+        return Some(VfioFailure {
+            device,
+            reason: strip_code(reason.trim()).to_string(),
+        });
+    }
+    let parts: Vec<&str> = text.split(": ").collect();
+    let lower: Vec<String> = parts.iter().map(|p| p.to_ascii_lowercase()).collect();
+    let start = lower.iter().position(|p| {
+        VFIO_REASONS.iter().any(|r| p.starts_with(r))
+            && (!p.starts_with("group ") || p.contains("viable") || p.contains("address spaces"))
+    });
+    let Some(i) = start else {
+        // the shim's own line without QEMU's reason: its text is the reason
+        return Some(VfioFailure {
+            device: None,
+            reason: strip_code(parts.last().copied().unwrap_or(text).trim()).to_string(),
+        });
+    };
+    // `vfio 0000:1a:00.0: group …` (QEMU ≥ 3), `vfio error: 0000:01:00.0: group …` (2.9–2.12)
+    let before = i
+        .checked_sub(1)
+        .and_then(|k| parts.get(k))
+        .copied()
+        .unwrap_or("");
+    let word = before.rsplit(' ').next().unwrap_or("");
+    let mut device = (before.starts_with("vfio ") || crate::parse::dmesg::is_bdf(word))
+        .then(|| full_bdf(word))
+        .filter(|d| !d.is_empty());
+    let chain = parts.get(i..).unwrap_or(&[]).join(": ");
+    // QEMU's hint (`Please ensure all devices …`) follows on a line of its own
+    let reason = strip_code(chain.lines().next().unwrap_or("")).to_string();
+    if device.is_none() {
+        // `… port is not set for device 0000:5e:02.1 (…)`
+        device = reason
+            .split_once("for device ")
+            .and_then(|(_, d)| d.split(' ').next())
+            .map(full_bdf);
+    }
+    Some(VfioFailure { device, reason })
+}
+
+/// An error chain without the gRPC/ttrpc code containerd appends (`…: unknown`,
+/// `…: not found`).
+fn strip_code(s: &str) -> &str {
+    let s = s.trim_end();
+    for code in [": unknown", ": not found", ": internal"] {
+        if let Some(r) = s.strip_suffix(code) {
+            return r;
+        }
+    }
+    s
+}
+
 impl ErrorLine {
     /// The boot step this error names, if it names one (not a teardown or generic error).
     pub fn step(&self) -> Option<&'static str> {
-        let (step, _) = classify_error(&format!(
-            "{} {}",
-            self.msg,
-            self.error.as_deref().unwrap_or("")
-        ));
+        let (step, _) = classify_error(&self.text());
         (step != "shim").then_some(step)
+    }
+
+    /// The message and its error, as one text.
+    pub fn text(&self) -> String {
+        format!("{} {}", self.msg, self.error.as_deref().unwrap_or(""))
+    }
+
+    /// The VFIO device this line says the hypervisor could not attach, and why.
+    pub fn vfio(&self) -> Option<VfioFailure> {
+        let mut v = vfio_failure(&self.text())?;
+        if v.device.is_none() {
+            v.device = self.device.as_deref().map(full_bdf);
+        }
+        Some(v)
     }
 }
 
@@ -252,6 +396,7 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
                         m,
                         msg: h.msg.clone(),
                         error: h.error.clone(),
+                        device: h.device.clone(),
                     });
                 }
             }

@@ -17,8 +17,23 @@ fn fix_for_failure(step: &str, r: &Report) -> String {
     match step {
         "cold_plug" => "The pod asks for CDI devices the host cannot resolve: check the host's CDI specs (/var/run/cdi, the device plugin or `nvidia-ctk cdi generate`) name the devices requested (`nvidia.com/gpu=…`, `nvidia.com/pgpu=…`), and that the GPUs are bound to vfio-pci.".into(),
         "cdi_wait" => format!("The guest never produced the CDI specs{limit}: look in the guest console for the NVIDIA driver failing to load or bind a GPU and for NVRC / nvidia-ctk errors; a boot that is only slow needs a larger CDI timeout or a shorter gpu_driver_init."),
+        "vfio_hotplug" => vfio_fix(r.state.failure.as_ref().map_or("", |f| f.summary.as_str())),
         "create_container" => "Raise the runtime's create_container_timeout, or shorten the boot (see the phases); if the agent was still waiting for CDI specs, fix that first.".into(),
         _ => "See the error as logged: the VM or its shim did not start.".into(),
+    }
+}
+
+/// What to do about a VFIO device the hypervisor refused, by its reason (`summary`).
+fn vfio_fix(summary: &str) -> String {
+    let s = summary.to_ascii_lowercase();
+    if s.contains("not viable") {
+        "Every device in the device's IOMMU group must be bound to vfio-pci (or be passed to the VM too): list /sys/kernel/iommu_groups/N/devices on the host and bind the GPU's other functions (audio, USB) to vfio-pci; a group shared with a device the host keeps needs another slot or ACS (QEMU VFIO: \"group N is not viable\").".into()
+    } else if s.contains("multiple address spaces") {
+        "The devices of one IOMMU group must go to one VM and one address space: pass all of the group's functions (e.g. 01:00.0 with 01:00.1) to the same container, not to two containers or VMs (QEMU VFIO: \"group N used in multiple address spaces\").".into()
+    } else if s.contains("not found") || s.contains("port is not set") {
+        "QEMU had no PCIe port to plug the device into: on q35 set hot_plug_vfio = \"root-port\" (Kata 2.x: hotplug_vfio_on_root_bus = true) and pcie_root_port to at least the number of devices (Kata GPU passthrough guide; kata-containers#2938).".into()
+    } else {
+        "The host could not map the VM's memory for the device: check the VMM's locked-memory limit (LimitMEMLOCK, ulimit -l), vfio_iommu_type1's dma_entry_limit, and that the device is not in use by another VM (QEMU VFIO: VFIO_MAP_DMA, failed to setup container; Cloud Hypervisor: VfioMapRegion).".into()
     }
 }
 

@@ -96,30 +96,55 @@ pub struct Join {
 
 impl Join {
     /// How well this VM's pin calls fit its own boot, as (explained, unexplained) calls. A
-    /// call is explained where a QEMU pins: a GPU's BAR right after the guest enables that
-    /// GPU, guest RAM before the guest kernel starts (QEMU allocating it), or the RAM of a
-    /// hotplug the guest onlined memory after. Another VM's calls that a clock shift puts
-    /// inside this boot's window fit none of these.
+    /// call is explained where a QEMU pins: a GPU's BAR (sized as one of its BARs) right
+    /// after the guest enables that GPU, or a register-sized region (under 256 MiB) of no
+    /// known GPU right after an enable (the GPU's small BARs, whose lines a log that starts
+    /// late lacks), guest RAM before the guest kernel starts (QEMU allocating it), or the
+    /// RAM of a hotplug the guest onlined memory after. Another VM's calls that a clock
+    /// shift puts inside this boot's window fit none of these.
     pub fn fit(&self, f: &Facts, guest_boot: Option<Nanos>) -> (u64, u64) {
         let onlined = !f.mem_uevents.is_empty() || f.rpc("online_cpu_mem").is_some();
+        let after_enable = |s: Nanos, gpu: Option<&str>| {
+            f.enables.iter().any(|(b, e)| {
+                gpu.is_none_or(|g| b == g)
+                    && s >= e.t.saturating_sub(ENABLE_SLACK_NS)
+                    && s <= e.t.saturating_add(2 * NS_PER_S)
+            })
+        };
         let mut explained = 0u64;
         for (i, p) in self.pins.iter().enumerate() {
             let Some(s) = p.start else { continue };
             let at_enable = p.kind == "bar"
                 && p.gpu.as_deref().is_some_and(|g| {
-                    f.enables.iter().any(|(b, e)| {
-                        b == g
-                            && s >= e.t.saturating_sub(ENABLE_SLACK_NS)
-                            && s <= e.t.saturating_add(2 * NS_PER_S)
-                    })
+                    sized_as_a_bar_of(f, g, p.pin.size) && after_enable(s, Some(g))
                 });
+            let registers = p.kind == "unknown"
+                && p.pin.size.is_some_and(|z| z < VRAM_BAR_MIN)
+                && after_enable(s, None);
             let ram = p.kind == "ram"
                 && (guest_boot.is_some_and(|b| s <= b) || (onlined && self.hotplug.contains(&i)));
-            if at_enable || ram {
+            if at_enable || registers || ram {
                 explained += 1;
             }
         }
         (explained, self.pins.len() as u64 - explained)
+    }
+}
+
+/// Whether a pin of `size` bytes is sized as one of GPU `bdf`'s BARs, as far as the log
+/// tells: one of their sizes when the GPU's VRAM BAR was logged (a QEMU pins each BAR
+/// whole as the guest enables the GPU; another VM's RAM chunk that a clock shift puts at
+/// an enable is not one), anything when it was not or the size is unknown.
+fn sized_as_a_bar_of(f: &Facts, bdf: &str, size: Option<u64>) -> bool {
+    let own: Vec<u64> = f
+        .gpus
+        .iter()
+        .filter(|g| g.bdf == bdf)
+        .flat_map(|g| g.bars.iter().map(|b| b.1))
+        .collect();
+    match size {
+        Some(z) if own.iter().any(|s| *s >= VRAM_BAR_MIN) => matches_bar(z, &own),
+        _ => true,
     }
 }
 

@@ -209,7 +209,8 @@ pub struct CdiSummary {
 /// Why a boot failed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
-    /// `cold_plug`, `cdi_wait`, `create_container`, `sandbox_start`, `shim`.
+    /// `cold_plug`, `vfio_hotplug`, `cdi_wait`, `create_container`, `sandbox_start`,
+    /// `shim`.
     pub step: &'static str,
     /// One line in plain words.
     pub summary: String,

@@ -2,7 +2,7 @@
 //! as logged), unfinished (the log ends while it is still going), or unknown — and whether
 //! the log starts after the boot began.
 
-use crate::analyze::facts::{classify_error, Facts};
+use crate::analyze::facts::{classify_error, ErrorLine, Facts, Mark};
 use crate::analyze::model::{BootState, CdiSummary, Failure, Phase};
 
 /// Shorten a Go error chain for one line: its last three links.
@@ -29,7 +29,6 @@ pub fn assess(
     let at_s = |t: i64| (!phases.is_empty()).then(|| (t - t0) as f64 / 1e9);
     // ---- failure ----------------------------------------------------------------------
     let mut failure: Option<Failure> = None;
-    let unresolved = cdi.is_some_and(|c| !c.resolved);
     if let Some((m, msg)) = &f.cdi_failed {
         failure = Some(Failure {
             step: "cdi_wait",
@@ -42,56 +41,9 @@ pub fn assess(
             line: Some(m.src.at(files)),
         });
     }
-    // the most specific shim/CRI error that names a boot step; other errors (a console
-    // read failing at teardown) do not make a boot fail, nor do errors after it started
     let started = f.rpc("start_container").or(f.kube_started);
-    let mut best: Option<(
-        usize,
-        &crate::analyze::facts::ErrorLine,
-        &'static str,
-        &'static str,
-    )> = None;
-    for e in &f.errors {
-        if started.is_some_and(|s| e.m.t > s.t) {
-            continue;
-        }
-        let text = format!("{} {}", e.msg, e.error.as_deref().unwrap_or(""));
-        let (step, summary) = classify_error(&text);
-        let rank = match step {
-            "cold_plug" | "cdi_wait" | "create_container" => 3,
-            "sandbox_start" => 2,
-            _ => continue,
-        };
-        if best.is_none_or(|b| rank > b.0) {
-            best = Some((rank, e, step, summary));
-        }
-    }
-    if let (None, Some((_, e, step, summary))) = (&failure, best) {
-        let message = match &e.error {
-            Some(err) if !err.is_empty() => format!("{}: {}", e.msg, err),
-            _ => e.msg.clone(),
-        };
-        let summary = if unresolved {
-            format!(
-                "{summary} while the kata-agent was still waiting for the CDI specs: CDI never resolved ({} tries)",
-                cdi.map_or(0, |c| c.tries)
-            )
-        } else {
-            format!("{summary}: {}", tail(e.error.as_deref().unwrap_or(&e.msg)))
-        };
-        failure = Some(Failure {
-            // a sandbox error while the agent waits for CDI is the CDI wait failing; a
-            // timeout names its own step (the summary says CDI never resolved)
-            step: if unresolved && step == "sandbox_start" {
-                "cdi_wait"
-            } else {
-                step
-            },
-            summary,
-            message,
-            at_s: at_s(e.m.t),
-            line: Some(e.m.src.at(files)),
-        });
+    if failure.is_none() {
+        failure = shim_failure(f, started, cdi, &at_s, files);
     }
 
     // ---- started late ---------------------------------------------------------------------
@@ -138,6 +90,82 @@ pub fn assess(
         failure,
         ends_during,
     }
+}
+
+/// The failure the shim's and the CRI plugin's errors show: the most specific error that
+/// names a boot step (a VFIO device the hypervisor refused, preferably one that names the
+/// device). Other errors (a console read failing at teardown) do not make a boot fail, nor
+/// do errors after the container `started`.
+fn shim_failure(
+    f: &Facts,
+    started: Option<Mark>,
+    cdi: Option<&CdiSummary>,
+    at_s: &dyn Fn(i64) -> Option<f64>,
+    files: &[String],
+) -> Option<Failure> {
+    let unresolved = cdi.is_some_and(|c| !c.resolved);
+    let mut best: Option<((u8, bool), &ErrorLine, &'static str, &'static str)> = None;
+    for e in &f.errors {
+        if started.is_some_and(|s| e.m.t > s.t) {
+            continue;
+        }
+        let (step, summary) = classify_error(&e.text());
+        let rank = match step {
+            "cold_plug" | "cdi_wait" | "create_container" | "vfio_hotplug" => 3,
+            "sandbox_start" => 2,
+            _ => continue,
+        };
+        let named = step == "vfio_hotplug" && e.vfio().is_some_and(|v| v.device.is_some());
+        if best.is_none_or(|b| (rank, named) > b.0) {
+            best = Some(((rank, named), e, step, summary));
+        }
+    }
+    let (_, e, step, summary) = best?;
+    let message = match &e.error {
+        Some(err) if !err.is_empty() => format!("{}: {}", e.msg, err),
+        _ => e.msg.clone(),
+    };
+    let summary = if step == "vfio_hotplug" {
+        vfio_summary(f, e)
+    } else if unresolved {
+        format!(
+            "{summary} while the kata-agent was still waiting for the CDI specs: CDI never resolved ({} tries)",
+            cdi.map_or(0, |c| c.tries)
+        )
+    } else {
+        format!("{summary}: {}", tail(e.error.as_deref().unwrap_or(&e.msg)))
+    };
+    Some(Failure {
+        // a sandbox error while the agent waits for CDI is the CDI wait failing; a
+        // timeout names its own step (the summary says CDI never resolved)
+        step: if unresolved && step == "sandbox_start" {
+            "cdi_wait"
+        } else {
+            step
+        },
+        summary,
+        message,
+        at_s: at_s(e.m.t),
+        line: Some(e.m.src.at(files)),
+    })
+}
+
+/// "hot-plugging VFIO device 0000:1a:00.0 into the VM failed: group 40 is not viable": the
+/// device from the line, else from another VFIO error of the boot (the shim's
+/// `vfio-device-BDF`), and the hypervisor's reason.
+fn vfio_summary(f: &Facts, e: &ErrorLine) -> String {
+    let v = e.vfio();
+    let device = v.as_ref().and_then(|v| v.device.clone()).or_else(|| {
+        f.errors
+            .iter()
+            .filter_map(ErrorLine::vfio)
+            .find_map(|v| v.device)
+    });
+    format!(
+        "hot-plugging VFIO device {} into the VM failed: {}",
+        device.as_deref().unwrap_or("(not named in the log)"),
+        v.map_or_else(|| tail(&e.text()), |v| v.reason)
+    )
 }
 
 /// Whether a log that starts after the boot began (`late`: [`BootState::started_late`] is

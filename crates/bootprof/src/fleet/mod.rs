@@ -693,17 +693,18 @@ impl<'a> Plan<'a> {
         node_shift
     }
 
-    /// Per node, the shifts its boots with pin calls read the trace with (none when the
-    /// options set the shift).
+    /// Per node, the shifts its boots with pin calls read the trace with, and no shift (none
+    /// when the options set the shift). No shift is always a candidate: a node whose only
+    /// boot with calls found them hours away (its own boot, traced, showed no GPU enable to
+    /// line its pins up with) keeps the trace's clock unless that shift explains more.
     fn shift_candidates(&self, done: &[Analyzed]) -> ByNode<BTreeSet<i64>> {
         let mut candidates: ByNode<BTreeSet<i64>> = HashMap::new();
         if self.opts.clocks.trace_shift_h.is_none() {
             for (k, a) in done.iter().enumerate() {
                 if a.calls > 0 {
-                    candidates
-                        .entry(self.node_of(k))
-                        .or_default()
-                        .insert(a.read_with());
+                    let c = candidates.entry(self.node_of(k)).or_default();
+                    c.insert(a.read_with());
+                    c.insert(0);
                 }
             }
         }

@@ -32,6 +32,8 @@ pub struct JournalLine {
     pub error: Option<String>,
     /// Unquoted `vmconsole=` value: one guest console line.
     pub vmconsole: Option<String>,
+    /// `vfio-device-BDF=`: the host device a VFIO hot-plug line is about.
+    pub device: Option<String>,
 }
 
 /// [`JournalLine`] borrowed from the line: values are unquoted only when asked for, so a
@@ -51,6 +53,8 @@ pub struct JournalRef<'a> {
     pub pid: Option<u32>,
     pub error: Option<RawValue<'a>>,
     pub vmconsole: Option<RawValue<'a>>,
+    /// `vfio-device-BDF=`.
+    pub device: Option<RawValue<'a>>,
     /// The `vmconsole=` value's kata-agent record, when [`parse_ref_into`] read it straight
     /// from the quoted text (and so left the unquoted console text empty).
     pub(crate) vmconsole_agent: Option<crate::parse::agent::Raw<'a>>,
@@ -75,6 +79,7 @@ impl JournalRef<'_> {
             pid: self.pid,
             error: get(&self.error),
             vmconsole: get(&self.vmconsole),
+            device: get(&self.device),
         }
     }
 }
@@ -290,6 +295,7 @@ fn parse_ref_with<'a>(
         pid: None,
         error: None,
         vmconsole: None,
+        device: None,
         vmconsole_agent: None,
         time_text: None,
     };
@@ -313,6 +319,7 @@ fn parse_ref_with<'a>(
                 out.vmconsole = Some(v);
                 out.vmconsole_agent = it.agent.take();
             }
+            "vfio-device-BDF" => out.device = Some(v),
             _ => {}
         }
     }
@@ -515,7 +522,7 @@ fn split_prefix_words(line: &str) -> Prefixed<'_> {
 }
 
 /// Iterator over logfmt `key=value` pairs of the keys the timeline reads (`time`, `level`,
-/// `msg`, `sandbox`, `pid`, `error`, `vmconsole`); values may be Go-quoted. Every quoted
+/// `msg`, `sandbox`, `pid`, `error`, `vmconsole`, `vfio-device-BDF`); values may be Go-quoted. Every quoted
 /// value is checked (an unterminated one, or a bad escape, is an error whatever its key),
 /// but none is copied.
 pub struct LogfmtIter<'a, 'b> {
@@ -627,6 +634,7 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
                 "vmconsole" => "vmconsole",
                 "pid" => "pid",
                 "error" => "error",
+                "vfio-device-BDF" => "vfio-device-BDF",
                 _ => continue,
             };
             return Some(Ok((k, value)));

@@ -114,6 +114,8 @@ impl<'a> Vm<'a> {
             memory_hotplug_s: None,
             status: "complete",
             failure_step: None,
+            failure_device: None,
+            failure_reason: None,
             started_late: spec.head_cut.is_some(),
             trace_shift_h: -spec.trace_shift_h,
             vm_start: ids.t0,
@@ -194,6 +196,77 @@ impl<'a> Vm<'a> {
         self.truth.failure_step = Some("cold_plug");
         self.truth.started_late = false;
         t + ns(1.0)
+    }
+
+    /// The guest is up (its agent's first call at `agent_at`) and the shim hot-plugs the
+    /// GPU: the hypervisor refuses it, the shim fails the container. Returns the end of the
+    /// journal's window.
+    pub(super) fn hotplug_failed(&mut self, agent_at: Nanos) -> Nanos {
+        // the seed picks the wording
+        let f = super::vfio::draw(self.g.rng, self.spec.seed);
+        let t = agent_at + ns(self.g.rng.f(0.5, 4.0));
+        let info = format!(
+            " device-info=\"{{\\\"ID\\\":\\\"{}\\\",\\\"BDF\\\":\\\"{}\\\"}}\" hotplug-vfio-on-root-bus=true machine-type=q35 pcie-root-port=1",
+            f.id, f.device_field
+        );
+        self.g.shim_with(
+            t,
+            "info",
+            "Start hot-plug VFIO device",
+            None,
+            false,
+            Some(("qemu", info)),
+        );
+        if let Some(e) = &f.qemu_stderr {
+            let q = format!(" qemuPid={}", self.qemu_pid);
+            self.g
+                .shim_with(t + ns(0.05), "error", e, None, false, Some(("qemu", q)));
+        }
+        let at = t + ns(self.g.rng.f(0.1, 2.0));
+        let fields = format!(
+            " vfio-device-BDF=\"{}\" vfio-device-ID={}",
+            f.device_field, f.id
+        );
+        let err = Some(f.error.clone());
+        self.g.shim_with(
+            at,
+            "error",
+            "failed to hotplug VFIO device",
+            err.clone(),
+            false,
+            Some(("sandbox", fields)),
+        );
+        self.g.shim_with(
+            at + ns(0.0002),
+            "error",
+            "Failed to add device",
+            err.clone(),
+            false,
+            Some(("device", String::new())),
+        );
+        self.g.shim_with(
+            at + ns(0.0003),
+            "error",
+            "container create failed",
+            err,
+            false,
+            Some(("container", String::new())),
+        );
+        if self.g.rng.next().is_multiple_of(2) {
+            // the CRI plugin's line, naming the sandbox in its text
+            let sandbox = self.g.sandbox.clone();
+            self.g.cri(
+                at + ns(0.2),
+                "RunPodSandbox for &PodSandboxMetadata{Name:gpu-job,Uid:5c1e,Namespace:default,Attempt:0,} failed, error",
+                format!("rpc error: code = Unknown desc = failed to start sandbox \"{sandbox}\": failed to create containerd task: failed to create shim task: {}: unknown", f.error),
+            );
+        }
+        self.truth.status = "failed";
+        self.truth.failure_step = Some("vfio_hotplug");
+        self.truth.failure_device = Some(f.device);
+        self.truth.failure_reason = Some(f.reason);
+        self.truth.gpus = 0;
+        at + ns(1.0)
     }
 
     /// vm_create: QEMU starts and the host pins boot RAM. Returns when the guest kernel
@@ -423,7 +496,7 @@ impl<'a> Vm<'a> {
                     create.at + ns(self.g.rng.f(60.0, 150.0)).max(fbhub_end - create.at + ns(5.0)),
                 ),
             ),
-            Outcome::ColdPlugFailed => (None, None),
+            Outcome::ColdPlugFailed | Outcome::HotplugFailed => (None, None),
         };
         let wait_end = done.or(fail_at).unwrap_or(c0);
         let mut tries = 0u32;
@@ -505,8 +578,8 @@ impl<'a> Vm<'a> {
                     done_logged: None,
                 }
             }
-            // returned before the VM boots
-            Outcome::ColdPlugFailed => End {
+            // returned before the CDI wait
+            Outcome::ColdPlugFailed | Outcome::HotplugFailed => End {
                 at: c0,
                 done_logged: None,
             },
@@ -626,6 +699,14 @@ impl Cut {
             lo + ((hi - lo) as f64 * x.clamp(0.0, 1.0)) as Nanos
         });
         Cut { head, tail }
+    }
+
+    /// No cut: the logs hold the whole boot.
+    pub(super) fn none() -> Cut {
+        Cut {
+            head: None,
+            tail: None,
+        }
     }
 
     /// The first and last instants the logs hold.

@@ -119,6 +119,19 @@ impl Guest<'_> {
         error: Option<String>,
         prefix_only: bool,
     ) {
+        self.shim_with(t, level, msg, error, prefix_only, None);
+    }
+    /// A shim line of `subsystem` with more `fields` after `sandbox=` (each with its
+    /// leading space).
+    pub(super) fn shim_with(
+        &mut self,
+        t: Nanos,
+        level: &'static str,
+        msg: &str,
+        error: Option<String>,
+        prefix_only: bool,
+        extra: Option<(&'static str, String)>,
+    ) {
         self.out.lines.push(JLine {
             t,
             sandbox: self.sandbox.clone(),
@@ -128,6 +141,7 @@ impl Guest<'_> {
                 msg: msg.to_string(),
                 error,
                 prefix_only,
+                extra,
             },
         });
     }

@@ -12,6 +12,9 @@ pub(super) enum Body {
         msg: String,
         error: Option<String>,
         prefix_only: bool,
+        /// More fields after `sandbox=` (`vfio-device-BDF="…" vfio-device-ID=…`), with the
+        /// subsystem they replace: `(subsystem, fields)`.
+        extra: Option<(&'static str, String)>,
     },
     Console(String),
     /// containerd's CRI plugin: no shim pid, the sandbox named in the text.
@@ -162,6 +165,7 @@ fn message(l: &JLine, time: &str, cat: bool) -> String {
             msg,
             error,
             prefix_only,
+            extra,
         } => {
             // `-o cat` has no prefix: every line keeps its time=
             let t = if *prefix_only && !cat {
@@ -172,8 +176,11 @@ fn message(l: &JLine, time: &str, cat: bool) -> String {
             let err = error
                 .as_ref()
                 .map_or(String::new(), |e| format!(" error={}", go_quote(e)));
+            let (subsystem, fields) = extra
+                .as_ref()
+                .map_or(("sandbox", ""), |(s, f)| (*s, f.as_str()));
             format!(
-                "{t}level={level} msg={}{err} name=containerd-shim-v2 pid={} sandbox={} source=virtcontainers subsystem=sandbox",
+                "{t}level={level} msg={}{err} name=containerd-shim-v2 pid={} sandbox={} source=virtcontainers subsystem={subsystem}{fields}",
                 go_quote(msg),
                 l.shim,
                 l.sandbox

@@ -23,6 +23,9 @@ mod host;
 mod journal;
 mod kubectl;
 mod spec;
+mod vfio;
+
+pub use vfio::WORDINGS as HOTPLUG_WORDINGS;
 
 pub use spec::{Bind, GpuTruth, JournalFormat, Outcome, RamPages, Records, Spec, Truth};
 
@@ -148,13 +151,20 @@ pub fn render(spec: &Spec) -> Records {
     // ---- the boot ----------------------------------------------------------------------------
     let boot = vm.start_vm();
     let agent_at = vm.kernel_boot(boot);
-    let last_found = vm.enumerate_pci(agent_at);
-    let create = vm.create_container(last_found);
-    let drivers = vm.driver_init(&create, last_found);
-    let cdi = vm.cdi_wait(&create, &drivers);
-    let end = vm.end(&create, &cdi);
-    let cut = Cut::new(spec, boot, &drivers, &create, &end);
-    cut.apply(&mut vm.truth, &drivers, &cdi, &end);
+    let (end_at, cut) = if spec.outcome == Outcome::HotplugFailed {
+        // the VM is up, the GPU never arrives: a whole log, no cut
+        let end = vm.hotplug_failed(agent_at);
+        (end, Cut::none())
+    } else {
+        let last_found = vm.enumerate_pci(agent_at);
+        let create = vm.create_container(last_found);
+        let drivers = vm.driver_init(&create, last_found);
+        let cdi = vm.cdi_wait(&create, &drivers);
+        let end = vm.end(&create, &cdi);
+        let cut = Cut::new(spec, boot, &drivers, &create, &end);
+        cut.apply(&mut vm.truth, &drivers, &cdi, &end);
+        (end.at, cut)
+    };
     let mut truth = vm.truth;
 
     // ---- the rest: other boots, traces, kubectl --------------------------------------------
@@ -167,16 +177,16 @@ pub fn render(spec: &Spec) -> Records {
     }
     let (first_logged, last_logged) = cut.window();
     let lines = out.take_lines(first_logged, last_logged);
-    let journal = journal::write(spec, &mut rest, lines, ids.t0, end.at);
+    let journal = journal::write(spec, &mut rest, lines, ids.t0, end_at);
     truth.pins_s = spec
         .pin_trace
         .then(|| host::pins_s(&out.pins, ids.qemu_pid, last_logged));
     let bpftrace = spec
         .pin_trace
-        .then(|| host::bpftrace(spec, &mut rest, &ids, &out.pins, last_logged, end.at));
+        .then(|| host::bpftrace(spec, &mut rest, &ids, &out.pins, last_logged, end_at));
     let kubectl =
         (spec.kubectl && spec.outcome == Outcome::Complete && cut.tail.is_none()).then(|| {
-            let (text, total_s) = kubectl::describe(spec, &mut rest, ids.t0, end.at);
+            let (text, total_s) = kubectl::describe(spec, &mut rest, ids.t0, end_at);
             if cut.head.is_none() {
                 truth.total_s = Some(total_s);
             }

@@ -23,6 +23,9 @@ pub enum Outcome {
     CreateTimeout,
     /// The host cannot cold-plug the devices: the VM never boots.
     ColdPlugFailed,
+    /// The VM boots, then the hypervisor refuses to hot-plug the GPU (a VFIO device), in
+    /// a wording drawn from the seed among QEMU's and Cloud Hypervisor's.
+    HotplugFailed,
 }
 
 /// How `journalctl` printed the journal (`-o FORMAT`).
@@ -189,6 +192,10 @@ pub struct Truth {
     pub memory_hotplug_s: Option<f64>,
     pub status: &'static str,
     pub failure_step: Option<&'static str>,
+    /// The device a failed VFIO hot-plug names (with its domain), and the hypervisor's
+    /// reason: both must be in the failure's summary.
+    pub failure_device: Option<String>,
+    pub failure_reason: Option<String>,
     pub started_late: bool,
     /// Hours to add to the trace's stamps to put them on the host clock.
     pub trace_shift_h: i64,

@@ -143,6 +143,8 @@ pub struct HostLine {
     pub is_error: bool,
     /// `error=`: why an operation failed.
     pub error: Option<String>,
+    /// `vfio-device-BDF=`: the host device a VFIO hot-plug line is about.
+    pub device: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -1315,6 +1317,7 @@ impl Ingester {
                 msg,
                 is_error: false,
                 error: None,
+                device: None,
             },
             JournalBody::Host(h) => h,
             // `parse_str` skips only lines of no sandbox or of another one, seen above
@@ -1539,6 +1542,7 @@ fn journal_body(j: &journal::JournalRef<'_>, console: &str) -> JournalBody {
         msg: j.msg.map(|m| m.get().into_owned()).unwrap_or_default(),
         is_error,
         error: j.error.map(|e| e.get().into_owned()),
+        device: j.device.map(|d| d.get().into_owned()),
     })
 }
 

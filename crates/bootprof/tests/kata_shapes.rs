@@ -1,0 +1,147 @@
+//! Kata logs in the shapes of issue 26's research (each fixture's source is in
+//! `fixtures/README.md`): a VFIO hot-plug that QEMU or Cloud Hypervisor refuses, a sandbox
+//! stopped after (or before) its container started, shim records logged twice under two
+//! syslog identifiers, a GPU whose BARs the guest could not assign, and Kata 1.x
+//! `kata-proxy` lines that carry the guest's console.
+
+use bootprof::fleet::{self, FleetOptions};
+use bootprof::parse::ingest::{Ingest, Ingester, Options};
+use bootprof::{build, Report};
+
+fn fixture(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn ingest(files: &[(&str, &str)], sandbox: Option<&str>) -> Ingest {
+    let mut ing = Ingester::new(Options {
+        sandbox: sandbox.map(str::to_string),
+    });
+    for (name, text) in files {
+        ing.read(name, text.as_bytes()).unwrap();
+    }
+    ing.finish()
+}
+
+fn analyze(files: &[(&str, &str)], sandbox: Option<&str>) -> Report {
+    build(&ingest(files, sandbox), sandbox).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn text(r: &Report) -> String {
+    bootprof::render::boot::text(r)
+}
+
+/// What a VFIO hot-plug failure must say: failed at `vfio_hotplug`, naming the device and
+/// QEMU's (or Cloud Hypervisor's) reason, in the state, the first finding, the fleet's row
+/// and its JSON.
+fn assert_hotplug_failure(files: &[(&str, &str)], device: &str, reason: &str) {
+    let r = analyze(files, None);
+    let t = text(&r);
+    assert_eq!(r.state.status, "failed", "{t}");
+    let f = r.state.failure.as_ref().unwrap();
+    assert_eq!(f.step, "vfio_hotplug", "{t}");
+    assert!(f.summary.contains(device), "{}", f.summary);
+    assert!(f.summary.contains(reason), "{}", f.summary);
+    assert!(t.contains("State: FAILED at vfio_hotplug"), "{t}");
+    assert!(!t.contains("The log ends before the boot did"), "{t}");
+    let first = &r.findings[0];
+    assert_eq!(first.phase, "vfio_hotplug");
+    assert!(
+        first.text.contains(device) && first.text.contains(reason),
+        "{}",
+        first.text
+    );
+    assert!(!first.fix.is_empty());
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["state"]["failure"]["step"], "vfio_hotplug");
+    // --all: a row failed at that step, not an unfinished boot nor a sandbox with no boot
+    let fl = fleet::analyze(&ingest(files, None), &FleetOptions::default());
+    assert_eq!(fl.rows.len(), 1, "{}", bootprof::render::fleet::text(&fl));
+    let row = &fl.rows[0];
+    assert_eq!(
+        (row.state, row.failure_step),
+        ("failed", Some("vfio_hotplug"))
+    );
+    assert_eq!(fl.states.get("failed"), Some(&1));
+    assert!(bootprof::render::fleet::text(&fl).contains("failed:vfio_hotplug"));
+}
+
+#[test]
+fn vfio_group_not_viable_is_a_failed_hotplug() {
+    let j = fixture("kata-vfio-not-viable.journal");
+    assert_hotplug_failure(
+        &[("kata.log", &j)],
+        "0000:1a:00.0",
+        "group 40 is not viable",
+    );
+}
+
+#[test]
+fn vfio_group_in_multiple_address_spaces_is_a_failed_hotplug() {
+    let j = fixture("kata-vfio-multiple-address-spaces.journal");
+    assert_hotplug_failure(
+        &[("kata.log", &j)],
+        "0000:01:00.1",
+        "group 1 used in multiple address spaces",
+    );
+    // QEMU's stderr relayed at level=error ("Failed to mmap … BAR 3") is not the failure
+    let r = analyze(&[("kata.log", &j)], None);
+    assert!(!r.state.failure.as_ref().unwrap().message.contains("mmap"));
+}
+
+#[test]
+fn cloud_hypervisor_vfio_map_region_is_a_failed_hotplug() {
+    let j = fixture("clh-vfio-map-region.log");
+    assert_hotplug_failure(
+        &[("clh.log", &j)],
+        "0000:19:00.0",
+        "VfioMapRegion(DmaMap(IommuDmaMap(Error(17))))",
+    );
+}
+
+#[test]
+fn vfio_device_not_found_is_a_failed_hotplug() {
+    let j = fixture("kata-vfio-device-not-found.journal");
+    // the device named by the shim's vfio-device-BDF field (QEMU names only its id)
+    assert_hotplug_failure(
+        &[("kata.log", &j)],
+        "0000:d8:00.0",
+        "Device 'vfio-0ed733c34bded7f30' not found",
+    );
+}
+
+#[test]
+fn a_cri_error_with_qemus_vfio_reason_is_a_failed_hotplug() {
+    let j = fixture("cri-vfio-not-viable.journal");
+    assert_hotplug_failure(&[("c.log", &j)], "0000:06:00.0", "group 5 is not viable");
+}
+
+/// Every QEMU wording of a VFIO device it cannot attach, across versions, names the
+/// hot-plug step; QEMU's other VFIO messages do not.
+#[test]
+fn qemu_vfio_wordings_name_the_hotplug_step() {
+    use bootprof::analyze::facts::{classify_error, vfio_failure};
+    for (text, device, reason) in [
+        ("QMP command failed: vfio 0000:1a:00.0: group 40 is not viable", Some("0000:1a:00.0"), "group 40 is not viable"),
+        ("QMP command failed: vfio error: 0000:01:00.0: group 1 is not viable", Some("0000:01:00.0"), "group 1 is not viable"),
+        ("QMP command failed: vfio 0000:01:00.1: group 1 used in multiple address spaces: unknown", Some("0000:01:00.1"), "group 1 used in multiple address spaces"),
+        ("QMP command failed: vfio 0000:00:03.0: failed to setup container for group 3: memory listener initialization failed for container: Bad address", Some("0000:00:03.0"), "failed to setup container for group 3: memory listener initialization failed for container: Bad address"),
+        ("QMP command failed: vfio 0000:b8:00.0: error getting device from group 0: Inappropriate ioctl for device", Some("0000:b8:00.0"), "error getting device from group 0: Inappropriate ioctl for device"),
+        ("VFIO_MAP_DMA failed: No space left on device", None, "VFIO_MAP_DMA failed: No space left on device"),
+        ("QMP command failed: Device 'vfio-bf35ce81cd1f15c20' not found: not found", None, "Device 'vfio-bf35ce81cd1f15c20' not found"),
+    ] {
+        assert_eq!(classify_error(text).0, "vfio_hotplug", "{text}");
+        let v = vfio_failure(text).unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(v.device.as_deref(), device, "{text}");
+        assert_eq!(v.reason, reason, "{text}");
+    }
+    for other in [
+        "Failed to mmap 0000:01:00.0 BAR 3. Performance may be slow",
+        "vfio: Cannot reset device 0000:04:00.0, depends on group 37 which is not owned.",
+        "Failed to read guest console logs",
+    ] {
+        assert_ne!(classify_error(other).0, "vfio_hotplug", "{other}");
+    }
+}
