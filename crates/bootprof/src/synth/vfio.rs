@@ -24,7 +24,7 @@ pub(super) struct HotplugFailure {
     pub(super) reason: String,
 }
 
-/// How many wordings [`draw`] picks from.
+/// How many wordings `draw` picks from.
 pub const WORDINGS: u64 = 8;
 
 /// One refused hot-plug in wording `wording` (modulo [`WORDINGS`]), its device and group
