@@ -31,6 +31,23 @@ fn topologies() -> Vec<String> {
     out
 }
 
+/// The built-in example's plan, as the README draws it.
+const WIN10: &[&str] = &[
+    "plan",
+    "--topology",
+    "builtin",
+    "--vcpus",
+    "12",
+    "--memory",
+    "16G",
+    "--gpu",
+    "01:00.0",
+    "--os",
+    "windows",
+    "--name",
+    "win10",
+];
+
 /// A box of the drawing: what it stands for and where it is.
 #[derive(Debug, Clone)]
 struct Drawn {
@@ -355,21 +372,7 @@ fn a_384_pu_host_folds_what_the_plan_leaves_and_a_hybrid_tells_cores_apart() {
 fn pictures_and_the_page_load_in_headless_chromium_without_console_errors() {
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("plan.html");
-    let o = vmtune(&[
-        "plan",
-        "--topology",
-        "builtin",
-        "--vcpus",
-        "12",
-        "--memory",
-        "16G",
-        "--os",
-        "windows",
-        "--gpu",
-        "01:00.0",
-        "--html",
-        page.to_str().unwrap(),
-    ]);
+    let o = vmtune(&[WIN10, &["--html", page.to_str().unwrap()]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(!html.contains("<script"));
@@ -412,23 +415,7 @@ fn pictures_and_the_page_load_in_headless_chromium_without_console_errors() {
 fn the_readmes_picture_is_the_built_in_plan_as_drawn_now() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("plan.svg");
-    let o = vmtune(&[
-        "plan",
-        "--topology",
-        "builtin",
-        "--vcpus",
-        "12",
-        "--memory",
-        "16G",
-        "--gpu",
-        "01:00.0",
-        "--os",
-        "windows",
-        "--name",
-        "win10",
-        "--svg",
-        svg.to_str().unwrap(),
-    ]);
+    let o = vmtune(&[WIN10, &["--svg", svg.to_str().unwrap()]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/plan-builtin.svg");
     assert_eq!(
