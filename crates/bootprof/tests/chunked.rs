@@ -86,6 +86,33 @@ fn mapped_generated_journal_matches_stream() {
     }
 }
 
+/// A journal whose shim lines are each there twice (`kata[PID]` and `containerd[PID]`, a
+/// copy sometimes after the next line): every path drops the same copies — the memory
+/// hotplug's uevent lines that templates read included — and keeps the same events.
+#[test]
+fn copies_under_two_identifiers_are_dropped_alike_on_every_path() {
+    use bootprof::synth::{fleet, Spec};
+    let mut spec = Spec::study(5);
+    spec.hot_ram_gib = 64;
+    spec.dup_identifiers = true;
+    let start = bootprof::parse::time::parse_rfc3339("2026-03-02T08:15:00.25Z").unwrap();
+    let node = fleet(
+        &[("gpu-01".to_string(), vec![spec.clone(), spec])],
+        start,
+        3600,
+    )
+    .remove(0);
+    let data = node.journal.as_bytes();
+    let copies: u64 = node.boots.iter().map(|(_, t)| t.duplicates).sum();
+    assert!(copies > 1000, "{copies}");
+    let o = opts(None);
+    let want = ingest_bytes("j", data, o.clone());
+    assert_eq!(want.stats.duplicates, copies);
+    assert_eq!(sliced(data, &o, 2, 64 << 10), want);
+    assert_eq!(sliced(data, &o, 5, 4099), want);
+    check_positions(data, &want);
+}
+
 #[test]
 fn small_and_odd_files_by_path() {
     let fixtures: &[&[u8]] = &[

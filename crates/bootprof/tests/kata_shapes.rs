@@ -145,3 +145,61 @@ fn qemu_vfio_wordings_name_the_hotplug_step() {
         assert_ne!(classify_error(other).0, "vfio_hotplug", "{other}");
     }
 }
+
+/// The journal of kata-containers#10622 holds every shim record twice: under `kata[17889]`
+/// (the shim's syslog hook) and `containerd[979]` (containerd copying the shim's log
+/// FIFO), with the same `time=`, `pid=` and message, not always next to each other. Read
+/// once each: the report is the one of the journal without the copies, and the input
+/// summary says how many were dropped.
+#[test]
+fn a_shim_record_under_two_identifiers_counts_once() {
+    let j = fixture("kata-vfio-multiple-address-spaces.journal");
+    let once: String = j
+        .lines()
+        .filter(|l| !(l.contains("containerd[979]") && l.contains("name=containerd-shim-v2")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let copies = j.lines().count() - once.lines().count();
+    assert_eq!(copies, 8);
+    let both = ingest(&[("kata.log", &j)], None);
+    let single = ingest(&[("kata.log", &once)], None);
+    assert_eq!(both.stats.duplicates, copies as u64);
+    assert_eq!(both.stats.events, single.stats.events);
+    assert_eq!(both.events.len(), single.events.len());
+    let (a, b) = (build(&both, None).unwrap(), build(&single, None).unwrap());
+    // the same facts: phases, state, findings (line numbers aside)
+    let strip = |r: &Report| {
+        let mut v = serde_json::to_value(r).unwrap();
+        v["stats"] = serde_json::Value::Null;
+        v.to_string()
+            .split("kata.log:")
+            .map(|p| p.trim_start_matches(char::is_numeric).to_string())
+            .collect::<String>()
+    };
+    assert_eq!(strip(&a), strip(&b));
+    let t = text(&a);
+    assert!(t.contains("8 duplicate records dropped"), "{t}");
+    assert!(!text(&b).contains("duplicate"));
+}
+
+/// Two journals of one node, `journalctl -t kata` and `journalctl -u containerd`, hold
+/// the same shim records: given both, each is read once.
+#[test]
+fn the_same_records_in_two_files_count_once() {
+    let j = fixture("kata-vfio-multiple-address-spaces.journal");
+    let kata: String = j
+        .lines()
+        .filter(|l| l.contains("kata["))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let ctrd: String = j
+        .lines()
+        .filter(|l| !l.contains("kata["))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let both = ingest(&[("kata.log", &kata), ("containerd.log", &ctrd)], None);
+    let single = ingest(&[("kata.log", &kata)], None);
+    assert_eq!(both.stats.duplicates, 8);
+    // containerd's own lines (shim disconnected …) are not copies
+    assert_eq!(both.stats.events, single.stats.events);
+}

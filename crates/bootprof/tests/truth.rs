@@ -233,11 +233,12 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop::option::weighted(0.15, 0.0f64..1.0),
         prop::option::weighted(0.15, 0.0f64..1.0),
         any::<bool>(),
+        prop::bool::weighted(0.3),
     );
     (sizes, clocks, world).prop_map(|(sz, ck, w)| {
         let (seed, gpus, bar_gib, old_bar_lines, boot_ram_gib, hot_ram_gib, huge, pin_trace, binds) = sz;
         let (zone_min, zh_prefix, zoned_time_field, prefix_only_pct, agent_offset_ms, trace_shift_h) = ck;
-        let (foreign_pins, concurrent_pins, other_sandbox, earlier_boot, emulated_vga, pre314, outcome, head_cut, tail_cut, kubectl) = w;
+        let (foreign_pins, concurrent_pins, other_sandbox, earlier_boot, emulated_vga, pre314, outcome, head_cut, tail_cut, kubectl, dup_identifiers) = w;
         // enable order: a shuffle of the enumeration order, from the seed
         let mut order: Vec<usize> = (0..gpus).collect();
         let mut x = seed;
@@ -268,6 +269,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             earlier_boot,
             emulated_vga,
             pre314,
+            dup_identifiers,
             outcome,
             // a failed boot's log is whole: the cuts are for complete ones
             head_cut: head_cut.filter(|_| outcome == Outcome::Complete && tail_cut.is_none()),
@@ -300,6 +302,11 @@ proptest! {
         let r = analyze(&rec, id.as_deref());
         if let Err(e) = check(&spec, &rec, &r) {
             prop_assert!(false, "{:?}\n{}", spec, e);
+        }
+        // every copy of a shim record is dropped, and only those (`--sandbox` skips the
+        // other sandbox's lines, copies and all, before they are read)
+        if id.is_none() || !spec.other_sandbox {
+            prop_assert_eq!(r.stats.duplicates, rec.truth.duplicates, "{:?}", spec);
         }
     }
 }
@@ -363,6 +370,11 @@ fn study_boot_and_single_variations() {
     v("log starts late", &|s| s.head_cut = Some(0.5));
     v("log ends early", &|s| s.tail_cut = Some(0.3));
     v("kubectl", &|s| s.kubectl = true);
+    v("shim lines under kata[PID] and containerd[PID]", &|s| {
+        s.dup_identifiers = true;
+        s.prefix_only_pct = 30;
+        s.other_sandbox = true;
+    });
     // every wording of a refused VFIO hot-plug (the seed picks it)
     for k in 0..bootprof::synth::HOTPLUG_WORDINGS {
         let mut s = base.clone();
@@ -381,6 +393,12 @@ fn study_boot_and_single_variations() {
             let r = analyze(&rec, sandbox);
             if let Err(e) = check(spec, &rec, &r) {
                 failed.push(format!("{name} ({sandbox:?}): {e}"));
+            }
+            if sandbox.is_none() && r.stats.duplicates != rec.truth.duplicates {
+                failed.push(format!(
+                    "{name}: {} duplicates dropped (truth {})",
+                    r.stats.duplicates, rec.truth.duplicates
+                ));
             }
         }
     }

@@ -436,6 +436,9 @@ fn input(o: &mut String, r: &Report) {
     if let Some(line) = st.wall_clock_line() {
         let _ = writeln!(o, "  {line}");
     }
+    if let Some(line) = st.duplicates_line() {
+        let _ = writeln!(o, "  {line}");
+    }
     if !r.other_boots.is_empty() {
         let b: Vec<String> = r
             .other_boots
@@ -715,6 +718,9 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
         "</table>\n<h2>Input</h2><p>{} lines, {} events; bad lines skipped: {} (JSON {}, encoding {}, time {}, format {}, out of order {}).</p>",
         st.lines, st.events, st.bad.total(), st.bad.json, st.bad.encoding, st.bad.time, st.bad.format, st.bad.out_of_order
     );
+    if let Some(line) = st.duplicates_line() {
+        let _ = write!(o, "<p>{}.</p>", esc(&line));
+    }
     for n in &r.clocks.notes {
         let _ = write!(o, "<p>Clock note: {}</p>", esc(n));
     }

@@ -132,6 +132,9 @@ pub fn text(f: &Fleet) -> String {
     if let Some(line) = st.wall_clock_line() {
         let _ = writeln!(o, "  {line}");
     }
+    if let Some(line) = st.duplicates_line() {
+        let _ = writeln!(o, "  {line}");
+    }
     o
 }
 

@@ -123,6 +123,7 @@ impl<'a> Vm<'a> {
             total_s: None,
             pins_s: None,
             ram_pages: spec.ram_pages,
+            duplicates: 0,
         };
         Vm {
             spec,

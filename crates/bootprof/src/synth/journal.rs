@@ -116,14 +116,17 @@ fn noise(rng: &mut Rng, t0: Nanos, end: Nanos) -> Vec<(Nanos, String)> {
         .collect()
 }
 
-/// Write the journal: sort by host time, add noise from other units, format.
+/// Write the journal: sort by host time, add noise from other units, format. With
+/// [`Spec::dup_identifiers`], every shim line with a `time=` is written twice, as
+/// `containerd[…]` and as `kata[SHIM]`, in either order, the second copy sometimes after
+/// the next line; returns the text and the number of such copies.
 pub(super) fn write(
     spec: &Spec,
     rng: &mut Rng,
     mut lines: Vec<JLine>,
     t0: Nanos,
     end: Nanos,
-) -> String {
+) -> (String, u64) {
     let zone_s = zone_s(spec);
     let noise = noise(rng, t0, end);
     lines.sort_by_key(|l| l.t);
@@ -131,7 +134,10 @@ pub(super) fn write(
     let field_zone = spec.zoned_time_field.then_some(zone_s);
     let mut text = String::new();
     let mut ni = noise.into_iter().peekable();
-    for l in &lines {
+    // a copy held back to follow the next line: (time, identifier, message)
+    let mut held: Option<(Nanos, String, String)> = None;
+    let mut copies = 0u64;
+    for (i, l) in lines.iter().enumerate() {
         while let Some((t, n)) = ni.peek() {
             if *t > l.t {
                 break;
@@ -145,9 +151,40 @@ pub(super) fn write(
             ni.next();
         }
         let msg = message(l, &rfc3339(l.t, field_zone), cat);
-        journal_entry(&mut text, l.t, zone_s, spec, "containerd[2771108]", &msg);
+        let containerd = "containerd[2771108]".to_string();
+        let copied = spec.dup_identifiers && l.shim != 0 && msg.starts_with("time=");
+        if !copied {
+            journal_entry(&mut text, l.t, zone_s, spec, &containerd, &msg);
+        } else {
+            copies += 1;
+            let kata = format!("kata[{}]", l.shim);
+            let (first, second) = if rng.next().is_multiple_of(2) {
+                (kata, containerd)
+            } else {
+                (containerd, kata)
+            };
+            journal_entry(&mut text, l.t, zone_s, spec, &first, &msg);
+            // the next line follows within milliseconds (a console burst)
+            let close = lines
+                .get(i + 1)
+                .is_some_and(|n| n.t.saturating_sub(l.t) < ns(0.2));
+            if close && rng.next().is_multiple_of(3) {
+                // containerd copies the shim's log FIFO later than the syslog hook writes
+                if let Some((t, i, m)) = held.replace((l.t, second, msg)) {
+                    journal_entry(&mut text, t, zone_s, spec, &i, &m);
+                }
+                continue;
+            }
+            journal_entry(&mut text, l.t, zone_s, spec, &second, &msg);
+        }
+        if let Some((t, i, m)) = held.take() {
+            journal_entry(&mut text, t, zone_s, spec, &i, &m);
+        }
     }
-    text
+    if let Some((t, i, m)) = held.take() {
+        journal_entry(&mut text, t, zone_s, spec, &i, &m);
+    }
+    (text, copies)
 }
 
 /// containerd's message for a line logged at `time` (its `time=` field); `cat`: the

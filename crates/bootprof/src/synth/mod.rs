@@ -138,8 +138,10 @@ pub fn render(spec: &Spec) -> Records {
     vm.creating_sandbox();
     if spec.outcome == Outcome::ColdPlugFailed {
         let end = vm.cold_plug_failed();
-        let truth = vm.truth;
-        let journal = journal::write(spec, &mut rng_for_rest(spec), out.lines, ids.t0, end);
+        let mut truth = vm.truth;
+        let (journal, copies) =
+            journal::write(spec, &mut rng_for_rest(spec), out.lines, ids.t0, end);
+        truth.duplicates = copies;
         return Records {
             journal,
             bpftrace: None,
@@ -177,7 +179,8 @@ pub fn render(spec: &Spec) -> Records {
     }
     let (first_logged, last_logged) = cut.window();
     let lines = out.take_lines(first_logged, last_logged);
-    let journal = journal::write(spec, &mut rest, lines, ids.t0, end_at);
+    let (journal, copies) = journal::write(spec, &mut rest, lines, ids.t0, end_at);
+    truth.duplicates = copies;
     truth.pins_s = spec
         .pin_trace
         .then(|| host::pins_s(&out.pins, ids.qemu_pid, last_logged));
@@ -216,8 +219,8 @@ pub struct NodeRecords {
 
 /// Boots of several nodes with known truth. Each node's specs are rendered one after
 /// another, `spacing_s` apart from `start` on, on that node's host (a node has one zone,
-/// one locale, one journal format and one trace clock: the first spec's are used for all
-/// its boots), and their
+/// one locale, one journal format, one trace clock and writes its shim lines once or
+/// twice: the first spec's are used for all its boots), and their
 /// logs are joined as one host keeps them: one journal, one pin trace, one `kubectl
 /// describe pods`.
 pub fn fleet(nodes: &[(String, Vec<Spec>)], start: Nanos, spacing_s: i64) -> Vec<NodeRecords> {
@@ -247,6 +250,7 @@ pub fn fleet(nodes: &[(String, Vec<Spec>)], start: Nanos, spacing_s: i64) -> Vec
                     spec.zoned_time_field = f.zoned_time_field;
                     spec.trace_shift_h = f.trace_shift_h;
                     spec.journal_format = f.journal_format;
+                    spec.dup_identifiers = f.dup_identifiers;
                 }
                 let rec = render(&spec);
                 out.journal.push_str(&rec.journal);

@@ -112,6 +112,10 @@ pub struct Spec {
     pub emulated_vga: bool,
     /// The pre-3.14 agent's `error injecting devices: "unresolvable CDI devices …"`.
     pub pre314: bool,
+    /// Every shim line with a `time=` logged twice, under `kata[SHIM]` (the shim's syslog
+    /// hook) and `containerd[PID]` (containerd copying its log FIFO), as kata-containers
+    /// PR #4130 and #10622 show them.
+    pub dup_identifiers: bool,
     pub outcome: Outcome,
     /// The journal starts this far (0..1) from guest boot + 2 s to the last GPU's enable.
     pub head_cut: Option<f64>,
@@ -152,6 +156,7 @@ impl Spec {
             earlier_boot: false,
             emulated_vga: false,
             pre314: false,
+            dup_identifiers: false,
             outcome: Outcome::Complete,
             head_cut: None,
             tail_cut: None,
@@ -211,6 +216,9 @@ pub struct Truth {
     pub pins_s: Option<f64>,
     /// The pages backing guest RAM.
     pub ram_pages: RamPages,
+    /// The copies of shim lines the journal holds ([`Spec::dup_identifiers`]): the
+    /// records a reader must drop.
+    pub duplicates: u64,
 }
 
 /// The generated inputs.

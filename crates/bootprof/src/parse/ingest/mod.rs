@@ -256,6 +256,15 @@ pub struct Stats {
     pub wall_clock_kernel: u64,
     /// Their shapes (`dmesg -T (--ctime)`, …), each once.
     pub wall_clock_shapes: Vec<&'static str>,
+    /// Shim records read a second time and dropped: the same `time=`, `pid=` and message
+    /// under another syslog identifier (`kata[SHIM]` and `containerd[PID]`), or in another
+    /// input.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub duplicates: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Stats {
@@ -286,6 +295,16 @@ impl Stats {
                 "{} guest kernel lines not used: wall-clock stamps ({}), not seconds since boot",
                 self.wall_clock_kernel,
                 self.wall_clock_shapes.join(", ")
+            )
+        })
+    }
+
+    /// The input summary's line for shim records read twice, if any.
+    pub fn duplicates_line(&self) -> Option<String> {
+        (self.duplicates > 0).then(|| {
+            format!(
+                "{} duplicate records dropped: shim lines read again with the same time=, pid= and message (the shim logs each record as kata[PID] and, through containerd, as containerd[PID])",
+                self.duplicates
             )
         })
     }
@@ -507,6 +526,8 @@ struct Varying {
     ts: Nanos,
     /// A CDI wait's try (the record's kind differs with it: such lines are not kept in runs).
     attempt: Option<u32>,
+    /// The line's [`record_key`].
+    dup: Option<u64>,
 }
 
 /// The host and the sandbox id that the reader last looked up, as far as one block tells:
@@ -576,6 +597,8 @@ pub struct Ingester {
     /// journal's lines come in runs of one node and zone, so they are counted here and
     /// added when either changes, and at the end.
     tallies: [Option<(ClockOf, i64, u64)>; 2],
+    /// The shim records read so far ([`record_key`]): a copy is dropped.
+    seen: Seen,
 }
 
 /// A journald prefix's time: a complete instant, or a local one (no year, no zone).
@@ -640,6 +663,7 @@ impl Ingester {
             last_pin_call: HashMap::new(),
             buf: String::new(),
             tallies: [None; 2],
+            seen: Seen::default(),
         }
     }
 
@@ -1173,7 +1197,7 @@ impl Ingester {
                     same_host: passes && host.is_some(),
                     same_sandbox: passes,
                 };
-                self.templated(at.src(file, &k), &head, v.ts, kind);
+                self.templated(at.src(file, &k), &head, (v.ts, v.dup), kind);
             }
             return;
         };
@@ -1199,6 +1223,10 @@ impl Ingester {
                 }
                 sample(t);
                 last_journal = Some(last_journal.map_or(t, |j: Nanos| j.max(t)));
+            }
+            // a copy is dropped where `journal` drops one: after its host time is read
+            if self.is_copy(v.dup) {
+                continue;
             }
             let stamp = (host_t, if host_t.is_none() { local } else { None });
             if let Err(b) = advance(&mut latest.agent, v.ts, "agent ts") {
@@ -1230,9 +1258,16 @@ impl Ingester {
     /// A line of a templated run after its first, as [`Ingester::journal`] reads the
     /// line that run's first line is with these values (its body an agent record of
     /// `kind`), without building it.
-    fn templated(&mut self, src: SrcRef, head: &Head<'_>, ts: Nanos, kind: &agent::AgentKind) {
+    fn templated(
+        &mut self,
+        src: SrcRef,
+        head: &Head<'_>,
+        (ts, dup): (Nanos, Option<u64>),
+        kind: &agent::AgentKind,
+    ) {
         self.clock_of = ClockOf::File(src.file);
         let r = match self.journal_head(src, head) {
+            Ok(Some(_)) if self.is_copy(dup) => Ok(()),
             Ok(Some((sandbox, pid, stamp))) => {
                 self.agent_ts((src.file, sandbox, pid), ts).map(|()| {
                     if !self.extend_run(src, sandbox, pid, stamp, ts, kind) {
@@ -1307,6 +1342,11 @@ impl Ingester {
         let Some((sandbox, pid, stamp)) = self.journal_head(src, &head)? else {
             return Ok(());
         };
+        // a copy is dropped once its host and sandbox are looked up: the lines after it in
+        // its block reuse those lookups (`Repeats`)
+        if self.is_copy(j.dup) {
+            return Ok(());
+        }
         let line = match j.body {
             JournalBody::Console(c) => {
                 self.console(src, sandbox, pid, Some(stamp), c)?;
@@ -1328,6 +1368,13 @@ impl Ingester {
         };
         self.push(src, sandbox, pid, stamp, Body::Host(line));
         Ok(())
+    }
+
+    /// Whether the record of key `dup` was read before (then it is counted, as a copy).
+    fn is_copy(&mut self, dup: Option<u64>) -> bool {
+        let copy = dup.is_some_and(|k| !self.seen.insert(k));
+        self.out.stats.duplicates += u64::from(copy);
+        copy
     }
 
     /// The part of reading a containerd line that comes before its body: the `--sandbox`
@@ -1445,6 +1492,8 @@ struct JournalParsed<'a> {
     same_host: bool,
     /// The reader's last sandbox id lookup was of this id.
     same_sandbox: bool,
+    /// A shim record's identity, for dropping its copies ([`record_key`]).
+    dup: Option<u64>,
 }
 
 /// The fields of a containerd line that [`Ingester::journal_head`] reads.
@@ -1502,6 +1551,129 @@ fn parse_console(s: &str) -> Console {
         None => Console::Other,
     }
 }
+
+/// The identity of a shim record, for dropping its copies: its `time=`, `pid=` and what
+/// it says (its message and error, or the console payload it carries, as parsed — a copy
+/// read the long way and one a template read give the same), for lines that have both a
+/// `time=` and a `pid=`. The Kata shim logs each record through its syslog hook
+/// (`kata[SHIM]`) and its log FIFO, which containerd copies to its own journal
+/// (`containerd[PID]`): the same message under two identifiers. `None` for a line not read
+/// further (another sandbox's).
+fn record_key(time: Option<Nanos>, pid: Option<u32>, body: &JournalBody) -> Option<u64> {
+    let (Some(t), Some(p)) = (time, pid) else {
+        return None;
+    };
+    let h = mix(mix(0x5EED, t as u64), u64::from(p));
+    Some(match body {
+        JournalBody::Console(Console::Agent(r)) => return agent_key(t, p, r.ts, &r.kind, None),
+        JournalBody::Console(Console::Kernel(k)) => mix(
+            mix(h, k.t.to_bits()),
+            message_hash(format!("{:?}", k.kind).as_bytes()),
+        ),
+        JournalBody::Console(Console::BadAgent(e)) => mix(mix(h, 2), message_hash(e.as_bytes())),
+        JournalBody::Console(Console::Other) => mix(h, 3),
+        JournalBody::ConsoleText(text) => mix(mix(h, 4), message_hash(text.as_bytes())),
+        JournalBody::Host(l) => mix(
+            mix(mix(h, 5), message_hash(l.msg.as_bytes())),
+            l.error.as_deref().map_or(0, |e| message_hash(e.as_bytes())),
+        ),
+        JournalBody::Skipped => return None,
+    })
+}
+
+/// [`record_key`] of a line carrying kata-agent record (`ts`, `kind`; `attempt`: a CDI
+/// try's number a template read, which `kind` holds when read the long way).
+fn agent_key(
+    time: Nanos,
+    pid: u32,
+    ts: Nanos,
+    kind: &agent::AgentKind,
+    attempt: Option<u32>,
+) -> Option<u64> {
+    use agent::AgentKind as K;
+    let h = mix(
+        mix(mix(mix(0x5EED, time as u64), u64::from(pid)), 1),
+        ts as u64,
+    );
+    let text = |s: &str| message_hash(s.as_bytes());
+    let k = match kind {
+        K::Rpc(name) => mix(1, text(name)),
+        K::CdiWait {
+            attempt: a,
+            max,
+            devices,
+        } => mix(
+            mix(
+                mix(2, u64::from(attempt.or(*a).unwrap_or(u32::MAX))),
+                u64::from(max.unwrap_or(u32::MAX)),
+            ),
+            u64::from(*devices),
+        ),
+        K::CdiDone => 3,
+        K::CdiFailed(m) => mix(4, text(m)),
+        K::Uevent {
+            action,
+            memory,
+            bdf,
+        } => mix(
+            mix(mix(5, *action as u64), u64::from(*memory)),
+            bdf.as_deref().map_or(0, text),
+        ),
+        K::Other => 6,
+    };
+    Some(mix(h, k))
+}
+
+/// `h` and `x` mixed (splitmix64's finish: every input bit reaches every output bit).
+fn mix(h: u64, x: u64) -> u64 {
+    let mut z = (h ^ x).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A 64-bit hash of `b`, eight bytes at a time.
+fn message_hash(b: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (b.len() as u64).wrapping_mul(K);
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(x)).wrapping_mul(K).rotate_left(29);
+    }
+    let mut x = [0u8; 8];
+    let rest = words.remainder();
+    x[..rest.len()].copy_from_slice(rest);
+    h = (h ^ u64::from_le_bytes(x)).wrapping_mul(K);
+    // splitmix64's finish: every input bit reaches every output bit
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
+}
+
+/// A hasher for keys that are hashes already.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// The records read so far, by [`record_key`].
+type Seen = std::collections::HashSet<u64, std::hash::BuildHasherDefault<KeyHasher>>;
 
 /// A line without its line end (`\n`, then `\r`).
 fn strip_line_end(bytes: &[u8]) -> &[u8] {
@@ -1581,6 +1753,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
                 } else {
                     JournalBody::Skipped
                 };
+                let dup = record_key(j.time, j.pid, &body);
                 return Parsed::Journal(JournalParsed {
                     prefix: j.prefix,
                     host: j.host,
@@ -1591,6 +1764,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
                     body,
                     same_host: false,
                     same_sandbox: false,
+                    dup,
                 });
             }
             Ok(None) => {}
@@ -1659,6 +1833,7 @@ fn from_export<'a>(
             body: j.body,
             same_host: false,
             same_sandbox: false,
+            dup: j.dup,
         }),
         Parsed::Unrecognized => Parsed::Unrecognized,
         Parsed::Console(c) => Parsed::Console(c),

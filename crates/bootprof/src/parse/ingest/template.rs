@@ -272,6 +272,9 @@ impl<'a> Template<'a> {
             time_zone: zone,
             ts,
             attempt,
+            dup: self
+                .pid
+                .and_then(|pid| super::agent_key(time, pid, ts, &self.kind, attempt)),
         })
     }
 
@@ -297,6 +300,7 @@ impl<'a> Template<'a> {
             })),
             same_host: false,
             same_sandbox: false,
+            dup: v.dup,
         }
     }
 }
