@@ -11,7 +11,8 @@ use bootprof::fleet::{self, Fleet, FleetOptions, PHASES};
 use bootprof::parse::ingest::{Ingest, Ingester, Options};
 use bootprof::parse::time::parse_rfc3339;
 use bootprof::synth::{
-    fleet as gen_fleet, Bind, JournalFormat, NodeRecords, Outcome, RamPages, Spec, Truth,
+    fleet as gen_fleet, BarWording, Bind, JournalFormat, NodeRecords, Outcome, RamPages, Spec,
+    Truth,
 };
 use proptest::prelude::*;
 
@@ -66,6 +67,20 @@ fn single(n: &NodeRecords, sandbox: &str, trace_shift_h: Option<i64>) -> bootpro
     bootprof::build_with(&ing.finish(), &opts).unwrap()
 }
 
+/// Whether the single-boot report of `sandbox` has a finding naming `gpu`'s unassigned `bar`.
+fn rep_bar_finding(
+    n: &NodeRecords,
+    sandbox: &str,
+    gpu: &str,
+    bar: &str,
+    shift: Option<i64>,
+) -> bool {
+    single(n, sandbox, shift)
+        .findings
+        .iter()
+        .any(|f| f.phase == "pci_enumeration" && f.text.contains(gpu) && f.text.contains(bar))
+}
+
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
 }
@@ -85,11 +100,17 @@ fn tolerance(kind: &str, spec: &Spec, t: &Truth) -> f64 {
 /// The true value of a phase kind of a boot, when the truth knows it.
 fn truth_of(kind: &str, spec: &Spec, t: &Truth) -> Option<f64> {
     match kind {
-        "gpu_driver_init" if spec.outcome != Outcome::ColdPlugFailed && !t.per_gpu.is_empty() => t
-            .per_gpu
-            .iter()
-            .all(|g| g.checkable)
-            .then(|| t.per_gpu.iter().map(|g| g.init_s).sum()),
+        // every GPU's init (a GPU whose BAR the guest could not assign has none)
+        "gpu_driver_init"
+            if spec.outcome != Outcome::ColdPlugFailed
+                && !t.per_gpu.is_empty()
+                && t.per_gpu.len() == t.gpus =>
+        {
+            t.per_gpu
+                .iter()
+                .all(|g| g.checkable)
+                .then(|| t.per_gpu.iter().map(|g| g.init_s).sum())
+        }
         "cdi_wait" => t.cdi_wait_s,
         // untraced, only the guest's side of it is seen: left out (`untraced`)
         "memory_hotplug" => t.memory_hotplug_s.filter(|_| spec.pin_trace),
@@ -147,6 +168,14 @@ fn check(nodes: &[NodeRecords], f: &Fleet) -> Result<(), String> {
                         "the finding does not name {dev} and {why:?}{}",
                         ctx()
                     ));
+                }
+            }
+            if let Some((gpu, bar, _)) = &t.bar_unassigned {
+                // the row's finding is how the boot went; the report's has the BAR
+                let said =
+                    rep_bar_finding(n, &t.sandbox, gpu, bar, f.trace_shift_h.get(&node).copied());
+                if !said {
+                    return Err(format!("no finding names {gpu}'s {bar}{}", ctx()));
                 }
             }
             if r.started_late != t.started_late {
@@ -403,12 +432,17 @@ fn boot_spec() -> impl Strategy<Value = Spec> {
             prop::option::weighted(0.15, 0.0f64..1.0),
             prop::option::weighted(0.15, 0.0f64..1.0),
             any::<bool>(),
+            prop_oneof![
+                8 => Just(None),
+                1 => Just(Some(BarWording::Old)),
+                1 => Just(Some(BarWording::New)),
+            ],
         ),
     )
         .prop_map(|(sz, ck, w)| {
             let (seed, gpus, bar_gib, boot_ram_gib, hot_ram_gib, huge, pin_trace, binds) = sz;
             let (agent_offset_ms, prefix_only_pct, pre314, vga, pins) = ck;
-            let (outcome, head_cut, tail_cut, kubectl) = w;
+            let (outcome, head_cut, tail_cut, kubectl, bar_unassigned) = w;
             let mut s = Spec::study(seed);
             s.gpus = gpus;
             s.bar_gib = bar_gib;
@@ -437,7 +471,10 @@ fn boot_spec() -> impl Strategy<Value = Spec> {
             s.foreign_pins = pins && !anchorless;
             s.concurrent_pins = pins && !anchorless && seed % 2 == 0;
             s.outcome = outcome;
-            s.head_cut = head_cut.filter(|_| outcome == Outcome::Complete && tail_cut.is_none());
+            s.bar_unassigned = bar_unassigned;
+            s.head_cut = head_cut.filter(|_| {
+                outcome == Outcome::Complete && tail_cut.is_none() && bar_unassigned.is_none()
+            });
             s.tail_cut = tail_cut
                 .filter(|_| !matches!(outcome, Outcome::ColdPlugFailed | Outcome::HotplugFailed));
             s.kubectl = kubectl;

@@ -203,3 +203,81 @@ fn the_same_records_in_two_files_count_once() {
     // containerd's own lines (shim disconnected …) are not copies
     assert_eq!(both.stats.events, single.stats.events);
 }
+
+/// The finding about a GPU BAR the guest could not assign.
+fn bar_finding(r: &Report) -> Option<&bootprof::analyze::Finding> {
+    r.findings
+        .iter()
+        .find(|f| f.phase == "pci_enumeration" && f.text.contains("could not assign"))
+}
+
+/// What a BAR-assignment finding must say: the GPU, its BAR and the BAR's size, and the
+/// fixes with their sources.
+fn assert_bar_finding(r: &Report, gpu: &str, bar: &str, size: &str) {
+    let t = text(r);
+    let f = bar_finding(r).unwrap_or_else(|| panic!("no BAR finding:\n{t}"));
+    for want in [gpu, bar, size] {
+        assert!(f.text.contains(want), "{want}: {}", f.text);
+    }
+    for want in [
+        "X-PciMmio64Mb",
+        "pref64-reserve",
+        "hot_plug_vfio = \"root-port\"",
+        "pci=realloc",
+        "edk2 OVMF",
+        "QEMU pcie-root-port",
+        "Kata GPU passthrough guide",
+    ] {
+        assert!(f.fix.contains(want), "{want}: {}", f.fix);
+    }
+}
+
+/// A pre-6.8 guest kernel (`BAR 1: no space for [mem size …]`, `BAR 1: failed to assign`),
+/// in kata-containers#4211's shape, and the NVIDIA driver's two-line `This PCI I/O region …
+/// is invalid:` / `BAR1 is 0M` whose second line has no stamp.
+#[test]
+fn a_gpu_bar_with_no_space_is_a_finding() {
+    let d = fixture("dmesg-bar-no-space.txt");
+    let r = analyze(&[("dmesg.txt", &d)], None);
+    assert_bar_finding(&r, "0000:01:01.0", "BAR 1", "256 MiB");
+    let f = bar_finding(&r).unwrap();
+    assert!(f.text.contains("BAR1 is 0M"), "{}", f.text);
+    assert!(f.text.contains("probe"), "{}", f.text);
+    // its other BARs failed too; its I/O BAR was assigned
+    assert!(
+        f.text.contains("BAR 3") && f.text.contains("BAR 0"),
+        "{}",
+        f.text
+    );
+    assert!(!f.text.contains("BAR 5"), "{}", f.text);
+    assert_eq!(r.gpu_count, Some(1));
+}
+
+/// A 6.8+ guest kernel (and 6.1.167+ / 6.6.y with the backport): `BAR 2 [mem size …]:
+/// can't assign; no space`, the bridge window above it, the `pci=realloc` hint, through
+/// Kata's console relay (kata-containers#11671's shape), the stampless second NVRM line a
+/// console record of its own.
+#[test]
+fn a_gpu_bar_that_cant_be_assigned_is_a_finding() {
+    let j = fixture("kata-bar-cant-assign.journal");
+    let r = analyze(&[("containerd.log", &j)], None);
+    assert_bar_finding(&r, "0000:02:00.0", "BAR 2", "128 GiB");
+    let f = bar_finding(&r).unwrap();
+    assert!(f.text.contains("bridge window"), "{}", f.text);
+    assert!(f.text.contains("pci=realloc"), "{}", f.text);
+    assert!(f.text.contains("BAR2 is 0M"), "{}", f.text);
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["bar_assignment"]["failures"][0]["bdf"], "0000:02:00.0");
+}
+
+/// The study's boot (every BAR assigned) has no such finding, and its JSON no such field.
+#[test]
+fn assigned_bars_are_no_finding() {
+    let j = fixture("run2-containerd.journal");
+    let r = analyze(&[("containerd.log", &j)], None);
+    assert!(bar_finding(&r).is_none());
+    assert!(serde_json::to_value(&r)
+        .unwrap()
+        .get("bar_assignment")
+        .is_none());
+}

@@ -6,7 +6,7 @@
 
 use bootprof::parse::ingest::{Ingester, Options};
 use bootprof::parse::time::parse_rfc3339;
-use bootprof::synth::{render, Bind, JournalFormat, Outcome, RamPages, Records, Spec};
+use bootprof::synth::{render, BarWording, Bind, JournalFormat, Outcome, RamPages, Records, Spec};
 use bootprof::{build, Report};
 use proptest::prelude::*;
 
@@ -54,6 +54,25 @@ fn check(spec: &Spec, rec: &Records, r: &Report) -> Result<(), String> {
                 ctx()
             ));
         }
+    }
+    if let Some((gpu, bar, size)) = &t.bar_unassigned {
+        let size = format!("{} GiB", size >> 30);
+        let said = r.findings.iter().any(|f| {
+            f.phase == "pci_enumeration"
+                && [
+                    gpu.as_str(),
+                    bar.as_str(),
+                    size.as_str(),
+                    "could not assign",
+                ]
+                .iter()
+                .all(|w| f.text.contains(w))
+        });
+        if !said {
+            return Err(format!("no finding names {gpu}'s {bar} of {size}{}", ctx()));
+        }
+    } else if r.bar_assignment.is_some() {
+        return Err(format!("a BAR failure the truth does not have{}", ctx()));
     }
     if r.state.started_late.is_empty() == t.started_late {
         return Err(format!(
@@ -215,6 +234,11 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop_oneof![Just(0u8), Just(30), Just(100)],
         prop_oneof![Just(0i64), Just(350), Just(-1200), Just(8 * 3_600_000 + 40)],
         prop_oneof![3 => Just(0i64), 1 => Just(-8), 1 => Just(5)],
+        prop_oneof![
+            8 => Just(None),
+            1 => Just(Some(BarWording::Old)),
+            1 => Just(Some(BarWording::New)),
+        ],
     );
     let world = (
         any::<bool>(),
@@ -237,7 +261,7 @@ fn spec() -> impl Strategy<Value = Spec> {
     );
     (sizes, clocks, world).prop_map(|(sz, ck, w)| {
         let (seed, gpus, bar_gib, old_bar_lines, boot_ram_gib, hot_ram_gib, huge, pin_trace, binds) = sz;
-        let (zone_min, zh_prefix, zoned_time_field, prefix_only_pct, agent_offset_ms, trace_shift_h) = ck;
+        let (zone_min, zh_prefix, zoned_time_field, prefix_only_pct, agent_offset_ms, trace_shift_h, bar_unassigned) = ck;
         let (foreign_pins, concurrent_pins, other_sandbox, earlier_boot, emulated_vga, pre314, outcome, head_cut, tail_cut, kubectl, dup_identifiers) = w;
         // enable order: a shuffle of the enumeration order, from the seed
         let mut order: Vec<usize> = (0..gpus).collect();
@@ -270,9 +294,13 @@ fn spec() -> impl Strategy<Value = Spec> {
             emulated_vga,
             pre314,
             dup_identifiers,
+            bar_unassigned,
             outcome,
             // a failed boot's log is whole: the cuts are for complete ones
-            head_cut: head_cut.filter(|_| outcome == Outcome::Complete && tail_cut.is_none()),
+            // (a log that starts late may lose the BAR lines a finding is checked against)
+            head_cut: head_cut.filter(|_| {
+                outcome == Outcome::Complete && tail_cut.is_none() && bar_unassigned.is_none()
+            }),
             tail_cut: tail_cut.filter(|_| {
                 !matches!(outcome, Outcome::ColdPlugFailed | Outcome::HotplugFailed)
             }),
@@ -358,6 +386,18 @@ fn study_boot_and_single_variations() {
         s.earlier_boot = true;
     });
     v("emulated VGA", &|s| s.emulated_vga = true);
+    v("a GPU BAR with no space (before 6.8)", &|s| {
+        s.bar_unassigned = Some(BarWording::Old);
+        s.old_bar_lines = true;
+    });
+    v("a GPU BAR that can't be assigned (6.8)", &|s| {
+        s.bar_unassigned = Some(BarWording::New)
+    });
+    v("one GPU, its BAR unassigned", &|s| {
+        s.bar_unassigned = Some(BarWording::New);
+        s.gpus = 1;
+        s.enable_order = vec![0];
+    });
     v("pre-3.14 agent", &|s| s.pre314 = true);
     v("hugepages", &|s| s.ram_pages = RamPages::Huge);
     v("CDI never resolved", &|s| {

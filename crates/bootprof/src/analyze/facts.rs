@@ -235,6 +235,26 @@ impl ErrorLine {
     }
 }
 
+/// A PCI resource the guest kernel could not assign.
+#[derive(Debug, Clone)]
+pub struct BarFailed {
+    pub bdf: String,
+    /// `BAR 1`, `VF BAR 0`, `ROM`, `bridge window`.
+    pub name: String,
+    pub size: Option<u64>,
+    pub pref64: bool,
+    pub m: Mark,
+}
+
+/// `BAR1 is 0M @ 0x0 (PCI:0000:0a:00.0)` (the NVIDIA driver's second line of `This PCI
+/// I/O region assigned to your NVIDIA device is invalid:`): the BAR and the device.
+fn nvrm_bar_invalid(msg: &str) -> Option<(String, String)> {
+    let (bar, rest) = msg.split_once(" is 0M")?;
+    let bdf = rest.split_once("(PCI:")?.1.strip_suffix(')')?;
+    (bar.starts_with("BAR") && crate::parse::dmesg::is_bdf(bdf))
+        .then(|| (bar.to_string(), bdf.to_string()))
+}
+
 /// A host pin call paired with its return.
 #[derive(Debug, Clone, Copy)]
 pub struct RawPin {
@@ -287,6 +307,16 @@ pub struct Facts {
     pub nvrm_fbhub: Vec<Mark>,
     pub kube_start: Option<Mark>,
     pub kube_started: Option<Mark>,
+    /// PCI resources the guest kernel could not assign (each BAR once), in log order.
+    pub bar_failures: Vec<BarFailed>,
+    /// The kernel's `try booting with pci=realloc` hint.
+    pub pci_realloc: Option<Mark>,
+    /// The NVIDIA driver's `BARn is 0M @ 0x0 (PCI:BDF)`: (BAR as it names it, BDF, mark).
+    pub nvrm_bar_invalid: Vec<(String, String, Mark)>,
+    /// A driver's `probe of BDF failed with error N`: (driver, BDF, error, mark).
+    pub probe_failed: Vec<(String, String, i64, Mark)>,
+    /// Devices the guest enumerated that are not GPUs (their failed BARs are not a GPU's).
+    pub non_gpus: Vec<String>,
     pub errors: Vec<ErrorLine>,
     pub notes: Vec<String>,
 }
@@ -449,7 +479,12 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
                         }
                     }
                     KernelKind::Nvrm(msg) if msg.contains("FBHUB") => f.nvrm_fbhub.push(m),
-                    _ => {}
+                    KernelKind::PciFound { bdf, .. } => {
+                        if !f.non_gpus.contains(bdf) {
+                            f.non_gpus.push(bdf.clone());
+                        }
+                    }
+                    k => f.bar_fact(k, m),
                 }
             }
             // each line as the `Body::Agent` it would be on its own
@@ -485,6 +520,43 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
 }
 
 impl Facts {
+    /// What a kernel line at `m` says of PCI resources left unassigned, if anything.
+    fn bar_fact(&mut self, k: &KernelKind, m: Mark) {
+        match k {
+            KernelKind::BarFailed {
+                bdf,
+                name,
+                size,
+                pref64,
+            }
+            // the old wording says it twice (`no space for`, `failed to assign`)
+            if !self
+                .bar_failures
+                .iter()
+                .any(|b| &b.bdf == bdf && &b.name == name) =>
+            {
+                self.bar_failures.push(BarFailed {
+                    bdf: bdf.clone(),
+                    name: name.clone(),
+                    size: *size,
+                    pref64: *pref64,
+                    m,
+                });
+            }
+            KernelKind::PciRealloc => note(m, &mut self.pci_realloc),
+            KernelKind::Nvrm(msg) => {
+                if let Some((bar, bdf)) = nvrm_bar_invalid(msg) {
+                    self.nvrm_bar_invalid.push((bar, bdf, m));
+                }
+            }
+            KernelKind::ProbeFailed { driver, bdf, error } => {
+                self.probe_failed
+                    .push((driver.clone(), bdf.clone(), *error, m));
+            }
+            _ => {}
+        }
+    }
+
     /// A line of the boot's own (not kubectl's) at `m`.
     fn any(&mut self, m: Mark) {
         if self.last_any.is_none_or(|l| m.t > l.t) {

@@ -42,6 +42,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
     let c = Constants::default();
     let ram = RamPins::of(r);
     let mut out = how_the_boot_went(r);
+    out.extend(bar_unassigned(r));
     out.extend(cdi_wait(r));
     out.extend(no_pin_trace(r));
     out.extend(bar_pinning(r, &c));
@@ -118,6 +119,171 @@ fn how_the_boot_went(r: &Report) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// `128 GiB`, `256 MiB`, `128.03 GiB`.
+fn size_words(b: u64) -> String {
+    let (v, unit) = if b >= 1 << 30 {
+        (gib(b), "GiB")
+    } else {
+        (b as f64 / f64::from(1u32 << 20), "MiB")
+    };
+    let s = format!("{v:.2}");
+    format!("{} {unit}", s.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// `BAR 1 (256 MiB, 64-bit prefetchable)`.
+fn resource_words(b: &crate::analyze::model::BarFailure) -> String {
+    let mut what = Vec::new();
+    if let Some(n) = b.bytes {
+        what.push(size_words(n));
+    }
+    if b.pref64 {
+        what.push("64-bit prefetchable".to_string());
+    }
+    if what.is_empty() {
+        b.resource.clone()
+    } else {
+        format!("{} ({})", b.resource, what.join(", "))
+    }
+}
+
+/// GPU BARs the guest kernel could not assign: the GPU, each BAR and its size, the bridge
+/// windows above, what the kernel and the NVIDIA driver said; the fixes are the guest
+/// firmware's 64-bit MMIO window, the root port's reserve, Kata's root port, `pci=realloc`.
+fn bar_unassigned(r: &Report) -> Option<Finding> {
+    let ba = r.bar_assignment.as_ref()?;
+    let mut bdfs: Vec<&str> = Vec::new();
+    for b in ba.failures.iter().filter(|b| b.gpu || !is_bridge(b)) {
+        if !bdfs.contains(&b.bdf.as_str()) {
+            bdfs.push(&b.bdf);
+        }
+    }
+    let mut parts = Vec::new();
+    for bdf in &bdfs {
+        let mine: Vec<_> = ba
+            .failures
+            .iter()
+            .filter(|b| b.bdf == *bdf && !is_bridge(b))
+            .collect();
+        let kind = if mine.iter().any(|b| b.gpu) {
+            "GPU"
+        } else {
+            "device"
+        };
+        let first = mine
+            .first()
+            .map_or(String::new(), |b| format!(" — logged at {}", b.line));
+        parts.push(format!(
+            "{kind} {bdf}'s {}{first}",
+            mine.iter()
+                .map(|b| resource_words(b))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    // the NVIDIA driver's own word for a GPU whose BAR lines the log lacks
+    for n in &ba.nvrm_invalid {
+        if let Some((bdf, bar)) = n.split_once(' ') {
+            if !bdfs.contains(&bdf) {
+                parts.push(format!("GPU {bdf}'s {bar}"));
+            }
+        }
+    }
+    let n = ba.failures.iter().filter(|b| !is_bridge(b)).count().max(1);
+    let mut text = format!(
+        "The guest could not assign {}: no space for {} in its PCI memory window, so the GPU cannot be used (its driver fails to probe it; no CDI spec can name it).",
+        parts.join("; "),
+        if n == 1 { "it" } else { "them" }
+    );
+    let bridges: Vec<String> = ba
+        .failures
+        .iter()
+        .filter(|b| is_bridge(b))
+        .map(|b| format!("{} {}", b.bdf, resource_words(b)))
+        .collect();
+    if !bridges.is_empty() {
+        text.push_str(&format!(
+            " The bridge window above could not be assigned either: {}.",
+            bridges.join("; ")
+        ));
+    }
+    if ba.realloc_hint {
+        text.push_str(" The kernel says: try booting with pci=realloc.");
+    }
+    if !ba.nvrm_invalid.is_empty() {
+        let said: Vec<String> = ba
+            .nvrm_invalid
+            .iter()
+            .filter_map(|n| n.split_once(' '))
+            .map(|(bdf, bar)| format!("{bar} is 0M ({bdf})"))
+            .collect();
+        text.push_str(&format!(
+            " The NVIDIA driver: \"This PCI I/O region assigned to your NVIDIA device is invalid\", {}.",
+            said.join(", ")
+        ));
+    }
+    if !ba.probe_failed.is_empty() {
+        text.push_str(&format!(
+            " Probe failed: {}.",
+            ba.probe_failed
+                .iter()
+                .map(|p| {
+                    let w: Vec<&str> = p.split(' ').collect();
+                    format!(
+                        "{} {} (error {})",
+                        w.first().unwrap_or(&"?"),
+                        w.get(1).unwrap_or(&"?"),
+                        w.get(2).unwrap_or(&"?")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let pref: u64 = ba
+        .failures
+        .iter()
+        .filter(|b| !is_bridge(b) && b.pref64)
+        .filter_map(|b| b.bytes)
+        .sum();
+    let all: u64 = ba
+        .failures
+        .iter()
+        .filter(|b| !is_bridge(b))
+        .filter_map(|b| b.bytes)
+        .sum();
+    let window_mib = (2 * all.max(1 << 30)).next_power_of_two() >> 20;
+    let reserve = if pref > 0 {
+        let r = pref.next_power_of_two();
+        if r >= 1 << 30 {
+            format!("{}G", r >> 30)
+        } else {
+            format!("{}M", (r >> 20).max(1))
+        }
+    } else {
+        "SIZE".to_string()
+    };
+    Some(Finding {
+        phase: "pci_enumeration",
+        measured_s: None,
+        text,
+        fix: format!(
+            "Give the guest a 64-bit MMIO window that holds the GPUs' BARs: with OVMF, QEMU `-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string={window_mib}` (MiB; edk2 OVMF: an experimental knob up to 16 TB; Kata 3.2–3.27 set it from the host's GPU BARs, and edk2-stable202502 and later size the window from the devices attached); reserve the space on the port the GPU is plugged into, `-device pcie-root-port,…,pref64-reserve={reserve}` (QEMU pcie-root-port; Kata 2.5–3.27 sized it from the host's BARs); with Kata, machine_type = \"q35\" with hot_plug_vfio = \"root-port\" (2.x: hotplug_vfio_on_root_bus = true) and pcie_root_port = 1 or more (Kata GPU passthrough guide: large-BAR GPUs need a root port); or boot the guest kernel with pci=realloc (Linux PCI setup, the kernel's own hint)."
+        ),
+        saving_s: None,
+    })
+}
+
+/// A bridge's window (`bridge window`, or an old kernel's bridge `BAR 13`–`15`), not a
+/// device's own BAR.
+fn is_bridge(b: &crate::analyze::model::BarFailure) -> bool {
+    !b.gpu
+        && (b.resource == "bridge window"
+            || b.resource
+                .strip_prefix("BAR ")
+                .and_then(|n| n.parse::<u8>().ok())
+                .is_some_and(|n| n > 6))
 }
 
 /// A CDI wait that resolved: how long, and how much of it the GPU driver's inits are.

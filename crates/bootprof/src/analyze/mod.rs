@@ -152,6 +152,7 @@ pub fn analyze(sel: &Selection<'_>, opts: &ClockOptions) -> Report {
         pin_summary,
         cdi,
         critical_path,
+        bar_assignment: bar_assignment(&f, files),
         findings: Vec::new(),
         fixes_save_s: None,
         clocks,
@@ -427,6 +428,64 @@ fn relative_only(axis: &Axis, traces: &Traces, guest: &[&Event]) -> bool {
                         )
                 )
         })
+}
+
+/// The PCI resources of GPUs the guest could not assign: `None` unless a GPU's (or an
+/// unknown device's) BAR failed or the GPU driver found a BAR of 0M. A device the guest
+/// enumerated as something else is left out; a bridge's window is kept, as the cause above
+/// a GPU's.
+fn bar_assignment(f: &Facts, files: &[String]) -> Option<model::BarAssignment> {
+    let named = |bdf: &str| {
+        f.gpus.iter().any(|g| g.bdf == bdf)
+            || f.nvrm_bar_invalid.iter().any(|(_, b, _)| b == bdf)
+            || f.probe_failed.iter().any(|(_, b, _, _)| b == bdf)
+    };
+    let bridge = |b: &facts::BarFailed| {
+        b.name == "bridge window"
+            || b.name
+                .strip_prefix("BAR ")
+                .and_then(|n| n.parse::<u8>().ok())
+                .is_some_and(|n| n > 6)
+    };
+    let mut kept: Vec<&facts::BarFailed> = f
+        .bar_failures
+        .iter()
+        .filter(|b| named(&b.bdf) || bridge(b) || !f.non_gpus.contains(&b.bdf))
+        .collect();
+    // the devices' own first, then the bridges above them (each in log order)
+    kept.sort_by_key(|b| bridge(b));
+    let failures: Vec<model::BarFailure> = kept
+        .into_iter()
+        .map(|b| model::BarFailure {
+            bdf: b.bdf.clone(),
+            resource: b.name.clone(),
+            bytes: b.size,
+            pref64: b.pref64,
+            gpu: named(&b.bdf) && !bridge(b),
+            line: b.m.src.at(files),
+        })
+        .collect();
+    let device = failures.iter().any(|b| b.gpu)
+        || f.bar_failures
+            .iter()
+            .any(|b| !bridge(b) && !f.non_gpus.contains(&b.bdf));
+    if !device && f.nvrm_bar_invalid.is_empty() {
+        return None;
+    }
+    Some(model::BarAssignment {
+        failures,
+        realloc_hint: f.pci_realloc.is_some(),
+        nvrm_invalid: f
+            .nvrm_bar_invalid
+            .iter()
+            .map(|(bar, bdf, _)| format!("{bdf} {bar}"))
+            .collect(),
+        probe_failed: f
+            .probe_failed
+            .iter()
+            .map(|(d, bdf, e, _)| format!("{d} {bdf} {e}"))
+            .collect(),
+    })
 }
 
 /// The report with its findings, and what their fixes save together.

@@ -220,6 +220,36 @@ pub struct Failure {
     pub line: Option<String>,
 }
 
+/// PCI resources of GPUs (or of devices the log does not show to be anything else) that the
+/// guest kernel could not assign, and what the kernel and the GPU driver said about them.
+#[derive(Debug, Clone, Serialize)]
+pub struct BarAssignment {
+    /// In log order: the GPUs' BARs, then the bridge windows above them.
+    pub failures: Vec<BarFailure>,
+    /// The kernel's hint `Some PCI device resources are unassigned, try booting with
+    /// pci=realloc` was logged.
+    pub realloc_hint: bool,
+    /// The NVIDIA driver's `BARn is 0M @ 0x0 (PCI:BDF)`, as `BDF BARn`.
+    pub nvrm_invalid: Vec<String>,
+    /// Drivers whose probe failed: `driver BDF error`.
+    pub probe_failed: Vec<String>,
+}
+
+/// One resource left unassigned.
+#[derive(Debug, Clone, Serialize)]
+pub struct BarFailure {
+    pub bdf: String,
+    /// `BAR 1`, `VF BAR 0`, `ROM`, `bridge window`.
+    pub resource: String,
+    /// `null` when the line does not give it.
+    pub bytes: Option<u64>,
+    pub pref64: bool,
+    /// The device is a GPU (enumerated as one, or named by the GPU driver); `false` for a
+    /// bridge or a device the log does not show.
+    pub gpu: bool,
+    pub line: String,
+}
+
 /// What the inputs say about how the boot went.
 #[derive(Debug, Clone, Serialize)]
 pub struct BootState {
@@ -283,6 +313,9 @@ pub struct Report {
     pub pin_summary: PinSummary,
     pub cdi: Option<CdiSummary>,
     pub critical_path: Vec<CriticalStep>,
+    /// GPU BARs the guest kernel could not assign (`null`-free: absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bar_assignment: Option<BarAssignment>,
     pub findings: Vec<Finding>,
     /// The findings' savings added up (`null` when none names one): the most the fixes
     /// together take off `total_s` (all of it where the phases they shorten are critical).

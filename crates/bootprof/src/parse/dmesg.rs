@@ -25,6 +25,28 @@ pub enum KernelKind {
     },
     /// `NVRM: …` — NVIDIA resource manager messages.
     Nvrm(String),
+    /// A PCI resource the kernel could not assign: `BAR 1: no space for [mem size 0x… 64bit
+    /// pref]` / `BAR 1: failed to assign […]` (before 6.8), `BAR 1 [mem size 0x… 64bit
+    /// pref]: can't assign; no space` / `…: failed to assign` (6.8, and 6.1.167+ / 6.6.y
+    /// with the backport), for a `BAR n`, `VF BAR n`, `ROM` or `bridge window`.
+    BarFailed {
+        bdf: String,
+        /// `BAR 1`, `VF BAR 0`, `ROM`, `bridge window` (old kernels: a bridge's `BAR 13`–`15`).
+        name: String,
+        /// Bytes, when the line gives the size (`[mem size 0x…]`, `[mem 0xA-0xB …]`).
+        size: Option<u64>,
+        /// A 64-bit prefetchable memory resource.
+        pref64: bool,
+    },
+    /// `pci_bus …: Some PCI device resources are unassigned, try booting with pci=realloc`.
+    PciRealloc,
+    /// `<driver>: probe of BDF failed with error N` (`nvidia: probe of 0000:0a:00.0 failed
+    /// with error -1`).
+    ProbeFailed {
+        driver: String,
+        bdf: String,
+        error: i64,
+    },
     /// initcall_debug: `calling  fn+0x0/0x… @ 1`.
     InitcallStart {
         func: String,
@@ -206,6 +228,12 @@ fn classify(body: &str) -> KernelKind {
     if let Some(rest) = body.strip_prefix("NVRM: ") {
         return KernelKind::Nvrm(rest.to_string());
     }
+    if body.starts_with("pci_bus ") && body.contains("try booting with pci=realloc") {
+        return KernelKind::PciRealloc;
+    }
+    if let Some(k) = probe_failed(body) {
+        return k;
+    }
     if body.starts_with("Run /") && body.ends_with("as init process") {
         return KernelKind::RunInit;
     }
@@ -246,6 +274,16 @@ fn classify(body: &str) -> KernelKind {
     };
     let rest = rest.unwrap_or("");
     let bdf = bdf.to_string();
+    if matches!(driver, "pci" | "pcieport") {
+        if let Some((name, size, pref64)) = bar_failed(rest) {
+            return KernelKind::BarFailed {
+                bdf,
+                name,
+                size,
+                pref64,
+            };
+        }
+    }
     if rest.starts_with("enabling device") {
         return KernelKind::DriverEnable {
             driver: driver.to_string(),
@@ -307,6 +345,62 @@ fn classify(body: &str) -> KernelKind {
         }
     }
     KernelKind::Other
+}
+
+/// A resource the kernel could not assign, in either wording: its name (`BAR 1`, `VF BAR 0`,
+/// `ROM`, `bridge window`), its size when given, and whether it is 64-bit prefetchable.
+fn bar_failed(rest: &str) -> Option<(String, Option<u64>, bool)> {
+    let failed = rest.contains("no space")
+        || rest.contains("failed to assign")
+        || rest.contains("can't assign");
+    if !failed || rest.contains("failed to expand") {
+        return None;
+    }
+    // `BAR 1: no space for [mem …]` (old) or `BAR 1 [mem …]: can't assign; no space` (6.8)
+    let name = rest.split([':', '[']).next()?.trim();
+    let known = name.starts_with("BAR ")
+        || name.starts_with("VF BAR ")
+        || name == "ROM"
+        || name == "bridge window";
+    if !known {
+        return None;
+    }
+    let res = rest.get(rest.find('[')? + 1..)?;
+    let res = res.get(..res.find(']')?)?;
+    let size = if let Some(sz) = res
+        .strip_prefix("mem size ")
+        .or(res.strip_prefix("io  size "))
+    {
+        hex_u64(sz.split(' ').next()?)
+    } else {
+        res.split_whitespace()
+            .nth(1)
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(a, b)| Some(hex_u64(b)?.checked_sub(hex_u64(a)?)?.saturating_add(1)))
+    };
+    Some((name.to_string(), size, res.contains("64bit pref")))
+}
+
+/// `nvidia: probe of 0000:0a:00.0 failed with error -1`.
+fn probe_failed(body: &str) -> Option<KernelKind> {
+    let (driver, rest) = body.split_once(": probe of ")?;
+    let (bdf, error) = rest.split_once(" failed with error ")?;
+    (is_bdf(bdf) && !driver.contains(' ')).then(|| KernelKind::ProbeFailed {
+        driver: driver.to_string(),
+        bdf: bdf.to_string(),
+        error: error.trim().parse().unwrap_or(0),
+    })
+}
+
+/// The second line of a kernel message printed on two lines, which has no stamp of its own:
+/// the NVIDIA driver's `               NVRM: BAR1 is 0M @ 0x0 (PCI:0000:0a:00.0)` after `NVRM:
+/// This PCI I/O region assigned to your NVIDIA device is invalid:` — indented, `NVRM: `.
+pub fn continuation(line: &str) -> Option<KernelKind> {
+    let t = line.trim_start();
+    (t.len() < line.len())
+        .then(|| t.strip_prefix("NVRM: "))
+        .flatten()
+        .map(|rest| KernelKind::Nvrm(rest.trim_end().to_string()))
 }
 
 /// A memory BAR line in any kernel's wording: `BAR 2 [mem 0x0-0x1fffffffff 64bit pref]`
@@ -494,11 +588,49 @@ mod tests {
         for other in [
             "[    3.2] pci 0000:02:00.0: reg 0x30: [mem 0xfff80000-0xffffffff pref]",
             "[    3.2] pci 0000:02:00.0: reg 0x10: [io  0x1000-0x10ff]",
-            "[    3.2] pci 0000:02:00.0: BAR 2: no space for [mem size 0x2000000000 64bit pref]",
-            "[    3.2] pci 0000:02:00.0: BAR 2: failed to assign [mem size 0x2000000000 64bit pref]",
         ] {
-            assert_eq!(parse_line(other).unwrap().kind, KernelKind::Other, "{other}");
+            assert_eq!(
+                parse_line(other).unwrap().kind,
+                KernelKind::Other,
+                "{other}"
+            );
         }
+        // a failed assignment is not a BAR of the device's memory: it is its own kind
+        for (line, name, size, pref64) in [
+            ("[    3.2] pci 0000:02:00.0: BAR 2: no space for [mem size 0x2000000000 64bit pref]", "BAR 2", Some(128u64 << 30), true),
+            ("[    3.2] pci 0000:02:00.0: BAR 2: failed to assign [mem size 0x2000000000 64bit pref]", "BAR 2", Some(128 << 30), true),
+            ("[    7.592937] pci 0000:01:02.0: BAR 0: no space for [mem size 0x01000000]", "BAR 0", Some(16 << 20), false),
+            ("[   10.03] pci 0006:03:00.2: BAR 0 [mem size 0x00800000 64bit pref]: can't assign; no space", "BAR 0", Some(8 << 20), true),
+            ("[    4.18] pci 0000:08:00.0: VF BAR 0 [mem size 0x00400000 64bit pref]: failed to assign", "VF BAR 0", Some(4 << 20), true),
+            ("[    4.19] pci 0000:10:01.0: bridge window [mem size 0x00200000 64bit pref]: can't assign; no space", "bridge window", Some(2 << 20), true),
+            ("[    1.0] pcieport 0000:7b:02.0: BAR 15: no space for [mem size 0x00200000 64bit pref]", "BAR 15", Some(2 << 20), true),
+        ] {
+            let KernelKind::BarFailed { name: n, size: z, pref64: p, .. } = parse_line(line).unwrap().kind else {
+                panic!("{line}")
+            };
+            assert_eq!((n.as_str(), z, p), (name, size, pref64), "{line}");
+        }
+        assert_eq!(
+            parse_line("[    4.190030] pci_bus 0000:00: Some PCI device resources are unassigned, try booting with pci=realloc").unwrap().kind,
+            KernelKind::PciRealloc
+        );
+        assert_eq!(
+            parse_line("[83260.063557] nvidia: probe of 0000:14:00.0 failed with error -1")
+                .unwrap()
+                .kind,
+            KernelKind::ProbeFailed {
+                driver: "nvidia".into(),
+                bdf: "0000:14:00.0".into(),
+                error: -1
+            }
+        );
+        assert_eq!(
+            continuation("               NVRM: BAR1 is 0M @ 0x0 (PCI:0000:0a:00.0)"),
+            Some(KernelKind::Nvrm(
+                "BAR1 is 0M @ 0x0 (PCI:0000:0a:00.0)".into()
+            ))
+        );
+        assert_eq!(continuation("NVRM: not indented"), None);
         assert!(!is_passthrough_gpu(0x1234, 0x030000));
         assert!(is_passthrough_gpu(0x10de, 0x030200));
     }

@@ -5,7 +5,7 @@
 //! its lines and pins and returns the instants the later steps and the log cuts need.
 
 use super::guest::{Guest, Out, Pin};
-use super::spec::{Bind, GpuTruth, JournalFormat, Outcome, RamPages, Spec, Truth};
+use super::spec::{BarWording, Bind, GpuTruth, JournalFormat, Outcome, RamPages, Spec, Truth};
 use super::{ns, pin_ms, Ids, Rng};
 use crate::parse::time::Nanos;
 
@@ -116,6 +116,7 @@ impl<'a> Vm<'a> {
             failure_step: None,
             failure_device: None,
             failure_reason: None,
+            bar_unassigned: None,
             started_late: spec.head_cut.is_some(),
             trace_shift_h: -spec.trace_shift_h,
             vm_start: ids.t0,
@@ -141,6 +142,20 @@ impl<'a> Vm<'a> {
             seq: 1300,
             truth,
         }
+    }
+
+    /// How the boot ends: the spec's outcome, but a boot one of whose GPUs the guest could
+    /// not give its BAR never has the CDI specs of all its GPUs.
+    fn outcome(&self) -> Outcome {
+        match self.spec.outcome {
+            Outcome::Complete if self.bar_fails(0) => Outcome::CdiNeverResolved,
+            o => o,
+        }
+    }
+
+    /// Whether GPU `k`'s VRAM BAR finds no space in the guest ([`Spec::bar_unassigned`]).
+    fn bar_fails(&self, k: usize) -> bool {
+        k == 0 && self.gpus > 0 && self.spec.bar_unassigned.is_some()
     }
 
     /// Whether the boot's first line has only a prefix time.
@@ -361,6 +376,11 @@ impl<'a> Vm<'a> {
             .iter()
             .enumerate()
         {
+            let at = tf + ns(0.004 + 0.0003 * j as f64);
+            if *idx == 2 && self.bar_fails(k) {
+                self.bar_failed(&bdf, at, *sz);
+                continue;
+            }
             let r = bar_range(base + off, *sz);
             off += sz;
             let line = if old {
@@ -368,12 +388,57 @@ impl<'a> Vm<'a> {
             } else {
                 format!("pci {bdf}: BAR {idx} [mem {r} 64bit pref]: assigned")
             };
-            self.g.kernel(tf + ns(0.004 + 0.0003 * j as f64), &line);
+            self.g.kernel(at, &line);
         }
         self.seq += 1;
         let seq = self.seq;
         self.g
             .uevent(tf + ns(0.006), "add", &devpath(k), "pci", seq);
+    }
+
+    /// The guest finds no space for GPU `bdf`'s VRAM BAR of `size` bytes at `at`, in the
+    /// spec's wording, and the kernel hints `pci=realloc`.
+    fn bar_failed(&mut self, bdf: &str, at: Nanos, size: u64) {
+        let res = format!("[mem size {size:#x} 64bit pref]");
+        let lines = match self.spec.bar_unassigned {
+            Some(BarWording::Old) => [
+                format!("pci {bdf}: BAR 2: no space for {res}"),
+                format!("pci {bdf}: BAR 2: failed to assign {res}"),
+            ],
+            _ => [
+                format!("pci {bdf}: BAR 2 {res}: can't assign; no space"),
+                format!("pci {bdf}: BAR 2 {res}: failed to assign"),
+            ],
+        };
+        for (j, l) in lines.iter().enumerate() {
+            self.g.kernel(at + ns(0.0001 * j as f64), l);
+        }
+        self.g.kernel(
+            at + ns(0.0003),
+            "pci_bus 0000:00: Some PCI device resources are unassigned, try booting with pci=realloc",
+        );
+        self.truth.bar_unassigned = Some((bdf.to_string(), "BAR 2".to_string(), size));
+    }
+
+    /// The driver's probe of GPU `bdf`, whose BAR is unassigned, at `at`: the two-line
+    /// `This PCI I/O region … is invalid:` / `BAR2 is 0M`, the failed probe.
+    fn probe_failed(&mut self, bdf: &str, at: Nanos) {
+        self.g.kernel(
+            at,
+            "NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:",
+        );
+        self.g.console_raw(
+            at,
+            &format!("               NVRM: BAR2 is 0M @ 0x0 (PCI:{bdf})"),
+        );
+        self.g.kernel(
+            at + ns(0.00001),
+            "NVRM: The system BIOS may have misconfigured your GPU.",
+        );
+        self.g.kernel(
+            at + ns(0.00002),
+            &format!("nvidia: probe of {bdf} failed with error -1"),
+        );
     }
 
     /// The shim's `create_container` reaches the agent after the last GPU was found.
@@ -401,6 +466,12 @@ impl<'a> Vm<'a> {
         let mut enables_logged = Vec::new();
         let mut last_end = None;
         for k in enable_order(self.spec, self.gpus) {
+            if self.bar_fails(k) {
+                // no BAR, no enable: the probe fails at once
+                self.probe_failed(&bdf(k), te);
+                te += ns(self.g.rng.f(0.01, 0.3));
+                continue;
+            }
             enables.push(te);
             let gpu = self.init_gpu(k, te);
             enables_logged.push(gpu.logged);
@@ -414,7 +485,8 @@ impl<'a> Vm<'a> {
             .enumerate()
             .map(|(i, c)| close_of(i, *c, &enables, fbhub0))
             .collect();
-        for n in 0..self.gpus {
+        let inited = enables.len();
+        for n in 0..inited {
             self.g.kernel(
                 fbhub0 + ns(2.12 * n as f64),
                 "NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected. Clearing it.",
@@ -424,7 +496,7 @@ impl<'a> Vm<'a> {
             enables,
             enables_logged,
             closes,
-            fbhub_end: fbhub0 + ns(2.12 * self.gpus as f64),
+            fbhub_end: fbhub0 + ns(2.12 * inited as f64),
         }
     }
 
@@ -488,7 +560,7 @@ impl<'a> Vm<'a> {
         let list = self.shuffled_devices().join(", ");
         let c0 = create.c0;
         let fbhub_end = drivers.fbhub_end;
-        let (done, fail_at) = match self.spec.outcome {
+        let (done, fail_at) = match self.outcome() {
             Outcome::Complete => (Some(fbhub_end + ns(self.g.rng.f(5.0, 45.0))), None),
             Outcome::CdiNeverResolved => (None, Some(c0 + ns(create.interval * 100.0 + 1.05))),
             Outcome::CreateTimeout => (
@@ -541,7 +613,7 @@ impl<'a> Vm<'a> {
     /// How the boot ends after the CDI wait: the container starts, or the boot fails.
     pub(super) fn end(&mut self, create: &Create, cdi: &Cdi) -> End {
         let c0 = create.c0;
-        match self.spec.outcome {
+        match self.outcome() {
             Outcome::Complete => self.complete(c0, cdi),
             Outcome::CdiNeverResolved => {
                 let f = cdi.fail_at.unwrap_or(c0);

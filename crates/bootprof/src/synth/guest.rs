@@ -70,6 +70,16 @@ impl Guest<'_> {
             body: Body::Console(format!("[{g:>12.6}] {text}")),
         });
     }
+    /// A console line without a stamp (the second line of a two-line kernel message).
+    pub(super) fn console_raw(&mut self, t: Nanos, text: &str) {
+        let d = self.delay();
+        self.out.lines.push(JLine {
+            t: t + d,
+            sandbox: self.sandbox.clone(),
+            shim: self.shim,
+            body: Body::Console(text.to_string()),
+        });
+    }
     pub(super) fn agent(
         &mut self,
         t: Nanos,

@@ -27,7 +27,9 @@ mod vfio;
 
 pub use vfio::WORDINGS as HOTPLUG_WORDINGS;
 
-pub use spec::{Bind, GpuTruth, JournalFormat, Outcome, RamPages, Records, Spec, Truth};
+pub use spec::{
+    BarWording, Bind, GpuTruth, JournalFormat, Outcome, RamPages, Records, Spec, Truth,
+};
 
 use crate::parse::time::{civil_from_nanos, days_from_civil, Nanos, NS_PER_S};
 
@@ -187,14 +189,13 @@ pub fn render(spec: &Spec) -> Records {
     let bpftrace = spec
         .pin_trace
         .then(|| host::bpftrace(spec, &mut rest, &ids, &out.pins, last_logged, end_at));
-    let kubectl =
-        (spec.kubectl && spec.outcome == Outcome::Complete && cut.tail.is_none()).then(|| {
-            let (text, total_s) = kubectl::describe(spec, &mut rest, ids.t0, end_at);
-            if cut.head.is_none() {
-                truth.total_s = Some(total_s);
-            }
-            text
-        });
+    let kubectl = (spec.kubectl && truth.status == "complete" && cut.tail.is_none()).then(|| {
+        let (text, total_s) = kubectl::describe(spec, &mut rest, ids.t0, end_at);
+        if cut.head.is_none() {
+            truth.total_s = Some(total_s);
+        }
+        text
+    });
     Records {
         journal,
         bpftrace,

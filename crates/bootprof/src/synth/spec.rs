@@ -14,6 +14,17 @@ pub enum Bind {
     Absent,
 }
 
+/// How the guest kernel words a BAR it could not assign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarWording {
+    /// Before 6.8: `BAR 2: no space for [mem size 0x… 64bit pref]`, `BAR 2: failed to
+    /// assign […]`.
+    Old,
+    /// 6.8 (and 6.1.167+ / 6.6.y with the backport): `BAR 2 [mem size 0x… 64bit pref]:
+    /// can't assign; no space`, `…: failed to assign`.
+    New,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Complete,
@@ -116,6 +127,11 @@ pub struct Spec {
     /// hook) and `containerd[PID]` (containerd copying its log FIFO), as kata-containers
     /// PR #4130 and #10622 show them.
     pub dup_identifiers: bool,
+    /// The first GPU's VRAM BAR finds no space in the guest (the BAR-failure lines in this
+    /// wording, the kernel's `pci=realloc` hint, the NVIDIA driver's `BARn is 0M` and its
+    /// failed probe): that GPU is never enabled and the CDI specs never resolve (a Complete
+    /// outcome becomes CdiNeverResolved).
+    pub bar_unassigned: Option<BarWording>,
     pub outcome: Outcome,
     /// The journal starts this far (0..1) from guest boot + 2 s to the last GPU's enable.
     pub head_cut: Option<f64>,
@@ -157,6 +173,7 @@ impl Spec {
             emulated_vga: false,
             pre314: false,
             dup_identifiers: false,
+            bar_unassigned: None,
             outcome: Outcome::Complete,
             head_cut: None,
             tail_cut: None,
@@ -201,6 +218,9 @@ pub struct Truth {
     /// reason: both must be in the failure's summary.
     pub failure_device: Option<String>,
     pub failure_reason: Option<String>,
+    /// A GPU BAR the guest could not assign: (GPU, `BAR n`, bytes); a finding must name
+    /// all three.
+    pub bar_unassigned: Option<(String, String, u64)>,
     pub started_late: bool,
     /// Hours to add to the trace's stamps to put them on the host clock.
     pub trace_shift_h: i64,

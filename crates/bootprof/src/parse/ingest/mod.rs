@@ -1322,6 +1322,20 @@ impl Ingester {
                 self.push(src, sandbox, pid, host, Body::Kernel(k));
                 Ok(true)
             }
+            Console::Continuation(kind) => {
+                match self.stream((src.file, sandbox, pid)).guest {
+                    Some(t) => self.push(
+                        src,
+                        sandbox,
+                        pid,
+                        host,
+                        Body::Kernel(KernelLine { t, kind }),
+                    ),
+                    // nothing before it to place it after
+                    None => self.out.stats.unrecognized += 1,
+                }
+                Ok(true)
+            }
             Console::Other => Ok(false),
         }
     }
@@ -1535,6 +1549,9 @@ enum Console {
     /// Looked like an agent record and did not parse.
     BadAgent(String),
     Kernel(KernelLine),
+    /// The stampless second line of a two-line kernel message ([`dmesg::continuation`]):
+    /// placed at the latest guest time of its stream.
+    Continuation(dmesg::KernelKind),
     /// Neither (NVRC output, prose).
     Other,
 }
@@ -1572,6 +1589,9 @@ fn record_key(time: Option<Nanos>, pid: Option<u32>, body: &JournalBody) -> Opti
         ),
         JournalBody::Console(Console::BadAgent(e)) => mix(mix(h, 2), message_hash(e.as_bytes())),
         JournalBody::Console(Console::Other) => mix(h, 3),
+        JournalBody::Console(Console::Continuation(k)) => {
+            mix(mix(h, 6), message_hash(format!("{k:?}").as_bytes()))
+        }
         JournalBody::ConsoleText(text) => mix(mix(h, 4), message_hash(text.as_bytes())),
         JournalBody::Host(l) => mix(
             mix(mix(h, 5), message_hash(l.msg.as_bytes())),
@@ -1701,6 +1721,9 @@ fn journal_body(j: &journal::JournalRef<'_>, console: &str) -> JournalBody {
                 Err(e) => Console::BadAgent(e.to_string()),
             });
         }
+        if let Some(kind) = dmesg::continuation(console) {
+            return JournalBody::Console(Console::Continuation(kind));
+        }
         let c = parse_console(console.trim());
         return match c {
             Console::Other => JournalBody::ConsoleText(console.to_string()),
@@ -1774,7 +1797,10 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
             Err(e) => return Parsed::Bad(Bad::Format(format!("journal: {e}"))),
         }
     }
-    // 2. console payload: agent JSON or kernel line
+    // 2. console payload: agent JSON or kernel line (or a kernel line's stampless second)
+    if let Some(kind) = dmesg::continuation(s) {
+        return Parsed::Console(Console::Continuation(kind));
+    }
     match parse_console(trimmed) {
         Console::Other => {}
         c => return Parsed::Console(c),
