@@ -200,8 +200,9 @@ fn the_same_records_in_two_files_count_once() {
     let both = ingest(&[("kata.log", &kata), ("containerd.log", &ctrd)], None);
     let single = ingest(&[("kata.log", &kata)], None);
     assert_eq!(both.stats.duplicates, 8);
-    // containerd's own lines (shim disconnected …) are not copies
-    assert_eq!(both.stats.events, single.stats.events);
+    // containerd's own lines (`shim disconnected`, `cleaning up after shim disconnected`,
+    // naming the sandbox by `id=`) are not copies
+    assert_eq!(both.stats.events, single.stats.events + 2);
 }
 
 /// The finding about a GPU BAR the guest could not assign.
@@ -280,4 +281,63 @@ fn assigned_bars_are_no_finding() {
         .unwrap()
         .get("bar_assignment")
         .is_none());
+}
+
+/// kata-containers#5594's shape: a boot whose container started, its sandbox stopped 40
+/// min later (`virtiofsd quits`, `Stopping Sandbox`, containerd's `shim disconnected`):
+/// complete, the stop said as a note, its time not in the boot.
+#[test]
+fn a_sandbox_stopped_after_its_container_started_is_complete() {
+    let j = fixture("kata-stopped-after-start.journal");
+    let r = analyze(&[("kata.log", &j)], None);
+    let t = text(&r);
+    assert_eq!(r.state.status, "complete", "{t}");
+    let note = r.state.stopped.as_deref().unwrap_or_else(|| panic!("{t}"));
+    assert!(
+        note.contains("Stopping Sandbox") && note.contains("after"),
+        "{note}"
+    );
+    assert!(t.contains("stopped"), "{t}");
+    assert!(!t.contains("The log ends before the boot did"), "{t}");
+    // 17:48:50.2 → start_container at 17:49:01.77: not 40 min
+    let total = r.total_s.unwrap();
+    assert!((total - 11.57).abs() < 0.05, "{total}\n{t}");
+    assert!(!r.total_at_least);
+    let fl = fleet::analyze(&ingest(&[("kata.log", &j)], None), &FleetOptions::default());
+    assert_eq!(fl.rows[0].state, "complete");
+    assert!(fl.rows[0].total_s.is_some_and(|s| s < 12.0));
+}
+
+/// kata-containers#3440's shape (Kata 2.0.1, Cloud Hypervisor, no `name=`): the sandbox
+/// stopped while the agent still waited for CDI: stopped, not "the log ends".
+#[test]
+fn a_sandbox_stopped_before_its_container_started_is_stopped() {
+    let j = fixture("clh-stopped-before-start.journal");
+    let r = analyze(&[("clh.log", &j)], None);
+    let t = text(&r);
+    assert_eq!(r.state.status, "stopped", "{t}");
+    assert!(r.state.failure.is_none());
+    let during = r.state.ends_during.as_deref().unwrap_or("");
+    assert!(during.contains("Stopping sandbox in the VM"), "{during}");
+    assert!(t.contains("State: STOPPED"), "{t}");
+    assert!(!t.contains("The log ends before the boot did"), "{t}");
+    // the guest's power-down after the stop is not part of the boot
+    assert!(r.phases.iter().all(|p| p.end_s < 40.0), "{t}");
+    let fl = fleet::analyze(&ingest(&[("clh.log", &j)], None), &FleetOptions::default());
+    assert_eq!(fl.rows[0].state, "stopped");
+    assert_eq!(fl.states.get("stopped"), Some(&1));
+    assert!(bootprof::render::fleet::text(&fl).contains("1 stopped"));
+}
+
+/// kubernetes#111469's shape (containerd 1.6): `StopPodSandbox for "ID"` and `shim
+/// disconnected id=ID` name the sandbox only in their text and `id=`.
+#[test]
+fn containerds_stop_pod_sandbox_stops_its_sandbox() {
+    let j = fixture("cri-stop-pod-sandbox.journal");
+    for sandbox in [None, Some("6ebefcaa")] {
+        let r = analyze(&[("c.log", &j)], sandbox);
+        assert_eq!(r.state.status, "stopped", "{}", text(&r));
+        let during = r.state.ends_during.as_deref().unwrap_or("");
+        assert!(during.contains("StopPodSandbox"), "{during}");
+    }
 }

@@ -33,6 +33,17 @@ fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
     }
 }
 
+/// A journald-prefixed line that names no sandbox by key or in a CRI error, but by
+/// containerd's `StopPodSandbox for \"ID\"` or `shim disconnected" id=ID`: where its id
+/// starts. Looked for only in lines that would otherwise be another unit's (few bytes).
+fn stop_naming(line: &[u8]) -> Option<usize> {
+    const STOP: &[u8] = b"StopPodSandbox for \\\"";
+    const GONE: &[u8] = b"shim disconnected\" id=";
+    memmem::find(line, STOP)
+        .map(|at| at + STOP.len())
+        .or_else(|| memmem::find(line, GONE).map(|at| at + GONE.len()))
+}
+
 /// What the prefilter decided about one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Class {
@@ -96,7 +107,10 @@ impl Prefilter {
         let texts: Vec<usize> = memmem::find_iter(line, SANDBOX_TEXT)
             .map(|k| k + SANDBOX_TEXT.len())
             .collect();
-        let named = if keys.is_empty() { texts } else { keys };
+        let mut named = if keys.is_empty() { texts } else { keys };
+        if named.is_empty() && journald_prefix(line) {
+            named.extend(stop_naming(line));
+        }
         if !named.is_empty() {
             if named.iter().any(|v| self.wanted_at(line, *v)) {
                 Class::Keep
@@ -153,7 +167,11 @@ impl Prefilter {
                     Class::OtherSandbox
                 }
             } else if journald_prefix(text) {
-                Class::Unrecognized
+                match stop_naming(text) {
+                    Some(v) if self.wanted_at(text, v) => Class::Keep,
+                    Some(_) => Class::OtherSandbox,
+                    None => Class::Unrecognized,
+                }
             } else {
                 Class::Keep
             };

@@ -22,6 +22,12 @@ pub(super) enum Body {
         msg: String,
         error: String,
     },
+    /// containerd's own line: `msg=` and more fields (` id=… namespace=…`).
+    Containerd {
+        level: &'static str,
+        msg: String,
+        fields: String,
+    },
 }
 
 pub(super) struct JLine {
@@ -222,6 +228,9 @@ fn message(l: &JLine, time: &str, cat: bool) -> String {
                 l.shim,
                 l.sandbox
             )
+        }
+        Body::Containerd { level, msg, fields } => {
+            format!("time=\"{time}\" level={level} msg={}{fields}", go_quote(msg))
         }
         Body::Cri { msg, error } => format!(
             "time=\"{time}\" level=error msg={} error={}",
