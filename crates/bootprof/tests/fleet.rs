@@ -11,8 +11,8 @@ use bootprof::fleet::{self, Fleet, FleetOptions, PHASES};
 use bootprof::parse::ingest::{Ingest, Ingester, Options};
 use bootprof::parse::time::parse_rfc3339;
 use bootprof::synth::{
-    fleet as gen_fleet, BarWording, Bind, JournalFormat, NodeRecords, Outcome, RamPages, Spec,
-    Stop, Truth,
+    fleet as gen_fleet, BarWording, Bind, JournalFormat, NodeRecords, Outcome, ProxyConsole,
+    RamPages, Spec, Stop, Truth,
 };
 use proptest::prelude::*;
 
@@ -514,9 +514,10 @@ fn node_spec() -> impl Strategy<Value = Vec<Spec>> {
         prop_oneof![3 => Just(0i64), 1 => Just(-8)],
         journal_format(),
         prop::bool::weighted(0.3),
+        prop::bool::weighted(0.15),
         prop::collection::vec(boot_spec(), 1..=4),
     )
-        .prop_map(|(zone, zh, zoned, shift, format, dup, mut boots)| {
+        .prop_map(|(zone, zh, zoned, shift, format, dup, proxy, mut boots)| {
             for b in &mut boots {
                 b.zone_min = zone;
                 b.zh_prefix = zh;
@@ -524,6 +525,8 @@ fn node_spec() -> impl Strategy<Value = Vec<Spec>> {
                 b.trace_shift_h = shift;
                 b.journal_format = format;
                 b.dup_identifiers = dup;
+                // (a node's proxy lines name their sandbox: boots share the journal)
+                b.proxy_console = proxy.then_some(ProxyConsole::WithSandbox);
             }
             boots
         })

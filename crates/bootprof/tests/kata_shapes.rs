@@ -341,3 +341,46 @@ fn containerds_stop_pod_sandbox_stops_its_sandbox() {
         assert!(during.contains("StopPodSandbox"), "{during}");
     }
 }
+
+/// Kata 1.x: the guest's console through `kata-proxy` (`msg="[   67.48…] …\n" name=kata-proxy
+/// pid=… sandbox=… source=agent`, kata-containers/runtime#1551, #1128): read as the
+/// sandbox's kernel lines, so its phases and the BAR finding work on Kata 1.x logs too.
+#[test]
+fn kata_proxy_lines_are_the_guests_console() {
+    let j = fixture("kata1-proxy-console.journal");
+    for sandbox in [None, Some("52e7aef4")] {
+        let r = analyze(&[("proxy.log", &j)], sandbox);
+        let t = text(&r);
+        assert_eq!(
+            r.sandbox.as_deref(),
+            Some("52e7aef4e1998c4444d379a9e26310144c99a74bdd1afa33fa9fc32e7c82d397")
+        );
+        assert!(r.phase("kernel_boot").is_some(), "{t}");
+        assert_eq!(r.stats.bad.total(), 0, "{t}");
+        assert_bar_finding(&r, "0000:00:06.0", "BAR 1", "16 GiB");
+        // the proxy's pid is not a shim's: its lines join the sandbox's boot
+        assert_eq!(r.boot.as_ref().and_then(|b| b.shim_pid), Some(65290), "{t}");
+    }
+}
+
+/// Kata 1.0's proxy lines name no sandbox (kata-containers/osbuilder#118): they are the
+/// console of the boot they fall in, like a dmesg file's.
+#[test]
+fn kata_proxy_lines_without_a_sandbox_are_read_too() {
+    let j = fixture("kata1-proxy-no-sandbox.journal");
+    let ing = ingest(&[("proxy.log", &j)], None);
+    assert_eq!(ing.stats.events, 5, "{:?}", ing.stats);
+    let r = build(&ing, None).unwrap();
+    let k = r
+        .phase("kernel_boot")
+        .unwrap_or_else(|| panic!("{}", text(&r)));
+    assert!((k.duration_s - 0.77).abs() < 0.01, "{}", text(&r));
+    // on the host's clock: the proxy's time= dates them (the guest's boot a console delay
+    // before the first line reached the journal)
+    let t0 =
+        r.t0.as_deref()
+            .and_then(bootprof::parse::time::parse_rfc3339)
+            .unwrap();
+    let first = bootprof::parse::time::parse_rfc3339("2018-06-12T19:45:40.121203411Z").unwrap();
+    assert!((first - t0).abs() < 5_000_000, "{:?}", r.t0);
+}

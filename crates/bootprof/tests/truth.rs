@@ -7,7 +7,7 @@
 use bootprof::parse::ingest::{Ingester, Options};
 use bootprof::parse::time::parse_rfc3339;
 use bootprof::synth::{
-    render, BarWording, Bind, JournalFormat, Outcome, RamPages, Records, Spec, Stop,
+    render, BarWording, Bind, JournalFormat, Outcome, ProxyConsole, RamPages, Records, Spec, Stop,
 };
 use bootprof::{build, Report};
 use proptest::prelude::*;
@@ -254,6 +254,11 @@ fn spec() -> impl Strategy<Value = Spec> {
             1 => Just(Some(BarWording::Old)),
             1 => Just(Some(BarWording::New)),
         ],
+        prop_oneof![
+            6 => Just(None),
+            1 => Just(Some(ProxyConsole::WithSandbox)),
+            1 => Just(Some(ProxyConsole::NoSandbox)),
+        ],
     );
     let world = (
         any::<bool>(),
@@ -295,6 +300,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             agent_offset_ms,
             trace_shift_h,
             bar_unassigned,
+            proxy_console,
         ) = ck;
         let (
             foreign_pins,
@@ -309,6 +315,9 @@ fn spec() -> impl Strategy<Value = Spec> {
             kubectl,
             dup_identifiers,
         ) = w;
+        // a proxy's lines that name no sandbox are the console of a journal of one boot
+        let proxy_console = proxy_console
+            .filter(|p| *p == ProxyConsole::WithSandbox || !(other_sandbox || earlier_boot));
         // enable order: a shuffle of the enumeration order, from the seed
         let mut order: Vec<usize> = (0..gpus).collect();
         let mut x = seed;
@@ -348,6 +357,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             dup_identifiers,
             bar_unassigned,
             stop,
+            proxy_console,
             outcome,
             // a failed boot's log is whole: the cuts are for complete ones
             // (a log that starts late may lose the BAR lines a finding is checked against)
@@ -465,6 +475,15 @@ fn study_boot_and_single_variations() {
     v("log starts late", &|s| s.head_cut = Some(0.5));
     v("log ends early", &|s| s.tail_cut = Some(0.3));
     v("kubectl", &|s| s.kubectl = true);
+    v("Kata 1.x proxy console with sandbox=", &|s| {
+        s.proxy_console = Some(ProxyConsole::WithSandbox);
+        s.other_sandbox = true;
+    });
+    v("Kata 1.x proxy console without sandbox=", &|s| {
+        s.proxy_console = Some(ProxyConsole::NoSandbox);
+        s.bar_unassigned = Some(BarWording::Old);
+        s.old_bar_lines = true;
+    });
     v("shim lines under kata[PID] and containerd[PID]", &|s| {
         s.dup_identifiers = true;
         s.prefix_only_pct = 30;

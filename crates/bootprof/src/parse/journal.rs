@@ -55,6 +55,10 @@ pub struct JournalRef<'a> {
     pub vmconsole: Option<RawValue<'a>>,
     /// `vfio-device-BDF=`.
     pub device: Option<RawValue<'a>>,
+    /// `name=` and `source=`: Kata 1.x's proxy relays the guest's console as
+    /// `name=kata-proxy … source=agent` lines ([`JournalRef::proxy_console`]).
+    pub name: Option<RawValue<'a>>,
+    pub source: Option<RawValue<'a>>,
     /// The `vmconsole=` value's kata-agent record, when [`parse_ref_into`] read it straight
     /// from the quoted text (and so left the unquoted console text empty).
     pub(crate) vmconsole_agent: Option<crate::parse::agent::Raw<'a>>,
@@ -64,6 +68,18 @@ pub struct JournalRef<'a> {
 }
 
 impl JournalRef<'_> {
+    /// The guest console line a Kata 1.x `kata-proxy` line carries in its `msg=`
+    /// (`msg="[    0.566334] IPVS: …\n" name=kata-proxy pid=… [sandbox=…] source=agent`):
+    /// the message unquoted, without the line end the proxy appends.
+    pub fn proxy_console(&self) -> Option<String> {
+        let is = |v: &Option<RawValue<'_>>, s: &str| v.is_some_and(|v| v.is(s));
+        if self.vmconsole.is_some() || !is(&self.name, "kata-proxy") || !is(&self.source, "agent") {
+            return None;
+        }
+        let m = self.msg?.get();
+        Some(m.strip_suffix('\n').unwrap_or(&m).to_string())
+    }
+
     /// The owned line.
     pub fn to_owned_line(&self) -> JournalLine {
         let get = |v: &Option<RawValue<'_>>| v.map(|v| v.get().into_owned());
@@ -296,6 +312,8 @@ fn parse_ref_with<'a>(
         error: None,
         vmconsole: None,
         device: None,
+        name: None,
+        source: None,
         vmconsole_agent: None,
         time_text: None,
     };
@@ -323,6 +341,8 @@ fn parse_ref_with<'a>(
             }
             "vfio-device-BDF" => out.device = Some(v),
             "id" => id = Some(v),
+            "name" => out.name = Some(v),
+            "source" => out.source = Some(v),
             _ => {}
         }
     }
@@ -561,7 +581,8 @@ fn split_prefix_words(line: &str) -> Prefixed<'_> {
 }
 
 /// Iterator over logfmt `key=value` pairs of the keys the timeline reads (`time`, `level`,
-/// `msg`, `sandbox`, `pid`, `error`, `vmconsole`, `vfio-device-BDF`, `id`); values may be Go-quoted. Every quoted
+/// `msg`, `sandbox`, `pid`, `error`, `vmconsole`, `vfio-device-BDF`, `id`, `name`,
+/// `source`); values may be Go-quoted. Every quoted
 /// value is checked (an unterminated one, or a bad escape, is an error whatever its key),
 /// but none is copied.
 pub struct LogfmtIter<'a, 'b> {
@@ -675,6 +696,8 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
                 "error" => "error",
                 "vfio-device-BDF" => "vfio-device-BDF",
                 "id" => "id",
+                "name" => "name",
+                "source" => "source",
                 _ => continue,
             };
             return Some(Ok((k, value)));

@@ -35,8 +35,14 @@ fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
 
 /// A journald-prefixed line that names no sandbox by key or in a CRI error, but by
 /// containerd's `StopPodSandbox for \"ID\"` or `shim disconnected" id=ID`: where its id
-/// starts. Looked for only in lines that would otherwise be another unit's (few bytes).
+/// starts; a Kata 1.x `name=kata-proxy` line that names none is kept whatever the wanted
+/// sandbox (its end: no id). Looked for only in lines that would otherwise be another unit's (few bytes).
 fn stop_naming(line: &[u8]) -> Option<usize> {
+    const PROXY: &[u8] = b" name=kata-proxy ";
+    // Kata 1.0's proxy names no sandbox: its console lines are read as a dmesg file's
+    if memmem::find(line, PROXY).is_some() {
+        return Some(line.len());
+    }
     const STOP: &[u8] = b"StopPodSandbox for \\\"";
     const GONE: &[u8] = b"shim disconnected\" id=";
     memmem::find(line, STOP)
@@ -112,7 +118,10 @@ impl Prefilter {
             named.extend(stop_naming(line));
         }
         if !named.is_empty() {
-            if named.iter().any(|v| self.wanted_at(line, *v)) {
+            if named
+                .iter()
+                .any(|v| *v == line.len() || self.wanted_at(line, *v))
+            {
                 Class::Keep
             } else {
                 Class::OtherSandbox
@@ -168,7 +177,7 @@ impl Prefilter {
                 }
             } else if journald_prefix(text) {
                 match stop_naming(text) {
-                    Some(v) if self.wanted_at(text, v) => Class::Keep,
+                    Some(v) if v == text.len() || self.wanted_at(text, v) => Class::Keep,
                     Some(_) => Class::OtherSandbox,
                     None => Class::Unrecognized,
                 }

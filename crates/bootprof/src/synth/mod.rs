@@ -28,7 +28,8 @@ mod vfio;
 pub use vfio::WORDINGS as HOTPLUG_WORDINGS;
 
 pub use spec::{
-    BarWording, Bind, GpuTruth, JournalFormat, Outcome, RamPages, Records, Spec, Stop, Truth,
+    BarWording, Bind, GpuTruth, JournalFormat, Outcome, ProxyConsole, RamPages, Records, Spec,
+    Stop, Truth,
 };
 
 use crate::parse::time::{civil_from_nanos, days_from_civil, Nanos, NS_PER_S};
@@ -242,8 +243,9 @@ pub struct NodeRecords {
 
 /// Boots of several nodes with known truth. Each node's specs are rendered one after
 /// another, `spacing_s` apart from `start` on, on that node's host (a node has one zone,
-/// one locale, one journal format, one trace clock and writes its shim lines once or
-/// twice: the first spec's are used for all its boots), and their
+/// one locale, one journal format, one trace clock, writes its shim lines once or
+/// twice and its guests' console through the shim or Kata 1.x's proxy: the first spec's are
+/// used for all its boots), and their
 /// logs are joined as one host keeps them: one journal, one pin trace, one `kubectl
 /// describe pods`.
 pub fn fleet(nodes: &[(String, Vec<Spec>)], start: Nanos, spacing_s: i64) -> Vec<NodeRecords> {
@@ -274,6 +276,7 @@ pub fn fleet(nodes: &[(String, Vec<Spec>)], start: Nanos, spacing_s: i64) -> Vec
                     spec.trace_shift_h = f.trace_shift_h;
                     spec.journal_format = f.journal_format;
                     spec.dup_identifiers = f.dup_identifiers;
+                    spec.proxy_console = f.proxy_console;
                 }
                 let rec = render(&spec);
                 out.journal.push_str(&rec.journal);

@@ -25,6 +25,16 @@ pub enum Stop {
     BeforeStart,
 }
 
+/// Kata 1.x: the guest kernel's console lines through `kata-proxy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyConsole {
+    /// `name=kata-proxy pid=… sandbox=… source=agent` (kata-containers/runtime#1551).
+    WithSandbox,
+    /// Without `sandbox=` (Kata 1.0, kata-containers/osbuilder#118): only for a journal
+    /// of one boot, whose console they are.
+    NoSandbox,
+}
+
 /// How the guest kernel words a BAR it could not assign.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarWording {
@@ -145,6 +155,9 @@ pub struct Spec {
     pub bar_unassigned: Option<BarWording>,
     /// The sandbox stopped (a complete boot's after its start, or one's before it).
     pub stop: Option<Stop>,
+    /// The guest kernel's console lines written as Kata 1.x's `kata-proxy[PID]` lines
+    /// (`msg="[ … ] …\n"`), the agent's records still in `vmconsole=`.
+    pub proxy_console: Option<ProxyConsole>,
     pub outcome: Outcome,
     /// The journal starts this far (0..1) from guest boot + 2 s to the last GPU's enable.
     pub head_cut: Option<f64>,
@@ -188,6 +201,7 @@ impl Spec {
             dup_identifiers: false,
             bar_unassigned: None,
             stop: None,
+            proxy_console: None,
             outcome: Outcome::Complete,
             head_cut: None,
             tail_cut: None,
