@@ -34,20 +34,40 @@ fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
 }
 
 /// A journald-prefixed line that names no sandbox by key or in a CRI error, but by
-/// containerd's `StopPodSandbox for \"ID\"` or `shim disconnected" id=ID`: where its id
-/// starts; a Kata 1.x `name=kata-proxy` line that names none is kept whatever the wanted
-/// sandbox (its end: no id). Looked for only in lines that would otherwise be another unit's (few bytes).
+/// containerd's `msg="StopPodSandbox for \"ID\""` or `msg="[cleaning up after ]shim
+/// disconnected" id=ID`: where its id starts; a Kata 1.x `kata-proxy[PID]` line that names
+/// none is kept whatever the wanted sandbox (its end: no id). Looked for only in lines that would otherwise be another
+/// unit's, by their journald identifier first (in the prefix: a kubelet's line costs two
+/// searches of its first bytes).
 fn stop_naming(line: &[u8]) -> Option<usize> {
-    const PROXY: &[u8] = b" name=kata-proxy ";
-    // Kata 1.0's proxy names no sandbox: its console lines are read as a dmesg file's
-    if memmem::find(line, PROXY).is_some() {
-        return Some(line.len());
-    }
+    use std::sync::LazyLock;
+    static PROXY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" kata-proxy["));
+    static CONTAINERD: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" containerd"));
+    static MSG: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" msg=\""));
     const STOP: &[u8] = b"StopPodSandbox for \\\"";
     const GONE: &[u8] = b"shim disconnected\" id=";
-    memmem::find(line, STOP)
-        .map(|at| at + STOP.len())
-        .or_else(|| memmem::find(line, GONE).map(|at| at + GONE.len()))
+    const CLEAN: &[u8] = b"cleaning up after shim disconnected\" id=";
+    // the prefix: time, host and identifier
+    let head = line.get(..line.len().min(160)).unwrap_or(line);
+    if PROXY.find(head).is_some() {
+        // Kata 1.0's proxy names no sandbox: its console lines are read as a dmesg file's
+        return Some(line.len());
+    }
+    CONTAINERD.find(head)?;
+    let at = MSG.find(line)? + b" msg=\"".len();
+    let msg = line.get(at..)?;
+    if msg.starts_with(STOP) {
+        Some(at + STOP.len())
+    } else if msg.starts_with(GONE) {
+        Some(at + GONE.len())
+    } else if msg.starts_with(CLEAN) {
+        Some(at + CLEAN.len())
+    } else {
+        None
+    }
 }
 
 /// What the prefilter decided about one line.
