@@ -11,8 +11,8 @@ use bootprof::fleet::{self, Fleet, FleetOptions, PHASES};
 use bootprof::parse::ingest::{Ingest, Ingester, Options};
 use bootprof::parse::time::parse_rfc3339;
 use bootprof::synth::{
-    fleet as gen_fleet, BarWording, Bind, JournalFormat, NodeRecords, Outcome, RamPages, Spec,
-    Truth,
+    fleet as gen_fleet, BarWording, Bind, JournalFormat, NodeRecords, Outcome, ProxyConsole,
+    RamPages, Spec, Stop, Truth,
 };
 use proptest::prelude::*;
 
@@ -278,7 +278,8 @@ fn check(nodes: &[NodeRecords], f: &Fleet) -> Result<(), String> {
                     // first ones, so the wait is left out even where the truth knows it
                     (false, _, Some(_))
                         if STRICT.contains(&kind)
-                            && !(kind == "gpu_driver_init" && t.status == "unfinished")
+                            && !(kind == "gpu_driver_init"
+                                && matches!(t.status, "unfinished" | "stopped"))
                             && !(kind == "cdi_wait" && spec.pre314 && t.started_late) =>
                     {
                         return Err(format!(
@@ -437,12 +438,17 @@ fn boot_spec() -> impl Strategy<Value = Spec> {
                 1 => Just(Some(BarWording::Old)),
                 1 => Just(Some(BarWording::New)),
             ],
+            prop_oneof![
+                6 => Just(None),
+                1 => Just(Some(Stop::AfterStart)),
+                1 => Just(Some(Stop::BeforeStart)),
+            ],
         ),
     )
         .prop_map(|(sz, ck, w)| {
             let (seed, gpus, bar_gib, boot_ram_gib, hot_ram_gib, huge, pin_trace, binds) = sz;
             let (agent_offset_ms, prefix_only_pct, pre314, vga, pins) = ck;
-            let (outcome, head_cut, tail_cut, kubectl, bar_unassigned) = w;
+            let (outcome, head_cut, tail_cut, kubectl, bar_unassigned, stop) = w;
             let mut s = Spec::study(seed);
             s.gpus = gpus;
             s.bar_gib = bar_gib;
@@ -472,8 +478,12 @@ fn boot_spec() -> impl Strategy<Value = Spec> {
             s.concurrent_pins = pins && !anchorless && seed % 2 == 0;
             s.outcome = outcome;
             s.bar_unassigned = bar_unassigned;
+            s.stop = stop;
             s.head_cut = head_cut.filter(|_| {
-                outcome == Outcome::Complete && tail_cut.is_none() && bar_unassigned.is_none()
+                outcome == Outcome::Complete
+                    && tail_cut.is_none()
+                    && bar_unassigned.is_none()
+                    && stop != Some(Stop::BeforeStart)
             });
             s.tail_cut = tail_cut
                 .filter(|_| !matches!(outcome, Outcome::ColdPlugFailed | Outcome::HotplugFailed));
@@ -504,9 +514,10 @@ fn node_spec() -> impl Strategy<Value = Vec<Spec>> {
         prop_oneof![3 => Just(0i64), 1 => Just(-8)],
         journal_format(),
         prop::bool::weighted(0.3),
+        prop::bool::weighted(0.15),
         prop::collection::vec(boot_spec(), 1..=4),
     )
-        .prop_map(|(zone, zh, zoned, shift, format, dup, mut boots)| {
+        .prop_map(|(zone, zh, zoned, shift, format, dup, proxy, mut boots)| {
             for b in &mut boots {
                 b.zone_min = zone;
                 b.zh_prefix = zh;
@@ -514,6 +525,8 @@ fn node_spec() -> impl Strategy<Value = Vec<Spec>> {
                 b.trace_shift_h = shift;
                 b.journal_format = format;
                 b.dup_identifiers = dup;
+                // (a node's proxy lines name their sandbox: boots share the journal)
+                b.proxy_console = proxy.then_some(ProxyConsole::WithSandbox);
             }
             boots
         })

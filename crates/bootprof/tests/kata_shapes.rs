@@ -200,8 +200,9 @@ fn the_same_records_in_two_files_count_once() {
     let both = ingest(&[("kata.log", &kata), ("containerd.log", &ctrd)], None);
     let single = ingest(&[("kata.log", &kata)], None);
     assert_eq!(both.stats.duplicates, 8);
-    // containerd's own lines (shim disconnected …) are not copies
-    assert_eq!(both.stats.events, single.stats.events);
+    // containerd's own lines (`shim disconnected`, `cleaning up after shim disconnected`,
+    // naming the sandbox by `id=`) are not copies
+    assert_eq!(both.stats.events, single.stats.events + 2);
 }
 
 /// The finding about a GPU BAR the guest could not assign.
@@ -280,4 +281,106 @@ fn assigned_bars_are_no_finding() {
         .unwrap()
         .get("bar_assignment")
         .is_none());
+}
+
+/// kata-containers#5594's shape: a boot whose container started, its sandbox stopped 40
+/// min later (`virtiofsd quits`, `Stopping Sandbox`, containerd's `shim disconnected`):
+/// complete, the stop said as a note, its time not in the boot.
+#[test]
+fn a_sandbox_stopped_after_its_container_started_is_complete() {
+    let j = fixture("kata-stopped-after-start.journal");
+    let r = analyze(&[("kata.log", &j)], None);
+    let t = text(&r);
+    assert_eq!(r.state.status, "complete", "{t}");
+    let note = r.state.stopped.as_deref().unwrap_or_else(|| panic!("{t}"));
+    assert!(
+        note.contains("Stopping Sandbox") && note.contains("after"),
+        "{note}"
+    );
+    assert!(t.contains("stopped"), "{t}");
+    assert!(!t.contains("The log ends before the boot did"), "{t}");
+    // 17:48:50.2 → start_container at 17:49:01.77: not 40 min
+    let total = r.total_s.unwrap();
+    assert!((total - 11.57).abs() < 0.05, "{total}\n{t}");
+    assert!(!r.total_at_least);
+    let fl = fleet::analyze(&ingest(&[("kata.log", &j)], None), &FleetOptions::default());
+    assert_eq!(fl.rows[0].state, "complete");
+    assert!(fl.rows[0].total_s.is_some_and(|s| s < 12.0));
+}
+
+/// kata-containers#3440's shape (Kata 2.0.1, Cloud Hypervisor, no `name=`): the sandbox
+/// stopped while the agent still waited for CDI: stopped, not "the log ends".
+#[test]
+fn a_sandbox_stopped_before_its_container_started_is_stopped() {
+    let j = fixture("clh-stopped-before-start.journal");
+    let r = analyze(&[("clh.log", &j)], None);
+    let t = text(&r);
+    assert_eq!(r.state.status, "stopped", "{t}");
+    assert!(r.state.failure.is_none());
+    let during = r.state.ends_during.as_deref().unwrap_or("");
+    assert!(during.contains("Stopping sandbox in the VM"), "{during}");
+    assert!(t.contains("State: STOPPED"), "{t}");
+    assert!(!t.contains("The log ends before the boot did"), "{t}");
+    // the guest's power-down after the stop is not part of the boot
+    assert!(r.phases.iter().all(|p| p.end_s < 40.0), "{t}");
+    let fl = fleet::analyze(&ingest(&[("clh.log", &j)], None), &FleetOptions::default());
+    assert_eq!(fl.rows[0].state, "stopped");
+    assert_eq!(fl.states.get("stopped"), Some(&1));
+    assert!(bootprof::render::fleet::text(&fl).contains("1 stopped"));
+}
+
+/// kubernetes#111469's shape (containerd 1.6): `StopPodSandbox for "ID"` and `shim
+/// disconnected id=ID` name the sandbox only in their text and `id=`.
+#[test]
+fn containerds_stop_pod_sandbox_stops_its_sandbox() {
+    let j = fixture("cri-stop-pod-sandbox.journal");
+    for sandbox in [None, Some("6ebefcaa")] {
+        let r = analyze(&[("c.log", &j)], sandbox);
+        assert_eq!(r.state.status, "stopped", "{}", text(&r));
+        let during = r.state.ends_during.as_deref().unwrap_or("");
+        assert!(during.contains("StopPodSandbox"), "{during}");
+    }
+}
+
+/// Kata 1.x: the guest's console through `kata-proxy` (`msg="[   67.48…] …\n" name=kata-proxy
+/// pid=… sandbox=… source=agent`, kata-containers/runtime#1551, #1128): read as the
+/// sandbox's kernel lines, so its phases and the BAR finding work on Kata 1.x logs too.
+#[test]
+fn kata_proxy_lines_are_the_guests_console() {
+    let j = fixture("kata1-proxy-console.journal");
+    for sandbox in [None, Some("52e7aef4")] {
+        let r = analyze(&[("proxy.log", &j)], sandbox);
+        let t = text(&r);
+        assert_eq!(
+            r.sandbox.as_deref(),
+            Some("52e7aef4e1998c4444d379a9e26310144c99a74bdd1afa33fa9fc32e7c82d397")
+        );
+        assert!(r.phase("kernel_boot").is_some(), "{t}");
+        assert_eq!(r.stats.bad.total(), 0, "{t}");
+        assert_bar_finding(&r, "0000:00:06.0", "BAR 1", "16 GiB");
+        // the proxy's pid is not a shim's: its lines join the sandbox's boot
+        assert_eq!(r.boot.as_ref().and_then(|b| b.shim_pid), Some(65290), "{t}");
+    }
+}
+
+/// Kata 1.0's proxy lines name no sandbox (kata-containers/osbuilder#118): they are the
+/// console of the boot they fall in, like a dmesg file's.
+#[test]
+fn kata_proxy_lines_without_a_sandbox_are_read_too() {
+    let j = fixture("kata1-proxy-no-sandbox.journal");
+    let ing = ingest(&[("proxy.log", &j)], None);
+    assert_eq!(ing.stats.events, 5, "{:?}", ing.stats);
+    let r = build(&ing, None).unwrap();
+    let k = r
+        .phase("kernel_boot")
+        .unwrap_or_else(|| panic!("{}", text(&r)));
+    assert!((k.duration_s - 0.77).abs() < 0.01, "{}", text(&r));
+    // on the host's clock: the proxy's time= dates them (the guest's boot a console delay
+    // before the first line reached the journal)
+    let t0 =
+        r.t0.as_deref()
+            .and_then(bootprof::parse::time::parse_rfc3339)
+            .unwrap();
+    let first = bootprof::parse::time::parse_rfc3339("2018-06-12T19:45:40.121203411Z").unwrap();
+    assert!((first - t0).abs() < 5_000_000, "{:?}", r.t0);
 }

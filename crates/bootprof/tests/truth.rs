@@ -6,7 +6,9 @@
 
 use bootprof::parse::ingest::{Ingester, Options};
 use bootprof::parse::time::parse_rfc3339;
-use bootprof::synth::{render, BarWording, Bind, JournalFormat, Outcome, RamPages, Records, Spec};
+use bootprof::synth::{
+    render, BarWording, Bind, JournalFormat, Outcome, ProxyConsole, RamPages, Records, Spec, Stop,
+};
 use bootprof::{build, Report};
 use proptest::prelude::*;
 
@@ -54,6 +56,14 @@ fn check(spec: &Spec, rec: &Records, r: &Report) -> Result<(), String> {
                 ctx()
             ));
         }
+    }
+    if t.stopped_after_start != r.state.stopped.is_some() {
+        return Err(format!(
+            "stopped after start {:?} (truth {}){}",
+            r.state.stopped,
+            t.stopped_after_start,
+            ctx()
+        ));
     }
     if let Some((gpu, bar, size)) = &t.bar_unassigned {
         let size = format!("{} GiB", size >> 30);
@@ -226,6 +236,11 @@ fn spec() -> impl Strategy<Value = Spec> {
         any::<bool>(),
         prop::bool::weighted(0.7),
         prop::collection::vec(bind(), 8),
+        prop_oneof![
+            6 => Just(None),
+            1 => Just(Some(Stop::AfterStart)),
+            1 => Just(Some(Stop::BeforeStart)),
+        ],
     );
     let clocks = (
         prop_oneof![Just(0i64), Just(480), Just(-240), Just(60), Just(330)],
@@ -238,6 +253,11 @@ fn spec() -> impl Strategy<Value = Spec> {
             8 => Just(None),
             1 => Just(Some(BarWording::Old)),
             1 => Just(Some(BarWording::New)),
+        ],
+        prop_oneof![
+            6 => Just(None),
+            1 => Just(Some(ProxyConsole::WithSandbox)),
+            1 => Just(Some(ProxyConsole::NoSandbox)),
         ],
     );
     let world = (
@@ -260,14 +280,51 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop::bool::weighted(0.3),
     );
     (sizes, clocks, world).prop_map(|(sz, ck, w)| {
-        let (seed, gpus, bar_gib, old_bar_lines, boot_ram_gib, hot_ram_gib, huge, pin_trace, binds) = sz;
-        let (zone_min, zh_prefix, zoned_time_field, prefix_only_pct, agent_offset_ms, trace_shift_h, bar_unassigned) = ck;
-        let (foreign_pins, concurrent_pins, other_sandbox, earlier_boot, emulated_vga, pre314, outcome, head_cut, tail_cut, kubectl, dup_identifiers) = w;
+        let (
+            seed,
+            gpus,
+            bar_gib,
+            old_bar_lines,
+            boot_ram_gib,
+            hot_ram_gib,
+            huge,
+            pin_trace,
+            binds,
+            stop,
+        ) = sz;
+        let (
+            zone_min,
+            zh_prefix,
+            zoned_time_field,
+            prefix_only_pct,
+            agent_offset_ms,
+            trace_shift_h,
+            bar_unassigned,
+            proxy_console,
+        ) = ck;
+        let (
+            foreign_pins,
+            concurrent_pins,
+            other_sandbox,
+            earlier_boot,
+            emulated_vga,
+            pre314,
+            outcome,
+            head_cut,
+            tail_cut,
+            kubectl,
+            dup_identifiers,
+        ) = w;
+        // a proxy's lines that name no sandbox are the console of a journal of one boot
+        let proxy_console = proxy_console
+            .filter(|p| *p == ProxyConsole::WithSandbox || !(other_sandbox || earlier_boot));
         // enable order: a shuffle of the enumeration order, from the seed
         let mut order: Vec<usize> = (0..gpus).collect();
         let mut x = seed;
         for i in (1..gpus).rev() {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             order.swap(i, (x >> 33) as usize % (i + 1));
         }
         Spec {
@@ -277,7 +334,11 @@ fn spec() -> impl Strategy<Value = Spec> {
             old_bar_lines,
             boot_ram_gib,
             hot_ram_gib,
-            ram_pages: if huge { RamPages::Huge } else { RamPages::Small },
+            ram_pages: if huge {
+                RamPages::Huge
+            } else {
+                RamPages::Small
+            },
             pin_trace,
             binds,
             enable_order: order,
@@ -295,15 +356,19 @@ fn spec() -> impl Strategy<Value = Spec> {
             pre314,
             dup_identifiers,
             bar_unassigned,
+            stop,
+            proxy_console,
             outcome,
             // a failed boot's log is whole: the cuts are for complete ones
             // (a log that starts late may lose the BAR lines a finding is checked against)
             head_cut: head_cut.filter(|_| {
-                outcome == Outcome::Complete && tail_cut.is_none() && bar_unassigned.is_none()
+                outcome == Outcome::Complete
+                    && tail_cut.is_none()
+                    && bar_unassigned.is_none()
+                    && stop != Some(Stop::BeforeStart)
             }),
-            tail_cut: tail_cut.filter(|_| {
-                !matches!(outcome, Outcome::ColdPlugFailed | Outcome::HotplugFailed)
-            }),
+            tail_cut: tail_cut
+                .filter(|_| !matches!(outcome, Outcome::ColdPlugFailed | Outcome::HotplugFailed)),
             kubectl,
             host: "gpu-node-3".to_string(),
             // every `journalctl -o` shape, from the seed (`-o json` included)
@@ -410,6 +475,15 @@ fn study_boot_and_single_variations() {
     v("log starts late", &|s| s.head_cut = Some(0.5));
     v("log ends early", &|s| s.tail_cut = Some(0.3));
     v("kubectl", &|s| s.kubectl = true);
+    v("Kata 1.x proxy console with sandbox=", &|s| {
+        s.proxy_console = Some(ProxyConsole::WithSandbox);
+        s.other_sandbox = true;
+    });
+    v("Kata 1.x proxy console without sandbox=", &|s| {
+        s.proxy_console = Some(ProxyConsole::NoSandbox);
+        s.bar_unassigned = Some(BarWording::Old);
+        s.old_bar_lines = true;
+    });
     v("shim lines under kata[PID] and containerd[PID]", &|s| {
         s.dup_identifiers = true;
         s.prefix_only_pct = 30;
@@ -421,6 +495,19 @@ fn study_boot_and_single_variations() {
         s.seed = 7 * bootprof::synth::HOTPLUG_WORDINGS + k;
         s.outcome = Outcome::HotplugFailed;
         cases.push(("VFIO hot-plug refused", s));
+    }
+    for k in 0..5u64 {
+        // each wording of the stop (the seed picks it), after and before the start
+        for (stop, name) in [
+            (Stop::AfterStart, "stopped after the container started"),
+            (Stop::BeforeStart, "stopped before the container started"),
+        ] {
+            let mut s = base.clone();
+            s.seed = (base.seed & !(0xff << 8)) | (k << 8);
+            s.stop = Some(stop);
+            s.kubectl = k % 2 == 0;
+            cases.push((name, s));
+        }
     }
     let mut failed = Vec::new();
     for (name, spec) in &cases {

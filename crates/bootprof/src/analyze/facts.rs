@@ -235,6 +235,25 @@ impl ErrorLine {
     }
 }
 
+pub use crate::parse::journal::is_stop;
+
+/// The boot's first line that stops its sandbox, on the host axis.
+fn stop_of(events: &[&Event], axis: &Axis) -> Option<(Mark, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            Body::Host(h) if is_stop(&h.msg) => Some((
+                Mark {
+                    t: axis.host(e)?,
+                    src: e.src,
+                },
+                h.msg.clone(),
+            )),
+            _ => None,
+        })
+        .min_by_key(|(m, _)| m.t)
+}
+
 /// A PCI resource the guest kernel could not assign.
 #[derive(Debug, Clone)]
 pub struct BarFailed {
@@ -317,6 +336,9 @@ pub struct Facts {
     pub probe_failed: Vec<(String, String, i64, Mark)>,
     /// Devices the guest enumerated that are not GPUs (their failed BARs are not a GPU's).
     pub non_gpus: Vec<String>,
+    /// The first line that stops the sandbox (the shim's `Stopping Sandbox`, containerd's
+    /// `StopPodSandbox for "ID"`, …), and its message: nothing after it is the boot's.
+    pub stopped: Option<(Mark, String)>,
     pub errors: Vec<ErrorLine>,
     pub notes: Vec<String>,
 }
@@ -399,7 +421,13 @@ impl MemUevents {
 
 /// Collect the facts of one boot's records.
 pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
-    let mut f = Facts::default();
+    let mut f = Facts {
+        stopped: stop_of(events, axis),
+        ..Facts::default()
+    };
+    // the boot is over at the stop: nothing from then on is the boot's (the guest powering
+    // down, teardown errors, a stop hours later stretching its window)
+    let over = f.stopped.as_ref().map(|(m, _)| m.t);
     // BARs of every device, kept until we know which are GPUs
     let mut bars: HashMap<String, Vec<(u8, u64)>> = HashMap::new();
     for e in events {
@@ -410,6 +438,9 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
             Body::Kube(KubectlLine::StartTime(t) | KubectlLine::Started(t)) => Some(*t),
             _ => None,
         };
+        if over.is_some_and(|o| at.is_some_and(|t| t >= o)) && !matches!(e.body, Body::Kube(_)) {
+            continue;
+        }
         let mark = at.map(|t| Mark { t, src: e.src });
         if let Some(m) = mark {
             if !matches!(e.body, Body::Kube(_)) {
@@ -494,6 +525,9 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
                         t: axis.agent(ts),
                         src,
                     };
+                    if over.is_some_and(|o| m.t >= o) {
+                        continue;
+                    }
                     f.any(m);
                     f.agent(m, &run.kind);
                 }

@@ -105,6 +105,18 @@ fn how_the_boot_went(r: &Report) -> Vec<Finding> {
             saving_s: None,
         });
     }
+    if st.status == "stopped" {
+        out.push(Finding {
+            phase: "state",
+            measured_s: None,
+            text: format!(
+                "The boot did not finish: {}. Phases that had not ended are drawn to the last line before the stop; nothing after it is the boot's.",
+                st.ends_during.as_deref().unwrap_or("the sandbox was stopped")
+            ),
+            fix: "A stop before the container starts comes from outside the boot: look at why the pod was deleted or its sandbox stopped (the kubelet's log, `kubectl describe pod` events: a probe, a timeout, an eviction, a user).".into(),
+            saving_s: None,
+        });
+    }
     if !st.started_late.is_empty() {
         out.push(Finding {
             phase: "state",

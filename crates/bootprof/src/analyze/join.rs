@@ -530,7 +530,21 @@ impl<'a> Ctx<'a> {
             .iter()
             .enumerate()
             .map(|(i, (bdf, e))| {
-                let next = self.enables.get(i + 1).map(|(_, n)| *n);
+                // the driver goes on to the next GPU: its enable, or its failed probe (a GPU
+                // whose BAR the guest could not assign is never enabled)
+                let next = self
+                    .enables
+                    .get(i + 1)
+                    .map(|(_, n)| *n)
+                    .into_iter()
+                    .chain(
+                        self.f
+                            .probe_failed
+                            .iter()
+                            .map(|p| p.3)
+                            .filter(|m| m.t > e.t),
+                    )
+                    .min_by_key(|m| m.t);
                 self.driver_init(bdf, e, next, pins)
             })
             .collect();

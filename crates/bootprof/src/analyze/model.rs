@@ -254,13 +254,19 @@ pub struct BarFailure {
 #[derive(Debug, Clone, Serialize)]
 pub struct BootState {
     /// `complete` (the container started), `failed`, `unfinished` (the log ends while the
-    /// boot is still going), or `unknown` (the inputs cannot show the end).
+    /// boot is still going), `stopped` (the sandbox was stopped before its container
+    /// started), or `unknown` (the inputs cannot show the end).
     pub status: &'static str,
     /// Why the log looks like it starts after the boot began (empty: it does not).
     pub started_late: Vec<String>,
     pub failure: Option<Failure>,
-    /// For unfinished boots: what was going on when the log ends.
+    /// For unfinished boots: what was going on when the log ends; for stopped ones, the
+    /// line that stopped the sandbox.
     pub ends_during: Option<String>,
+    /// A complete boot whose sandbox was stopped afterwards: when, and by which line (the
+    /// stop's time is not the boot's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// Which boot of which sandbox a report is about.

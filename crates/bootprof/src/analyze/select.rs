@@ -2,7 +2,8 @@
 //! analyze. A boot is a sandbox id's lines written by one shim process (`pid=`) on one
 //! node (the journal's host field; a line without one belongs to the host the rest of its
 //! file names); lines that name no shim pid (CRI errors) join the sandbox's current boot
-//! unless a long silence separates them from it. Lines that name no sandbox (dmesg, agent
+//! unless a long silence separates them from it (but for containerd's stop of the
+//! sandbox, which ends its current boot). Lines that name no sandbox (dmesg, agent
 //! JSON, host traces, `kubectl describe`) go with whichever boot is analyzed; later steps
 //! keep the ones that fit its time window.
 
@@ -195,7 +196,9 @@ pub fn boots(ing: &Ingest) -> Boots {
                             k
                         }
                     }
-                    None if gap => {
+                    // containerd's stop of a sandbox (`StopPodSandbox`, `shim
+                    // disconnected`) ends its current boot, however long after
+                    None if gap && !is_stop_line(e) => {
                         let k = new_entry(&mut list, None);
                         mine.push(k);
                         k
@@ -231,6 +234,11 @@ pub fn boots(ing: &Ingest) -> Boots {
         list,
         of_sandbox,
     }
+}
+
+/// containerd's line that stops a sandbox ([`crate::parse::journal::is_stop`]).
+fn is_stop_line(e: &Event) -> bool {
+    matches!(&e.body, crate::parse::ingest::Body::Host(h) if crate::parse::journal::is_stop(&h.msg))
 }
 
 impl Boots {

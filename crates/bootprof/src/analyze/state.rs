@@ -65,10 +65,32 @@ pub fn assess(
 
     // ---- status ----------------------------------------------------------------------------
     let active = f.agent_lines + f.journal_lines > 0;
+    let stop_words =
+        |m: &crate::analyze::facts::Mark, msg: &str| format!("\"{msg}\" ({})", m.src.at(files));
+    let stopped = match (&f.stopped, started) {
+        (Some((m, msg)), Some(s)) if failure.is_none() => Some(format!(
+            "the sandbox was stopped {} s after the container started: {}; not counted in the boot",
+            crate::analyze::model::secs_fmt((m.t - s.t) as f64 / 1e9, 1),
+            stop_words(m, msg)
+        )),
+        _ => None,
+    };
     let (status, ends_during) = if failure.is_some() {
         ("failed", None)
     } else if started.is_some() {
         ("complete", None)
+    } else if let Some((m, msg)) = &f.stopped {
+        (
+            "stopped",
+            Some(format!(
+                "the sandbox was stopped before its container started: {}{}",
+                stop_words(m, msg),
+                at_s(m.t).map_or(String::new(), |t| format!(
+                    ", {} s into the boot",
+                    crate::analyze::model::secs_fmt(t, 1)
+                ))
+            )),
+        )
     } else if active {
         let open = if let Some(c) = cdi.filter(|c| !c.resolved) {
             format!(
@@ -89,6 +111,7 @@ pub fn assess(
         started_late: late,
         failure,
         ends_during,
+        stopped,
     }
 }
 

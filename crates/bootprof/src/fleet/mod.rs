@@ -922,13 +922,17 @@ pub fn counted(r: &Report, kind: &str) -> PhaseCell {
             "vm_create" | "kernel_boot" | "pci_enumeration" | "dma_pinning" if cut => {
                 Some(Excluded::StartedLate)
             }
-            "dma_pinning" if status == "unfinished" => Some(Excluded::EndedEarly),
+            // (a boot stopped before its container started ended early too)
+            "dma_pinning" if status == "unfinished" || status == "stopped" => {
+                Some(Excluded::EndedEarly)
+            }
             "gpu_driver_init" if inst.len() < r.gpu_count.unwrap_or(0) => Some(Excluded::Partial),
             // a log that ends early may end while the last GPU's BAR is still being pinned
             // (its bind already logged): only the CDI specs appearing, which waits for
             // every GPU, shows the driver was done
             "gpu_driver_init"
-                if status == "unfinished" && !r.cdi.as_ref().is_some_and(|c| c.resolved) =>
+                if (status == "unfinished" || status == "stopped")
+                    && !r.cdi.as_ref().is_some_and(|c| c.resolved) =>
             {
                 Some(Excluded::EndedEarly)
             }

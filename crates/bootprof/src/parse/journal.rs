@@ -55,6 +55,10 @@ pub struct JournalRef<'a> {
     pub vmconsole: Option<RawValue<'a>>,
     /// `vfio-device-BDF=`.
     pub device: Option<RawValue<'a>>,
+    /// `name=` and `source=`: Kata 1.x's proxy relays the guest's console as
+    /// `name=kata-proxy … source=agent` lines ([`JournalRef::proxy_console`]).
+    pub name: Option<RawValue<'a>>,
+    pub source: Option<RawValue<'a>>,
     /// The `vmconsole=` value's kata-agent record, when [`parse_ref_into`] read it straight
     /// from the quoted text (and so left the unquoted console text empty).
     pub(crate) vmconsole_agent: Option<crate::parse::agent::Raw<'a>>,
@@ -64,6 +68,18 @@ pub struct JournalRef<'a> {
 }
 
 impl JournalRef<'_> {
+    /// The guest console line a Kata 1.x `kata-proxy` line carries in its `msg=`
+    /// (`msg="[    0.566334] IPVS: …\n" name=kata-proxy pid=… [sandbox=…] source=agent`):
+    /// the message unquoted, without the line end the proxy appends.
+    pub fn proxy_console(&self) -> Option<String> {
+        let is = |v: &Option<RawValue<'_>>, s: &str| v.is_some_and(|v| v.is(s));
+        if self.vmconsole.is_some() || !is(&self.name, "kata-proxy") || !is(&self.source, "agent") {
+            return None;
+        }
+        let m = self.msg?.get();
+        Some(m.strip_suffix('\n').unwrap_or(&m).to_string())
+    }
+
     /// The owned line.
     pub fn to_owned_line(&self) -> JournalLine {
         let get = |v: &Option<RawValue<'_>>| v.map(|v| v.get().into_owned());
@@ -296,11 +312,15 @@ fn parse_ref_with<'a>(
         error: None,
         vmconsole: None,
         device: None,
+        name: None,
+        source: None,
         vmconsole_agent: None,
         time_text: None,
     };
     let mut it = LogfmtIter::new(body);
     it.console = console;
+    // containerd's `shim disconnected` names the shim (one per sandbox) by `id=`
+    let mut id: Option<RawValue<'a>> = None;
     while let Some(kv) = it.next() {
         let (k, v) = kv?;
         match k {
@@ -320,8 +340,14 @@ fn parse_ref_with<'a>(
                 out.vmconsole_agent = it.agent.take();
             }
             "vfio-device-BDF" => out.device = Some(v),
+            "id" => id = Some(v),
+            "name" => out.name = Some(v),
+            "source" => out.source = Some(v),
             _ => {}
         }
+    }
+    if out.sandbox.is_none() && out.msg.is_some_and(|m| is_shim_disconnected(m.text())) {
+        out.sandbox = id.map(|v| v.get());
     }
     if out.sandbox.is_none() {
         out.sandbox = [&out.msg, &out.error]
@@ -333,9 +359,42 @@ fn parse_ref_with<'a>(
     Ok(Some(out))
 }
 
-/// The sandbox a CRI message names in its text: `… sandbox "ID" …`.
+/// containerd's messages of a shim gone, which name it (its sandbox) by `id=`.
+pub fn is_shim_disconnected(msg: &str) -> bool {
+    matches!(
+        msg,
+        "shim disconnected" | "cleaning up after shim disconnected"
+    )
+}
+
+/// Whether a shim or containerd message stops the sandbox: the Kata Go shim's `Stopping
+/// Sandbox` (QEMU), `Stopping sandbox in the VM`, `Stopping VM`, Cloud Hypervisor's `Stop
+/// Sandbox` / `Stopping Cloud Hypervisor`, runtime-rs's `begin stop sandbox`, `sandbox
+/// stopped`, `Stopping QEMU VM`; containerd's `StopPodSandbox for "ID"`, `shim
+/// disconnected`, `cleaning up after shim disconnected`.
+pub fn is_stop(msg: &str) -> bool {
+    matches!(
+        msg,
+        "Stopping Sandbox"
+            | "Stopping sandbox in the VM"
+            | "Stopping VM"
+            | "Stop Sandbox"
+            | "Stopping Cloud Hypervisor"
+            | "begin stop sandbox"
+            | "sandbox stopped"
+            | "sandbox stopped during Init"
+            | "Stopping QEMU VM"
+    ) || (msg.starts_with("StopPodSandbox for ") && !msg.ends_with("failed"))
+        || is_shim_disconnected(msg)
+}
+
+/// The sandbox a CRI message names in its text: `… sandbox "ID" …`, `StopPodSandbox for
+/// "ID"`.
 pub fn sandbox_in_text(t: &str) -> Option<String> {
-    let at = t.find("sandbox \"")? + "sandbox \"".len();
+    let at = t
+        .find("sandbox \"")
+        .map(|a| a + "sandbox \"".len())
+        .or_else(|| t.find("Sandbox for \"").map(|a| a + "Sandbox for \"".len()))?;
     let rest = t.get(at..)?;
     let id = rest.get(..rest.find('"')?)?;
     (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_string())
@@ -522,7 +581,8 @@ fn split_prefix_words(line: &str) -> Prefixed<'_> {
 }
 
 /// Iterator over logfmt `key=value` pairs of the keys the timeline reads (`time`, `level`,
-/// `msg`, `sandbox`, `pid`, `error`, `vmconsole`, `vfio-device-BDF`); values may be Go-quoted. Every quoted
+/// `msg`, `sandbox`, `pid`, `error`, `vmconsole`, `vfio-device-BDF`, `id`, `name`,
+/// `source`); values may be Go-quoted. Every quoted
 /// value is checked (an unterminated one, or a bad escape, is an error whatever its key),
 /// but none is copied.
 pub struct LogfmtIter<'a, 'b> {
@@ -635,6 +695,9 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
                 "pid" => "pid",
                 "error" => "error",
                 "vfio-device-BDF" => "vfio-device-BDF",
+                "id" => "id",
+                "name" => "name",
+                "source" => "source",
                 _ => continue,
             };
             return Some(Ok((k, value)));

@@ -33,6 +33,43 @@ fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
     }
 }
 
+/// A journald-prefixed line that names no sandbox by key or in a CRI error, but by
+/// containerd's `msg="StopPodSandbox for \"ID\""` or `msg="[cleaning up after ]shim
+/// disconnected" id=ID`: where its id starts; a Kata 1.x `kata-proxy[PID]` line that names
+/// none is kept whatever the wanted sandbox (its end: no id). Looked for only in lines that would otherwise be another
+/// unit's, by their journald identifier first (in the prefix: a kubelet's line costs two
+/// searches of its first bytes).
+fn stop_naming(line: &[u8]) -> Option<usize> {
+    use std::sync::LazyLock;
+    static PROXY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" kata-proxy["));
+    static CONTAINERD: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" containerd"));
+    static MSG: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" msg=\""));
+    const STOP: &[u8] = b"StopPodSandbox for \\\"";
+    const GONE: &[u8] = b"shim disconnected\" id=";
+    const CLEAN: &[u8] = b"cleaning up after shim disconnected\" id=";
+    // the prefix: time, host and identifier
+    let head = line.get(..line.len().min(160)).unwrap_or(line);
+    if PROXY.find(head).is_some() {
+        // Kata 1.0's proxy names no sandbox: its console lines are read as a dmesg file's
+        return Some(line.len());
+    }
+    CONTAINERD.find(head)?;
+    let at = MSG.find(line)? + b" msg=\"".len();
+    let msg = line.get(at..)?;
+    if msg.starts_with(STOP) {
+        Some(at + STOP.len())
+    } else if msg.starts_with(GONE) {
+        Some(at + GONE.len())
+    } else if msg.starts_with(CLEAN) {
+        Some(at + CLEAN.len())
+    } else {
+        None
+    }
+}
+
 /// What the prefilter decided about one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Class {
@@ -96,9 +133,15 @@ impl Prefilter {
         let texts: Vec<usize> = memmem::find_iter(line, SANDBOX_TEXT)
             .map(|k| k + SANDBOX_TEXT.len())
             .collect();
-        let named = if keys.is_empty() { texts } else { keys };
+        let mut named = if keys.is_empty() { texts } else { keys };
+        if named.is_empty() && journald_prefix(line) {
+            named.extend(stop_naming(line));
+        }
         if !named.is_empty() {
-            if named.iter().any(|v| self.wanted_at(line, *v)) {
+            if named
+                .iter()
+                .any(|v| *v == line.len() || self.wanted_at(line, *v))
+            {
                 Class::Keep
             } else {
                 Class::OtherSandbox
@@ -153,7 +196,11 @@ impl Prefilter {
                     Class::OtherSandbox
                 }
             } else if journald_prefix(text) {
-                Class::Unrecognized
+                match stop_naming(text) {
+                    Some(v) if v == text.len() || self.wanted_at(text, v) => Class::Keep,
+                    Some(_) => Class::OtherSandbox,
+                    None => Class::Unrecognized,
+                }
             } else {
                 Class::Keep
             };

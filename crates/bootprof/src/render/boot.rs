@@ -41,7 +41,16 @@ pub fn state_line(r: &Report) -> String {
             "UNFINISHED: the log ends during {}",
             st.ends_during.as_deref().unwrap_or("the boot")
         ),
-        ("complete", _) => "complete (the container started)".to_string(),
+        ("stopped", _) => format!(
+            "STOPPED: {}",
+            st.ends_during
+                .as_deref()
+                .unwrap_or("the sandbox was stopped before its container started")
+        ),
+        ("complete", _) => match &st.stopped {
+            Some(s) => format!("complete (the container started); {s}"),
+            None => "complete (the container started)".to_string(),
+        },
         _ => "unknown (the inputs do not show how the boot ended)".to_string(),
     };
     if !st.started_late.is_empty() {

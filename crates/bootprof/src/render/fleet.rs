@@ -89,8 +89,12 @@ const PHASE_HEAD: [&str; 8] = [
 
 fn states_line(f: &Fleet) -> String {
     let get = |k: &str| f.states.get(k).copied().unwrap_or(0);
+    let stopped = match get("stopped") {
+        0 => String::new(),
+        n => format!(", {n} stopped"),
+    };
     format!(
-        "{} complete, {} failed, {} unfinished, {} unknown; {} started late",
+        "{} complete, {} failed, {} unfinished{stopped}, {} unknown; {} started late",
         get("complete"),
         get("failed"),
         get("unfinished"),
@@ -343,6 +347,13 @@ fn groupings(o: &mut String, f: &Fleet) {
                 largest_phase_words(g)
             );
         }
+    }
+    if let Some(n) = f.states.get("stopped").filter(|n| **n > 0) {
+        let _ = writeln!(
+            o,
+            "  ({n} stopped boot{}, stopped before its container started, in BOOTS only)",
+            plural(*n, "s")
+        );
     }
 }
 

@@ -116,6 +116,7 @@ impl<'a> Vm<'a> {
             failure_step: None,
             failure_device: None,
             failure_reason: None,
+            stopped_after_start: false,
             bar_unassigned: None,
             started_late: spec.head_cut.is_some(),
             trace_shift_h: -spec.trace_shift_h,
@@ -283,6 +284,58 @@ impl<'a> Vm<'a> {
         self.truth.failure_reason = Some(f.reason);
         self.truth.gpus = 0;
         at + ns(1.0)
+    }
+
+    /// How many lines were logged so far.
+    pub(super) fn logged(&self) -> usize {
+        self.g.out.lines.len()
+    }
+
+    /// A pause of `lo` to `hi` seconds, drawn.
+    pub(super) fn pause(&mut self, lo: f64, hi: f64) -> Nanos {
+        ns(self.g.rng.f(lo, hi))
+    }
+
+    /// The sandbox is stopped at `at`, in the wording the seed picks; the guest powers
+    /// down after it.
+    pub(super) fn stop(&mut self, at: Nanos) {
+        let sandbox = self.g.sandbox.clone();
+        match (self.spec.seed >> 8) % 5 {
+            0 => {
+                let q = Some(("qemu", String::new()));
+                self.g
+                    .shim_with(at, "info", "Stopping Sandbox", None, false, q);
+            }
+            1 => {
+                self.g
+                    .shim(at, "info", "Stopping sandbox in the VM", None, false);
+                self.g
+                    .shim(at + ns(0.001), "info", "Stopping VM", None, false);
+            }
+            2 => {
+                let f = Some(("cloudHypervisor", " function=StopVM".to_string()));
+                self.g.shim_with(at, "info", "Stop Sandbox", None, false, f);
+            }
+            3 => {
+                let msg = format!("StopPodSandbox for \"{sandbox}\"");
+                self.g.containerd(at, "info", &msg, String::new());
+                let q = Some(("qemu", String::new()));
+                self.g
+                    .shim_with(at + ns(0.002), "info", "Stopping Sandbox", None, false, q);
+            }
+            _ => {
+                let id = format!(" id={sandbox} namespace=k8s.io");
+                self.g
+                    .containerd(at, "info", "shim disconnected", id.clone());
+                self.g.containerd(
+                    at + ns(0.00004),
+                    "warning",
+                    "cleaning up after shim disconnected",
+                    id,
+                );
+            }
+        }
+        self.g.kernel(at + ns(0.05), "reboot: Power down");
     }
 
     /// vm_create: QEMU starts and the host pins boot RAM. Returns when the guest kernel

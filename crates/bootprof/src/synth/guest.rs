@@ -155,6 +155,19 @@ impl Guest<'_> {
             },
         });
     }
+    /// A line of containerd's own (no shim pid) with more `fields` after `msg=`.
+    pub(super) fn containerd(&mut self, t: Nanos, level: &'static str, msg: &str, fields: String) {
+        self.out.lines.push(JLine {
+            t,
+            sandbox: self.sandbox.clone(),
+            shim: 0,
+            body: Body::Containerd {
+                level,
+                msg: msg.to_string(),
+                fields,
+            },
+        });
+    }
     /// A line of containerd's CRI plugin (no shim pid).
     pub(super) fn cri(&mut self, t: Nanos, msg: &str, error: String) {
         self.out.lines.push(JLine {

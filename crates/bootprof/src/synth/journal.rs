@@ -1,7 +1,7 @@
 //! The containerd journal as `journalctl -o FORMAT` prints it: the boot's shim, console and
 //! CRI lines in host time order, with noise from other units between them.
 
-use super::spec::{JournalFormat, Spec};
+use super::spec::{JournalFormat, ProxyConsole, Spec};
 use super::{ns, rfc3339, weekday, zone_s, Rng, MONTHS};
 use crate::parse::time::{civil_from_nanos, Nanos, NS_PER_S};
 
@@ -21,6 +21,12 @@ pub(super) enum Body {
     Cri {
         msg: String,
         error: String,
+    },
+    /// containerd's own line: `msg=` and more fields (` id=… namespace=…`).
+    Containerd {
+        level: &'static str,
+        msg: String,
+        fields: String,
     },
 }
 
@@ -150,6 +156,13 @@ pub(super) fn write(
             }
             ni.next();
         }
+        if let Some((ident, msg)) = proxy_line(spec, l, &rfc3339(l.t, field_zone)) {
+            journal_entry(&mut text, l.t, zone_s, spec, &ident, &msg);
+            if let Some((t, i, m)) = held.take() {
+                journal_entry(&mut text, t, zone_s, spec, &i, &m);
+            }
+            continue;
+        }
         let msg = message(l, &rfc3339(l.t, field_zone), cat);
         let containerd = "containerd[2771108]".to_string();
         let copied = spec.dup_identifiers && l.shim != 0 && msg.starts_with("time=");
@@ -187,6 +200,35 @@ pub(super) fn write(
     (text, copies)
 }
 
+/// A guest kernel line as Kata 1.x's proxy logs it ([`Spec::proxy_console`]): its
+/// identifier and message (`time=… level=info msg="[    0.566334] …\n" name=kata-proxy
+/// pid=… [sandbox=…] source=agent`); `None` for any other line.
+fn proxy_line(spec: &Spec, l: &JLine, time: &str) -> Option<(String, String)> {
+    let Body::Console(payload) = &l.body else {
+        return None;
+    };
+    let with_sandbox = match spec.proxy_console? {
+        ProxyConsole::WithSandbox => true,
+        ProxyConsole::NoSandbox => false,
+    };
+    if payload.starts_with('{') || l.shim == 0 {
+        return None;
+    }
+    let pid = l.shim + 17;
+    let sandbox = if with_sandbox {
+        format!(" sandbox={}", l.sandbox)
+    } else {
+        String::new()
+    };
+    Some((
+        format!("kata-proxy[{pid}]"),
+        format!(
+            "time=\"{time}\" level=info msg={} name=kata-proxy pid={pid}{sandbox} source=agent",
+            go_quote(&format!("{payload}\n"))
+        ),
+    ))
+}
+
 /// containerd's message for a line logged at `time` (its `time=` field); `cat`: the
 /// journal is printed without prefixes.
 fn message(l: &JLine, time: &str, cat: bool) -> String {
@@ -222,6 +264,9 @@ fn message(l: &JLine, time: &str, cat: bool) -> String {
                 l.shim,
                 l.sandbox
             )
+        }
+        Body::Containerd { level, msg, fields } => {
+            format!("time=\"{time}\" level={level} msg={}{fields}", go_quote(msg))
         }
         Body::Cri { msg, error } => format!(
             "time=\"{time}\" level=error msg={} error={}",

@@ -28,7 +28,8 @@ mod vfio;
 pub use vfio::WORDINGS as HOTPLUG_WORDINGS;
 
 pub use spec::{
-    BarWording, Bind, GpuTruth, JournalFormat, Outcome, RamPages, Records, Spec, Truth,
+    BarWording, Bind, GpuTruth, JournalFormat, Outcome, ProxyConsole, RamPages, Records, Spec,
+    Stop, Truth,
 };
 
 use crate::parse::time::{civil_from_nanos, days_from_civil, Nanos, NS_PER_S};
@@ -165,11 +166,32 @@ pub fn render(spec: &Spec) -> Records {
         let drivers = vm.driver_init(&create, last_found);
         let cdi = vm.cdi_wait(&create, &drivers);
         let end = vm.end(&create, &cdi);
-        let cut = Cut::new(spec, boot, &drivers, &create, &end);
+        // a sandbox stopped before its container started: the log ends at the stop
+        let stopped_early = spec.stop == Some(Stop::BeforeStart);
+        let cut_spec = Spec {
+            tail_cut: spec.tail_cut.or(stopped_early.then_some(0.5)),
+            ..spec.clone()
+        };
+        let cut = Cut::new(&cut_spec, boot, &drivers, &create, &end);
         cut.apply(&mut vm.truth, &drivers, &cdi, &end);
         (end.at, cut)
     };
+    // the stop's lines, kept apart from the cut
+    let logged = vm.logged();
+    match (spec.stop, cut.tail) {
+        (Some(Stop::BeforeStart), Some(tail)) => {
+            vm.stop(tail + 1);
+            vm.truth.status = "stopped";
+        }
+        (Some(Stop::AfterStart), None) if vm.truth.status == "complete" => {
+            let after = vm.pause(30.0, 3600.0);
+            vm.stop(end_at + after);
+            vm.truth.stopped_after_start = true;
+        }
+        _ => {}
+    }
     let mut truth = vm.truth;
+    let stop_lines = out.lines.split_off(logged.min(out.lines.len()));
 
     // ---- the rest: other boots, traces, kubectl --------------------------------------------
     let mut rest = rng_for_rest(spec);
@@ -180,7 +202,8 @@ pub fn render(spec: &Spec) -> Records {
         guest::other_sandbox(&ids, &mut out, &mut rest);
     }
     let (first_logged, last_logged) = cut.window();
-    let lines = out.take_lines(first_logged, last_logged);
+    let mut lines = out.take_lines(first_logged, last_logged);
+    lines.extend(stop_lines);
     let (journal, copies) = journal::write(spec, &mut rest, lines, ids.t0, end_at);
     truth.duplicates = copies;
     truth.pins_s = spec
@@ -220,8 +243,9 @@ pub struct NodeRecords {
 
 /// Boots of several nodes with known truth. Each node's specs are rendered one after
 /// another, `spacing_s` apart from `start` on, on that node's host (a node has one zone,
-/// one locale, one journal format, one trace clock and writes its shim lines once or
-/// twice: the first spec's are used for all its boots), and their
+/// one locale, one journal format, one trace clock, writes its shim lines once or
+/// twice and its guests' console through the shim or Kata 1.x's proxy: the first spec's are
+/// used for all its boots), and their
 /// logs are joined as one host keeps them: one journal, one pin trace, one `kubectl
 /// describe pods`.
 pub fn fleet(nodes: &[(String, Vec<Spec>)], start: Nanos, spacing_s: i64) -> Vec<NodeRecords> {
@@ -252,6 +276,7 @@ pub fn fleet(nodes: &[(String, Vec<Spec>)], start: Nanos, spacing_s: i64) -> Vec
                     spec.trace_shift_h = f.trace_shift_h;
                     spec.journal_format = f.journal_format;
                     spec.dup_identifiers = f.dup_identifiers;
+                    spec.proxy_console = f.proxy_console;
                 }
                 let rec = render(&spec);
                 out.journal.push_str(&rec.journal);

@@ -14,6 +14,27 @@ pub enum Bind {
     Absent,
 }
 
+/// When the sandbox is stopped, in a wording the seed picks (the Kata shim's `Stopping
+/// Sandbox`, `Stopping sandbox in the VM` + `Stopping VM`, Cloud Hypervisor's `Stop Sandbox`,
+/// containerd's `StopPodSandbox for "ID"`, `shim disconnected`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Half a minute to an hour after the container started: the boot is complete.
+    AfterStart,
+    /// Where [`Spec::tail_cut`] would end the log (halfway when none): the boot is stopped.
+    BeforeStart,
+}
+
+/// Kata 1.x: the guest kernel's console lines through `kata-proxy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyConsole {
+    /// `name=kata-proxy pid=… sandbox=… source=agent` (kata-containers/runtime#1551).
+    WithSandbox,
+    /// Without `sandbox=` (Kata 1.0, kata-containers/osbuilder#118): only for a journal
+    /// of one boot, whose console they are.
+    NoSandbox,
+}
+
 /// How the guest kernel words a BAR it could not assign.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarWording {
@@ -132,6 +153,11 @@ pub struct Spec {
     /// failed probe): that GPU is never enabled and the CDI specs never resolve (a Complete
     /// outcome becomes CdiNeverResolved).
     pub bar_unassigned: Option<BarWording>,
+    /// The sandbox stopped (a complete boot's after its start, or one's before it).
+    pub stop: Option<Stop>,
+    /// The guest kernel's console lines written as Kata 1.x's `kata-proxy[PID]` lines
+    /// (`msg="[ … ] …\n"`), the agent's records still in `vmconsole=`.
+    pub proxy_console: Option<ProxyConsole>,
     pub outcome: Outcome,
     /// The journal starts this far (0..1) from guest boot + 2 s to the last GPU's enable.
     pub head_cut: Option<f64>,
@@ -174,6 +200,8 @@ impl Spec {
             pre314: false,
             dup_identifiers: false,
             bar_unassigned: None,
+            stop: None,
+            proxy_console: None,
             outcome: Outcome::Complete,
             head_cut: None,
             tail_cut: None,
@@ -218,6 +246,9 @@ pub struct Truth {
     /// reason: both must be in the failure's summary.
     pub failure_device: Option<String>,
     pub failure_reason: Option<String>,
+    /// The line that stops the sandbox after its container started, when the log has it:
+    /// the report must say so.
+    pub stopped_after_start: bool,
     /// A GPU BAR the guest could not assign: (GPU, `BAR n`, bytes); a finding must name
     /// all three.
     pub bar_unassigned: Option<(String, String, u64)>,

@@ -1196,6 +1196,7 @@ impl Ingester {
                     pid,
                     same_host: passes && host.is_some(),
                     same_sandbox: passes,
+                    loose: false,
                 };
                 self.templated(at.src(file, &k), &head, (v.ts, v.dup), kind);
             }
@@ -1352,6 +1353,7 @@ impl Ingester {
             pid: j.pid,
             same_host: j.same_host,
             same_sandbox: j.same_sandbox,
+            loose: j.loose,
         };
         let Some((sandbox, pid, stamp)) = self.journal_head(src, &head)? else {
             return Ok(());
@@ -1412,6 +1414,17 @@ impl Ingester {
         self.tally_zones(local, j.time, j.time_zone);
         let host = j.time.or(abs);
         let Some(sb) = j.sandbox else {
+            if j.loose {
+                // a console line of no named sandbox: the boot it falls in takes it
+                if let Some(t) = host {
+                    self.check_host((src.file, None, None), t)?;
+                }
+                return Ok(Some((
+                    None,
+                    None,
+                    (host, if host.is_none() { local } else { None }),
+                )));
+            }
             // containerd line with no sandbox: noise for us
             self.out.stats.unrecognized += 1;
             return Ok(None);
@@ -1508,6 +1521,9 @@ struct JournalParsed<'a> {
     same_sandbox: bool,
     /// A shim record's identity, for dropping its copies ([`record_key`]).
     dup: Option<u64>,
+    /// A line that is read though it names no sandbox: a Kata 1.x proxy's console line,
+    /// the console of whichever boot it falls in (as a dmesg file's lines are).
+    loose: bool,
 }
 
 /// The fields of a containerd line that [`Ingester::journal_head`] reads.
@@ -1520,6 +1536,8 @@ struct Head<'b> {
     pid: Option<u32>,
     same_host: bool,
     same_sandbox: bool,
+    /// See [`JournalParsed::loose`].
+    loose: bool,
 }
 
 /// A containerd line's sandbox id, shim pid and stamp (host time, or its prefix).
@@ -1710,6 +1728,18 @@ fn parse_bytes<'a>(bytes: &'a [u8], want: Option<&str>, buf: &mut String) -> Par
     }
 }
 
+/// A guest console line (unquoted): a kernel line (or a two-line message's stampless
+/// second), an agent record, or text that is neither.
+fn console_body(console: &str) -> JournalBody {
+    if let Some(kind) = dmesg::continuation(console) {
+        return JournalBody::Console(Console::Continuation(kind));
+    }
+    match parse_console(console.trim()) {
+        Console::Other => JournalBody::ConsoleText(console.to_string()),
+        c => JournalBody::Console(c),
+    }
+}
+
 /// A containerd line of a wanted sandbox: its payload (`console`, already unquoted)
 /// parsed, or its message kept.
 fn journal_body(j: &journal::JournalRef<'_>, console: &str) -> JournalBody {
@@ -1721,14 +1751,7 @@ fn journal_body(j: &journal::JournalRef<'_>, console: &str) -> JournalBody {
                 Err(e) => Console::BadAgent(e.to_string()),
             });
         }
-        if let Some(kind) = dmesg::continuation(console) {
-            return JournalBody::Console(Console::Continuation(kind));
-        }
-        let c = parse_console(console.trim());
-        return match c {
-            Console::Other => JournalBody::ConsoleText(console.to_string()),
-            c => JournalBody::Console(c),
-        };
+        return console_body(console);
     }
     let is_error = j
         .level
@@ -1769,25 +1792,32 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
     if contains(s, &TIME_KEY) || contains(s, &MSG_KEY) {
         match journal::parse_ref_into(s, buf) {
             Ok(Some(j)) => {
+                // Kata 1.x: the proxy's lines carry the console in `msg=`, and its pid is
+                // not a shim's (its lines join their sandbox's boot)
+                let proxy = j.proxy_console();
+                let loose = proxy.is_some() && j.sandbox.is_none();
                 // the payload is read only for a line of a wanted sandbox
-                let wanted = j.sandbox.is_some() && passes_want(want, j.sandbox.as_deref());
-                let body = if wanted {
-                    journal_body(&j, buf.as_str())
-                } else {
-                    JournalBody::Skipped
+                let wanted =
+                    loose || (j.sandbox.is_some() && passes_want(want, j.sandbox.as_deref()));
+                let body = match (&proxy, wanted) {
+                    (_, false) => JournalBody::Skipped,
+                    (Some(text), true) => console_body(text),
+                    (None, true) => journal_body(&j, buf.as_str()),
                 };
-                let dup = record_key(j.time, j.pid, &body);
+                let pid = if proxy.is_some() { None } else { j.pid };
+                let dup = record_key(j.time, pid, &body);
                 return Parsed::Journal(JournalParsed {
                     prefix: j.prefix,
                     host: j.host,
                     time: j.time,
                     time_zone: j.time_zone,
                     sandbox: j.sandbox,
-                    pid: j.pid,
+                    pid,
                     body,
                     same_host: false,
                     same_sandbox: false,
                     dup,
+                    loose,
                 });
             }
             Ok(None) => {}
@@ -1860,6 +1890,7 @@ fn from_export<'a>(
             same_host: false,
             same_sandbox: false,
             dup: j.dup,
+            loose: j.loose,
         }),
         Parsed::Unrecognized => Parsed::Unrecognized,
         Parsed::Console(c) => Parsed::Console(c),

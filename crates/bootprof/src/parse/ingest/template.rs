@@ -301,6 +301,7 @@ impl<'a> Template<'a> {
             same_host: false,
             same_sandbox: false,
             dup: v.dup,
+            loose: false,
         }
     }
 }
