@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use super::short;
+
 use crate::analyze::findings::fixes_line;
 use crate::analyze::model::{secs_fmt, Phase, Report};
 use crate::estimate::Estimate;
@@ -71,16 +73,6 @@ fn at_least_mark(at_least: bool) -> &'static str {
 /// `dir/file:12` → `file:12` for the terminal.
 fn base(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
-}
-
-fn short(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    }
 }
 
 /// Rows shown in tables: every phase, except the pin calls not tied to a GPU that are guest

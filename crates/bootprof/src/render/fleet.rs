@@ -9,21 +9,13 @@
 
 use std::fmt::Write as _;
 
+use super::short;
+
 use serde::Serialize;
 
 use crate::analyze::model::secs_fmt;
 use crate::fleet::{BootRow, Fleet, Group, PhaseCell, PhaseStats, PHASES};
 use crate::render::boot::{color, esc, gantt_svg};
-
-fn short(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    }
-}
 
 fn opt_s(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".to_string(), |v| secs_fmt(v, digits))

@@ -4,3 +4,14 @@
 
 pub mod boot;
 pub mod fleet;
+
+/// `s` cut to `n` characters, the last one `…` when cut.
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
