@@ -398,7 +398,8 @@ fn lay(ctx: &Ctx, o: &Obj) -> Boxed {
     b
 }
 
-fn esc(s: &str) -> String {
+/// Text and attribute values escaped for SVG and HTML.
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

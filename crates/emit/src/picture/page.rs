@@ -6,14 +6,8 @@ use std::fmt::Write as _;
 use plan::{Plan, Tenant};
 use topo::Host;
 
+use super::draw::esc;
 use super::{svg, Marks};
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 fn or_none(s: String) -> String {
     if s.is_empty() {
