@@ -32,6 +32,7 @@ mod devices;
 pub mod emulator;
 mod features;
 pub mod housekeeping;
+pub mod layouts;
 pub mod memory;
 pub mod model;
 mod plan;
