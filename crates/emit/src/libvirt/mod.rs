@@ -56,6 +56,7 @@
 //!   vCPU's `hotpluggable` as the domain had it — and left alone when it already says that.
 
 mod read;
+mod scratch;
 
 use plan::{Plan, Timer};
 use topo::CpuSet;
@@ -67,6 +68,7 @@ use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
 pub use crate::values::parse_libvirt_cpuset;
+pub use scratch::{domain_name, scratch_domain, Scratch};
 pub use read::{domain_choices, domain_guest_os, tenant_from_domain_xml, DomainOs};
 use read::{parse_doc, DomainInfo};
 
