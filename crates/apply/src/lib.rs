@@ -21,6 +21,7 @@ pub mod hook;
 pub mod hugepages;
 pub mod irq;
 pub mod journal;
+pub mod libvirt;
 pub mod proc;
 pub mod qemu;
 pub mod sched;

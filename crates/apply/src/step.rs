@@ -13,6 +13,7 @@ use topo::CpuSet;
 use crate::error::{read_trim, write_value, ApplyError, Result};
 use crate::hugepages::{self, GiveBack, Pool};
 use crate::sched::{self, SchedState};
+use crate::libvirt::Virsh;
 use crate::{proc, shield};
 
 /// Which side of the plan an IRQ belongs to.
@@ -126,6 +127,14 @@ pub enum Target {
     },
     /// A systemd unit property set with `systemctl set-property --runtime`.
     SystemdProperty { unit: String, property: String },
+    /// A scratch libvirt domain (`bench matrix`), defined from `xml`. Values
+    /// `absent`/`defined`; undone by destroying and undefining it.
+    LibvirtDomain {
+        /// The connection (`virsh -c`), `None` for virsh's default.
+        uri: Option<String>,
+        name: String,
+        xml: PathBuf,
+    },
 }
 
 /// A change to make: the target, the value now, the value wanted.
@@ -191,6 +200,7 @@ impl Target {
             Target::CgroupDir { .. } => "cgroup_dir",
             Target::CgroupTasks { .. } => "cgroup_tasks",
             Target::SystemdProperty { .. } => "systemd_property",
+            Target::LibvirtDomain { .. } => "libvirt_domain",
         }
     }
 }
@@ -277,6 +287,10 @@ impl Actuator for Target {
                 format!("move {} host tasks into {}", tasks.len(), dest.display())
             }
             Target::SystemdProperty { unit, property } => format!("systemd {unit} {property}="),
+            Target::LibvirtDomain { uri, name, .. } => format!(
+                "libvirt domain {name} (scratch copy){}",
+                uri.as_deref().map(|u| format!(" on {u}")).unwrap_or_default()
+            ),
         }
     }
 
@@ -309,6 +323,10 @@ impl Actuator for Target {
             }
             Target::CgroupTasks { .. } => Ok("origin".into()),
             Target::SystemdProperty { unit, property } => shield::systemctl_show(unit, property),
+            Target::LibvirtDomain { uri, name, .. } => {
+                let present = Virsh::new(uri.clone()).state(name)?.is_some();
+                Ok(if present { "defined" } else { "absent" }.into())
+            }
         }
     }
 
@@ -411,6 +429,14 @@ impl Actuator for Target {
             Target::SystemdProperty { unit, property } => {
                 shield::systemctl_set(unit, property, new).map(|()| Outcome::Done(None))
             }
+            Target::LibvirtDomain { uri, xml, .. } => {
+                if new == "defined" {
+                    Virsh::new(uri.clone()).define(xml)?;
+                    Ok(Outcome::Done(None))
+                } else {
+                    self.rollback("absent")
+                }
+            }
         }
     }
 
@@ -430,7 +456,8 @@ impl Actuator for Target {
             Target::MaskFile { .. } => same_mask(&observed, new),
             Target::CgroupController { .. }
             | Target::CgroupDir { .. }
-            | Target::SystemdProperty { .. } => observed == new,
+            | Target::SystemdProperty { .. }
+            | Target::LibvirtDomain { .. } => observed == new,
             Target::CgroupTasks { .. } => true,
         };
         let observed = match self {
@@ -591,6 +618,18 @@ impl Actuator for Target {
             }
             Target::SystemdProperty { unit, property } => {
                 shield::systemctl_set(unit, property, previous).map(|()| Outcome::Done(None))
+            }
+            Target::LibvirtDomain { uri, name, .. } => {
+                if previous != "absent" {
+                    return Ok(Outcome::Skipped(format!(
+                        "{name} was {previous} before: left as it is"
+                    )));
+                }
+                if Virsh::new(uri.clone()).remove(name)? {
+                    Ok(Outcome::Done(Some(format!("{name} destroyed and undefined"))))
+                } else {
+                    Ok(Outcome::Skipped(format!("{name} is already gone")))
+                }
             }
         }
     }

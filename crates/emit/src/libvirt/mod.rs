@@ -68,7 +68,7 @@ use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
 pub use crate::values::parse_libvirt_cpuset;
-pub use scratch::{domain_name, scratch_domain, Scratch};
+pub use scratch::{domain_shape, scratch_domain, DomainShape, Scratch};
 pub use read::{domain_choices, domain_guest_os, tenant_from_domain_xml, DomainOs};
 use read::{parse_doc, DomainInfo};
 

@@ -23,7 +23,8 @@
 use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
-use super::read::parse_doc;
+use super::read::{child, parse_doc};
+use crate::values::scaled;
 use super::DOMAIN_ORDER;
 
 /// How the scratch copy boots and where it writes.
@@ -121,16 +122,48 @@ pub fn scratch_domain(xml: &str, s: &Scratch) -> Result<String, EmitError> {
     Ok(out)
 }
 
-/// The domain's `<name>`.
-pub fn domain_name(xml: &str) -> Result<String, EmitError> {
+/// What a measurement matrix needs to know of a domain: the planner's request comes from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainShape {
+    pub name: String,
+    pub vcpus: u32,
+    pub memory_bytes: u64,
+    /// Passed-through PCI devices (normalized BDFs).
+    pub devices: Vec<String>,
+    /// Host CPUs the domain already pins something to (empty: libvirt's default).
+    pub pinned: topo::CpuSet,
+}
+
+/// The domain's `<name>`, `<vcpu>` count, `<memory>`, hostdevs and pins.
+pub fn domain_shape(xml: &str) -> Result<DomainShape, EmitError> {
     let doc = parse_doc(xml)?;
-    doc.root_element()
-        .children()
-        .find(|n| n.has_tag_name("name"))
+    let root = doc.root_element();
+    let name = child(root, "name")
         .and_then(|n| n.text())
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| EmitError::Invalid("the domain has no <name>".into()))
+        .ok_or_else(|| EmitError::Invalid("the domain has no <name>".into()))?;
+    let memory = child(root, "memory")
+        .ok_or_else(|| EmitError::Invalid(format!("domain {name} has no <memory>")))?;
+    let memory_bytes = scaled(
+        memory.text().unwrap_or(""),
+        memory.attribute("unit"),
+        1024,
+        "<memory>",
+    )?;
+    let choices = super::domain_choices(xml)?;
+    let vcpus = choices
+        .vcpus
+        .filter(|&v| v > 0)
+        .ok_or_else(|| EmitError::Invalid(format!("domain {name} has no <vcpu> count")))?;
+    let tenant = super::tenant_from_domain_xml(xml)?;
+    Ok(DomainShape {
+        name,
+        vcpus,
+        memory_bytes,
+        devices: tenant.devices,
+        pinned: tenant.cpus,
+    })
 }
 
 #[cfg(test)]
@@ -241,8 +274,13 @@ mod tests {
 
     #[test]
     fn names_and_bad_input() {
-        assert_eq!(domain_name(DOM).unwrap(), "win");
-        assert!(domain_name("<domain/>").is_err());
+        let shape = domain_shape(DOM).unwrap();
+        assert_eq!(shape.name, "win");
+        assert_eq!((shape.vcpus, shape.memory_bytes), (4, 4 << 30));
+        assert_eq!(shape.devices, ["0000:01:00.0"]);
+        assert_eq!(shape.pinned.to_list_string(), "2");
+        assert!(domain_shape("<domain/>").is_err());
+        assert!(domain_shape("<domain><name>x</name><vcpu>2</vcpu></domain>").is_err());
         assert!(scratch_domain("<notdomain/>", &s()).is_err());
         let mut bad = s();
         bad.name = "a/b".into();
