@@ -35,7 +35,10 @@ impl Virsh {
     /// Run `virsh ARGS`; its stdout, or its last error line.
     pub fn run(&self, args: &[&str]) -> Result<String> {
         let out = self.command().args(args).output().map_err(|e| {
-            ApplyError::Other(format!("running virsh {}: {e}", args.first().unwrap_or(&"")))
+            ApplyError::Other(format!(
+                "running virsh {}: {e}",
+                args.first().unwrap_or(&"")
+            ))
         })?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
@@ -46,7 +49,7 @@ impl Virsh {
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .map(|l| l.trim_start_matches("error: "))
-            .last()
+            .next_back()
             .unwrap_or("no message")
             .to_string();
         Err(ApplyError::Other(format!(
@@ -144,7 +147,9 @@ mod tests {
         assert!(no_domain(
             "virsh domstate: Domain not found: no domain with matching name 'x'"
         ));
-        assert!(!no_domain("virsh domstate: failed to connect to the hypervisor"));
+        assert!(!no_domain(
+            "virsh domstate: failed to connect to the hypervisor"
+        ));
     }
 
     #[test]
@@ -159,7 +164,10 @@ mod tests {
         assert_eq!(v.state("test").unwrap().as_deref(), Some("running"));
         assert_eq!(v.state("vmtune-no-such-domain").unwrap(), None);
         assert!(!v.remove("vmtune-no-such-domain").unwrap());
-        assert!(v.dumpxml("test", true).unwrap().contains("<name>test</name>"));
+        assert!(v
+            .dumpxml("test", true)
+            .unwrap()
+            .contains("<name>test</name>"));
         let e = v.start("vmtune-no-such-domain").unwrap_err();
         assert!(e.to_string().starts_with("virsh start: "), "{e}");
     }

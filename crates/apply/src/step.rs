@@ -12,8 +12,8 @@ use topo::CpuSet;
 
 use crate::error::{read_trim, write_value, ApplyError, Result};
 use crate::hugepages::{self, GiveBack, Pool};
-use crate::sched::{self, SchedState};
 use crate::libvirt::Virsh;
+use crate::sched::{self, SchedState};
 use crate::{proc, shield};
 
 /// Which side of the plan an IRQ belongs to.
@@ -289,7 +289,9 @@ impl Actuator for Target {
             Target::SystemdProperty { unit, property } => format!("systemd {unit} {property}="),
             Target::LibvirtDomain { uri, name, .. } => format!(
                 "libvirt domain {name} (scratch copy){}",
-                uri.as_deref().map(|u| format!(" on {u}")).unwrap_or_default()
+                uri.as_deref()
+                    .map(|u| format!(" on {u}"))
+                    .unwrap_or_default()
             ),
         }
     }
@@ -626,7 +628,9 @@ impl Actuator for Target {
                     )));
                 }
                 if Virsh::new(uri.clone()).remove(name)? {
-                    Ok(Outcome::Done(Some(format!("{name} destroyed and undefined"))))
+                    Ok(Outcome::Done(Some(format!(
+                        "{name} destroyed and undefined"
+                    ))))
                 } else {
                     Ok(Outcome::Skipped(format!("{name} is already gone")))
                 }

@@ -19,6 +19,55 @@ use crate::{signals, RunFile};
 
 const RESULT_BEGIN: &str = "VMTUNE-RESULT-BEGIN";
 const RESULT_END: &str = "VMTUNE-RESULT-END";
+const RUN_BEGIN: &str = "VMTUNE-RUN-BEGIN";
+const RUN_END: &str = "VMTUNE-RUN-END";
+
+/// A command run inside the guest: `NAME=COMMAND` on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRun {
+    pub name: String,
+    pub command: String,
+}
+
+impl UserRun {
+    /// `NAME=COMMAND`; NAME is letters, digits, `-`, `_`, `.` (it prefixes the metrics).
+    pub fn parse(s: &str) -> Result<UserRun> {
+        let (name, command) = s
+            .split_once('=')
+            .ok_or_else(|| BenchError::Invalid(format!("--run {s:?}: expected NAME=COMMAND")))?;
+        let name = name.trim();
+        let ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !ok {
+            return Err(BenchError::Invalid(format!(
+                "--run {s:?}: the name {name:?} must be letters, digits, - _ ."
+            )));
+        }
+        if command.trim().is_empty() {
+            return Err(BenchError::Invalid(format!("--run {s:?}: no command")));
+        }
+        Ok(UserRun {
+            name: name.to_string(),
+            command: command.to_string(),
+        })
+    }
+}
+
+/// What one `--run` command printed inside the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutput {
+    pub name: String,
+    /// Its exit status (`None`: the guest stopped before it finished).
+    pub rc: Option<i32>,
+    pub output: String,
+}
+
+/// A shell word: single-quoted, its quotes escaped.
+fn sh_quote(a: &str) -> String {
+    format!("'{}'", a.replace('\'', "'\\''"))
+}
 
 #[derive(Debug, Clone)]
 pub struct GuestOptions {
@@ -34,6 +83,11 @@ pub struct GuestOptions {
     pub extra_args: Vec<String>,
     /// Arguments after `vmtune bench suite` inside the guest.
     pub suite_args: Vec<String>,
+    /// Commands run inside the guest after the suite (`bench matrix --run`), their output
+    /// brought back for the readers.
+    pub runs: Vec<UserRun>,
+    /// Host files copied into the guest's `/opt` (what `runs` call).
+    pub files: Vec<PathBuf>,
     pub timeout: Duration,
     /// Where the initramfs and logs go (created; removed after a successful run).
     pub workdir: PathBuf,
@@ -151,10 +205,23 @@ fn read(p: &Path) -> Result<Vec<u8>> {
 
 /// The guest's `/init`.
 pub fn init_script(suite_args: &[String]) -> String {
-    let quoted: Vec<String> = suite_args
-        .iter()
-        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
-        .collect();
+    init_script_with(suite_args, &[])
+}
+
+/// The guest's `/init`, running `runs` after the suite.
+pub fn init_script_with(suite_args: &[String], runs: &[UserRun]) -> String {
+    let quoted: Vec<String> = suite_args.iter().map(|a| sh_quote(a)).collect();
+    let mut user = String::new();
+    for r in runs {
+        user.push_str(&format!(
+            "echo {RUN_BEGIN} {name} > /dev/ttyS1\n\
+/bin/sh -c {cmd} > /tmp/run.txt 2>&1\n\
+rc=$?\n\
+{{ /bin/busybox cat /tmp/run.txt; echo; echo {RUN_END} $rc; }} > /dev/ttyS1\n",
+            name = r.name,
+            cmd = sh_quote(&r.command)
+        ));
+    }
     format!(
         "#!/bin/busybox sh\n\
 /bin/busybox mkdir -p /proc /sys /dev /run /tmp\n\
@@ -163,15 +230,45 @@ pub fn init_script(suite_args: &[String]) -> String {
 /bin/busybox mount -t devtmpfs devtmpfs /dev\n\
 /bin/busybox mount -t tmpfs tmpfs /run\n\
 /bin/busybox mount -t tmpfs tmpfs /tmp\n\
+/bin/busybox --install -s /bin\n\
+export PATH=/opt:/bin\n\
 echo vmtune-guest: running the suite\n\
 /vmtune bench suite --out /tmp --json {args} > /tmp/result.json 2> /tmp/err.txt\n\
 rc=$?\n\
 /bin/busybox cat /tmp/err.txt\n\
 {{ echo {RESULT_BEGIN} $rc; /bin/busybox cat /tmp/result.json; echo; echo {RESULT_END}; /bin/busybox cat /tmp/err.txt; }} > /dev/ttyS1\n\
+{user}\
 /bin/busybox sync\n\
 /bin/busybox poweroff -f\n",
         args = quoted.join(" ")
     )
+}
+
+/// The `--run` outputs in what the guest wrote to its second serial port, in order.
+pub fn parse_runs(text: &str) -> Vec<RunOutput> {
+    let text = text.replace('\r', "");
+    let mut out = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find(RUN_BEGIN) {
+        let after = &rest[i + RUN_BEGIN.len()..];
+        let (head, body) = after.split_once('\n').unwrap_or((after, ""));
+        let name = head.trim().to_string();
+        let (output, rc, next) = match body.find(RUN_END) {
+            Some(e) => {
+                let tail = &body[e + RUN_END.len()..];
+                let (rc_line, next) = tail.split_once('\n').unwrap_or((tail, ""));
+                (&body[..e], rc_line.trim().parse().ok(), next)
+            }
+            None => (body, None, ""),
+        };
+        out.push(RunOutput {
+            name,
+            rc,
+            output: output.trim_end_matches('\n').to_string(),
+        });
+        rest = next;
+    }
+    out
 }
 
 /// Build the initramfs in memory.
@@ -184,7 +281,19 @@ pub fn initramfs(opts: &GuestOptions) -> Result<Vec<u8>> {
     }
     c.file("bin/busybox", 0o755, &read(&opts.busybox)?);
     c.symlink("bin/sh", "busybox");
-    c.file("init", 0o755, init_script(&opts.suite_args).as_bytes());
+    c.file(
+        "init",
+        0o755,
+        init_script_with(&opts.suite_args, &opts.runs).as_bytes(),
+    );
+    c.dir("opt");
+    for f in &opts.files {
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| BenchError::Invalid(format!("{}: not a file name", f.display())))?;
+        c.file(&format!("opt/{name}"), 0o755, &read(f)?);
+    }
     c.file("vmtune", 0o755, &read(&opts.vmtune)?);
     let ldd = Command::new("ldd")
         .arg(&opts.vmtune)
@@ -426,5 +535,27 @@ mod tests {
         );
         assert!(parse_result("nothing", p).is_err());
         assert!(init_script(&["--config".into(), "it's".into()]).contains("'it'\\''s'"));
+    }
+
+    #[test]
+    fn user_runs_round_trip() {
+        let runs = [
+            UserRun::parse("stream=/opt/stream -n 3").unwrap(),
+            UserRun::parse("gen=echo x 1 GB/s").unwrap(),
+        ];
+        let init = init_script_with(&[], &runs);
+        assert!(init.contains("/bin/sh -c '/opt/stream -n 3'"), "{init}");
+        assert!(init.contains("/bin/sh -c 'echo x 1 GB/s'"), "{init}");
+        let serial = format!(
+            "{RESULT_BEGIN} 0\r\n{{}}\r\n{RESULT_END}\r\n{RUN_BEGIN} stream\r\nTriad: 1\r\n\r\n{RUN_END} 0\r\n{RUN_BEGIN} gen\r\nx 1 GB/s\r\n"
+        );
+        let got = parse_runs(&serial);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].name.as_str(), got[0].rc), ("stream", Some(0)));
+        assert_eq!(got[0].output, "Triad: 1");
+        assert_eq!((got[1].name.as_str(), got[1].rc), ("gen", None));
+        for bad in ["noequals", "=cmd", "a b=cmd", "x= "] {
+            assert!(UserRun::parse(bad).is_err(), "{bad}");
+        }
     }
 }

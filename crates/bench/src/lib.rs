@@ -18,6 +18,7 @@ pub mod error;
 pub mod frametimes;
 pub mod guest;
 pub mod latency;
+pub mod matrix;
 pub mod membw;
 pub mod progress;
 pub mod readers;

@@ -68,9 +68,9 @@ use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
 pub use crate::values::parse_libvirt_cpuset;
-pub use scratch::{domain_shape, scratch_domain, DomainShape, Scratch};
 pub use read::{domain_choices, domain_guest_os, tenant_from_domain_xml, DomainOs};
 use read::{parse_doc, DomainInfo};
+pub use scratch::{domain_shape, scratch_domain, DomainShape, Scratch};
 
 /// Order in which `virsh dumpxml` writes the children of `<domain>` (libvirt's
 /// `virDomainDefFormatInternal`); used to place elements the input lacks.

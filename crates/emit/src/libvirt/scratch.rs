@@ -24,8 +24,8 @@ use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
 use super::read::{child, parse_doc};
-use crate::values::scaled;
 use super::DOMAIN_ORDER;
+use crate::values::scaled;
 
 /// How the scratch copy boots and where it writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,10 +229,7 @@ mod tests {
         let doc = roxmltree::Document::parse(&out).unwrap();
         let root = doc.root_element();
         let kid = |n: &str| root.children().find(|c| c.has_tag_name(n));
-        assert_eq!(
-            kid("name").unwrap().text(),
-            Some("vmtune-matrix-win-pin-1")
-        );
+        assert_eq!(kid("name").unwrap().text(), Some("vmtune-matrix-win-pin-1"));
         assert!(kid("uuid").is_none());
         let os = kid("os").unwrap();
         let names: Vec<&str> = os

@@ -777,6 +777,8 @@ fn run_suite_in_guest(a: &SuiteArgs, out: &Path) -> Result<ExitCode> {
         accel,
         extra_args: g.qemu_args.clone(),
         suite_args: suite,
+        runs: Vec::new(),
+        files: Vec::new(),
         timeout: Duration::from_secs(g.guest_timeout.max(1)),
         workdir: std::env::temp_dir().join(format!("vmtune-guest-{}", std::process::id())),
     };

@@ -1,0 +1,600 @@
+//! `vmtune bench matrix`: the r/VFIO pinning benchmark's comparison on this host — the same
+//! VM in several layouts, each booted as a scratch libvirt domain, measured inside, and
+//! compared run by run.
+//!
+//! ```text
+//! layouts (plan::layouts, patched into the user's domain by emit)
+//!   └─ order          runs interleaved: round r starts at layout r (mod n), so drift of the
+//!                     host (thermal, other load) falls on every layout alike
+//!   └─ run            per (layout, run): scratch XML → define (journaled by the caller) →
+//!                     start → wait for `shut off` → remove → read the guest's serial file
+//!   └─ summarize      per layout, one value per run and metric (the median of the run's
+//!                     repeats; a `--run` command's numbers through `readers`), compared
+//!                     with `compare` (median [min–max], change vs the first layout, beyond
+//!                     noise when the ranges do not overlap), and the verdict on the
+//!                     planner's choice
+//! ```
+//!
+//! What touches libvirt is the [`Domains`] trait, so the order, the bookkeeping of failed
+//! runs and the summary are tested without a daemon; the CLI implements it with `virsh` and
+//! a journal step per scratch domain.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::compare::{compare, Comparison};
+use crate::error::{BenchError, Result};
+use crate::guest::{self, RunOutput, UserRun};
+use crate::stats::{beyond_noise, Summary};
+use crate::{readers, report, signals, svg, Metric, RunFile};
+
+/// One layout to measure: the domain XML it runs (before the scratch changes) and what it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutSpec {
+    /// `default`, `pin`, `pin-numa`, `pin-numa-smt`.
+    pub name: String,
+    pub describe: String,
+    pub domain_xml: String,
+    pub vcpus: u32,
+    /// `vN→cpu` pins, `none` for an unpinned layout.
+    pub pins: String,
+    /// Guest topology and cells, one line.
+    pub guest: String,
+    /// What had to be assumed or shared on this host.
+    pub notes: Vec<String>,
+    /// The plan behind it (JSON), recorded with its runs.
+    pub plan: Option<serde_json::Value>,
+}
+
+/// The files a scratch domain boots from and writes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScratchFiles {
+    pub name: String,
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    pub cmdline: String,
+    pub console: PathBuf,
+    pub result: PathBuf,
+}
+
+/// What the matrix asks of libvirt.
+pub trait Domains {
+    /// The scratch copy of `layout` booting `files` (domain XML).
+    fn scratch_xml(&self, layout: &LayoutSpec, files: &ScratchFiles) -> Result<String>;
+    /// Define the domain from `xml_path` (the caller journals it first).
+    fn define(&mut self, name: &str, xml_path: &Path) -> Result<()>;
+    fn start(&mut self, name: &str) -> Result<()>;
+    /// `virsh domstate`, `None` when there is no such domain.
+    fn state(&mut self, name: &str) -> Result<Option<String>>;
+    /// Destroy and undefine (the caller records it undone).
+    fn remove(&mut self, name: &str) -> Result<()>;
+}
+
+#[derive(Debug, Clone)]
+pub struct MatrixOptions {
+    pub runs: usize,
+    /// Scratch domains are named `PREFIX-LAYOUT-RUN`.
+    pub prefix: String,
+    pub workdir: PathBuf,
+    pub kernel: PathBuf,
+    pub busybox: PathBuf,
+    pub vmtune: PathBuf,
+    pub suite_args: Vec<String>,
+    pub user_runs: Vec<UserRun>,
+    pub files: Vec<PathBuf>,
+    /// Per run, from start to `shut off`.
+    pub timeout: Duration,
+}
+
+/// The kernel command line of every scratch boot (see `guest::qemu_command`).
+pub const CMDLINE: &str = "console=ttyS0 panic=-1 quiet rdinit=/init no_timer_check";
+
+/// The order of the runs: round `r` takes every layout once, starting at layout `r mod n`.
+pub fn order(layouts: usize, runs: usize) -> Vec<(usize, usize)> {
+    (0..runs)
+        .flat_map(|r| (0..layouts).map(move |i| ((i + r) % layouts, r)))
+        .collect()
+}
+
+/// One run's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub layout: String,
+    /// 1-based.
+    pub run: usize,
+    /// Position in the order, 1-based.
+    pub position: usize,
+    pub seconds: f64,
+    /// The suite's result in the guest; `None` when the run failed.
+    pub suite: Option<RunFile>,
+    /// What each `--run` command printed, read.
+    #[serde(default)]
+    pub user: Vec<UserResult>,
+    /// Why the run failed.
+    pub error: Option<String>,
+}
+
+/// A `--run` command's output in one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserResult {
+    pub name: String,
+    pub rc: Option<i32>,
+    /// The reader that read it (`stream`, `sysbench`, …).
+    pub tool: Option<String>,
+    pub measures: Vec<readers::Measure>,
+    /// Why nothing was read.
+    pub error: Option<String>,
+}
+
+impl UserResult {
+    fn read(o: &RunOutput) -> UserResult {
+        let mut r = UserResult {
+            name: o.name.clone(),
+            rc: o.rc,
+            tool: None,
+            measures: Vec::new(),
+            error: None,
+        };
+        match o.rc {
+            None => r.error = Some("the guest stopped before the command finished".into()),
+            Some(rc) if rc != 0 => {
+                r.error = Some(format!(
+                    "exit {rc}: {}",
+                    o.output
+                        .lines()
+                        .rfind(|l| !l.trim().is_empty())
+                        .unwrap_or("no output")
+                ))
+            }
+            Some(_) => match readers::read_any(&o.output) {
+                Ok((tool, m)) => {
+                    r.tool = Some(tool.id().to_string());
+                    r.measures = m;
+                }
+                Err(e) => r.error = Some(e.to_string()),
+            },
+        }
+        r
+    }
+}
+
+/// Build the initramfs once, then run every (layout, run) in [`order`]. A failed run is
+/// recorded and the next one goes on; Ctrl-C / SIGTERM removes the running scratch domain
+/// and stops with what was measured.
+pub fn run(
+    layouts: &[LayoutSpec],
+    opts: &MatrixOptions,
+    dom: &mut dyn Domains,
+    bar: &indicatif::ProgressBar,
+) -> Result<Vec<RunRecord>> {
+    if opts.runs == 0 || layouts.is_empty() {
+        return Err(BenchError::Invalid(
+            "nothing to run: no layout or --runs 0".into(),
+        ));
+    }
+    fs::create_dir_all(&opts.workdir).map_err(|e| BenchError::io(&opts.workdir, e))?;
+    let initrd = opts.workdir.join("initramfs.cpio");
+    let kernel = opts.workdir.join("vmlinuz");
+    bar.set_message("building the guest's initramfs");
+    let g = guest::GuestOptions {
+        qemu: PathBuf::new(),
+        kernel: opts.kernel.clone(),
+        busybox: opts.busybox.clone(),
+        vmtune: opts.vmtune.clone(),
+        cpus: 1,
+        memory_bytes: 0,
+        accel: String::new(),
+        extra_args: Vec::new(),
+        suite_args: opts.suite_args.clone(),
+        runs: opts.user_runs.clone(),
+        files: opts.files.clone(),
+        timeout: opts.timeout,
+        workdir: opts.workdir.clone(),
+    };
+    let image = guest::initramfs(&g)?;
+    fs::write(&initrd, image).map_err(|e| BenchError::io(&initrd, e))?;
+    // a copy: libvirt relabels what a domain boots from while it runs
+    fs::copy(&opts.kernel, &kernel).map_err(|e| BenchError::io(&opts.kernel, e))?;
+    let plan = order(layouts.len(), opts.runs);
+    bar.set_length(plan.len() as u64);
+    let mut records = Vec::new();
+    for (pos, &(li, r)) in plan.iter().enumerate() {
+        if signals::interrupted() {
+            return Err(BenchError::Interrupted);
+        }
+        let l = &layouts[li];
+        bar.set_message(format!("{} run {}/{}", l.name, r + 1, opts.runs));
+        let files = ScratchFiles {
+            name: format!("{}-{}-{}", opts.prefix, l.name, r + 1),
+            kernel: kernel.clone(),
+            initrd: initrd.clone(),
+            cmdline: CMDLINE.into(),
+            console: opts.workdir.join(format!("{}-{}.console", l.name, r + 1)),
+            result: opts.workdir.join(format!("{}-{}.result", l.name, r + 1)),
+        };
+        let t0 = Instant::now();
+        let got = one(l, &files, opts.timeout, dom);
+        let mut rec = RunRecord {
+            layout: l.name.clone(),
+            run: r + 1,
+            position: pos + 1,
+            seconds: t0.elapsed().as_secs_f64(),
+            suite: None,
+            user: Vec::new(),
+            error: None,
+        };
+        match got {
+            Ok((suite, user)) => {
+                rec.suite = Some(suite);
+                rec.user = user;
+            }
+            Err(BenchError::Interrupted) => return Err(BenchError::Interrupted),
+            Err(e) => rec.error = Some(e.to_string()),
+        }
+        records.push(rec);
+        bar.inc(1);
+    }
+    Ok(records)
+}
+
+/// One scratch boot: define, start, wait, remove (always, once defined), read.
+fn one(
+    l: &LayoutSpec,
+    f: &ScratchFiles,
+    timeout: Duration,
+    dom: &mut dyn Domains,
+) -> Result<(RunFile, Vec<UserResult>)> {
+    for p in [&f.console, &f.result] {
+        fs::write(p, "").map_err(|e| BenchError::io(p, e))?;
+    }
+    let xml = dom.scratch_xml(l, f)?;
+    let xml_path = f.result.with_extension("xml");
+    fs::write(&xml_path, &xml).map_err(|e| BenchError::io(&xml_path, e))?;
+    dom.define(&f.name, &xml_path)?;
+    let waited = dom
+        .start(&f.name)
+        .and_then(|()| wait_shut_off(dom, &f.name, timeout, &f.console));
+    let removed = dom.remove(&f.name);
+    waited?;
+    removed?;
+    let text = fs::read_to_string(&f.result).map_err(|e| BenchError::io(&f.result, e))?;
+    if text.trim().is_empty() {
+        let console = fs::read_to_string(&f.console).unwrap_or_default();
+        let last = console
+            .lines()
+            .rfind(|l| !l.trim().is_empty())
+            .unwrap_or("no console output");
+        return Err(BenchError::Invalid(format!(
+            "the guest wrote no result (last console line: {last}; console: {})",
+            f.console.display()
+        )));
+    }
+    let (_, suite) = guest::parse_result(&text, &f.result)?;
+    let user = guest::parse_runs(&text)
+        .iter()
+        .map(UserResult::read)
+        .collect();
+    Ok((suite, user))
+}
+
+fn wait_shut_off(
+    dom: &mut dyn Domains,
+    name: &str,
+    timeout: Duration,
+    console: &Path,
+) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        match dom.state(name)?.as_deref() {
+            Some("shut off") => return Ok(()),
+            None => {
+                return Err(BenchError::Invalid(format!(
+                    "scratch domain {name} disappeared while it ran"
+                )))
+            }
+            _ => {}
+        }
+        if signals::interrupted() {
+            return Err(BenchError::Interrupted);
+        }
+        if t0.elapsed() > timeout {
+            return Err(BenchError::Invalid(format!(
+                "{name} did not finish in {} s (console: {})",
+                timeout.as_secs(),
+                console.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Whether a unit measures time (lower is better) rather than a rate.
+pub fn is_time_unit(unit: &str) -> bool {
+    matches!(
+        unit.trim(),
+        "s" | "ms" | "us" | "µs" | "ns" | "sec" | "seconds"
+    )
+}
+
+/// The matrix's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatrixReport {
+    pub layouts: Vec<LayoutSpec>,
+    pub runs_per_layout: usize,
+    /// Per layout, the successful runs' values: one sample per run and metric.
+    pub per_layout: Vec<RunFile>,
+    pub comparison: Comparison,
+    /// The layout the planner chooses for this host, if it makes a plan.
+    pub chosen: Option<String>,
+    pub chosen_note: String,
+    /// Sentences on the planner's choice against the measurement.
+    pub verdict: Vec<String>,
+    pub records: Vec<RunRecord>,
+    /// Some runs failed or were never made: the figures are from fewer runs.
+    pub partial: bool,
+}
+
+/// One sample per metric for one run: the median of its repeats, and each `--run` number.
+fn run_metrics(rec: &RunRecord) -> Vec<Metric> {
+    let mut out = Vec::new();
+    if let Some(s) = &rec.suite {
+        for m in &s.metrics {
+            if let Some(sum) = Summary::of(&m.samples) {
+                let mut one = m.clone();
+                one.samples = vec![sum.median];
+                out.push(one);
+            }
+        }
+    }
+    for u in &rec.user {
+        for m in &u.measures {
+            out.push(Metric::new(
+                format!("{}.{}", u.name, m.key()),
+                &m.unit,
+                !is_time_unit(&m.unit),
+                vec![m.value],
+            ));
+        }
+    }
+    out
+}
+
+/// Gather the records into per-layout runs, compare them, and judge the planner's choice.
+pub fn summarize(
+    layouts: Vec<LayoutSpec>,
+    runs_per_layout: usize,
+    records: Vec<RunRecord>,
+    chosen: Option<String>,
+    chosen_note: String,
+    host: Option<topo::Host>,
+) -> MatrixReport {
+    let per_layout: Vec<RunFile> = layouts
+        .iter()
+        .map(|l| {
+            let mut rf = RunFile::new(l.name.clone());
+            let mine: Vec<&RunRecord> = records.iter().filter(|r| r.layout == l.name).collect();
+            if let Some(s) = mine.iter().find_map(|r| r.suite.as_ref()) {
+                rf.environment = s.environment.clone();
+            }
+            rf.host = host.clone();
+            rf.plan = l.plan.clone();
+            for rec in mine.iter().filter(|r| r.error.is_none()) {
+                for m in run_metrics(rec) {
+                    match rf.metrics.iter_mut().find(|x| x.name == m.name) {
+                        Some(x) => x.samples.extend(m.samples),
+                        None => rf.metrics.push(m),
+                    }
+                }
+            }
+            rf
+        })
+        .collect();
+    let comparison = compare(&per_layout);
+    let expected = layouts.len() * runs_per_layout;
+    let partial = records.len() < expected || records.iter().any(|r| r.error.is_some());
+    let verdict = verdict(&comparison, chosen.as_deref(), &chosen_note);
+    MatrixReport {
+        layouts,
+        runs_per_layout,
+        per_layout,
+        comparison,
+        chosen,
+        chosen_note,
+        verdict,
+        records,
+        partial,
+    }
+}
+
+/// The planner's choice against the measurement: every metric where another layout beat it
+/// beyond noise is named; silence is never taken for agreement when runs are too few.
+fn verdict(c: &Comparison, chosen: Option<&str>, note: &str) -> Vec<String> {
+    let Some(chosen) = chosen else {
+        return vec![format!("{note}: no choice to check.")];
+    };
+    let Some(ci) = c.configs.iter().position(|n| n == chosen) else {
+        return vec![format!(
+            "the planner's choice, {chosen}, was not among the layouts measured."
+        )];
+    };
+    let mut beaten = Vec::new();
+    let mut compared = 0;
+    let mut undecided = 0;
+    for row in &c.rows {
+        let Some(mine) = row.runs.get(ci).cloned().flatten() else {
+            continue;
+        };
+        compared += 1;
+        for (i, other) in row.runs.iter().enumerate() {
+            let (Some(o), true) = (other, i != ci) else {
+                continue;
+            };
+            let better = if row.higher_is_better {
+                o.median > mine.median
+            } else {
+                o.median < mine.median
+            };
+            match beyond_noise(&mine, o) {
+                Some(true) if better => beaten.push(format!(
+                    "{} beat it on {} ({} vs {} {})",
+                    c.configs[i],
+                    row.metric,
+                    svg::num(o.median),
+                    svg::num(mine.median),
+                    row.unit
+                )),
+                None => undecided += 1,
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if compared == 0 {
+        out.push(format!(
+            "the planner's choice, {chosen}, has no successful run: nothing to check."
+        ));
+    } else if beaten.is_empty() {
+        out.push(format!(
+            "the measurement agrees with the planner's choice, {chosen}: no layout beat it beyond run-to-run noise on any of {compared} metrics."
+        ));
+    } else {
+        out.push(format!(
+            "the measurement disagrees with the planner's choice, {chosen}, on this host: {}.",
+            beaten.join("; ")
+        ));
+    }
+    if undecided > 0 {
+        out.push(format!(
+            "{undecided} comparisons had fewer than two runs a side: run more (--runs) to tell them from noise."
+        ));
+    }
+    out
+}
+
+/// The terminal answer: the layouts, the table, the verdict, failed runs.
+pub fn text(r: &MatrixReport) -> String {
+    let mut out = String::new();
+    if r.partial {
+        let failed = r.records.iter().filter(|x| x.error.is_some()).count();
+        let _ = writeln!(
+            out,
+            "PARTIAL: {} of {} runs measured ({failed} failed{}).",
+            r.records.iter().filter(|x| x.error.is_none()).count(),
+            r.layouts.len() * r.runs_per_layout,
+            if r.records.len() < r.layouts.len() * r.runs_per_layout {
+                ", the rest never started"
+            } else {
+                ""
+            }
+        );
+    }
+    let rows: Vec<Vec<String>> = r
+        .layouts
+        .iter()
+        .map(|l| {
+            vec![
+                format!(
+                    "{}{}",
+                    l.name,
+                    if r.chosen.as_deref() == Some(l.name.as_str()) {
+                        " *"
+                    } else {
+                        ""
+                    }
+                ),
+                l.describe.clone(),
+                l.vcpus.to_string(),
+                l.pins.clone(),
+                l.guest.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&report::table(
+        &["layout", "what", "vCPUs", "pins (vCPU→host CPU)", "guest"],
+        &rows,
+    ));
+    let _ = writeln!(out, "* the planner's choice: {}", r.chosen_note);
+    for l in &r.layouts {
+        for n in &l.notes {
+            let _ = writeln!(out, "note ({}): {n}", l.name);
+        }
+    }
+    out.push('\n');
+    out.push_str(&report::text_comparison(&r.comparison));
+    out.push('\n');
+    for v in &r.verdict {
+        let _ = writeln!(out, "{v}");
+    }
+    for rec in &r.records {
+        if let Some(e) = &rec.error {
+            let _ = writeln!(out, "FAILED: {} run {}: {e}", rec.layout, rec.run);
+        }
+        for u in rec.user.iter().filter(|u| u.error.is_some()) {
+            let _ = writeln!(
+                out,
+                "not read: {} run {} --run {}: {}",
+                rec.layout,
+                rec.run,
+                u.name,
+                u.error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    out
+}
+
+/// The HTML report: `report::html` of the per-layout runs, with the layouts, the planner's
+/// choice and the verdict first.
+pub fn html(r: &MatrixReport, title: &str) -> String {
+    let page = report::html(&r.per_layout, title);
+    let mut s = String::from("<h2>Layouts</h2>");
+    if r.partial {
+        s.push_str("<p><strong>Partial:</strong> some runs failed; their figures are missing, not zero (see the list below).</p>");
+    }
+    s.push_str("<table><tr><th>layout</th><th>what</th><th>vCPUs</th><th>pins</th><th>guest</th><th>notes</th></tr>");
+    for l in &r.layouts {
+        let chosen = r.chosen.as_deref() == Some(l.name.as_str());
+        let _ = write!(
+            s,
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            svg::esc(&l.name),
+            if chosen {
+                " <strong>(planner's choice)</strong>"
+            } else {
+                ""
+            },
+            svg::esc(&l.describe),
+            l.vcpus,
+            svg::esc(&l.pins),
+            svg::esc(&l.guest),
+            svg::esc(&l.notes.join(" "))
+        );
+    }
+    s.push_str("</table>");
+    let _ = write!(s, "<p>{}</p>", svg::esc(&r.chosen_note));
+    s.push_str("<h2>Verdict</h2><ul>");
+    for v in &r.verdict {
+        let _ = write!(s, "<li>{}</li>", svg::esc(v));
+    }
+    for rec in r.records.iter().filter(|x| x.error.is_some()) {
+        let _ = write!(
+            s,
+            "<li>FAILED: {} run {}: {}</li>",
+            svg::esc(&rec.layout),
+            rec.run,
+            svg::esc(rec.error.as_deref().unwrap_or(""))
+        );
+    }
+    s.push_str("</ul>");
+    match page.find("</h1>") {
+        Some(i) => format!("{}{s}{}", &page[..i + 5], &page[i + 5..]),
+        None => page,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,323 @@
+//! The matrix without a daemon: a fake libvirt that "boots" a layout by writing what the
+//! guest's init would write, with figures that depend on the layout.
+
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::readers::synth::{stream, StreamStyle};
+
+/// A fake libvirt: `start` writes the result file the measuring init would, with a triad
+/// rate of `rate(layout, run)`; layouts named in `fail` refuse to start.
+struct Fake {
+    defined: BTreeSet<String>,
+    running: BTreeSet<String>,
+    log: Vec<String>,
+    fail: Vec<&'static str>,
+    rate: fn(&str, usize) -> f64,
+    files: std::collections::BTreeMap<String, ScratchFiles>,
+}
+
+impl Fake {
+    fn new(rate: fn(&str, usize) -> f64) -> Fake {
+        Fake {
+            defined: BTreeSet::new(),
+            running: BTreeSet::new(),
+            log: Vec::new(),
+            fail: Vec::new(),
+            rate,
+            files: Default::default(),
+        }
+    }
+}
+
+fn layout_of(name: &str) -> (&str, usize) {
+    // PREFIX-LAYOUT-RUN with PREFIX "t"
+    let rest = name.strip_prefix("t-").unwrap();
+    let (l, r) = rest.rsplit_once('-').unwrap();
+    (l, r.parse().unwrap())
+}
+
+impl Domains for Fake {
+    fn scratch_xml(&self, layout: &LayoutSpec, f: &ScratchFiles) -> Result<String> {
+        Ok(format!(
+            "<domain><name>{}</name><!-- {} --></domain>",
+            f.name, layout.name
+        ))
+    }
+    fn define(&mut self, name: &str, _xml: &Path) -> Result<()> {
+        self.log.push(format!("define {name}"));
+        self.defined.insert(name.to_string());
+        Ok(())
+    }
+    fn start(&mut self, name: &str) -> Result<()> {
+        let (layout, run) = layout_of(name);
+        if self.fail.contains(&layout) {
+            return Err(BenchError::Invalid(format!(
+                "virsh start: {layout} refused"
+            )));
+        }
+        self.log.push(format!("start {name}"));
+        let f = self.files.get(name).cloned();
+        let result = f.map(|f| f.result).unwrap_or_else(|| {
+            // the matrix writes the result path next to the XML it defined
+            PathBuf::new()
+        });
+        let mut rf = RunFile::new("guest");
+        let rate = (self.rate)(layout, run);
+        rf.metrics.push(Metric::new(
+            "membw.triad",
+            "MB/s",
+            true,
+            vec![rate * 0.99, rate, rate * 1.01],
+        ));
+        rf.metrics
+            .push(Metric::new("timer.tsc.vdso", "ns", false, vec![20.0, 21.0]));
+        let body = stream(
+            StreamStyle::C510,
+            &[[rate; 4]; 4].map(|r| [r[0], 0.01, 0.01, 0.01]),
+            false,
+        );
+        let text = format!(
+            "VMTUNE-RESULT-BEGIN 0\n{}\nVMTUNE-RESULT-END\nVMTUNE-RUN-BEGIN stream\n{body}\nVMTUNE-RUN-END 0\n",
+            serde_json::to_string(&rf).unwrap()
+        );
+        std::fs::write(&result, text).unwrap();
+        self.running.insert(name.to_string());
+        Ok(())
+    }
+    fn state(&mut self, name: &str) -> Result<Option<String>> {
+        Ok(self.defined.contains(name).then(|| "shut off".to_string()))
+    }
+    fn remove(&mut self, name: &str) -> Result<()> {
+        self.log.push(format!("remove {name}"));
+        self.defined.remove(name);
+        self.running.remove(name);
+        Ok(())
+    }
+}
+
+/// The fake needs the result path before `start`: take it from the XML file the matrix
+/// wrote beside it (`NAME.result` → `NAME.xml`).
+struct Paths<'a>(&'a mut Fake, PathBuf);
+
+impl Domains for Paths<'_> {
+    fn scratch_xml(&self, l: &LayoutSpec, f: &ScratchFiles) -> Result<String> {
+        self.0.scratch_xml(l, f)
+    }
+    fn define(&mut self, name: &str, xml: &Path) -> Result<()> {
+        let f = ScratchFiles {
+            name: name.into(),
+            kernel: self.1.join("vmlinuz"),
+            initrd: self.1.join("initramfs.cpio"),
+            cmdline: CMDLINE.into(),
+            console: xml.with_extension("console"),
+            result: xml.with_extension("result"),
+        };
+        self.0.files.insert(name.into(), f);
+        self.0.define(name, xml)
+    }
+    fn start(&mut self, name: &str) -> Result<()> {
+        self.0.start(name)
+    }
+    fn state(&mut self, name: &str) -> Result<Option<String>> {
+        self.0.state(name)
+    }
+    fn remove(&mut self, name: &str) -> Result<()> {
+        self.0.remove(name)
+    }
+}
+
+fn layouts() -> Vec<LayoutSpec> {
+    ["default", "pin", "pin-numa", "pin-numa-smt"]
+        .iter()
+        .map(|n| LayoutSpec {
+            name: n.to_string(),
+            describe: n.to_string(),
+            domain_xml: "<domain/>".into(),
+            vcpus: 4,
+            pins: "none".into(),
+            guest: "1 socket".into(),
+            notes: vec![],
+            plan: None,
+        })
+        .collect()
+}
+
+fn opts(dir: &Path, runs: usize) -> MatrixOptions {
+    // any files stand in for the kernel, busybox and vmtune: the fake never boots them
+    let stub = dir.join("stub");
+    std::fs::write(&stub, b"\x7fELF").unwrap();
+    MatrixOptions {
+        runs,
+        prefix: "t".into(),
+        workdir: dir.join("work"),
+        kernel: stub.clone(),
+        busybox: stub.clone(),
+        vmtune: stub,
+        suite_args: vec![],
+        user_runs: vec![UserRun::parse("stream=/opt/stream").unwrap()],
+        files: vec![],
+        timeout: Duration::from_secs(5),
+    }
+}
+
+#[test]
+fn the_order_interleaves_and_rotates() {
+    let o = order(4, 3);
+    assert_eq!(o.len(), 12);
+    let all: BTreeSet<_> = o.iter().copied().collect();
+    assert_eq!(all.len(), 12, "each (layout, run) once");
+    // each round holds every layout once, and the first layout of round r is r mod 4
+    for r in 0..3 {
+        let round: Vec<usize> = o.iter().filter(|x| x.1 == r).map(|x| x.0).collect();
+        assert_eq!(round.len(), 4);
+        assert_eq!(round[0], r % 4);
+        assert_eq!(round.iter().collect::<BTreeSet<_>>().len(), 4);
+    }
+}
+
+fn by_layout(l: &str, run: usize) -> f64 {
+    match l {
+        "pin-numa" | "pin-numa-smt" => 20_000.0 + run as f64 * 100.0,
+        _ => 10_000.0 + run as f64 * 100.0,
+    }
+}
+
+#[test]
+fn every_run_is_measured_and_every_scratch_domain_removed() {
+    let d = tempfile::tempdir().unwrap();
+    let mut fake = Fake::new(by_layout);
+    let o = opts(d.path(), 2);
+    let recs = run(
+        &layouts(),
+        &o,
+        &mut Paths(&mut fake, o.workdir.clone()),
+        &indicatif::ProgressBar::hidden(),
+    )
+    .unwrap();
+    assert_eq!(recs.len(), 8);
+    assert!(recs.iter().all(|r| r.error.is_none()), "{recs:?}");
+    assert!(fake.defined.is_empty(), "left defined: {:?}", fake.defined);
+    let defines = fake.log.iter().filter(|l| l.starts_with("define")).count();
+    let removes = fake.log.iter().filter(|l| l.starts_with("remove")).count();
+    assert_eq!((defines, removes), (8, 8));
+    // the --run command's STREAM table was read
+    let u = &recs[0].user[0];
+    assert_eq!(u.tool.as_deref(), Some("stream"));
+    assert!(u.measures.iter().any(|m| m.metric == "triad"));
+
+    let rep = summarize(
+        layouts(),
+        2,
+        recs,
+        Some("pin".into()),
+        "the planner's plan is pin".into(),
+        None,
+    );
+    assert!(!rep.partial);
+    let triad = rep
+        .comparison
+        .rows
+        .iter()
+        .find(|r| r.metric == "membw.triad")
+        .unwrap();
+    // one sample per run: the run's median
+    let pin_numa = triad.runs[2].as_ref().unwrap();
+    assert_eq!(pin_numa.n, 2);
+    assert_eq!((pin_numa.min, pin_numa.max), (20_100.0, 20_200.0));
+    assert_eq!(triad.changes[2].as_ref().unwrap().beyond_noise, Some(true));
+    // the planner chose pin and pin-numa beat it beyond noise: said
+    assert!(rep.verdict[0].contains("disagrees"), "{:?}", rep.verdict);
+    assert!(
+        rep.verdict[0].contains("pin-numa beat it on membw.triad"),
+        "{:?}",
+        rep.verdict
+    );
+    let t = text(&rep);
+    assert!(t.contains("pin *"), "{t}");
+    assert!(t.contains("stream.stream.triad"), "{t}");
+    let h = html(&rep, "matrix");
+    assert!(
+        h.contains("planner&#39;s choice") || h.contains("planner's choice"),
+        "{h}"
+    );
+    assert!(h.find("<h2>Layouts</h2>").unwrap() < h.find("<h2>Runs</h2>").unwrap());
+}
+
+#[test]
+fn agreement_is_said_and_so_is_a_failed_run() {
+    let d = tempfile::tempdir().unwrap();
+    let mut fake = Fake::new(by_layout);
+    fake.fail = vec!["pin-numa-smt"];
+    let o = opts(d.path(), 2);
+    let recs = run(
+        &layouts(),
+        &o,
+        &mut Paths(&mut fake, o.workdir.clone()),
+        &indicatif::ProgressBar::hidden(),
+    )
+    .unwrap();
+    assert_eq!(recs.iter().filter(|r| r.error.is_some()).count(), 2);
+    // a domain that failed to start was still removed
+    assert!(fake.defined.is_empty(), "{:?}", fake.defined);
+    let rep = summarize(
+        layouts(),
+        2,
+        recs,
+        Some("pin-numa".into()),
+        "pin-numa".into(),
+        None,
+    );
+    assert!(rep.partial);
+    assert!(
+        rep.verdict[0].contains("agrees with the planner's choice, pin-numa"),
+        "{:?}",
+        rep.verdict
+    );
+    let triad = rep
+        .comparison
+        .rows
+        .iter()
+        .find(|r| r.metric == "membw.triad")
+        .unwrap();
+    assert!(
+        triad.runs[3].is_none(),
+        "a failed layout has no figure, not a zero"
+    );
+    let t = text(&rep);
+    assert!(
+        t.starts_with("PARTIAL: 6 of 8 runs measured (2 failed)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("FAILED: pin-numa-smt run 1: virsh start: pin-numa-smt refused"),
+        "{t}"
+    );
+}
+
+#[test]
+fn no_plan_means_nothing_to_check() {
+    let rep = summarize(
+        layouts(),
+        1,
+        vec![],
+        None,
+        "the planner makes no plan on this host: too small".into(),
+        None,
+    );
+    assert!(rep.partial);
+    assert_eq!(
+        rep.verdict,
+        ["the planner makes no plan on this host: too small: no choice to check."]
+    );
+}
+
+#[test]
+fn time_units_are_lower_is_better() {
+    for u in ["s", "ms", "us", "ns"] {
+        assert!(is_time_unit(u));
+    }
+    for u in ["MB/s", "GB/s", "events/s", "MiB/sec"] {
+        assert!(!is_time_unit(u));
+    }
+}
