@@ -285,7 +285,12 @@ fn bare_plan(req: &Request, host: &Host) -> Plan {
 }
 
 fn build(kind: LayoutKind, req: &Request, g: &Ground, membw: Option<&Plan>) -> Layout {
-    let mut notes = g.notes.clone();
+    // the domain as given uses nothing the layouts were built from
+    let mut notes = if kind == LayoutKind::Default {
+        Vec::new()
+    } else {
+        g.notes.clone()
+    };
     let plan = match kind {
         LayoutKind::Default => None,
         LayoutKind::Pin => Some(pin(req, g, &mut notes)),

@@ -423,12 +423,21 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
 
     // <cpu>
     let t = &plan.guest_topology;
-    let mut cpu = El::new("cpu")
-        .attr("mode", "host-passthrough")
-        .attr("check", "none")
-        .attr("migratable", "off")
-        .merged()
-        .drops(&["model", "vendor", "topology", "numa"]);
+    let mut cpu = if info.is_some_and(|i| i.emulated) {
+        // TCG: the domain's own CPU mode and model stay (libvirt refuses host-passthrough
+        // for type='qemu')
+        El::new("cpu")
+            .merged()
+            .keep_start()
+            .drops(&["topology", "numa"])
+    } else {
+        El::new("cpu")
+            .attr("mode", "host-passthrough")
+            .attr("check", "none")
+            .attr("migratable", "off")
+            .merged()
+            .drops(&["model", "vendor", "topology", "numa"])
+    };
     cpu.order = CPU_ORDER;
     cpu.push(
         El::new("topology")
@@ -567,6 +576,9 @@ pub fn patch(xml: &str, plan: &Plan) -> Result<Patched, EmitError> {
     let doc = parse_doc(xml)?;
     let root = doc.root_element();
     let info = DomainInfo::read(root);
+    if info.emulated {
+        emulated(&mut plan);
+    }
     check_domain(&plan, &choices)?;
 
     let mut dom = El::new("domain").merged().keep_start();
@@ -583,6 +595,17 @@ pub fn patch(xml: &str, plan: &Plan) -> Result<Patched, EmitError> {
     out.push_str(&patched);
     out.push_str(xml.get(r.end..).unwrap_or(""));
     Ok(Patched { xml: out, plan })
+}
+
+/// A `type='qemu'` domain runs under TCG: there is no host CPU to pass through and no
+/// invariant TSC to expose, so the plan keeps the domain's CPU model and says so.
+fn emulated(plan: &mut Plan) {
+    plan.cpu_features.invtsc = false;
+    plan.rationale
+        .retain(|r| !r.contains("becomes host-passthrough"));
+    plan.rationale.push(
+        "the domain is type='qemu' (TCG, no KVM): its <cpu> mode and model are kept, and no invtsc is required — host-passthrough and invtsc need KVM".into(),
+    );
 }
 
 /// [`patch`], the XML only.

@@ -88,6 +88,8 @@ pub(crate) struct DomainInfo {
     /// `<memory>` and `<currentMemory>` as written: (bytes, unit attribute, text).
     pub memory: Option<(u64, Option<String>, String)>,
     pub current_memory: Option<(u64, Option<String>, String)>,
+    /// `<domain type='qemu'>`: QEMU's TCG emulator, no KVM — no host CPU to pass through.
+    pub emulated: bool,
 }
 
 /// A guest NUMA cell of the domain: its id, and the attributes of it the plan does not set
@@ -145,6 +147,7 @@ impl DomainInfo {
         info.memory = written("memory");
         info.current_memory = written("currentMemory");
         info.max_memory = child(root, "maxMemory").is_some();
+        info.emulated = root.attribute("type") == Some("qemu");
         info.memory_source = memory_source(root);
         info.vcpus = child(root, "vcpus").map(|v| {
             children(v, "vcpu")

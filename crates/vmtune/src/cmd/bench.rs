@@ -30,7 +30,7 @@ impl Args {
     /// Whether the command changes host state it must put back (`timer` and `suite` switch
     /// the clocksource).
     pub fn changes_host(&self) -> bool {
-        matches!(self.cmd, Sub::Timer(_) | Sub::Suite(_))
+        matches!(self.cmd, Sub::Timer(_) | Sub::Suite(_) | Sub::Matrix(_))
     }
 }
 
@@ -78,6 +78,22 @@ enum Sub {
     Suite(SuiteArgs),
     /// One self-contained HTML report (inline SVG charts) from saved runs.
     Report(ReportArgs),
+    /// The r/VFIO pinning benchmark on this host: one libvirt domain in four layouts —
+    /// default, pin, pin-numa, pin-numa-smt — each booted and measured inside, compared.
+    ///
+    /// The planner builds the layouts from the domain's vCPUs, memory and devices
+    /// (`plan::layouts`: pin = one vCPU per physical core on the fewest nodes; pin-numa = one
+    /// per core spread over host nodes, a guest NUMA cell per node; pin-numa-smt = the same
+    /// vCPUs on whole cores, both threads, the guest told threads=2). Each run defines a
+    /// scratch copy of the domain (vmtune-matrix-NAME-LAYOUT-RUN: no disks, networks or
+    /// NVRAM of yours; hostdevs kept) booting vmtune's measuring initramfs, waits for it to
+    /// power off, and undefines it. Runs are interleaved (round r starts at layout r). The
+    /// answer: per metric, median [min–max] per layout, the change vs the first layout and
+    /// whether it is beyond run-to-run noise; the planner's choice marked, and said plainly
+    /// where the measurement disagrees with it. Every scratch domain is journaled before it
+    /// is defined: after a crash, `vmtune restore --journal /run/vmtune/bench-matrix.journal`
+    /// removes what is left. Your domain is never changed.
+    Matrix(super::bench_matrix::MatrixArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -358,6 +374,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Sub::Boost(a) => run_boost(a),
         Sub::Frametimes(a) => run_frametimes(a),
         Sub::Compare(a) => run_compare(a),
+        Sub::Matrix(a) => super::bench_matrix::run(a),
         Sub::Suite(a) => run_suite(a),
         Sub::Report(a) => run_report(a),
     };

@@ -116,6 +116,17 @@ pub enum ProfileArg {
     Collective,
 }
 
+impl From<ProfileArg> for Profile {
+    fn from(p: ProfileArg) -> Profile {
+        match p {
+            ProfileArg::Gaming => Profile::Gaming,
+            ProfileArg::Compute => Profile::Compute,
+            ProfileArg::Membw => Profile::Membw,
+            ProfileArg::Collective => Profile::Collective,
+        }
+    }
+}
+
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
 pub enum OsArg {
     Linux,
@@ -158,12 +169,7 @@ impl Args {
             vcpus: self.vcpus,
             memory_bytes: self.memory,
             devices: self.gpus.clone(),
-            profile: match self.profile {
-                ProfileArg::Gaming => Profile::Gaming,
-                ProfileArg::Compute => Profile::Compute,
-                ProfileArg::Membw => Profile::Membw,
-                ProfileArg::Collective => Profile::Collective,
-            },
+            profile: self.profile.into(),
             os: match self.os {
                 None | Some(OsArg::Linux) => GuestOs::Linux,
                 Some(OsArg::Windows) => GuestOs::Windows,
