@@ -67,6 +67,52 @@ fn label(s: &frametimes::SeriesSummary) -> String {
 
 // --- PresentMon-family captures --------------------------------------------------------------
 
+/// OCAT 1.x as CapFrameX keeps it in its tests (`OCAT-MetroExodus.exe-2019-02-20T101522.csv`):
+/// no `MsEstimatedDriverLag` column, the system columns (`Motherboard`, `OS`, ... `Comment`)
+/// filled on the first row only, quoted. It is an OCAT capture, not a PresentMon one.
+#[test]
+fn ocat_capture_without_driver_lag_is_ocat() {
+    let c = read("ocat_metroexodus_2019.csv");
+    assert_eq!(c.format, "ocat");
+    let (log, others) = reported(c, Pick::Busiest);
+    assert!(others.is_empty(), "{others:?}");
+    assert_eq!(log.app.application.as_deref(), Some("MetroExodus.exe"));
+    assert_eq!(log.app.process_id, Some(13840));
+    assert_eq!(log.kind, RowKind::Frames);
+    assert_eq!(log.presents, 200);
+    assert_eq!(log.skipped_rows, 0);
+    let d = log.displayed.as_ref().unwrap();
+    assert_eq!((d.dropped, d.presents), (3, 200));
+    assert_eq!(log.allows_tearing, Some(200));
+    assert_eq!(log.present_modes.len(), 1);
+    assert_eq!(
+        log.present_modes[0].mode,
+        "Hardware Composed: Independent Flip"
+    );
+    check(
+        &log,
+        &Want {
+            frames: 200,
+            avg_fps: 93.45794392523365,
+            lows: [49.261083743843024, 50.0, 100.0],
+            avg_slowest1: 20.0,
+        },
+    );
+    // the display column: the three dropped presents (0.000) are not frames
+    let c = read_with(
+        "ocat_metroexodus_2019.csv",
+        &Options {
+            column: Some("MsBetweenDisplayChange"),
+            as_samples: false,
+        },
+    );
+    let (log, _) = reported(c, Pick::Busiest);
+    assert_eq!(
+        (log.frame_times_ms.len(), log.zero_rows, log.skipped_rows),
+        (197, 3, 3)
+    );
+}
+
 /// CapFrameX's own CSV (`CapFrameXFileWithHeader.csv`): `//key=value` lines, `WasBatched` and
 /// `DwmNotified`, `TimeInSeconds` with binary noise (`0.00334499999999949`), and three of five
 /// presents dropped (a ~290 FPS game on a 120 Hz display). Every present is a frame.

@@ -68,9 +68,11 @@ fn classify(h: &Header, capframex_info: bool, mangohud_preamble: bool) -> &'stat
     if h.has("GPU0Clk(MHz)") || h.has("Render Queue Depth") || h.has("CPUUtil(%)") {
         "frameview"
     } else if h.has("MsEstimatedDriverLag")
-        || (h.has("MsBetweenAppPresents") && h.has("Motherboard"))
+        || (h.has("Motherboard") && (h.has("MsBetweenPresents") || h.has("MsBetweenAppPresents")))
     {
-        // OCAT: the DXGI capture, or a VR one (WMR, SteamVR, Oculus: MsBetweenAppPresents)
+        // OCAT: the DXGI capture (before `MsEstimatedDriverLag`, as OCAT 1.3 wrote it in
+        // 2019, only its system columns, `Motherboard` ... `Comment`, tell it from
+        // PresentMon's), or a VR one (WMR, SteamVR, Oculus: MsBetweenAppPresents)
         "ocat"
     } else if capframex_info && h.has("MsBetweenPresents") {
         "capframex-csv"
