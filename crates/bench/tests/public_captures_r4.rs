@@ -347,6 +347,36 @@ fn capframex_1_7_json_with_sensor_data() {
 
 // --- monitoring logs ------------------------------------------------------------------------
 
+/// MangoHud 0.4 (flightlessmango/MangoHud#287; `src/logging.cpp` at 99cefe96, 2020-06-19):
+/// the `os,cpu,gpu,ram,kernel,driver` lines, then rows `fps,cpu_load,gpu_load,elapsed` with no
+/// column names, `elapsed` in µs. Before: "line 1: no frame-time column found".
+#[test]
+fn mangohud_0_4_log_without_column_names() {
+    let c = read("mangohud_0_4_headerless.csv");
+    assert_eq!(c.format, "mangohud");
+    let (log, _) = reported(c, Pick::Busiest);
+    assert_eq!(log.kind, RowKind::Samples);
+    assert_eq!(log.presents, 50);
+    let s = log.sampling.as_ref().unwrap();
+    assert_eq!(s.time_column.as_deref(), Some("elapsed"));
+    close(s.interval_ms.unwrap(), 100.00026530612244, "interval");
+    close(s.duration_s.unwrap(), 5.000013265306123, "duration");
+    assert!(
+        log.notes.iter().any(|n| n.contains("no column names")),
+        "{:?}",
+        log.notes
+    );
+    check(
+        &log,
+        &Want {
+            frames: 50,
+            avg_fps: 85.26817095764576,
+            lows: [44.0, 44.0, 88.0],
+            avg_slowest1: 44.0,
+        },
+    );
+}
+
 /// MangoHud 0.8 at `log_interval=100` (flightlesssomething `testdata/mangohud/run1.csv`):
 /// `cpu_power` and `process_rss` columns, `elapsed` in ns starting at 333 ms.
 #[test]
