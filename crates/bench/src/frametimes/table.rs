@@ -68,9 +68,11 @@ fn classify(h: &Header, capframex_info: bool, mangohud_preamble: bool) -> &'stat
     if h.has("GPU0Clk(MHz)") || h.has("Render Queue Depth") || h.has("CPUUtil(%)") {
         "frameview"
     } else if h.has("MsEstimatedDriverLag")
-        || (h.has("MsBetweenAppPresents") && h.has("Motherboard"))
+        || (h.has("Motherboard") && (h.has("MsBetweenPresents") || h.has("MsBetweenAppPresents")))
     {
-        // OCAT: the DXGI capture, or a VR one (WMR, SteamVR, Oculus: MsBetweenAppPresents)
+        // OCAT: the DXGI capture (before `MsEstimatedDriverLag`, as OCAT 1.3 wrote it in
+        // 2019, only its system columns, `Motherboard` ... `Comment`, tell it from
+        // PresentMon's), or a VR one (WMR, SteamVR, Oculus: MsBetweenAppPresents)
         "ocat"
     } else if capframex_info && h.has("MsBetweenPresents") {
         "capframex-csv"
@@ -132,6 +134,16 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
             }
         }
     }
+    // MangoHud before 0.5 named no columns: read its rows as the columns it wrote
+    let unlabelled = header
+        .is_none()
+        .then(|| mangohud_unlabelled(&lines))
+        .flatten();
+    let header = header.or_else(|| {
+        unlabelled
+            .clone()
+            .filter(|(_, _, f)| is_header_for(f, opts.column))
+    });
     let Some((pos, delim, fields)) = header else {
         if let Some(c) = opts.column {
             return Err(BenchError::format(
@@ -304,12 +316,43 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
         dropped_rule: dropped.map(|(_, _, rule)| rule.to_string()),
         as_samples: opts.as_samples,
     };
+    let mut series = series::build(rows, &meta)?;
+    if unlabelled.is_some() {
+        for s in &mut series {
+            s.notes.push(
+                "MangoHud before 0.5 wrote no column names: its rows read as fps, cpu_load, \
+                 gpu_load, elapsed (µs), as src/logging.cpp wrote them"
+                    .to_string(),
+            );
+        }
+    }
     Ok(Capture {
         path: path.to_path_buf(),
         source: source.to_string(),
         format: format.to_string(),
         column: Some(column),
-        series: series::build(rows, &meta)?,
+        series,
+    })
+}
+
+/// MangoHud before 0.5 (`src/logging.cpp` until 2020-06-20, and the overlay before it) wrote
+/// `os,cpu,gpu,ram,kernel,driver`, the machine's line, then rows `fps,cpu_load,gpu_load,elapsed`
+/// (`elapsed` in µs since logging began) without column names: when a log starts so and its
+/// third line is four numbers, the column names it would have had, as if on its second line.
+fn mangohud_unlabelled(lines: &[(usize, &str)]) -> Option<(usize, char, Vec<String>)> {
+    let (_, first) = lines.first()?;
+    if !first
+        .replace(' ', "")
+        .starts_with("os,cpu,gpu,ram,kernel,driver")
+    {
+        return None;
+    }
+    let (_, row) = lines.get(2)?;
+    let cells = split(row, ',');
+    let numbers = cells.len() == 4 && cells.iter().all(|c| c.trim().parse::<f64>().is_ok());
+    numbers.then(|| {
+        let names = ["fps", "cpu_load", "gpu_load", "elapsed"];
+        (1, ',', names.iter().map(|n| n.to_string()).collect())
     })
 }
 

@@ -499,6 +499,33 @@ fps,frametime,cpu_load,gpu_load,cpu_temp,gpu_temp,elapsed\n\
     assert_eq!(log.frame_times_ms, vec![16.6, 16.4]);
 }
 
+/// MangoHud 0.4 wrote no column names (rows `fps,cpu_load,gpu_load,elapsed`, µs): the columns
+/// are named as it wrote them; `--column` names one of them or is refused, never read from
+/// another column.
+#[test]
+fn mangohud_0_4_rows_without_column_names() {
+    let log = "os,cpu,gpu,ram,kernel,driver\nArch Linux,Example CPU,,16384,5.7.2-arch1-1,4.6 Mesa 20.1.1\n\
+               62.5,12,99,169\n31.25,13,99,100230\n62.5,12,98,200290\n";
+    let c = parse(log, p(), &opts()).unwrap();
+    assert_eq!(c.format, "mangohud");
+    let s = &c.series[0];
+    assert_eq!(s.frame_times_ms, vec![16.0, 32.0, 16.0]);
+    assert_eq!(s.kind, RowKind::Samples);
+    let interval = s.sampling.as_ref().and_then(|x| x.interval_ms).unwrap();
+    assert!((interval - 100.0605).abs() < 1e-9, "{interval}");
+    let c = parse(log, p(), &col("gpu_load")).unwrap();
+    assert_eq!(c.series[0].frame_times_ms, vec![99.0, 99.0, 98.0]);
+    let e = parse(log, p(), &col("frametime")).unwrap_err().to_string();
+    assert!(e.contains("no column named"), "{e}");
+    // a log with column names is not taken for one without
+    let named = "os,cpu,gpu,ram,kernel,driver\nArch Linux,CPU,,16384,5.8,Mesa\nfps,cpu_load,gpu_load,elapsed\n\
+                 62.5,12,99,169\n62.5,12,99,100230\n";
+    assert!(parse(named, p(), &opts()).unwrap().series[0]
+        .notes
+        .iter()
+        .all(|n| !n.contains("no column names")));
+}
+
 #[test]
 fn afterburner_hml_is_read_as_samples() {
     let text = "00, 07-12-2024 23:49:46, Hardware monitoring log v1.6 \n\
