@@ -75,6 +75,30 @@ const VFIO_FAILURES: [&str; 10] = [
     "hot_plug_vfio= port is not set",
 ];
 
+/// What a hypervisor that did not start says (lowercase): QEMU's `unable to map backing
+/// store for guest RAM` (a hugepage pool too small: kata-containers#10341,
+/// kata-containers/runtime#1210, #1745) and `cannot set up guest memory`, Kata 1.x's
+/// `Unable to launch <qemu>: exit status 1` and `failed to launch qemu`, and Kata 1.x's
+/// Firecracker driver's `Failed to connect to firecrackerinstance`
+/// (kata-containers/runtime#1123).
+const VM_START_FAILURES: [&str; 5] = [
+    "unable to map backing store for guest ram",
+    "cannot set up guest memory",
+    "unable to launch ",
+    "failed to launch qemu",
+    "failed to connect to firecrackerinstance",
+];
+
+/// What a shim that never reached the kata-agent says (lowercase): Kata 1.x's `Failed to
+/// check if grpc server is working` (kata-containers/runtime#1222, #1408) and the Go
+/// shim's `timed out connecting to vsock` / `hybrid vsocket` (kata-containers#5662,
+/// #11859).
+const AGENT_FAILURES: [&str; 3] = [
+    "failed to check if grpc server is working",
+    "timed out connecting to vsock",
+    "timed out connecting to hybrid vsocket",
+];
+
 /// The failing step a message names, and a plain summary.
 pub fn classify_error(text: &str) -> (&'static str, &'static str) {
     let t = text.to_ascii_lowercase();
@@ -95,12 +119,24 @@ pub fn classify_error(text: &str) -> (&'static str, &'static str) {
             "vfio_hotplug",
             "the hypervisor could not hot-plug a VFIO device into the VM",
         )
+    } else if VM_START_FAILURES.iter().any(|w| t.contains(w)) {
+        ("vm_create", "the hypervisor could not start the VM")
+    } else if AGENT_FAILURES.iter().any(|w| t.contains(w)) {
+        (
+            "agent_connect",
+            "the shim could not reach the kata-agent in the guest",
+        )
     } else if (t.contains("createcontainer")
         || t.contains("create_container")
         || t.contains("container create"))
         && (t.contains("timed out") || t.contains("deadline") || t.contains("timeout"))
     {
         ("create_container", "create_container timed out")
+    } else if t.contains("container create failed") {
+        (
+            "create_container",
+            "the kata-agent could not create the container",
+        )
     } else if t.contains("runpodsandbox") || t.contains("failed to start sandbox") {
         ("sandbox_start", "the sandbox failed to start")
     } else {

@@ -18,8 +18,24 @@ fn fix_for_failure(step: &str, r: &Report) -> String {
         "cold_plug" => "The pod asks for CDI devices the host cannot resolve: check the host's CDI specs (/var/run/cdi, the device plugin or `nvidia-ctk cdi generate`) name the devices requested (`nvidia.com/gpu=…`, `nvidia.com/pgpu=…`), and that the GPUs are bound to vfio-pci.".into(),
         "cdi_wait" => format!("The guest never produced the CDI specs{limit}: look in the guest console for the NVIDIA driver failing to load or bind a GPU and for NVRC / nvidia-ctk errors; a boot that is only slow needs a larger CDI timeout or a shorter gpu_driver_init."),
         "vfio_hotplug" => vfio_fix(r.state.failure.as_ref().map_or("", |f| f.summary.as_str())),
+        "vm_create" => vm_start_fix(r.state.failure.as_ref().map_or("", |f| f.message.as_str())),
+        "agent_connect" => "The shim could not reach the kata-agent: look in the guest console for how far the guest got (a kernel panic, init or the agent failing to start); on the host check vsock (`modprobe vhost_vsock`, /dev/vhost-vsock; a nested host without vsock needs Kata 1.x's proxy or use_vsock = false); a guest that is only slow needs a larger dial_timeout.".into(),
+        "create_container" if !r.state.failure.as_ref().is_some_and(|f| f.summary.contains("timed out")) => "The kata-agent refused the container: see its error as logged (a rootfs or volume mount that failed in the guest, a device or CDI spec it could not apply); the VM itself booted.".into(),
         "create_container" => "Raise the runtime's create_container_timeout, or shorten the boot (see the phases); if the agent was still waiting for CDI specs, fix that first.".into(),
         _ => "See the error as logged: the VM or its shim did not start.".into(),
+    }
+}
+
+/// What to do about a hypervisor that did not start, by its error (`message`).
+fn vm_start_fix(message: &str) -> String {
+    let m = message.to_ascii_lowercase();
+    if m.contains("backing store")
+        || m.contains("guest memory")
+        || m.contains("cannot allocate memory")
+    {
+        "QEMU could not allocate the guest's RAM: with enable_hugepages = true the host's pool must hold the VM's whole memory in free pages of its size, on the node the VM runs on: check HugePages_Free in /proc/meminfo and /sys/devices/system/node/node*/hugepages, raise vm.nr_hugepages (or reserve 1 GiB pages at boot: hugepagesz=1G hugepages=N), or lower the pod's memory; without hugepages the host is out of memory.".into()
+    } else {
+        "The hypervisor did not start: see its error as logged (the binary the configuration names, /dev/kvm access, the kernel and image paths, the hypervisor's own log).".into()
     }
 }
 

@@ -219,6 +219,7 @@ pub fn boots(ing: &Ingest) -> Boots {
         }
         last = e.pid.is_some().then_some((s, node, k));
     }
+    let list = merge_unsilent(list, &mut of_event);
     let mut of_sandbox: HashMap<u32, Vec<usize>> = HashMap::new();
     for (k, b) in list.iter().enumerate() {
         of_sandbox.entry(b.sandbox).or_default().push(k);
@@ -234,6 +235,57 @@ pub fn boots(ing: &Ingest) -> Boots {
         list,
         of_sandbox,
     }
+}
+
+/// Undo the split of a boot that names no shim pid from the boot of its sandbox and node
+/// that still logs after it began: the silence that split it was not one (the shim's lines
+/// that name no pid, or a `pid=` that is not one, such as `Wait for process failed`'s exec
+/// id in kata-containers#4880, came before the shim's own lines of the same second).
+fn merge_unsilent(list: Vec<Entry>, of_event: &mut [u32]) -> Vec<Entry> {
+    let mut into: Vec<usize> = (0..list.len()).collect();
+    for (k, b) in list.iter().enumerate() {
+        let (None, Some(first)) = (b.pid, b.first) else {
+            continue;
+        };
+        let host = list.iter().enumerate().find(|(j, o)| {
+            *j != k
+                && o.pid.is_some()
+                && (o.sandbox, o.node) == (b.sandbox, b.node)
+                && o.first.is_some_and(|f| f <= first)
+                && o.last.is_some_and(|l| l >= first)
+        });
+        if let Some((j, _)) = host {
+            into[k] = j;
+        }
+    }
+    if into.iter().enumerate().all(|(k, j)| k == *j) {
+        return list;
+    }
+    let mut kept: Vec<Entry> = Vec::new();
+    let mut index = vec![usize::MAX; list.len()];
+    let mut merged: Vec<(usize, Entry)> = Vec::new();
+    for (k, b) in list.into_iter().enumerate() {
+        if into[k] == k {
+            index[k] = kept.len();
+            kept.push(b);
+        } else {
+            merged.push((into[k], b));
+        }
+    }
+    for (j, b) in merged {
+        if let Some(h) = kept.get_mut(index[j]) {
+            h.lines += b.lines;
+            h.console += b.console;
+            h.first = h.first.min(b.first).or(h.first).or(b.first);
+            h.last = h.last.max(b.last);
+            h.first_event = h.first_event.min(b.first_event);
+        }
+    }
+    for slot in of_event.iter_mut().filter(|s| **s != u32::MAX) {
+        let k = *slot as usize;
+        *slot = index[into.get(k).copied().unwrap_or(k)] as u32;
+    }
+    kept
 }
 
 /// containerd's line that stops a sandbox ([`crate::parse::journal::is_stop`]).

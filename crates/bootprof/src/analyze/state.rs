@@ -134,7 +134,8 @@ fn shim_failure(
         }
         let (step, summary) = classify_error(&e.text());
         let rank = match step {
-            "cold_plug" | "cdi_wait" | "create_container" | "vfio_hotplug" => 3,
+            "cold_plug" | "cdi_wait" | "create_container" | "vfio_hotplug" | "vm_create"
+            | "agent_connect" => 3,
             "sandbox_start" => 2,
             _ => continue,
         };

@@ -359,18 +359,20 @@ fn parse_ref_with<'a>(
     Ok(Some(out))
 }
 
-/// containerd's messages of a shim gone, which name it (its sandbox) by `id=`.
+/// containerd's messages of a shim gone, which name it (its sandbox) by `id=` (`cleaning up
+/// dead shim` from containerd v2.1.1, kata-containers#13313).
 pub fn is_shim_disconnected(msg: &str) -> bool {
     matches!(
         msg,
-        "shim disconnected" | "cleaning up after shim disconnected"
+        "shim disconnected" | "cleaning up after shim disconnected" | "cleaning up dead shim"
     )
 }
 
 /// Whether a shim or containerd message stops the sandbox: the Kata Go shim's `Stopping
 /// Sandbox` (QEMU), `Stopping sandbox in the VM`, `Stopping VM`, Cloud Hypervisor's `Stop
 /// Sandbox` / `Stopping Cloud Hypervisor`, runtime-rs's `begin stop sandbox`, `sandbox
-/// stopped`, `Stopping QEMU VM`; containerd's `StopPodSandbox for "ID"`, `shim
+/// stopped`, `Stopping QEMU VM`; the Go shim's `sandbox stopped unexpectedly` (its watcher
+/// of a VM that died, kata-containers#4880); containerd's `StopPodSandbox for "ID"`, `shim
 /// disconnected`, `cleaning up after shim disconnected`.
 pub fn is_stop(msg: &str) -> bool {
     matches!(
@@ -384,6 +386,7 @@ pub fn is_stop(msg: &str) -> bool {
             | "sandbox stopped"
             | "sandbox stopped during Init"
             | "Stopping QEMU VM"
+            | "sandbox stopped unexpectedly"
     ) || (msg.starts_with("StopPodSandbox for ") && !msg.ends_with("failed"))
         || is_shim_disconnected(msg)
 }

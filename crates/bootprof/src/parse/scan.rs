@@ -34,8 +34,8 @@ fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
 }
 
 /// A journald-prefixed line that names no sandbox by key or in a CRI error, but by
-/// containerd's `msg="StopPodSandbox for \"ID\""` or `msg="[cleaning up after ]shim
-/// disconnected" id=ID`: where its id starts; a Kata 1.x `kata-proxy[PID]` line that names
+/// containerd's `msg="StopPodSandbox for \"ID\""`, `msg="[cleaning up after ]shim
+/// disconnected" id=ID` or (v2.1.1 on) `msg="cleaning up dead shim" id=ID`: where its id starts; a Kata 1.x `kata-proxy[PID]` line that names
 /// none is kept whatever the wanted sandbox (its end: no id). Looked for only in lines that would otherwise be another
 /// unit's, by their journald identifier first (in the prefix: a kubelet's line costs two
 /// searches of its first bytes).
@@ -50,6 +50,7 @@ fn stop_naming(line: &[u8]) -> Option<usize> {
     const STOP: &[u8] = b"StopPodSandbox for \\\"";
     const GONE: &[u8] = b"shim disconnected\" id=";
     const CLEAN: &[u8] = b"cleaning up after shim disconnected\" id=";
+    const DEAD: &[u8] = b"cleaning up dead shim\" id=";
     // the prefix: time, host and identifier
     let head = line.get(..line.len().min(160)).unwrap_or(line);
     if PROXY.find(head).is_some() {
@@ -65,6 +66,8 @@ fn stop_naming(line: &[u8]) -> Option<usize> {
         Some(at + GONE.len())
     } else if msg.starts_with(CLEAN) {
         Some(at + CLEAN.len())
+    } else if msg.starts_with(DEAD) {
+        Some(at + DEAD.len())
     } else {
         None
     }
