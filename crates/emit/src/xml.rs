@@ -615,6 +615,8 @@ pub(crate) fn merge(
                 (Kid::El(e), Some(ex)) if e.keep_attrs => {
                     s.push_str(&splice_attrs(src, ex, e, &inner, 1))
                 }
+                // written over an existing element: on its line, its children on theirs
+                (Kid::El(e), Some(ex)) => s.push_str(&e.render(&inner.inside(src, ex, 1), 0)),
                 _ => s.push_str(&kid.render(&inner, 1)),
             }
         }
@@ -867,6 +869,20 @@ mod tests {
                     .kid(El::new("r").merged().keep_start().kid(El::new("b")))
             ),
             "<q>\n       <r>\n              <b/>\n       </r>\n       <s/>\n</q>"
+        );
+    }
+
+    #[test]
+    fn a_replaced_element_keeps_its_own_indentation() {
+        // <v> replaced whole, <c> merged under a new start tag (in the document's quote):
+        // tab-indented blocks in a file indented with two spaces
+        let src = "<q a=\"1\" b=\"2\" d=\"3\">\n  <r/>\n  <s/>\n  <u/>\n\t<v>\n\t\t<x/>\n\t</v>\n\t<c m='x'>\n\t\t<t/>\n\t</c>\n</q>";
+        let mut ours = El::new("q").merged().keep_start();
+        ours.push(El::new("v").kid(El::new("y")).kid(El::new("y")));
+        ours.push(El::new("c").attr("m", "h").merged().kid(El::new("t")));
+        assert_eq!(
+            run(src, &ours),
+            "<q a=\"1\" b=\"2\" d=\"3\">\n  <r/>\n  <s/>\n  <u/>\n\t<v>\n\t\t<y/>\n\t\t<y/>\n\t</v>\n\t<c m=\"h\">\n\t\t<t/>\n\t</c>\n</q>"
         );
     }
 
