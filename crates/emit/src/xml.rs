@@ -316,13 +316,20 @@ pub(crate) fn escape(s: &str) -> String {
     o
 }
 
-/// Line ending and indentation unit of a document.
+/// Line ending and indentation of a document, or of the inside of one element of it
+/// ([`Style::inside`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Style {
     pub nl: String,
+    /// One level deeper: the file's unit, or the step an element's own children take.
     pub unit: String,
     /// Attribute quote: `'` as libvirt writes, or `"` when most of the document uses those.
     pub quote: char,
+    /// Indentation of depth 0 (the element being merged; empty for the document's root).
+    pub base: String,
+    /// Indentation of depth 1 where the element's children already have one; else
+    /// `base` + `unit`.
+    pub first: Option<String>,
 }
 
 impl Default for Style {
@@ -331,6 +338,8 @@ impl Default for Style {
             nl: "\n".into(),
             unit: "  ".into(),
             quote: '\'',
+            base: String::new(),
+            first: None,
         }
     }
 }
@@ -338,7 +347,41 @@ impl Default for Style {
 impl Style {
     /// Separator before a line at `depth`.
     pub fn sep(&self, depth: usize) -> String {
-        format!("{}{}", self.nl, self.unit.repeat(depth))
+        format!("{}{}", self.nl, self.indent(depth))
+    }
+
+    /// Indentation of a line at `depth`.
+    fn indent(&self, depth: usize) -> String {
+        match (depth, &self.first) {
+            (0, _) => self.base.clone(),
+            (d, Some(first)) => format!("{first}{}", self.unit.repeat(d - 1)),
+            (d, None) => format!("{}{}", self.base, self.unit.repeat(d)),
+        }
+    }
+
+    /// The style inside `node`, which sits at `depth` of `self`: its own line's indentation
+    /// (when it starts a line) at depth 0, the indentation most of its children that start a
+    /// line have at depth 1, and, below that, the step from its line to its children's (when
+    /// they are deeper), else `self`'s unit. So what is added inside a block pasted with tabs
+    /// into a file indented with spaces (or the other way round) is indented like the block.
+    pub fn inside(&self, src: &str, node: &roxmltree::Node, depth: usize) -> Style {
+        let own = line_indent(src, node.range().start).unwrap_or_else(|| self.indent(depth));
+        let first = most_common(child_indents(src, node).into_iter().map(|(_, i)| i));
+        let tabs = |s: &str| s.contains('\t');
+        let unit = match &first {
+            Some(f) if f.len() > own.len() && f.starts_with(own.as_str()) => f[own.len()..].into(),
+            // children in the other kind of whitespace than the file's: theirs
+            Some(f) if tabs(f) && !tabs(&self.unit) => "\t".into(),
+            Some(f) if !f.is_empty() && !tabs(f) && tabs(&self.unit) => f.clone(),
+            _ => self.unit.clone(),
+        };
+        Style {
+            nl: self.nl.clone(),
+            unit,
+            quote: self.quote,
+            base: own,
+            first,
+        }
     }
 
     /// Learn the document's style: the quote most of its attributes use (ties: the first
@@ -362,60 +405,87 @@ impl Style {
             std::cmp::Ordering::Equal if quotes.first() == Some(&b'"') => '"',
             std::cmp::Ordering::Equal => '\'',
         };
-        // (line ending, indentation) before each child element that starts a line
-        let mut prev = start_tag_end(src, root.range().start).0;
-        let mut seen: Vec<(&str, String, usize)> = Vec::new();
-        let mut one_line = true;
-        let mut any = false;
-        for c in root.children() {
-            if !(c.is_element() || c.is_comment()) {
-                continue;
-            }
-            any = true;
-            let gap = src.get(prev..c.range().start).unwrap_or("");
-            prev = c.range().end;
-            let Some(i) = gap.rfind('\n') else {
-                continue;
-            };
-            one_line = false;
-            if !c.is_element() {
-                continue;
-            }
-            let nl = if gap[..i].ends_with('\r') {
-                "\r\n"
-            } else {
-                "\n"
-            };
-            let unit: String = gap[i + 1..]
-                .chars()
-                .take_while(|c| *c == ' ' || *c == '\t')
-                .collect();
-            match seen.iter_mut().find(|(n, u, _)| *n == nl && *u == unit) {
-                Some(e) => e.2 += 1,
-                None => seen.push((nl, unit, 1)),
-            }
-        }
+        let any = root.children().any(|c| c.is_element() || c.is_comment());
+        let one_line = !line_starts(src, root).any(|(c, _)| c.is_comment() || c.is_element());
         if any && one_line {
             return Style {
                 nl: String::new(),
                 unit: String::new(),
                 quote,
+                ..Style::default()
             };
         }
-        // the most common; among equals the first seen
-        let best = seen
-            .iter()
-            .enumerate()
-            .max_by_key(|(i, (_, _, n))| (*n, std::cmp::Reverse(*i)))
-            .map(|(_, (nl, unit, _))| (nl.to_string(), unit.clone()));
-        match best {
-            Some((nl, unit)) => Style { nl, unit, quote },
+        match most_common(child_indents(src, root)) {
+            Some((nl, unit)) => Style {
+                nl,
+                unit,
+                quote,
+                ..Style::default()
+            },
             None => Style {
                 quote,
                 ..Style::default()
             },
         }
     }
+}
+
+/// The children (elements and comments) of `node` that start a line, each with the gap
+/// before it from its last line break on.
+fn line_starts<'a, 'i>(
+    src: &'a str,
+    node: &roxmltree::Node<'a, 'i>,
+) -> impl Iterator<Item = (roxmltree::Node<'a, 'i>, &'a str)> {
+    let mut prev = start_tag_end(src, node.range().start).0;
+    node.children()
+        .filter(|c| c.is_element() || c.is_comment())
+        .filter_map(move |c| {
+            let gap = src.get(prev..c.range().start).unwrap_or("");
+            prev = c.range().end;
+            gap.rfind('\n').map(|i| (c, &gap[i..]))
+        })
+}
+
+/// (line ending, indentation) of each child element of `node` that starts a line. A comment
+/// (often at column 0 among indented elements) does not count.
+fn child_indents(src: &str, node: &roxmltree::Node) -> Vec<(String, String)> {
+    line_starts(src, node)
+        .filter(|(c, _)| c.is_element())
+        .map(|(c, tail)| {
+            let before = src.get(..c.range().start - tail.len()).unwrap_or("");
+            let nl = if before.ends_with('\r') { "\r\n" } else { "\n" };
+            (nl.to_string(), indent_of(&tail[1..]))
+        })
+        .collect()
+}
+
+/// The leading spaces and tabs of `s`.
+fn indent_of(s: &str) -> String {
+    s.chars().take_while(|c| *c == ' ' || *c == '\t').collect()
+}
+
+/// The indentation of the line `at` starts, when only spaces and tabs come before it there.
+fn line_indent(src: &str, at: usize) -> Option<String> {
+    let before = src.get(..at)?;
+    let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    (indent_of(line).len() == line.len()).then(|| line.to_string())
+}
+
+/// The most common item; among equals the first seen.
+fn most_common<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Option<T> {
+    let mut seen: Vec<(T, usize)> = Vec::new();
+    for it in items {
+        match seen.iter_mut().find(|(s, _)| *s == it) {
+            Some(e) => e.1 += 1,
+            None => seen.push((it, 1)),
+        }
+    }
+    let best = seen
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, (_, n))| (*n, std::cmp::Reverse(*i)))
+        .map(|(i, _)| i)?;
+    Some(seen.swap_remove(best).0)
 }
 
 /// End of the start tag that begins at `start` (index after its `>`), and whether it is
@@ -466,6 +536,8 @@ pub(crate) fn merge(
 ) -> String {
     let range = node.range();
     let (start_end, self_closing) = start_tag_end(src, range.start);
+    // this element's line at depth 0, its children's at 1
+    let inner = st.inside(src, node, depth);
     // the user's start tag, byte for byte (opened if it was self-closing)
     let kept = || {
         let t = src.get(range.start..start_end).unwrap_or("");
@@ -536,14 +608,16 @@ pub(crate) fn merge(
                 s.push_str(sep);
             }
             match (kid, existing.get(i)) {
-                (Kid::El(e), Some(ex)) if e.merge => s.push_str(&merge(src, ex, e, st, depth + 1)),
+                (Kid::El(e), Some(ex)) if e.merge => s.push_str(&merge(src, ex, e, &inner, 1)),
                 (Kid::El(e), Some(ex)) if same(ex, e) => {
                     s.push_str(src.get(ex.range()).unwrap_or(""))
                 }
                 (Kid::El(e), Some(ex)) if e.keep_attrs => {
-                    s.push_str(&splice_attrs(src, ex, e, st, depth + 1))
+                    s.push_str(&splice_attrs(src, ex, e, &inner, 1))
                 }
-                _ => s.push_str(&kid.render(st, depth + 1)),
+                // written over an existing element: on its line, its children on theirs
+                (Kid::El(e), Some(ex)) => s.push_str(&e.render(&inner.inside(src, ex, 1), 0)),
+                _ => s.push_str(&kid.render(&inner, 1)),
             }
         }
         s
@@ -570,10 +644,10 @@ pub(crate) fn merge(
         }
         let mut out = start_tag;
         for i in pending {
-            out.push_str(&st.sep(depth + 1));
-            out.push_str(&render_group(&groups[i].1, &[], &st.sep(depth + 1)));
+            out.push_str(&inner.sep(1));
+            out.push_str(&render_group(&groups[i].1, &[], &inner.sep(1)));
         }
-        out.push_str(&st.sep(depth));
+        out.push_str(&inner.sep(0));
         let _ = write!(out, "</{}>", ours.name);
         return out;
     }
@@ -595,7 +669,7 @@ pub(crate) fn merge(
         let sep = if is_blank(gap) && !gap.is_empty() {
             gap.to_string()
         } else {
-            st.sep(depth + 1)
+            inner.sep(1)
         };
         if is_blank(gap) && !gap.is_empty() {
             sep_seen = Some(gap.to_string());
@@ -651,7 +725,7 @@ pub(crate) fn merge(
         }
     }
     let final_gap = src.get(prev..end_tag_start).unwrap_or("");
-    let sep = sep_seen.unwrap_or_else(|| st.sep(depth + 1));
+    let sep = sep_seen.unwrap_or_else(|| inner.sep(1));
     let mut appended = false;
     for gi in 0..groups.len() {
         if emitted[gi] || skip_empty(&groups[gi].1) {
@@ -662,7 +736,7 @@ pub(crate) fn merge(
         appended = true;
     }
     if appended && children.is_empty() && is_blank(final_gap) {
-        out.push_str(&st.sep(depth));
+        out.push_str(&inner.sep(0));
     } else {
         out.push_str(final_gap);
     }
@@ -755,6 +829,60 @@ mod tests {
                 &El::new("q").merged().keep_start().kid(ours.clone())
             ),
             "<q>\n  <r>\n    <k/>\n  </r>\n</q>"
+        );
+    }
+
+    #[test]
+    fn new_lines_inside_an_element_follow_its_own_indentation() {
+        // a virsh dumpxml (two spaces) with a block pasted from a guide (tabs): what is added
+        // inside the block, and the lines of its own children, are indented with tabs
+        let src = "<q>\n  <r>\n\t<a/>\n  </r>\n  <s/>\n</q>";
+        let r = El::new("r")
+            .merged()
+            .keep_start()
+            .kid(El::new("b").kid(El::new("c").kid(El::new("d"))));
+        assert_eq!(
+            run(src, &El::new("q").merged().keep_start().kid(r.clone())),
+            "<q>\n  <r>\n\t<a/>\n\t<b>\n\t\t<c>\n\t\t\t<d/>\n\t\t</c>\n\t</b>\n  </r>\n  <s/>\n</q>"
+        );
+        // a tab-indented file with a 4-space block: four spaces inside it
+        let src = "<q>\n\t<r>\n\t    <a/>\n\t</r>\n\t<s/>\n</q>";
+        assert_eq!(
+            run(src, &El::new("q").merged().keep_start().kid(r.clone())),
+            "<q>\n\t<r>\n\t    <a/>\n\t    <b>\n\t        <c>\n\t            <d/>\n\t        </c>\n\t    </b>\n\t</r>\n\t<s/>\n</q>"
+        );
+        // an element whose children sit at its own column (a template's <devices>): the
+        // children's column for new children, one file unit deeper for theirs
+        let src = "<q>\n\t<r>\n\t<a/>\n\t</r>\n</q>";
+        assert_eq!(
+            run(src, &El::new("q").merged().keep_start().kid(r.clone())),
+            "<q>\n\t<r>\n\t<a/>\n\t<b>\n\t\t<c>\n\t\t\t<d/>\n\t\t</c>\n\t</b>\n\t</r>\n</q>"
+        );
+        // an empty block in an odd column: one file unit deeper than its own line
+        let src = "<q>\n       <r></r>\n       <s/>\n</q>";
+        assert_eq!(
+            run(
+                src,
+                &El::new("q")
+                    .merged()
+                    .keep_start()
+                    .kid(El::new("r").merged().keep_start().kid(El::new("b")))
+            ),
+            "<q>\n       <r>\n              <b/>\n       </r>\n       <s/>\n</q>"
+        );
+    }
+
+    #[test]
+    fn a_replaced_element_keeps_its_own_indentation() {
+        // <v> replaced whole, <c> merged under a new start tag (in the document's quote):
+        // tab-indented blocks in a file indented with two spaces
+        let src = "<q a=\"1\" b=\"2\" d=\"3\">\n  <r/>\n  <s/>\n  <u/>\n\t<v>\n\t\t<x/>\n\t</v>\n\t<c m='x'>\n\t\t<t/>\n\t</c>\n</q>";
+        let mut ours = El::new("q").merged().keep_start();
+        ours.push(El::new("v").kid(El::new("y")).kid(El::new("y")));
+        ours.push(El::new("c").attr("m", "h").merged().kid(El::new("t")));
+        assert_eq!(
+            run(src, &ours),
+            "<q a=\"1\" b=\"2\" d=\"3\">\n  <r/>\n  <s/>\n  <u/>\n\t<v>\n\t\t<y/>\n\t\t<y/>\n\t</v>\n\t<c m=\"h\">\n\t\t<t/>\n\t</c>\n</q>"
         );
     }
 

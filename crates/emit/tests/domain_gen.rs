@@ -316,6 +316,7 @@ fn build(
         ));
     }
     if !cells.is_empty() {
+        truth.guest_cells = Some(cells.len() as u32);
         x.push_str(&format!("{}<numa>", ind(2)));
         let per = 4194304 / cells.len() as u64;
         for (id, acc) in cells.iter().enumerate() {

@@ -204,6 +204,9 @@ pub struct DomainChoices {
     /// `<hugepages>`.
     #[serde(default)]
     pub hugepage_size_kb: Option<u64>,
+    /// How many guest NUMA cells `<cpu><numa>` shows the guest; `None` without one.
+    #[serde(default)]
+    pub guest_cells: Option<u32>,
     /// `<maxMemory>` in bytes: memory hotplug is on.
     #[serde(default)]
     pub max_memory_bytes: Option<u64>,
@@ -297,6 +300,7 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
     a.invtsc(plan);
     a.cpu_migratable(plan);
     a.page_size(plan);
+    a.guest_cells(plan);
     a.memory_devices(plan);
     a.qemu_overrides();
     a.finish(plan);
@@ -703,6 +707,30 @@ impl<'a> Adoption<'a> {
                 "{src} backs its memory with {} pages (<hugepages>); the plan uses {}, as the rationale says{ask}",
                 page_name(theirs),
                 page_name(ours)
+            ));
+        }
+    }
+
+    /// A guest NUMA layout of several cells the plan replaces with another: the guest's
+    /// vCPUs and memory are split as the plan's cells, which the user must hear (KubeVirt and
+    /// Nova write one cell per host node they placed the VM on).
+    fn guest_cells(&mut self, plan: &Plan) {
+        let (dom, src) = (self.dom, &self.src);
+        let Some(theirs) = dom.guest_cells.filter(|n| *n > 1) else {
+            return;
+        };
+        let ours = plan.guest_numa.len().max(1);
+        if usize::try_from(theirs).is_ok_and(|t| t != ours) {
+            let cells = |n: usize| {
+                if n == 1 {
+                    "1 cell".to_string()
+                } else {
+                    format!("{n} cells")
+                }
+            };
+            self.warnings.push(format!(
+                "{src} has {theirs} guest NUMA cells (<cpu><numa>); the plan's <cpu><numa> and <numatune> show the guest {} instead, as the rationale says (guest NUMA follows the host nodes the plan places the VM on)",
+                cells(ours)
             ));
         }
     }

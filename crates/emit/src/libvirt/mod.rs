@@ -33,7 +33,8 @@
 //!   domain's own `<numa>` stays even for a one-cell plan, and one with `<maxMemory>` (memory
 //!   hotplug) gets one: cells keep the user's `memAccess`/`discard` (virtiofs needs
 //!   `memAccess='shared'` where `<memoryBacking>` has no `<access mode='shared'/>`), and their
-//!   `<distances>` when the plan's cells are the domain's.
+//!   `<distances>` when the plan's cells are the domain's. A domain showing the guest several
+//!   cells that the plan replaces with another count gets a warning.
 //! - `<features>`: inside `<hyperv>` (whose start tag, so `mode='passthrough'`, is kept) the
 //!   plan only adds enlightenments the domain does not mention; every child the domain has
 //!   (`vendor_id`, `spinlocks` retries, `stimer` with `direct`, `evmcs`, `avic`, states
@@ -45,8 +46,10 @@
 //!   `<source type='anonymous'/>` is refused (libvirt refuses that pair).
 //!
 //! Elements the plan would write exactly as the domain has them keep their bytes; written ones
-//! take the quote most of the file's attributes use and the indentation most of its
-//! top-level elements have.
+//! take the quote most of the file's attributes use, and the indentation of where they go:
+//! a new top-level element the one most of the top-level elements have, anything inside an
+//! existing element (or written over one) that element's own (a block pasted with tabs into
+//! a file indented with spaces gets tabs).
 //! - `<clock>` (when the plan has timers): the plan's `<timer>`s are ours; the start tag
 //!   (`offset`) and other timers are kept. A timer the plan keeps on keeps the domain's
 //!   other attributes (`track`, `mode`, `frequency`) and its `<catchup>`; one it turns off is

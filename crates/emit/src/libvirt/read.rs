@@ -325,6 +325,8 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
                         .to_string()
                 })
         };
+        c.guest_cells = child(cpu, "numa")
+            .map(|n| u32::try_from(children(n, "cell").count()).unwrap_or(u32::MAX));
         c.hypervisor_policy = policy("hypervisor");
         c.invtsc_policy = policy("invtsc");
     }

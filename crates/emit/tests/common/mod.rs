@@ -102,3 +102,32 @@ pub fn validate(xml: &str, what: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `virsh -c test:///default define` + `dumpxml` in one session (the test driver forgets
+/// everything between connections): what libvirt keeps of the domain, or why it refuses it.
+pub fn virsh_define(xml: &str) -> Result<String, String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("domain.xml");
+    std::fs::write(&path, xml).expect("write");
+    let name = emit::libvirt::domain_choices(xml)
+        .map_err(|e| e.to_string())?
+        .source
+        .trim_start_matches("domain ")
+        .trim_matches('"')
+        .to_string();
+    let out = Command::new("virsh")
+        .args([
+            "-q",
+            "-c",
+            "test:///default",
+            &format!("define {}; dumpxml {name}", path.display()),
+        ])
+        .output()
+        .expect("virsh must be installed (Debian: libvirt-clients)");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!("{}{stdout}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
