@@ -66,7 +66,7 @@ fn dev(
         subsystem_device_id: None,
         class,
         prog_if: None,
-        kind: DeviceKind::from_class(class, Some(vendor)),
+        kind: DeviceKind::from_ids(class, Some(vendor), Some(device)),
         name: Some(name.into()),
         numa: Some(vec![0]),
         local_cpus: Some(list("0-15")),

@@ -719,7 +719,7 @@ impl<'a, 'input> Loader<'a, 'input> {
                 subsystem_device_id: sub_d,
                 class: t.class,
                 prog_if: t.prog_if,
-                kind: DeviceKind::from_class(t.class, vendor_id),
+                kind: DeviceKind::from_ids(t.class, vendor_id, device_id),
                 name,
                 numa: None,
                 local_cpus: None,

@@ -183,6 +183,20 @@ impl DeviceKind {
     /// Classify by the PCI base class and subclass (`class >> 8`, `class & 0xff`) and vendor
     /// (`None` where unknown).
     pub fn from_class(class: u16, vendor_id: Option<u16>) -> DeviceKind {
+        DeviceKind::from_ids(class, vendor_id, None)
+    }
+
+    /// As [`DeviceKind::from_class`], knowing the device id too: the onboard server VGA
+    /// chips of vendors that also make GPUs (ATI/AMD ES1000 on HP ProLiant and Dell/IBM
+    /// boards of the 2000s, `1002:515e` and `1002:5969`) are display controllers, never a
+    /// passthrough GPU.
+    pub fn from_ids(class: u16, vendor_id: Option<u16>, device_id: Option<u16>) -> DeviceKind {
+        if class >> 8 == 0x03
+            && vendor_id == Some(0x1002)
+            && matches!(device_id, Some(0x515e | 0x5969))
+        {
+            return DeviceKind::Other;
+        }
         let base = (class >> 8) as u8;
         let sub = (class & 0xff) as u8;
         match base {
@@ -1284,6 +1298,11 @@ mod tests {
         assert_eq!(k(0x0300, 0x102b), DeviceKind::Other);
         // a VGA controller of unknown vendor is still a display controller
         assert_eq!(DeviceKind::from_class(0x0300, None), DeviceKind::Gpu);
+        // the ES1000 onboard VGA of HP ProLiant SL390s (hwloc's 24em64t-2n6c2t-pci.xml)
+        let ids = |d| DeviceKind::from_ids(0x0300, Some(0x1002), Some(d));
+        assert_eq!(ids(0x515e), DeviceKind::Other);
+        assert_eq!(ids(0x5969), DeviceKind::Other);
+        assert_eq!(ids(0x67a0), DeviceKind::Gpu);
         assert_eq!(DeviceKind::from_class(0xff00, None), DeviceKind::Other);
     }
 }

@@ -133,7 +133,7 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
         subsystem_device_id: hex_u16(fs, &format!("{dir}/subsystem_device")),
         class,
         prog_if,
-        kind: DeviceKind::from_class(class, vendor_id),
+        kind: DeviceKind::from_ids(class, vendor_id, device_id),
         name: None,
         numa,
         local_cpus,
