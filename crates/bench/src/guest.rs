@@ -271,6 +271,29 @@ pub fn parse_runs(text: &str) -> Vec<RunOutput> {
     out
 }
 
+/// The vmtune binary the guest runs: without its debug sections when `objcopy` can strip
+/// them (a debug build is ~10x larger, and the guest holds the initramfs twice in RAM while
+/// it unpacks), else as it is.
+fn guest_binary(opts: &GuestOptions) -> Result<Vec<u8>> {
+    let stripped = opts.workdir.join("vmtune.stripped");
+    let ok = fs::create_dir_all(&opts.workdir).is_ok()
+        && Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(&opts.vmtune)
+            .arg(&stripped)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    let bytes = if ok {
+        read(&stripped)
+    } else {
+        read(&opts.vmtune)
+    };
+    let _ = fs::remove_file(&stripped);
+    bytes
+}
+
 /// Build the initramfs in memory.
 pub fn initramfs(opts: &GuestOptions) -> Result<Vec<u8>> {
     let mut c = Cpio::new();
@@ -294,7 +317,7 @@ pub fn initramfs(opts: &GuestOptions) -> Result<Vec<u8>> {
             .ok_or_else(|| BenchError::Invalid(format!("{}: not a file name", f.display())))?;
         c.file(&format!("opt/{name}"), 0o755, &read(f)?);
     }
-    c.file("vmtune", 0o755, &read(&opts.vmtune)?);
+    c.file("vmtune", 0o755, &guest_binary(opts)?);
     let ldd = Command::new("ldd")
         .arg(&opts.vmtune)
         .output()
@@ -389,7 +412,11 @@ pub fn parse_result(text: &str, path: &Path) -> Result<(i32, RunFile)> {
             path,
             format!(
                 "the suite failed in the guest (exit {rc}): {}",
-                after.lines().last().unwrap_or("no message")
+                after
+                    .lines()
+                    .find(|l| l.contains("error:"))
+                    .or_else(|| after.lines().last())
+                    .unwrap_or("no message")
             ),
         ));
     }

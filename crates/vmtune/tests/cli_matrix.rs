@@ -20,6 +20,11 @@ fn vmtune() -> Command {
     Command::new(env!("CARGO_BIN_EXE_vmtune"))
 }
 
+/// Whether a virtlogd listens (a socket file left by one that exited does not count).
+fn virtlogd_answers() -> bool {
+    std::os::unix::net::UnixStream::connect("/run/libvirt/virtlogd-sock").is_ok()
+}
+
 /// A private libvirtd (and virtlogd when the host runs none), stopped on drop.
 struct Daemon {
     dir: tempfile::TempDir,
@@ -49,7 +54,7 @@ impl Daemon {
             ),
         )
         .map_err(|e| e.to_string())?;
-        let virtlogd = if Path::new("/run/libvirt/virtlogd-sock").exists() {
+        let virtlogd = if virtlogd_answers() {
             None
         } else {
             Some(
@@ -78,9 +83,7 @@ impl Daemon {
         };
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(30) {
-            if d.virsh(&["version"]).status.success()
-                && Path::new("/run/libvirt/virtlogd-sock").exists()
-            {
+            if d.virsh(&["version"]).status.success() && virtlogd_answers() {
                 return Ok(d);
             }
             std::thread::sleep(Duration::from_millis(300));
@@ -147,12 +150,14 @@ impl Daemon {
 }
 
 /// The user's domain: 4 vCPUs under TCG, a two-cell guest NUMA layout, direct kernel boot.
+/// An Intel model: the guest reads SMT siblings from CPUID leaf 0xB; with QEMU's AMD-vendor
+/// qemu64 it would need topoext to see two threads a core.
 fn user_domain(kernel: &Path, initrd: &Path) -> String {
     format!(
         "<domain type='qemu'>
   <name>ci-guest4</name>
   <uuid>6c2f1f5e-4a57-4d0e-9a9b-2f0e7b1c8a11</uuid>
-  <memory unit='MiB'>768</memory>
+  <memory unit='MiB'>2048</memory>
   <vcpu placement='static'>4</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
@@ -164,12 +169,12 @@ fn user_domain(kernel: &Path, initrd: &Path) -> String {
     <acpi/>
     <apic/>
   </features>
-  <cpu mode='custom' match='exact'>
-    <model fallback='allow'>qemu64</model>
+  <cpu mode='custom' match='exact' check='none'>
+    <model fallback='allow'>Nehalem</model>
     <topology sockets='2' dies='1' cores='2' threads='1'/>
     <numa>
-      <cell id='0' cpus='0-1' memory='384' unit='MiB'/>
-      <cell id='1' cpus='2-3' memory='384' unit='MiB'/>
+      <cell id='0' cpus='0-1' memory='1024' unit='MiB'/>
+      <cell id='1' cpus='2-3' memory='1024' unit='MiB'/>
     </numa>
   </cpu>
   <on_poweroff>destroy</on_poweroff>

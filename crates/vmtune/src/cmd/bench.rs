@@ -778,7 +778,7 @@ fn run_suite_in_guest(a: &SuiteArgs, out: &Path) -> Result<ExitCode> {
         suite.extend(["--skip".into(), a.skip.join(",")]);
     }
     if let Some(s) = a.size {
-        suite.extend(["--size".into(), s.to_string()]);
+        suite.extend(["--size".into(), format!("{s}B")]);
     }
     suite.extend(["--latency-seconds".into(), a.latency_seconds.to_string()]);
     if a.no_switch {

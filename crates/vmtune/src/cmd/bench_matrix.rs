@@ -264,7 +264,7 @@ fn suite_args(a: &MatrixArgs) -> Result<Vec<String>> {
         v.extend(["--skip".into(), a.skip.join(",")]);
     }
     if let Some(s) = a.size {
-        v.extend(["--size".into(), s.to_string()]);
+        v.extend(["--size".into(), format!("{s}B")]);
     }
     if !(a.latency_seconds.is_finite() && a.latency_seconds > 0.0) {
         bail!("--latency-seconds must be above 0");
