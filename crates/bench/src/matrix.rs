@@ -552,7 +552,17 @@ pub fn text(r: &MatrixReport) -> String {
 /// The HTML report: `report::html` of the per-layout runs, with the layouts, the planner's
 /// choice and the verdict first.
 pub fn html(r: &MatrixReport, title: &str) -> String {
-    let page = report::html(&r.per_layout, title);
+    // the plans differ by design: the layouts' table says how (in matrix.json they are kept)
+    let runs: Vec<RunFile> = r
+        .per_layout
+        .iter()
+        .cloned()
+        .map(|mut rf| {
+            rf.plan = None;
+            rf
+        })
+        .collect();
+    let page = report::html(&runs, title);
     let mut s = String::from("<h2>Layouts</h2>");
     if r.partial {
         s.push_str("<p><strong>Partial:</strong> some runs failed; their figures are missing, not zero (see the list below).</p>");
@@ -573,7 +583,7 @@ pub fn html(r: &MatrixReport, title: &str) -> String {
             l.vcpus,
             svg::esc(&l.pins),
             svg::esc(&l.guest),
-            svg::esc(&l.notes.join(" "))
+            svg::esc(&l.notes.join("; "))
         );
     }
     s.push_str("</table>");

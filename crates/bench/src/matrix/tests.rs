@@ -206,8 +206,10 @@ fn every_run_is_measured_and_every_scratch_domain_removed() {
     assert_eq!(u.tool.as_deref(), Some("stream"));
     assert!(u.measures.iter().any(|m| m.metric == "triad"));
 
+    let mut ls = layouts();
+    ls[2].plan = Some(serde_json::json!({"guest_numa": [{"cell": 0}, {"cell": 1}]}));
     let rep = summarize(
-        layouts(),
+        ls,
         2,
         recs,
         Some("pin".into()),
@@ -215,6 +217,16 @@ fn every_run_is_measured_and_every_scratch_domain_removed() {
         None,
     );
     assert!(!rep.partial);
+    // the plans differ by design: not listed as "what differed" (the layouts' table says how)
+    assert!(
+        rep.comparison
+            .differences
+            .iter()
+            .all(|d| !d.contains("plan.")),
+        "{:?}",
+        rep.comparison.differences
+    );
+    assert!(rep.per_layout[2].plan.is_some(), "kept in matrix.json");
     let triad = rep
         .comparison
         .rows
@@ -242,6 +254,7 @@ fn every_run_is_measured_and_every_scratch_domain_removed() {
         "{h}"
     );
     assert!(h.find("<h2>Layouts</h2>").unwrap() < h.find("<h2>Runs</h2>").unwrap());
+    assert!(!h.contains("plan.guest_numa"), "{h}");
 }
 
 #[test]
