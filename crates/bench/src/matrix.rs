@@ -477,6 +477,38 @@ fn verdict(c: &Comparison, chosen: Option<&str>, note: &str) -> Vec<String> {
     out
 }
 
+/// The layouts as a table (the planner's choice marked `*`) and their notes.
+pub fn layouts_text(layouts: &[LayoutSpec], chosen: Option<&str>, chosen_note: &str) -> String {
+    let rows: Vec<Vec<String>> = layouts
+        .iter()
+        .map(|l| {
+            let mark = if chosen == Some(l.name.as_str()) {
+                " *"
+            } else {
+                ""
+            };
+            vec![
+                format!("{}{mark}", l.name),
+                l.describe.clone(),
+                l.vcpus.to_string(),
+                l.pins.clone(),
+                l.guest.clone(),
+            ]
+        })
+        .collect();
+    let mut out = report::table(
+        &["layout", "what", "vCPUs", "pins (vCPU→host CPU)", "guest"],
+        &rows,
+    );
+    let _ = writeln!(out, "* the planner's choice: {chosen_note}");
+    for l in layouts {
+        for n in &l.notes {
+            let _ = writeln!(out, "note ({}): {n}", l.name);
+        }
+    }
+    out
+}
+
 /// The terminal answer: the layouts, the table, the verdict, failed runs.
 pub fn text(r: &MatrixReport) -> String {
     let mut out = String::new();
@@ -494,37 +526,11 @@ pub fn text(r: &MatrixReport) -> String {
             }
         );
     }
-    let rows: Vec<Vec<String>> = r
-        .layouts
-        .iter()
-        .map(|l| {
-            vec![
-                format!(
-                    "{}{}",
-                    l.name,
-                    if r.chosen.as_deref() == Some(l.name.as_str()) {
-                        " *"
-                    } else {
-                        ""
-                    }
-                ),
-                l.describe.clone(),
-                l.vcpus.to_string(),
-                l.pins.clone(),
-                l.guest.clone(),
-            ]
-        })
-        .collect();
-    out.push_str(&report::table(
-        &["layout", "what", "vCPUs", "pins (vCPU→host CPU)", "guest"],
-        &rows,
+    out.push_str(&layouts_text(
+        &r.layouts,
+        r.chosen.as_deref(),
+        &r.chosen_note,
     ));
-    let _ = writeln!(out, "* the planner's choice: {}", r.chosen_note);
-    for l in &r.layouts {
-        for n in &l.notes {
-            let _ = writeln!(out, "note ({}): {n}", l.name);
-        }
-    }
     out.push('\n');
     out.push_str(&report::text_comparison(&r.comparison));
     out.push('\n');

@@ -107,12 +107,7 @@ impl Daemon {
     fn names(&self) -> Vec<String> {
         let o = self.virsh(&["list", "--all", "--name"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect()
+        self.names_quiet()
     }
 
     fn dumpxml(&self, name: &str) -> String {

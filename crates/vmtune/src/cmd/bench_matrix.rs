@@ -452,39 +452,10 @@ fn dry_run(a: &MatrixArgs, layouts: &[LayoutSpec], m: &Matrix, prefix: &str) -> 
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let rows: Vec<Vec<String>> = layouts
-        .iter()
-        .map(|l| {
-            vec![
-                format!(
-                    "{}{}",
-                    l.name,
-                    if m.chosen_kind.map(|k| k.name()) == Some(l.name.as_str()) {
-                        " *"
-                    } else {
-                        ""
-                    }
-                ),
-                l.describe.clone(),
-                l.vcpus.to_string(),
-                l.pins.clone(),
-                l.guest.clone(),
-            ]
-        })
-        .collect();
     print!(
         "{}",
-        bench::report::table(
-            &["layout", "what", "vCPUs", "pins (vCPU→host CPU)", "guest"],
-            &rows
-        )
+        matrix::layouts_text(layouts, m.chosen_kind.map(|k| k.name()), &m.chosen_note)
     );
-    println!("* the planner's choice: {}", m.chosen_note);
-    for l in layouts {
-        for n in &l.notes {
-            println!("note ({}): {n}", l.name);
-        }
-    }
     println!("order: {}", order.join(", "));
     for p in &written {
         println!("wrote {}", p.display());
