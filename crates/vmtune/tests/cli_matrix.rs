@@ -104,10 +104,11 @@ impl Daemon {
             .expect("running virsh")
     }
 
+    /// Every domain's name; `virsh list` must succeed.
     fn names(&self) -> Vec<String> {
         let o = self.virsh(&["list", "--all", "--name"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        self.names_quiet()
+        names_in(&o)
     }
 
     fn dumpxml(&self, name: &str) -> String {
@@ -119,7 +120,7 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        for name in self.names_quiet() {
+        for name in names_in(&self.virsh(&["list", "--all", "--name"])) {
             let _ = self.virsh(&["destroy", &name]);
             let _ = self.virsh(&["undefine", "--nvram", &name]);
         }
@@ -132,16 +133,14 @@ impl Drop for Daemon {
     }
 }
 
-impl Daemon {
-    fn names_quiet(&self) -> Vec<String> {
-        let o = self.virsh(&["list", "--all", "--name"]);
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect()
-    }
+/// The names `virsh list --name` printed.
+fn names_in(o: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 /// The user's domain: 4 vCPUs under TCG, a two-cell guest NUMA layout, direct kernel boot.

@@ -161,6 +161,19 @@ fn opts(dir: &Path, runs: usize) -> MatrixOptions {
     }
 }
 
+/// The four layouts, `runs` each, through `fake`.
+fn run_fake(fake: &mut Fake, dir: &Path, runs: usize) -> Vec<RunRecord> {
+    let o = opts(dir, runs);
+    let work = o.workdir.clone();
+    run(
+        &layouts(),
+        &o,
+        &mut Paths(fake, work),
+        &indicatif::ProgressBar::hidden(),
+    )
+    .unwrap()
+}
+
 #[test]
 fn the_order_interleaves_and_rotates() {
     let o = order(4, 3);
@@ -187,14 +200,7 @@ fn by_layout(l: &str, run: usize) -> f64 {
 fn every_run_is_measured_and_every_scratch_domain_removed() {
     let d = tempfile::tempdir().unwrap();
     let mut fake = Fake::new(by_layout);
-    let o = opts(d.path(), 2);
-    let recs = run(
-        &layouts(),
-        &o,
-        &mut Paths(&mut fake, o.workdir.clone()),
-        &indicatif::ProgressBar::hidden(),
-    )
-    .unwrap();
+    let recs = run_fake(&mut fake, d.path(), 2);
     assert_eq!(recs.len(), 8);
     assert!(recs.iter().all(|r| r.error.is_none()), "{recs:?}");
     assert!(fake.defined.is_empty(), "left defined: {:?}", fake.defined);
@@ -262,14 +268,7 @@ fn agreement_is_said_and_so_is_a_failed_run() {
     let d = tempfile::tempdir().unwrap();
     let mut fake = Fake::new(by_layout);
     fake.fail = vec!["pin-numa-smt"];
-    let o = opts(d.path(), 2);
-    let recs = run(
-        &layouts(),
-        &o,
-        &mut Paths(&mut fake, o.workdir.clone()),
-        &indicatif::ProgressBar::hidden(),
-    )
-    .unwrap();
+    let recs = run_fake(&mut fake, d.path(), 2);
     assert_eq!(recs.iter().filter(|r| r.error.is_some()).count(), 2);
     // a domain that failed to start was still removed
     assert!(fake.defined.is_empty(), "{:?}", fake.defined);

@@ -136,13 +136,11 @@ pub struct DomainShape {
 
 /// The domain's `<name>`, `<vcpu>` count, `<memory>`, hostdevs and pins.
 pub fn domain_shape(xml: &str) -> Result<DomainShape, EmitError> {
+    // the tenant reader has the name, the hostdevs and the pins
+    let tenant = super::tenant_from_domain_xml(xml)?;
+    let name = tenant.name;
     let doc = parse_doc(xml)?;
     let root = doc.root_element();
-    let name = child(root, "name")
-        .and_then(|n| n.text())
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| EmitError::Invalid("the domain has no <name>".into()))?;
     let memory = child(root, "memory")
         .ok_or_else(|| EmitError::Invalid(format!("domain {name} has no <memory>")))?;
     let memory_bytes = scaled(
@@ -156,7 +154,6 @@ pub fn domain_shape(xml: &str) -> Result<DomainShape, EmitError> {
         .vcpus
         .filter(|&v| v > 0)
         .ok_or_else(|| EmitError::Invalid(format!("domain {name} has no <vcpu> count")))?;
-    let tenant = super::tenant_from_domain_xml(xml)?;
     Ok(DomainShape {
         name,
         vcpus,
