@@ -29,6 +29,10 @@ use crate::policy::{self, Want};
 pub const CPUS_ANNOTATION: &str = "vmtune.io/cpus";
 /// Annotation with a Kata VM's emulator core kept beside its vCPUs.
 pub const EMULATOR_ANNOTATION: &str = "vmtune.io/emulator-cpus";
+/// Annotation on a container that asked for CPUs of its own and was started in the shared pool
+/// because no placement fitted: the planner's reason. A restarted agent keeps it there, as the
+/// running one does, instead of moving a running container when room has appeared since.
+pub const SHARED_ANNOTATION: &str = "vmtune.io/shared-pool";
 
 /// How the agent behaves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -433,6 +437,7 @@ impl Agent {
             ask: a.clone(),
             cpus: None,
         };
+        let mut refused = None;
         if let Some(n) = a.exclusive {
             match self.place(c, &a, n) {
                 Ok(al) => {
@@ -459,6 +464,7 @@ impl Agent {
                         self.pool()
                     );
                     self.note("create", &c.id, line, &mut out);
+                    refused = Some((SHARED_ANNOTATION.to_string(), why));
                 }
             }
         } else {
@@ -472,7 +478,7 @@ impl Agent {
         out.adjust = Some(Adjust {
             cpus: pool,
             mems: None,
-            annotations: BTreeMap::new(),
+            annotations: refused.into_iter().collect(),
         });
         out
     }
@@ -644,6 +650,19 @@ impl Agent {
                 },
             );
             let Some(n) = a.exclusive else { continue };
+            if let Some(why) = c
+                .annotations
+                .get(SHARED_ANNOTATION)
+                .filter(|_| !c.annotations.contains_key(CPUS_ANNOTATION))
+            {
+                // refused at creation: it stays where it was started
+                let line = format!(
+                    "synchronize {}: kept in the shared pool — no placement for its {n} CPUs when it was created: {why}",
+                    self.name(c)
+                );
+                self.note("synchronize", &c.id, line, &mut out);
+                continue;
+            }
             match current
                 .as_ref()
                 .and_then(|cur| self.adoptable(c, &a, n, cur))

@@ -309,7 +309,7 @@ fn same_as_the_planner(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn sequences_on_a_two_socket_epyc(ops in proptest::collection::vec(op(), 1..40)) {
@@ -542,4 +542,36 @@ fn a_recorded_containerd_sequence_on_every_shared_topology() {
         hosts += 1;
     }
     assert!(hosts >= 20, "only {hosts} topologies");
+}
+
+/// A Guaranteed container refused CPUs of its own at creation (no room) runs in the shared
+/// pool; when room appears later and the agent restarts, it stays there: a restart moves
+/// nothing (found by `sequences_on_a_hybrid_desktop`: the restarted agent placed it anew).
+#[test]
+fn a_container_refused_at_creation_stays_shared_over_a_restart() {
+    let c = |cpus, kata| Op::Create {
+        cpus,
+        class: 0,
+        kata,
+        gpu: false,
+    };
+    // on 14 cores (2 housekeeping) the 3-CPU container finds no room; the Kata VM's stop
+    // frees four CPUs, then the agent restarts
+    let ops = [
+        c(5, false),
+        c(1, false),
+        c(1, false),
+        c(1, false),
+        c(2, true),
+        c(1, false),
+        c(3, false),
+        c(1, false),
+        c(1, false),
+        Op::Stop(4),
+        Op::RestartAgent,
+    ];
+    run_sequence(
+        &topology("20em64t-hybrid-1p6c2t+2ca4co1t.lstopo-2.9.0.xml"),
+        &ops,
+    );
 }
