@@ -80,13 +80,17 @@ const VFIO_FAILURES: [&str; 10] = [
 /// kata-containers/runtime#1210, #1745) and `cannot set up guest memory`, Kata 1.x's
 /// `Unable to launch <qemu>: exit status 1` and `failed to launch qemu`, and Kata 1.x's
 /// Firecracker driver's `Failed to connect to firecrackerinstance`
-/// (kata-containers/runtime#1123).
-const VM_START_FAILURES: [&str; 5] = [
+/// (kata-containers/runtime#1123), and runtime-rs's QEMU monitor that never answered:
+/// `timed out waiting for QMP ready` in the error chain, `couldn't initialise QMP` in the
+/// shim's log (kata-containers#13084, #13395).
+const VM_START_FAILURES: [&str; 7] = [
     "unable to map backing store for guest ram",
     "cannot set up guest memory",
     "unable to launch ",
     "failed to launch qemu",
     "failed to connect to firecrackerinstance",
+    "timed out waiting for qmp ready",
+    "couldn't initialise qmp",
 ];
 
 /// What a shim that never reached the kata-agent says (lowercase): Kata 1.x's `Failed to

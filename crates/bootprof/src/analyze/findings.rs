@@ -34,6 +34,8 @@ fn vm_start_fix(message: &str) -> String {
         || m.contains("cannot allocate memory")
     {
         "QEMU could not allocate the guest's RAM: with enable_hugepages = true the host's pool must hold the VM's whole memory in free pages of its size, on the node the VM runs on: check HugePages_Free in /proc/meminfo and /sys/devices/system/node/node*/hugepages, raise vm.nr_hugepages (or reserve 1 GiB pages at boot: hugepagesz=1G hugepages=N), or lower the pod's memory; without hugepages the host is out of memory.".into()
+    } else if m.contains("qmp ready") || m.contains("initialise qmp") {
+        "QEMU's monitor did not answer within runtime-rs's fixed ~50 s QMP deadline (kata-containers#13343): with VFIO devices QEMU maps the whole guest RAM for DMA before its monitor is up, which grows with the VM's memory and its GPUs. If QEMU was still working (no `qemu stderr:` lines saying why it stopped), give the VM less memory or back it with hugepages (fewer pages to pin: `vmtune boot estimate` sizes both); the deadline is fixed in runtime-rs, not taken from the configuration's VM-start timeout.".into()
     } else {
         "The hypervisor did not start: see its error as logged (the binary the configuration names, /dev/kvm access, the kernel and image paths, the hypervisor's own log).".into()
     }

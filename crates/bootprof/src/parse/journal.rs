@@ -170,6 +170,12 @@ pub struct ExportEntry<'a> {
     pub realtime: Option<Nanos>,
     /// `_HOSTNAME`: the node.
     pub host: Option<&'a str>,
+    /// `SYSLOG_IDENTIFIER`, `_PID`, `PRIORITY` and `SOURCE`: what the Rust shim's entries
+    /// are read by ([`crate::parse::runtime_rs`]).
+    pub ident: Option<String>,
+    pub pid: Option<u32>,
+    pub priority: Option<u8>,
+    pub source: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -180,6 +186,26 @@ struct ExportFields {
     realtime: Option<String>,
     #[serde(rename = "_HOSTNAME", default)]
     host: Option<String>,
+    #[serde(rename = "SYSLOG_IDENTIFIER", default)]
+    ident: Option<serde_json::Value>,
+    #[serde(rename = "_PID", default)]
+    pid: Option<serde_json::Value>,
+    #[serde(rename = "PRIORITY", default)]
+    priority: Option<serde_json::Value>,
+    #[serde(rename = "SOURCE", default)]
+    source: Option<serde_json::Value>,
+}
+
+/// A field's text: its value, or its first when given several times.
+fn field_text(v: Option<serde_json::Value>) -> Option<String> {
+    match v? {
+        serde_json::Value::String(s) => Some(s),
+        serde_json::Value::Array(a) => match a.into_iter().next()? {
+            serde_json::Value::String(s) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A journald JSON export's field that every entry has: what tells its lines apart from a
@@ -239,6 +265,10 @@ fn export_fields(line: &str) -> Result<ExportEntry<'_>, String> {
         message,
         realtime,
         host,
+        ident: field_text(f.ident),
+        pid: field_text(f.pid).and_then(|p| p.parse().ok()),
+        priority: field_text(f.priority).and_then(|p| p.parse().ok()),
+        source: field_text(f.source),
     })
 }
 

@@ -9,5 +9,6 @@ pub mod ftrace;
 pub mod ingest;
 pub mod journal;
 pub mod kubectl;
+pub mod runtime_rs;
 mod scan;
 pub mod time;

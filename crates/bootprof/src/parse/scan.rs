@@ -35,14 +35,17 @@ fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
 
 /// A journald-prefixed line that names no sandbox by key or in a CRI error, but by
 /// containerd's `msg="StopPodSandbox for \"ID\""`, `msg="[cleaning up after ]shim
-/// disconnected" id=ID` or (v2.1.1 on) `msg="cleaning up dead shim" id=ID`: where its id starts; a Kata 1.x `kata-proxy[PID]` line that names
-/// none is kept whatever the wanted sandbox (its end: no id). Looked for only in lines that would otherwise be another
+/// disconnected" id=ID` or (v2.1.1 on) `msg="cleaning up dead shim" id=ID`: where its id starts; a Kata 1.x `kata-proxy[PID]` line and a
+/// runtime-rs `kata[PID]` line (not logfmt) that name none are kept whatever the wanted
+/// sandbox (their end: no id). Looked for only in lines that would otherwise be another
 /// unit's, by their journald identifier first (in the prefix: a kubelet's line costs two
 /// searches of its first bytes).
 fn stop_naming(line: &[u8]) -> Option<usize> {
     use std::sync::LazyLock;
     static PROXY: LazyLock<memmem::Finder<'static>> =
         LazyLock::new(|| memmem::Finder::new(b" kata-proxy["));
+    static RUST_SHIM: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" kata["));
     static CONTAINERD: LazyLock<memmem::Finder<'static>> =
         LazyLock::new(|| memmem::Finder::new(b" containerd"));
     static MSG: LazyLock<memmem::Finder<'static>> =
@@ -57,7 +60,21 @@ fn stop_naming(line: &[u8]) -> Option<usize> {
         // Kata 1.0's proxy names no sandbox: its console lines are read as a dmesg file's
         return Some(line.len());
     }
-    CONTAINERD.find(head)?;
+    if let Some(at) = RUST_SHIM.find(head) {
+        // the Rust shim (runtime-rs) names its sandbox only in passing: its lines are kept
+        // (the reader learns the sandbox of its pid); the Go shim's logfmt under the same
+        // identifier names it by key
+        let msg = line.get(at..)?;
+        let msg = msg.get(memmem::find(msg, b"]: ")? + 3..)?;
+        return (!msg.starts_with(b"time=")).then_some(line.len());
+    }
+    let unit = CONTAINERD.find(head)?;
+    if let Some(at) = memmem::find(line.get(unit..)?, b"]: {") {
+        // runtime-rs's JSON (Kata 3.0–3.19) relayed by containerd: it names its sandbox as
+        // the logger's `source`; kept, the reader filters it
+        let json = line.get(unit + at + 3..)?;
+        return memmem::find(json, b"\"kata-runtime\"").map(|_| line.len());
+    }
     let at = MSG.find(line)? + b" msg=\"".len();
     let msg = line.get(at..)?;
     if msg.starts_with(STOP) {

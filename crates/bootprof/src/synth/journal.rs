@@ -143,6 +143,8 @@ pub(super) fn write(
     // a copy held back to follow the next line: (time, identifier, message)
     let mut held: Option<(Nanos, String, String)> = None;
     let mut copies = 0u64;
+    // the Rust shims that have logged their QEMU command (it names their sandbox)
+    let mut named = std::collections::HashSet::new();
     for (i, l) in lines.iter().enumerate() {
         while let Some((t, n)) = ni.peek() {
             if *t > l.t {
@@ -155,6 +157,18 @@ pub(super) fn write(
                 }
             }
             ni.next();
+        }
+        if let Some(msg) = rust_message(spec, l) {
+            let ident = format!("kata[{}]", l.shim);
+            journal_entry(&mut text, l.t, zone_s, spec, &ident, &msg);
+            if named.insert(l.shim) {
+                let cmd = format!(
+                    "qemu cmd: Command {{ std: \"/opt/kata/bin/qemu-system-x86_64\" \"-name\" \"sandbox-{sb}\" \"-chardev\" \"socket,id=charconsole0,server=on,wait=off,path=/run/kata/{sb}/console.sock\", kill_on_drop: false }}",
+                    sb = l.sandbox
+                );
+                journal_entry(&mut text, l.t, zone_s, spec, &ident, &cmd);
+            }
+            continue;
         }
         if let Some((ident, msg)) = proxy_line(spec, l, &rfc3339(l.t, field_zone)) {
             journal_entry(&mut text, l.t, zone_s, spec, &ident, &msg);
@@ -198,6 +212,20 @@ pub(super) fn write(
         journal_entry(&mut text, t, zone_s, spec, &i, &m);
     }
     (text, copies)
+}
+
+/// A shim or console line as the Rust shim logs it through journald ([`Spec::rust_shim`]):
+/// the message alone; `None` for containerd's own lines and without the Rust shim.
+fn rust_message(spec: &Spec, l: &JLine) -> Option<String> {
+    if !spec.rust_shim || l.shim == 0 {
+        return None;
+    }
+    match &l.body {
+        Body::Console(p) if p.starts_with('{') => Some(p.clone()),
+        Body::Console(p) => Some(format!("vm console: {p:?}")),
+        Body::Shim { msg, .. } => Some(msg.clone()),
+        Body::Cri { .. } | Body::Containerd { .. } => None,
+    }
 }
 
 /// A guest kernel line as Kata 1.x's proxy logs it ([`Spec::proxy_console`]): its

@@ -158,6 +158,12 @@ pub struct Spec {
     /// The guest kernel's console lines written as Kata 1.x's `kata-proxy[PID]` lines
     /// (`msg="[ … ] …\n"`), the agent's records still in `vmconsole=`.
     pub proxy_console: Option<ProxyConsole>,
+    /// The shim is the Rust one (runtime-rs, Kata ≥ 3.20, through journald): its lines are
+    /// `kata[SHIM]: message` with no logfmt, the console `vm console: "…"` (`{:?}`), the
+    /// agent's records as they are, and the sandbox named only in the QEMU command it logs
+    /// after its first line. containerd's own lines stay logfmt. Its failures name no level
+    /// in the short formats: only for boots that fail in the guest or not at all.
+    pub rust_shim: bool,
     pub outcome: Outcome,
     /// The journal starts this far (0..1) from guest boot + 2 s to the last GPU's enable.
     pub head_cut: Option<f64>,
@@ -202,6 +208,7 @@ impl Spec {
             bar_unassigned: None,
             stop: None,
             proxy_console: None,
+            rust_shim: false,
             outcome: Outcome::Complete,
             head_cut: None,
             tail_cut: None,

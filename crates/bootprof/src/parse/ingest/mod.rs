@@ -27,6 +27,7 @@ use crate::parse::dmesg::{self, KernelLine};
 use crate::parse::ftrace::{self, FtraceLine};
 use crate::parse::journal::{self, PrefixTime};
 use crate::parse::kubectl::{self, KubectlLine};
+use crate::parse::runtime_rs;
 use crate::parse::scan::{line_blocks, Counts, Kept, Prefilter};
 use crate::parse::time::{LocalStamp, Nanos, NS_PER_S};
 
@@ -599,6 +600,9 @@ pub struct Ingester {
     tallies: [Option<(ClockOf, i64, u64)>; 2],
     /// The shim records read so far ([`record_key`]): a copy is dropped.
     seen: Seen,
+    /// The sandbox each runtime-rs shim (file, pid) named: its other lines are that
+    /// sandbox's.
+    shims: HashMap<(u32, u32), String>,
 }
 
 /// A journald prefix's time: a complete instant, or a local one (no year, no zone).
@@ -664,6 +668,7 @@ impl Ingester {
             buf: String::new(),
             tallies: [None; 2],
             seen: Seen::default(),
+            shims: HashMap::new(),
         }
     }
 
@@ -1197,6 +1202,7 @@ impl Ingester {
                     same_host: passes && host.is_some(),
                     same_sandbox: passes,
                     loose: false,
+                    shim: false,
                 };
                 self.templated(at.src(file, &k), &head, (v.ts, v.dup), kind);
             }
@@ -1354,6 +1360,7 @@ impl Ingester {
             same_host: j.same_host,
             same_sandbox: j.same_sandbox,
             loose: j.loose,
+            shim: j.shim,
         };
         let Some((sandbox, pid, stamp)) = self.journal_head(src, &head)? else {
             return Ok(());
@@ -1398,6 +1405,12 @@ impl Ingester {
     /// the line is done with (another sandbox's, or one that names none); else its
     /// sandbox id, shim pid and stamp.
     fn journal_head(&mut self, src: SrcRef, j: &Head<'_>) -> Result<Option<Applied>, Bad> {
+        // a Rust shim naming its sandbox: its other lines are that sandbox's, wanted or not
+        if let (true, Some(sb), Some(p)) = (j.shim, j.sandbox, j.pid) {
+            if self.shims.get(&(src.file, p)).is_none_or(|s| s != sb) {
+                self.shims.insert((src.file, p), sb.to_string());
+            }
+        }
         if !passes_want(self.opts.want(), j.sandbox) {
             self.out.stats.other_sandbox += 1;
             return Ok(None);
@@ -1413,15 +1426,28 @@ impl Ingester {
         }
         self.tally_zones(local, j.time, j.time_zone);
         let host = j.time.or(abs);
-        let Some(sb) = j.sandbox else {
+        // a runtime-rs line naming no sandbox: its shim's, once the shim named it
+        let learned = match (j.sandbox, j.shim, j.pid) {
+            (None, true, Some(p)) => self.shims.get(&(src.file, p)).cloned(),
+            _ => None,
+        };
+        if let Some(sb) = &learned {
+            if !passes_want(self.opts.want(), Some(sb)) {
+                self.out.stats.other_sandbox += 1;
+                return Ok(None);
+            }
+        }
+        let Some(sb) = j.sandbox.or(learned.as_deref()) else {
             if j.loose {
-                // a console line of no named sandbox: the boot it falls in takes it
+                // a console line of no named sandbox: the boot it falls in takes it; a Rust
+                // shim's keeps its pid, for its sandbox once the shim names it (`finish`)
+                let pid = j.pid.filter(|_| j.shim);
                 if let Some(t) = host {
-                    self.check_host((src.file, None, None), t)?;
+                    self.check_host((src.file, None, pid), t)?;
                 }
                 return Ok(Some((
                     None,
-                    None,
+                    pid,
                     (host, if host.is_none() { local } else { None }),
                 )));
             }
@@ -1484,7 +1510,36 @@ impl Ingester {
                 self.add_tally(which, done);
             }
         }
+        self.shims_lines();
         self.out
+    }
+
+    /// A Rust shim's lines read before it named its sandbox (only they have a pid and no
+    /// sandbox) are that sandbox's: another one's are dropped under `--sandbox`.
+    fn shims_lines(&mut self) {
+        if self.shims.is_empty() {
+            return;
+        }
+        let shims = std::mem::take(&mut self.shims);
+        let mut events = std::mem::take(&mut self.out.events);
+        let before = events.len();
+        events.retain_mut(|e| {
+            let (None, Some(p)) = (e.sandbox, e.pid) else {
+                return true;
+            };
+            let Some(sb) = shims.get(&(e.src.file, p)) else {
+                return true;
+            };
+            if !passes_want(self.opts.want(), Some(sb)) {
+                return false;
+            }
+            e.sandbox = Some(self.intern(sb));
+            true
+        });
+        let dropped = (before - events.len()) as u64;
+        self.out.stats.other_sandbox += dropped;
+        self.out.stats.events -= dropped;
+        self.out.events = events;
     }
 }
 
@@ -1524,6 +1579,8 @@ struct JournalParsed<'a> {
     /// A line that is read though it names no sandbox: a Kata 1.x proxy's console line,
     /// the console of whichever boot it falls in (as a dmesg file's lines are).
     loose: bool,
+    /// A runtime-rs line: `pid` is its shim's, whose sandbox is its sandbox.
+    shim: bool,
 }
 
 /// The fields of a containerd line that [`Ingester::journal_head`] reads.
@@ -1538,6 +1595,8 @@ struct Head<'b> {
     same_sandbox: bool,
     /// See [`JournalParsed::loose`].
     loose: bool,
+    /// See [`JournalParsed::shim`].
+    shim: bool,
 }
 
 /// A containerd line's sandbox id, shim pid and stamp (host time, or its prefix).
@@ -1788,7 +1847,17 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
             };
         }
     }
-    // 1. containerd journal (logfmt)
+    // 1. the Rust shim through journald (`kata[PID]: message`, no logfmt)
+    if let Some(r) = runtime_rs::parse(s) {
+        return runtime_rs_line(r, None, None, want);
+    }
+    if let Some(rec) = runtime_rs::json_record(s) {
+        return match rec {
+            Ok(rec) => runtime_rs_record(rec, want),
+            Err(why) => Parsed::Bad(Bad::Json(why)),
+        };
+    }
+    // 2. containerd journal (logfmt)
     if contains(s, &TIME_KEY) || contains(s, &MSG_KEY) {
         match journal::parse_ref_into(s, buf) {
             Ok(Some(j)) => {
@@ -1818,6 +1887,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
                     same_sandbox: false,
                     dup,
                     loose,
+                    shim: false,
                 });
             }
             Ok(None) => {}
@@ -1827,7 +1897,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
             Err(e) => return Parsed::Bad(Bad::Format(format!("journal: {e}"))),
         }
     }
-    // 2. console payload: agent JSON or kernel line (or a kernel line's stampless second)
+    // 3. console payload: agent JSON or kernel line (or a kernel line's stampless second)
     if let Some(kind) = dmesg::continuation(s) {
         return Parsed::Console(Console::Continuation(kind));
     }
@@ -1838,7 +1908,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
     if let Some(shape) = dmesg::wall_clock_shape(trimmed) {
         return Parsed::WallClockKernel(shape);
     }
-    // 3. bpftrace
+    // 4. bpftrace
     if bpftrace::looks_like(trimmed) {
         match bpftrace::parse_line(trimmed) {
             Ok(Some(b)) => return Parsed::Bpf(b),
@@ -1847,7 +1917,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
             Err(e) => return Parsed::Bad(Bad::Format(format!("bpftrace: {e}"))),
         }
     }
-    // 4. ftrace function_graph
+    // 5. ftrace function_graph
     if ftrace::looks_like(s) {
         match ftrace::parse_line(s) {
             Ok(Some(FtraceLine::Meta)) => return Parsed::Unrecognized,
@@ -1856,7 +1926,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
             Err(e) => return Parsed::Bad(Bad::Format(format!("ftrace: {e}"))),
         }
     }
-    // 5. kubectl describe
+    // 6. kubectl describe
     if s.contains(':') {
         match kubectl::parse_line(s) {
             Ok(Some(k)) => return Parsed::Kube(k),
@@ -1865,6 +1935,96 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
         }
     }
     Parsed::Unrecognized
+}
+
+/// A runtime-rs line ([`runtime_rs`]): its console line or agent record read as a
+/// `vmconsole=` payload is, its own message as a shim line. A line that names its sandbox
+/// teaches the reader its shim's pid; one that does not is the pid's sandbox's, or, before
+/// any line named it, of the boot it falls in.
+fn runtime_rs_line<'a>(
+    r: runtime_rs::RsLine<'a>,
+    source: Option<&str>,
+    priority: Option<u8>,
+    want: Option<&str>,
+) -> Parsed<'a> {
+    use runtime_rs::Payload;
+    let named = match &r.payload {
+        _ if source.is_some() => source,
+        Payload::Message(m) => runtime_rs::sandbox_named(m),
+        _ => None,
+    };
+    let body = if !named.is_none_or(|id| passes_want(want, Some(id))) {
+        JournalBody::Skipped
+    } else {
+        match r.payload {
+            Payload::Console(text) => console_body(&text),
+            Payload::Agent(rec) => JournalBody::Console(parse_console(rec)),
+            Payload::Message(m) => JournalBody::Host(HostLine {
+                msg: m.to_string(),
+                // syslog's err, crit, alert, emerg
+                is_error: priority.map_or_else(|| runtime_rs::is_failure(m), |p| p <= 3),
+                error: None,
+                device: None,
+            }),
+        }
+    };
+    Parsed::Journal(JournalParsed {
+        prefix: r.prefix,
+        host: r.host,
+        time: None,
+        time_zone: None,
+        loose: named.is_none(),
+        sandbox: named.map(|n| Cow::Owned(n.to_string())),
+        pid: Some(r.pid),
+        body,
+        same_host: false,
+        same_sandbox: false,
+        dup: None,
+        shim: true,
+    })
+}
+
+/// A runtime-rs JSON record ([`runtime_rs::JsonRecord`]): read as its message would be in
+/// journald, with the record's own time, level, shim pid and sandbox.
+fn runtime_rs_record<'a>(rec: runtime_rs::JsonRecord<'a>, want: Option<&str>) -> Parsed<'a> {
+    let (Some(pid), Some(payload)) = (rec.pid, runtime_rs::payload(&rec.msg)) else {
+        return Parsed::Unrecognized;
+    };
+    let r = runtime_rs::RsLine {
+        prefix: rec.prefix,
+        host: None,
+        pid,
+        payload,
+    };
+    let priority = Some(if rec.is_error { 3 } else { 6 });
+    let parsed = runtime_rs_line(r, rec.source.as_deref(), priority, want);
+    rehosted(parsed, rec.host, rec.ts)
+}
+
+/// A line read from text the caller owns (`rebuilt` owned), with the host and time (and
+/// its zone) that came with it.
+fn rehosted<'a>(
+    p: Parsed<'_>,
+    host: Option<&'a str>,
+    time: Option<(Nanos, Option<i64>)>,
+) -> Parsed<'a> {
+    match p {
+        Parsed::Journal(j) => Parsed::Journal(JournalParsed {
+            prefix: j.prefix,
+            host,
+            time: time.map(|t| t.0).or(j.time),
+            time_zone: time.map_or(j.time_zone, |t| t.1),
+            sandbox: j.sandbox.map(|s| Cow::Owned(s.into_owned())),
+            pid: j.pid,
+            body: j.body,
+            same_host: false,
+            same_sandbox: false,
+            dup: j.dup,
+            loose: j.loose,
+            shim: j.shim,
+        }),
+        _ => Parsed::Unrecognized,
+    }
 }
 
 /// A journald JSON export entry: its `MESSAGE` parsed as any line is, with the host and
@@ -1877,6 +2037,19 @@ fn from_export<'a>(
     if journal::export_entry(&e.message).is_some() {
         // an export inside an export's message is not a log line
         return Parsed::Unrecognized;
+    }
+    // the Rust shim: its fields name the sandbox and the level the message does not
+    if let (Some("kata"), Some(pid)) = (e.ident.as_deref(), e.pid) {
+        if let Some(payload) = runtime_rs::payload(&e.message) {
+            let r = runtime_rs::RsLine {
+                prefix: e.realtime.map(PrefixTime::Absolute),
+                host: None,
+                pid,
+                payload,
+            };
+            let source = e.source.as_deref().filter(|s| runtime_rs::is_sandbox_id(s));
+            return rehosted(runtime_rs_line(r, source, e.priority, want), e.host, None);
+        }
     }
     match parse_str(&e.message, want, buf) {
         Parsed::Journal(j) => Parsed::Journal(JournalParsed {
@@ -1891,6 +2064,7 @@ fn from_export<'a>(
             same_sandbox: false,
             dup: j.dup,
             loose: j.loose,
+            shim: j.shim,
         }),
         Parsed::Unrecognized => Parsed::Unrecognized,
         Parsed::Console(c) => Parsed::Console(c),

@@ -302,6 +302,7 @@ impl<'a> Template<'a> {
             same_sandbox: false,
             dup: v.dup,
             loose: false,
+            shim: false,
         }
     }
 }
