@@ -591,7 +591,12 @@ impl<'a> Vm<'a> {
         GpuInit {
             logged,
             end,
-            close: pin_end.or(bind),
+            // the later of the two ends it: a bind after the pin's return, cut from the
+            // logs, leaves the init open (a tail cut between them found this)
+            close: match (bind, pin_end) {
+                (Some(b), Some(p)) => Some(b.max(p)),
+                (b, p) => p.or(b),
+            },
         }
     }
 
@@ -790,7 +795,8 @@ struct GpuInit {
     logged: Nanos,
     /// When it was ready.
     end: Nanos,
-    /// The line that closes it in the logs: the pin's return when traced, else the bind.
+    /// The line that closes it in the logs: the later of the pin's return (when traced)
+    /// and the bind (when logged).
     close: Option<Nanos>,
 }
 
