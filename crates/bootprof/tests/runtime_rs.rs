@@ -80,7 +80,7 @@ fn a_gpu_boot_through_journald_is_read_whole() {
     // is a bad line, and every runtime-rs line is
     assert_eq!(r.stats.bad.total(), 0, "{t}");
     assert_eq!(r.stats.unrecognized, 8, "{t}");
-    assert_eq!(r.stats.events, 27, "{t}");
+    assert_eq!(r.stats.events, 26, "{t}");
 }
 
 /// kata-containers#13084 / #13395 (runtime-rs, QEMU, two GPUs, 256 GiB): QEMU never answers
@@ -100,11 +100,7 @@ fn a_qmp_timeout_fails_at_vm_create() {
     assert_eq!(shim_pid(&r), Some(2532213));
     let first = &r.findings[0];
     assert_eq!(first.phase, "vm_create", "{t}");
-    assert!(
-        first.fix.contains("fixed ~50 s QMP deadline"),
-        "{}",
-        first.fix
-    );
+    assert!(first.fix.contains("a fixed deadline"), "{}", first.fix);
     assert!(first.fix.contains("kata-containers#13343"), "{}", first.fix);
     // the retries are not errors: the only error lines are the shim's and containerd's
     let fl = all(name);
@@ -242,4 +238,82 @@ fn go_shim_lines_under_kata_are_not_runtime_rs() {
         ),
         Some(Err(_))
     ));
+}
+
+/// A line a Rust shim's pid gives its sandbox does not become the sandbox the next line of
+/// another sandbox reuses (`same_sandbox`): a Go shim's stop after it stays the Go boot's.
+#[test]
+fn a_learned_sandbox_does_not_leak_into_the_next_line() {
+    let rs = "6a1f0e2d3c4b5a69788796a5b4c3d2e1f0e1d2c3b4a5968778695a4b3c2d1e0f";
+    let go = "1111111111111111111111111111111111111111111111111111111111111111";
+    let text = format!(
+        "Mar 03 10:00:00.000001 n kata[200]: Starting QEMU VM\n\
+         Mar 03 10:00:00.000002 n kata[200]: qemu cmd: Command {{ std: \"q\" \"-name\" \"sandbox-{rs}\" }}\n\
+         Mar 03 10:00:01.000000 n containerd[9]: time=\"2026-03-03T10:00:01Z\" level=info msg=\"Starting VM\" pid=300 sandbox={go}\n\
+         Mar 03 10:00:01.100000 n kata[200]: vm console: \"[    0.000000] Linux version 6.12\"\n\
+         Mar 03 10:00:01.200000 n containerd[9]: time=\"2026-03-03T10:00:01.2Z\" level=info msg=\"Stopping Sandbox\" pid=300 sandbox={go}\n"
+    );
+    let mut ing = Ingester::new(Options { sandbox: None });
+    ing.read("mixed.journal", text.as_bytes()).unwrap();
+    let ing = ing.finish();
+    let id = |i: u32| ing.sandboxes[i as usize].as_str();
+    let of: Vec<(&str, Option<u32>)> = ing
+        .events
+        .iter()
+        .map(|e| (e.sandbox.map_or("-", id), e.pid))
+        .collect();
+    assert_eq!(
+        of,
+        vec![
+            (rs, Some(200)),
+            (rs, Some(200)),
+            (go, Some(300)),
+            (rs, Some(200)),
+            (go, Some(300)),
+        ]
+    );
+}
+
+/// Kata 3.0–3.19's records read from containerd's `-o json` export (the record is the
+/// entry's `MESSAGE`) and from `-o cat` (the record alone): the same boot as the short format.
+#[test]
+fn json_records_read_from_an_export_and_from_cat() {
+    let short = analyze("rs-json-containerd.journal", None);
+    let records: Vec<&str> = fixture("rs-json-containerd.journal")
+        .lines()
+        .filter_map(|l| l.find("]: ").map(|i| &l[i + 3..]))
+        .map(str::to_string)
+        .collect::<Vec<_>>()
+        .leak()
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let cat = records.join("\n");
+    let export: String = records
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            serde_json::json!({
+                "__REALTIME_TIMESTAMP": (1_717_489_650_000_000u64 + i as u64 * 1000).to_string(),
+                "_HOSTNAME": "node-a100-5",
+                "SYSLOG_IDENTIFIER": "containerd",
+                "_PID": "2291",
+                "MESSAGE": m,
+            })
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    for (name, text) in [("cat", cat), ("export", export)] {
+        let mut ing = Ingester::new(Options { sandbox: None });
+        ing.read(name, text.as_bytes()).unwrap();
+        let r = build(&ing.finish(), None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(r.state.status, "complete", "{name}: {}", text_of(&r));
+        assert_eq!(r.sandbox, short.sandbox, "{name}");
+        assert_eq!(phases(&r), phases(&short), "{name}");
+    }
+}
+
+fn text_of(r: &Report) -> String {
+    text(r)
 }

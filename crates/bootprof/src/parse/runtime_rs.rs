@@ -22,6 +22,8 @@
 //! shim's fields, among them `SOURCE` (the sandbox id: runtime-rs names its logger's source
 //! after it) and `PRIORITY` (its level); the reader takes both from there.
 
+use std::sync::LazyLock;
+
 /// A runtime-rs line: journald's prefix, the shim's pid, what it says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RsLine<'a> {
@@ -44,6 +46,10 @@ pub enum Payload<'a> {
 
 /// The identifier runtime-rs logs under.
 const IDENT: &str = "kata";
+static KATA: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(b" kata["));
+static CONTAINERD: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(b" containerd["));
 /// How the shim logs a guest console line.
 const CONSOLE: &str = "vm console: ";
 
@@ -51,7 +57,7 @@ const CONSOLE: &str = "vm console: ";
 /// the `kata[PID]` identifier, and a message that is not the Go shim's logfmt. `None` for
 /// every other line (cheaply for lines without ` kata[` near their start).
 pub fn parse(line: &str) -> Option<RsLine<'_>> {
-    let at = after_ident(line, b" kata[")?;
+    let at = after_ident(line, &KATA)?;
     if line.get(at..)?.starts_with("time=") {
         return None; // the Go shim's logfmt
     }
@@ -106,15 +112,25 @@ struct JsonFields {
 /// [`JsonRecord`]); `None` for every other line, `Some(Err)` for one that claims to be
 /// (`"name":"kata-runtime"` after a `containerd[PID]: {` prefix) and does not parse.
 pub fn json_record(line: &str) -> Option<Result<JsonRecord<'_>, String>> {
-    let at = after_ident(line, b" containerd[")?;
+    let at = after_ident(line, &CONTAINERD)?;
     if !line.get(at..)?.starts_with('{') {
         return None; // containerd's own logfmt: most lines of its journal, looked at no further
     }
     let (prefix, host, unit, msg) = super::journal::split_prefix(line);
-    if unit != Some("containerd") || !msg.starts_with('{') || !msg.contains("\"kata-runtime\"") {
+    if unit != Some("containerd") {
         return None;
     }
-    let f: JsonFields = match serde_json::from_str(msg.trim_end()) {
+    json_message(msg).map(|r| r.map(|r| JsonRecord { prefix, host, ..r }))
+}
+
+/// A runtime-rs JSON record without journald's prefix: containerd's `MESSAGE` in `-o json`,
+/// a line of `-o cat`. `None` for anything else.
+pub fn json_message(msg: &str) -> Option<Result<JsonRecord<'static>, String>> {
+    let msg = msg.trim();
+    if !msg.starts_with('{') || !msg.contains("\"kata-runtime\"") {
+        return None;
+    }
+    let f: JsonFields = match serde_json::from_str(msg) {
         Ok(f) => f,
         Err(e) => return Some(Err(format!("runtime-rs record: {e}"))),
     };
@@ -134,8 +150,8 @@ pub fn json_record(line: &str) -> Option<Result<JsonRecord<'_>, String>> {
         _ => None,
     };
     Some(Ok(JsonRecord {
-        prefix,
-        host,
+        prefix: None,
+        host: None,
         msg: f.msg,
         ts,
         pid,
@@ -146,11 +162,15 @@ pub fn json_record(line: &str) -> Option<Result<JsonRecord<'_>, String>> {
 
 /// Where the message starts after the journald identifier `ident` (` kata[`, with its
 /// pid and `]: `) in the first 120 bytes of `line`: the cheap look every line gets.
-fn after_ident(line: &str, ident: &[u8]) -> Option<usize> {
+fn after_ident(line: &str, ident: &memchr::memmem::Finder<'_>) -> Option<usize> {
     let b = line.as_bytes();
     let head = b.get(..b.len().min(120)).unwrap_or(b);
-    let at = memchr::memmem::find(head, ident)? + ident.len();
-    let digits = b.get(at..)?.iter().take_while(|c| c.is_ascii_digit()).count();
+    let at = ident.find(head)? + ident.needle().len();
+    let digits = b
+        .get(at..)?
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .count();
     let end = at + digits;
     (digits > 0 && b.get(end..end + 3) == Some(b"]: ")).then_some(end + 3)
 }

@@ -68,12 +68,20 @@ fn stop_naming(line: &[u8]) -> Option<usize> {
         let msg = msg.get(memmem::find(msg, b"]: ")? + 3..)?;
         return (!msg.starts_with(b"time=")).then_some(line.len());
     }
-    let unit = CONTAINERD.find(head)?;
-    if let Some(at) = memmem::find(line.get(unit..)?, b"]: {") {
-        // runtime-rs's JSON (Kata 3.0–3.19) relayed by containerd: it names its sandbox as
-        // the logger's `source`; kept, the reader filters it
-        let json = line.get(unit + at + 3..)?;
-        return memmem::find(json, b"\"kata-runtime\"").map(|_| line.len());
+    let unit = CONTAINERD.find(head)? + b" containerd".len();
+    // `containerd[PID]: {`: runtime-rs's JSON (Kata 3.0–3.19) relayed by containerd; it
+    // names its sandbox as the logger's `source`: kept, the reader filters it
+    let rest = line.get(unit..)?;
+    if rest.first() == Some(&b'[') {
+        let digits = rest
+            .iter()
+            .skip(1)
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if rest.get(1 + digits..1 + digits + 4) == Some(b"]: {") {
+            let json = rest.get(1 + digits + 3..)?;
+            return memmem::find(json, b"\"kata-runtime\"").map(|_| line.len());
+        }
     }
     let at = MSG.find(line)? + b" msg=\"".len();
     let msg = line.get(at..)?;

@@ -600,9 +600,12 @@ pub struct Ingester {
     tallies: [Option<(ClockOf, i64, u64)>; 2],
     /// The shim records read so far ([`record_key`]): a copy is dropped.
     seen: Seen,
-    /// The sandbox each runtime-rs shim (file, pid) named: its other lines are that
-    /// sandbox's.
-    shims: HashMap<(u32, u32), String>,
+    /// The sandbox each runtime-rs shim (file, pid) named last, and its index once
+    /// interned: the shim's next lines are that sandbox's.
+    shims: HashMap<(u32, u32), (String, Option<u32>)>,
+    /// Every naming of each shim, at the event position it came at: the shim's lines
+    /// before a naming are that sandbox's (a pid reused by a later shim names another).
+    shim_names: HashMap<(u32, u32), Vec<(usize, String)>>,
 }
 
 /// A journald prefix's time: a complete instant, or a local one (no year, no zone).
@@ -669,6 +672,7 @@ impl Ingester {
             tallies: [None; 2],
             seen: Seen::default(),
             shims: HashMap::new(),
+            shim_names: HashMap::new(),
         }
     }
 
@@ -1407,8 +1411,13 @@ impl Ingester {
     fn journal_head(&mut self, src: SrcRef, j: &Head<'_>) -> Result<Option<Applied>, Bad> {
         // a Rust shim naming its sandbox: its other lines are that sandbox's, wanted or not
         if let (true, Some(sb), Some(p)) = (j.shim, j.sandbox, j.pid) {
-            if self.shims.get(&(src.file, p)).is_none_or(|s| s != sb) {
-                self.shims.insert((src.file, p), sb.to_string());
+            if self.shims.get(&(src.file, p)).is_none_or(|(s, _)| s != sb) {
+                self.shims.insert((src.file, p), (sb.to_string(), None));
+                let at = self.out.events.len();
+                self.shim_names
+                    .entry((src.file, p))
+                    .or_default()
+                    .push((at, sb.to_string()));
             }
         }
         if !passes_want(self.opts.want(), j.sandbox) {
@@ -1426,18 +1435,22 @@ impl Ingester {
         }
         self.tally_zones(local, j.time, j.time_zone);
         let host = j.time.or(abs);
-        // a runtime-rs line naming no sandbox: its shim's, once the shim named it
-        let learned = match (j.sandbox, j.shim, j.pid) {
-            (None, true, Some(p)) => self.shims.get(&(src.file, p)).cloned(),
-            _ => None,
-        };
-        if let Some(sb) = &learned {
-            if !passes_want(self.opts.want(), Some(sb)) {
-                self.out.stats.other_sandbox += 1;
-                return Ok(None);
+        // a runtime-rs line naming no sandbox: its shim's, once the shim named it (looked
+        // up aside from `last_sandbox`, which the next line's `same_sandbox` refers to)
+        if let (None, true, Some(p)) = (j.sandbox, j.shim, j.pid) {
+            if let Some(sandbox) = self.learned(src.file, p) {
+                let Some(i) = sandbox else {
+                    self.out.stats.other_sandbox += 1;
+                    return Ok(None);
+                };
+                if let Some(t) = host {
+                    self.check_host((src.file, Some(i), Some(p)), t)?;
+                }
+                let stamp = (host, if host.is_none() { local } else { None });
+                return Ok(Some((Some(i), Some(p), stamp)));
             }
         }
-        let Some(sb) = j.sandbox.or(learned.as_deref()) else {
+        let Some(sb) = j.sandbox else {
             if j.loose {
                 // a console line of no named sandbox: the boot it falls in takes it; a Rust
                 // shim's keeps its pid, for its sandbox once the shim names it (`finish`)
@@ -1467,6 +1480,24 @@ impl Ingester {
         // a line with a complete time needs no prefix; one without keeps it for the analysis
         let stamp = (host, if host.is_none() { local } else { None });
         Ok(Some((sandbox, pid, stamp)))
+    }
+
+    /// The sandbox shim `pid` of `file` named last: `Some(Some(index))` when it is wanted,
+    /// `Some(None)` when it is another than `--sandbox`'s, `None` before any naming.
+    fn learned(&mut self, file: u32, pid: u32) -> Option<Option<u32>> {
+        let (sb, known) = self.shims.get(&(file, pid))?;
+        if let Some(i) = known {
+            return Some(Some(*i));
+        }
+        if !passes_want(self.opts.want(), Some(sb)) {
+            return Some(None);
+        }
+        let sb = sb.clone();
+        let i = self.intern_new(&sb);
+        if let Some(entry) = self.shims.get_mut(&(file, pid)) {
+            entry.1 = Some(i);
+        }
+        Some(Some(i))
     }
 
     fn bpf(&mut self, src: SrcRef, b: BpfLine) -> Result<(), Bad> {
@@ -1515,25 +1546,32 @@ impl Ingester {
     }
 
     /// A Rust shim's lines read before it named its sandbox (only they have a pid and no
-    /// sandbox) are that sandbox's: another one's are dropped under `--sandbox`.
+    /// sandbox) are the sandbox of its next naming (its last, after every naming): another
+    /// one's are dropped under `--sandbox`.
     fn shims_lines(&mut self) {
-        if self.shims.is_empty() {
+        if self.shim_names.is_empty() {
             return;
         }
-        let shims = std::mem::take(&mut self.shims);
+        let names = std::mem::take(&mut self.shim_names);
         let mut events = std::mem::take(&mut self.out.events);
         let before = events.len();
+        let mut at = 0usize;
         events.retain_mut(|e| {
+            let i = at;
+            at += 1;
             let (None, Some(p)) = (e.sandbox, e.pid) else {
                 return true;
             };
-            let Some(sb) = shims.get(&(e.src.file, p)) else {
+            let Some(list) = names.get(&(e.src.file, p)) else {
+                return true;
+            };
+            let Some((_, sb)) = list.iter().find(|(pos, _)| *pos >= i).or(list.last()) else {
                 return true;
             };
             if !passes_want(self.opts.want(), Some(sb)) {
                 return false;
             }
-            e.sandbox = Some(self.intern(sb));
+            e.sandbox = Some(self.intern_new(sb));
             true
         });
         let dropped = (before - events.len()) as u64;
@@ -1851,7 +1889,12 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
     if let Some(r) = runtime_rs::parse(s) {
         return runtime_rs_line(r, None, None, want);
     }
-    if let Some(rec) = runtime_rs::json_record(s) {
+    if let Some(rec) = runtime_rs::json_record(s).or_else(|| {
+        // `-o cat`: the record alone
+        matches!(trimmed.as_bytes().first(), Some(b'{'))
+            .then(|| runtime_rs::json_message(trimmed))
+            .flatten()
+    }) {
         return match rec {
             Ok(rec) => runtime_rs_record(rec, want),
             Err(why) => Parsed::Bad(Bad::Json(why)),
@@ -2037,6 +2080,18 @@ fn from_export<'a>(
     if journal::export_entry(&e.message).is_some() {
         // an export inside an export's message is not a log line
         return Parsed::Unrecognized;
+    }
+    // Kata 3.0–3.19's Rust shim relayed by containerd: the record names its time and shim
+    if let Some(rec) = runtime_rs::json_message(&e.message) {
+        let prefix = e.realtime.map(PrefixTime::Absolute);
+        return match rec {
+            Ok(rec) => rehosted(
+                runtime_rs_record(runtime_rs::JsonRecord { prefix, ..rec }, want),
+                e.host,
+                None,
+            ),
+            Err(why) => Parsed::Bad(Bad::Json(why)),
+        };
     }
     // the Rust shim: its fields name the sandbox and the level the message does not
     if let (Some("kata"), Some(pid)) = (e.ident.as_deref(), e.pid) {
