@@ -42,10 +42,8 @@ fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
 /// searches of its first bytes).
 fn stop_naming(line: &[u8]) -> Option<usize> {
     use std::sync::LazyLock;
-    static PROXY: LazyLock<memmem::Finder<'static>> =
-        LazyLock::new(|| memmem::Finder::new(b" kata-proxy["));
-    static RUST_SHIM: LazyLock<memmem::Finder<'static>> =
-        LazyLock::new(|| memmem::Finder::new(b" kata["));
+    static KATA: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" kata"));
     static CONTAINERD: LazyLock<memmem::Finder<'static>> =
         LazyLock::new(|| memmem::Finder::new(b" containerd"));
     static MSG: LazyLock<memmem::Finder<'static>> =
@@ -56,34 +54,43 @@ fn stop_naming(line: &[u8]) -> Option<usize> {
     const DEAD: &[u8] = b"cleaning up dead shim\" id=";
     // the prefix: time, host and identifier
     let head = line.get(..line.len().min(160)).unwrap_or(line);
-    if PROXY.find(head).is_some() {
-        // Kata 1.0's proxy names no sandbox: its console lines are read as a dmesg file's
-        return Some(line.len());
-    }
-    if let Some(at) = RUST_SHIM.find(head) {
-        // the Rust shim (runtime-rs) names its sandbox only in passing: its lines are kept
-        // (the reader learns the sandbox of its pid); the Go shim's logfmt under the same
-        // identifier names it by key
-        let msg = line.get(at..)?;
-        let msg = msg.get(memmem::find(msg, b"]: ")? + 3..)?;
-        return (!msg.starts_with(b"time=")).then_some(line.len());
+    // one search finds both Kata identifiers (most lines have neither)
+    let mut from = 0;
+    while let Some(i) = head.get(from..).and_then(|h| KATA.find(h)) {
+        let at = from + i;
+        from = at + 1;
+        let ident = line.get(at + b" kata".len()..)?;
+        if ident.starts_with(b"-proxy[") {
+            // Kata 1.0's proxy names no sandbox: its console lines are read as a dmesg
+            // file's
+            return Some(line.len());
+        }
+        if ident.first() == Some(&b'[') {
+            // the Rust shim (runtime-rs) names its sandbox only in passing: its lines are
+            // kept (the reader learns the sandbox of its pid); the Go shim's logfmt under the
+            // same identifier names it by key
+            let msg = ident.get(memmem::find(ident, b"]: ")? + 3..)?;
+            return (!msg.starts_with(b"time=")).then_some(line.len());
+        }
     }
     let unit = CONTAINERD.find(head)? + b" containerd".len();
-    // `containerd[PID]: {`: runtime-rs's JSON (Kata 3.0–3.19) relayed by containerd; it
-    // names its sandbox as the logger's `source`: kept, the reader filters it
-    let rest = line.get(unit..)?;
-    if rest.first() == Some(&b'[') {
+    let Some(at) = MSG.find(line) else {
+        // no `msg="`: perhaps `containerd[PID]: {…}`, runtime-rs's JSON (Kata 3.0–3.19)
+        // relayed by containerd; it names its sandbox as the logger's `source`: kept, the
+        // reader filters it (looked at only here, off the path of containerd's own lines)
+        let rest = line.get(unit..)?;
         let digits = rest
             .iter()
             .skip(1)
             .take_while(|c| c.is_ascii_digit())
             .count();
-        if rest.get(1 + digits..1 + digits + 4) == Some(b"]: {") {
+        if rest.first() == Some(&b'[') && rest.get(1 + digits..1 + digits + 4) == Some(b"]: {") {
             let json = rest.get(1 + digits + 3..)?;
             return memmem::find(json, b"\"kata-runtime\"").map(|_| line.len());
         }
-    }
-    let at = MSG.find(line)? + b" msg=\"".len();
+        return None;
+    };
+    let at = at + b" msg=\"".len();
     let msg = line.get(at..)?;
     if msg.starts_with(STOP) {
         Some(at + STOP.len())
