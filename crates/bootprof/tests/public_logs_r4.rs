@@ -4,44 +4,10 @@
 //! the phases and their durations, the sandbox chosen, the boots `--all` counts, the
 //! findings.
 
-use bootprof::fleet::{self, Fleet, FleetOptions};
-use bootprof::parse::ingest::{Ingest, Ingester, Options};
-use bootprof::{build, Report};
+mod support;
 
-fn fixture(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn ingest(name: &str, sandbox: Option<&str>) -> Ingest {
-    let mut ing = Ingester::new(Options {
-        sandbox: sandbox.map(str::to_string),
-    });
-    ing.read(name, fixture(name).as_bytes()).unwrap();
-    ing.finish()
-}
-
-fn analyze(name: &str, sandbox: Option<&str>) -> Report {
-    build(&ingest(name, sandbox), sandbox).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-fn all(name: &str) -> Fleet {
-    fleet::analyze(&ingest(name, None), &FleetOptions::default())
-}
-
-fn text(r: &Report) -> String {
-    bootprof::render::boot::text(r)
-}
-
-/// The phases of a report, as (name, seconds) rounded to the millisecond.
-fn phases(r: &Report) -> Vec<(&'static str, f64)> {
-    r.phases
-        .iter()
-        .map(|p| (p.name, (p.duration_s * 1000.0).round() / 1000.0))
-        .collect()
-}
+use bootprof::Report;
+use support::{all, analyze, phases, text};
 
 /// A failed boot: its step, a piece of its summary, the first finding on it (with a fix
 /// containing `fix`), and `--all` counting one failed boot at that step.

@@ -4,44 +4,12 @@
 //! #13084, #13395, #11496, #11590), ids, hosts and times ours. Before, every one of them
 //! gave "no boot events found": runtime-rs names its sandbox by no key.
 
-use bootprof::fleet::{self, Fleet, FleetOptions};
-use bootprof::parse::ingest::{Ingest, Ingester, Options};
-use bootprof::{build, Report};
+mod support;
 
-fn fixture(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn ingest(name: &str, sandbox: Option<&str>) -> Ingest {
-    let mut ing = Ingester::new(Options {
-        sandbox: sandbox.map(str::to_string),
-    });
-    ing.read(name, fixture(name).as_bytes()).unwrap();
-    ing.finish()
-}
-
-fn analyze(name: &str, sandbox: Option<&str>) -> Report {
-    build(&ingest(name, sandbox), sandbox).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-fn all(name: &str) -> Fleet {
-    fleet::analyze(&ingest(name, None), &FleetOptions::default())
-}
-
-fn text(r: &Report) -> String {
-    bootprof::render::boot::text(r)
-}
-
-/// The phases of a report, as (name, seconds) rounded to the millisecond.
-fn phases(r: &Report) -> Vec<(&'static str, f64)> {
-    r.phases
-        .iter()
-        .map(|p| (p.name, (p.duration_s * 1000.0).round() / 1000.0))
-        .collect()
-}
+use bootprof::build;
+use bootprof::parse::ingest::{Ingester, Options};
+use bootprof::Report;
+use support::{all, analyze, fixture, ingest, phases, text};
 
 fn shim_pid(r: &Report) -> Option<u32> {
     r.boot.as_ref().and_then(|b| b.shim_pid)
@@ -304,16 +272,12 @@ fn json_records_read_from_an_export_and_from_cat() {
                 + "\n"
         })
         .collect();
-    for (name, text) in [("cat", cat), ("export", export)] {
+    for (name, input) in [("cat", cat), ("export", export)] {
         let mut ing = Ingester::new(Options { sandbox: None });
-        ing.read(name, text.as_bytes()).unwrap();
+        ing.read(name, input.as_bytes()).unwrap();
         let r = build(&ing.finish(), None).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(r.state.status, "complete", "{name}: {}", text_of(&r));
+        assert_eq!(r.state.status, "complete", "{name}: {}", text(&r));
         assert_eq!(r.sandbox, short.sandbox, "{name}");
         assert_eq!(phases(&r), phases(&short), "{name}");
     }
-}
-
-fn text_of(r: &Report) -> String {
-    text(r)
 }

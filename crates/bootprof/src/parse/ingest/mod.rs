@@ -2107,20 +2107,14 @@ fn from_export<'a>(
         }
     }
     match parse_str(&e.message, want, buf) {
-        Parsed::Journal(j) => Parsed::Journal(JournalParsed {
-            prefix: e.realtime.map(PrefixTime::Absolute).or(j.prefix),
-            host: e.host,
-            time: j.time,
-            time_zone: j.time_zone,
-            sandbox: j.sandbox.map(|s| Cow::Owned(s.into_owned())),
-            pid: j.pid,
-            body: j.body,
-            same_host: false,
-            same_sandbox: false,
-            dup: j.dup,
-            loose: j.loose,
-            shim: j.shim,
-        }),
+        Parsed::Journal(j) => rehosted(
+            Parsed::Journal(JournalParsed {
+                prefix: e.realtime.map(PrefixTime::Absolute).or(j.prefix),
+                ..j
+            }),
+            e.host,
+            None,
+        ),
         Parsed::Unrecognized => Parsed::Unrecognized,
         Parsed::Console(c) => Parsed::Console(c),
         Parsed::Bpf(b) => Parsed::Bpf(b),
