@@ -35,7 +35,8 @@ impl Args {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Build a boot timeline from logs: containerd journals (`journalctl -u containerd`, any
-    /// `-o short*` or `-o json`), kata-agent/guest console text, the guest's dmesg (plain, -r,
+    /// `-o short*` or `-o json`), the Rust shim's (runtime-rs: `journalctl -t kata`),
+    /// kata-agent/guest console text, the guest's dmesg (plain, -r,
     /// -x, -d, or `journalctl -k -o short-monotonic`), bpftrace and ftrace output of `vmtune
     /// boot trace`, `kubectl describe pod`. Formats are detected per line; give as many files
     /// as you have. With --all: every boot of every node in the inputs, side by side.
