@@ -247,14 +247,10 @@ fn a_learned_sandbox_does_not_leak_into_the_next_line() {
 #[test]
 fn json_records_read_from_an_export_and_from_cat() {
     let short = analyze("rs-json-containerd.journal", None);
-    let records: Vec<&str> = fixture("rs-json-containerd.journal")
+    let journal = fixture("rs-json-containerd.journal");
+    let records: Vec<&str> = journal
         .lines()
         .filter_map(|l| l.find("]: ").map(|i| &l[i + 3..]))
-        .map(str::to_string)
-        .collect::<Vec<_>>()
-        .leak()
-        .iter()
-        .map(String::as_str)
         .collect();
     let cat = records.join("\n");
     let export: String = records

@@ -600,11 +600,9 @@ pub struct Ingester {
     tallies: [Option<(ClockOf, i64, u64)>; 2],
     /// The shim records read so far ([`record_key`]): a copy is dropped.
     seen: Seen,
-    /// The sandbox each runtime-rs shim (file, pid) named last, and its index once
-    /// interned: the shim's next lines are that sandbox's.
-    shims: HashMap<(u32, u32), (String, Option<u32>)>,
-    /// Every naming of each shim, at the event position it came at: the shim's lines
-    /// before a naming are that sandbox's (a pid reused by a later shim names another).
+    /// Every naming of each runtime-rs shim (file, pid), at the event position it came at:
+    /// the shim's lines before a naming are that sandbox's (a pid reused by a later shim
+    /// names another), its lines after the last naming the last one's.
     shim_names: HashMap<(u32, u32), Vec<(usize, String)>>,
 }
 
@@ -671,7 +669,6 @@ impl Ingester {
             buf: String::new(),
             tallies: [None; 2],
             seen: Seen::default(),
-            shims: HashMap::new(),
             shim_names: HashMap::new(),
         }
     }
@@ -1411,13 +1408,10 @@ impl Ingester {
     fn journal_head(&mut self, src: SrcRef, j: &Head<'_>) -> Result<Option<Applied>, Bad> {
         // a Rust shim naming its sandbox: its other lines are that sandbox's, wanted or not
         if let (true, Some(sb), Some(p)) = (j.shim, j.sandbox, j.pid) {
-            if self.shims.get(&(src.file, p)).is_none_or(|(s, _)| s != sb) {
-                self.shims.insert((src.file, p), (sb.to_string(), None));
-                let at = self.out.events.len();
-                self.shim_names
-                    .entry((src.file, p))
-                    .or_default()
-                    .push((at, sb.to_string()));
+            let at = self.out.events.len();
+            let names = self.shim_names.entry((src.file, p)).or_default();
+            if names.last().is_none_or(|(_, s)| s != sb) {
+                names.push((at, sb.to_string()));
             }
         }
         if !passes_want(self.opts.want(), j.sandbox) {
@@ -1485,19 +1479,12 @@ impl Ingester {
     /// The sandbox shim `pid` of `file` named last: `Some(Some(index))` when it is wanted,
     /// `Some(None)` when it is another than `--sandbox`'s, `None` before any naming.
     fn learned(&mut self, file: u32, pid: u32) -> Option<Option<u32>> {
-        let (sb, known) = self.shims.get(&(file, pid))?;
-        if let Some(i) = known {
-            return Some(Some(*i));
-        }
+        let (_, sb) = self.shim_names.get(&(file, pid))?.last()?;
         if !passes_want(self.opts.want(), Some(sb)) {
             return Some(None);
         }
         let sb = sb.clone();
-        let i = self.intern_new(&sb);
-        if let Some(entry) = self.shims.get_mut(&(file, pid)) {
-            entry.1 = Some(i);
-        }
-        Some(Some(i))
+        Some(Some(self.intern_new(&sb)))
     }
 
     fn bpf(&mut self, src: SrcRef, b: BpfLine) -> Result<(), Bad> {
