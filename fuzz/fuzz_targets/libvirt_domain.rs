@@ -23,6 +23,7 @@ fn plan(windows: bool) -> Plan {
             hugepages: HugepagePolicy::Size2M,
             host_cpus: None,
             move_host_cpus: false,
+            threads: plan::ThreadPolicy::Auto,
         },
         host_source: "fuzz".into(),
         vcpus: (0..4).map(|i| VcpuPin { vcpu: i, cpu: i + 2 }).collect(),

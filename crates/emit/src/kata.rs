@@ -527,6 +527,7 @@ mod tests {
             hugepages: plan::HugepagePolicy::Size2M,
             host_cpus: None,
             move_host_cpus: false,
+            threads: plan::ThreadPolicy::Auto,
         };
         plan::plan(&req, &host, &[]).unwrap()
     }

@@ -185,6 +185,7 @@ fn kata_plan(vcpus: u32, memory_mib: u64, gpu: bool) -> Plan {
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     plan::plan(&req, &host, &[]).expect("plan")
 }

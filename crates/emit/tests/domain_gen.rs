@@ -438,6 +438,7 @@ fn plans() -> Vec<Plan> {
             hugepages: plan::HugepagePolicy::Auto,
             host_cpus: None,
             move_host_cpus: false,
+            threads: plan::ThreadPolicy::Auto,
         };
         plan::plan(&req, &host, &[]).expect("plan")
     })

@@ -182,6 +182,7 @@ fn plan_for(vcpus: u32, memory_bytes: u64, pages: HugepagePolicy) -> Plan {
         hugepages: pages,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     let p = plan::plan(&req, &cts1_pascal(), &[]).expect("plan");
     assert_eq!(p.guest_numa.len(), 2, "{:?}", p.guest_numa);

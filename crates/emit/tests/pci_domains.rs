@@ -27,6 +27,7 @@ fn plan_with(devices: &[&str]) -> Plan {
         hugepages: HugepagePolicy::None,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     plan::plan(&req, &vmd_host(), &[]).expect("plan")
 }
@@ -126,6 +127,7 @@ fn a_tenant_domains_vmd_hostdev_is_read() {
         hugepages: HugepagePolicy::None,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     let tenant = emit::libvirt::tenant_from_domain_xml(xml).unwrap();
     let e = plan::plan(&req, &host, &[tenant]).unwrap_err().to_string();

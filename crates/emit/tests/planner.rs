@@ -43,6 +43,7 @@ fn real_plans_emit_valid_text() {
                 hugepages: HugepagePolicy::Auto,
                 host_cpus: None,
                 move_host_cpus: false,
+                threads: plan::ThreadPolicy::Auto,
             };
             let p = match plan::plan(&req, &host, &[]) {
                 Ok(p) => p,

@@ -48,6 +48,7 @@ fn plan_for(vcpus: u32, os: GuestOs) -> Plan {
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     plan::plan(&req, &host, &[]).expect("plan")
 }

@@ -29,6 +29,7 @@ fn plan_for(vcpus: u32, os: GuestOs, hugepages: HugepagePolicy) -> Plan {
         hugepages,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     plan::plan(&req, &host, &[]).expect("plan")
 }

@@ -47,6 +47,7 @@ fn plans() -> Vec<(String, Plan)> {
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
             move_host_cpus: false,
+            threads: plan::ThreadPolicy::Auto,
         };
         let p = plan::plan(&req, &host, &[]).expect("plan");
         out.push((format!("{vcpus} vCPUs {os:?}"), p));

@@ -83,6 +83,7 @@ pub fn place(
         hugepages: HugepagePolicy::None,
         host_cpus: host_cpus.cloned(),
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     let p = plan::plan_for(&req, host, tenants, want.workload)?;
     let emulator_cpus = p.emulator_cpus.difference(&p.host_cpus);

@@ -293,6 +293,7 @@ fn same_as_the_planner(
         hugepages: plan::HugepagePolicy::None,
         host_cpus: Some(agent.housekeeping().clone()),
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     let workload = if first_of_vm {
         plan::Workload::Vm

@@ -56,6 +56,7 @@ fn plan16(host: &Host) -> usize {
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
             move_host_cpus: false,
+            threads: plan::ThreadPolicy::Auto,
         };
         match plan::plan(&req, host, &tenants) {
             Ok(p) => tenants.push(Tenant::from_plan(&p)),

@@ -27,6 +27,38 @@ pub struct NodeTerms {
     pub page_rank: u32,
 }
 
+/// The free slots of each balance domain on one node set. A selection's balance term
+/// ([`crate::cost::Cost::balance`]) is Σ over domains of u² · 2^16 / f (u: slots taken in the
+/// domain, f: its free slots), less the same for the whole set taken as one domain: 0 for a
+/// VM within one domain, least when a VM across domains takes them in proportion to their
+/// free cores. 0 for a container, whose cores follow the kubelet's packing, and for a VM
+/// whose guest sees one cell ([`Context::balanced`]).
+#[derive(Debug, Clone)]
+pub struct Shares {
+    free: BTreeMap<u32, u64>,
+    total: u64,
+    on: bool,
+}
+
+impl Shares {
+    /// One domain's part of the term for `used` slots taken there.
+    pub fn penalty(&self, domain: u32, used: u64) -> u64 {
+        match self.free.get(&domain) {
+            Some(&f) if self.on && f > 0 => ((used * used) << 16) / f,
+            _ => 0,
+        }
+    }
+
+    /// What is subtracted for `used` slots in all: the term's floor.
+    pub fn base(&self, used: u64) -> u64 {
+        if self.on && self.total > 0 {
+            ((used * used) << 16) / self.total
+        } else {
+            0
+        }
+    }
+}
+
 /// Distance used where the host has no distance matrix.
 pub const LOCAL_DISTANCE: u64 = 10;
 pub const REMOTE_DISTANCE: u64 = 20;
@@ -77,6 +109,18 @@ pub struct Context {
     pub warnings: Vec<String>,
     /// What is placed: a VM gets an emulator core, a container does not.
     pub workload: Workload,
+    /// One vCPU per core ([`crate::Threads::Spread`]): each core offers one slot, not one per
+    /// PU. Set by the planner before the search.
+    pub spread: bool,
+    /// The guest gets a NUMA cell per host node it spans (the membw profile): only then is
+    /// a VM across nodes split in proportion to their free cores. With one guest cell a
+    /// split only makes more of the memory remote (each vCPU reads every node's share), so
+    /// the VM fills the nearest node first.
+    pub balanced: bool,
+    /// Balance domains: per node key (in `nodes` order), the domain it belongs to. Nodes
+    /// that share an L3 group (sub-NUMA clusters) are one domain; the vCPUs are balanced
+    /// between domains ([`crate::cost::Cost::balance`]).
+    domain: Vec<u32>,
 }
 
 impl Context {
@@ -131,6 +175,7 @@ impl Context {
         let device_floor = node_device.iter().copied().min().unwrap_or(0);
         let memory = MemoryModel::new(req, host, &held, numa_known, &mut warnings);
         let has_l3 = cores.iter().any(|c| c.l3.is_some());
+        let domain = balance_domains(&nodes, &cores);
 
         Ok(Context {
             pu_core,
@@ -156,7 +201,48 @@ impl Context {
             rationale,
             warnings,
             workload: Workload::Vm,
+            spread: false,
+            balanced: req.profile == crate::Profile::Membw,
+            domain,
         })
+    }
+
+    /// vCPUs a core can take: one under [`crate::Threads::Spread`], else one per PU.
+    pub fn slots(&self, c: &CoreInfo) -> u32 {
+        if self.spread {
+            1
+        } else {
+            c.pus.len() as u32
+        }
+    }
+
+    /// The balance domain of a node key (see [`Context::domain`]); the node itself where
+    /// unknown.
+    pub fn domain_of(&self, node: u32) -> u32 {
+        self.nodes
+            .binary_search(&node)
+            .ok()
+            .and_then(|i| self.domain.get(i))
+            .copied()
+            .unwrap_or(node)
+    }
+
+    /// The free slots of each balance domain on a node set: what the balance term weighs a
+    /// selection against ([`Shares`]).
+    pub fn shares(&self, nodes: &[u32]) -> Shares {
+        let mut free: BTreeMap<u32, u64> = BTreeMap::new();
+        for c in self
+            .cores
+            .iter()
+            .filter(|c| c.free && nodes.contains(&c.node))
+        {
+            *free.entry(self.domain_of(c.node)).or_default() += u64::from(self.slots(c));
+        }
+        Shares {
+            total: free.values().sum(),
+            free,
+            on: self.workload == Workload::Vm && self.balanced,
+        }
     }
 
     /// The core a PU belongs to.
@@ -209,7 +295,7 @@ impl Context {
         self.cores
             .iter()
             .filter(|c| c.free && nodes.contains(&c.node))
-            .map(|c| c.pus.len() as u32)
+            .map(|c| self.slots(c))
             .sum()
     }
 
@@ -218,7 +304,7 @@ impl Context {
         self.cores
             .iter()
             .filter(|c| c.free)
-            .map(|c| c.pus.len() as u32)
+            .map(|c| self.slots(c))
             .sum()
     }
 
@@ -239,7 +325,7 @@ impl Context {
     /// PUs of a core that count as "without an L3" (only on hosts where other cores have one).
     pub fn no_l3_pus(&self, c: &CoreInfo) -> u32 {
         if self.has_l3 && c.l3.is_none() {
-            c.pus.len() as u32
+            self.slots(c)
         } else {
             0
         }
@@ -249,7 +335,7 @@ impl Context {
     pub fn core_terms(&self, core: u32) -> (u64, u32, u32) {
         match self.cores.get(core as usize) {
             Some(c) => {
-                let n = c.pus.len() as u32;
+                let n = self.slots(c);
                 (
                     // how much farther than the nearest node: a PU beside the devices costs
                     // nothing, so a whole SMT core there (one PU idle) is not outweighed by a
@@ -455,6 +541,36 @@ impl BusyGroups {
             c.l2_busy = c.l2.is_some_and(|l| self.l2.contains(&l));
         }
     }
+}
+
+/// Per node key (in `nodes` order): the lowest node key it shares an L3 group with,
+/// transitively — nodes joined by a cache are one balance domain.
+fn balance_domains(nodes: &[u32], cores: &[CoreInfo]) -> Vec<u32> {
+    let mut domain: Vec<u32> = nodes.to_vec();
+    let find = |d: &Vec<u32>, n: u32| -> usize {
+        let mut i = nodes.binary_search(&n).unwrap_or(0);
+        while d[i] != nodes[i] {
+            i = nodes.binary_search(&d[i]).unwrap_or(0);
+        }
+        i
+    };
+    let mut first_node: BTreeMap<u32, u32> = BTreeMap::new();
+    for c in cores {
+        let Some(l3) = c.l3 else { continue };
+        let other = *first_node.entry(l3).or_insert(c.node);
+        if other == c.node || nodes.binary_search(&c.node).is_err() {
+            continue;
+        }
+        let (a, b) = (find(&domain, other), find(&domain, c.node));
+        if a != b {
+            let root = nodes[a].min(nodes[b]);
+            domain[a] = root;
+            domain[b] = root;
+        }
+    }
+    (0..nodes.len())
+        .map(|i| nodes[find(&domain, nodes[i])])
+        .collect()
 }
 
 /// The node keys, sorted: the host's NUMA nodes, or node 0 where it has none.

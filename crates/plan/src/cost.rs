@@ -25,15 +25,23 @@
 //! 7. `kinds` — core kinds mixed beyond the first (hybrid parts): one kind before mixing;
 //! 8. `efficiency` — Σ over the PUs of `S` of the kind's rank below the fastest (0 on
 //!    performance cores and on non-hybrid parts): faster cores first;
-//! 9. `idle_pus` — PUs of the chosen cores no vCPU runs on (odd counts on SMT cores);
-//! 10. `shared_l2` — L2 groups used that also hold host or tenant PUs (clusters of
+//! 9. `idle_pus` — PUs of the chosen cores no vCPU runs on (odd counts on SMT cores; with
+//!    one vCPU per core, [`crate::Threads::Spread`], a core offers one slot and its other
+//!    threads are idle by design, not counted);
+//! 10. `balance` — for a guest that mirrors the host's nodes (membw), how far a VM across
+//!     balance domains (NUMA nodes, or the nodes sharing one L3) is from taking each in
+//!     proportion to its free cores ([`crate::context::Shares`]): 0 within one domain, so it
+//!     only splits a VM that spans nodes — by free cores, not lowest numbers first (which
+//!     left one guest cell a few vCPUs and another most of them). 0 for a guest of one cell,
+//!     where filling the nearest node first keeps the most memory local;
+//! 11. `shared_l2` — L2 groups used that also hold host or tenant PUs (clusters of
 //!     efficiency cores, modules that share an L2; per-core L2s are never shared);
-//! 11. `shared_l3` — L3 groups used that also hold host or tenant PUs; for a container
+//! 12. `shared_l3` — L3 groups used that also hold host or tenant PUs; for a container
 //!     ([`crate::Workload::Container`]) that spans L3 groups, also each clean group it leaves
 //!     part-used: the next container would share it (a VM's emulator core takes such a spare
 //!     core instead). A container within one group is scored as a VM's guest: on a host with
 //!     clean groups to spare, containers spread over them;
-//! 12. `l3_groups` — L3 groups (CCX/CCD) used at all;
+//! 13. `l3_groups` — L3 groups (CCX/CCD) used at all;
 //!
 //! and then, among equal costs, the placement with the lowest CPU numbers: the set whose
 //! highest differing core is lower (compare Σ 2^core as numbers), then the lower node list.
@@ -43,15 +51,19 @@
 //! ([`crate::emulator`]). So on a host with an idle node the VM takes an L3 group there that
 //! no one else uses rather than sitting beside the housekeeping cores.
 //!
-//! Every term but `host_reserve`, `nodes`, `node_distance`, `page_rank`, `kinds` and `idle_pus` is a sum over cores, L2 or L3
-//! groups, which is what lets [`crate::select`] find the optimum exactly with a knapsack over
-//! L3 groups; `kinds` is exact by solving once per set of kinds allowed.
+//! Every term but `host_reserve`, `nodes`, `node_distance`, `page_rank`, `kinds`, `idle_pus`
+//! and `balance` is a sum over cores, L2 or L3 groups, which is what lets [`crate::select`]
+//! find the optimum exactly with a knapsack over L3 groups; `kinds` is exact by solving once
+//! per set of kinds allowed, `balance` by a knapsack per balance domain whose options carry
+//! their domain's part.
 
 use std::cmp::Ordering;
 
 use serde::Serialize;
 
-use crate::context::{Context, NodeTerms};
+use std::collections::BTreeMap;
+
+use crate::context::{Context, NodeTerms, Shares};
 
 /// The cost of one placement; smaller is better (lexicographic, in field order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -65,6 +77,7 @@ pub struct Cost {
     pub kinds: u32,
     pub efficiency: u32,
     pub idle_pus: u32,
+    pub balance: u64,
     pub shared_l2: u32,
     pub shared_l3: u32,
     pub l3_groups: u32,
@@ -194,6 +207,7 @@ pub fn score(ctx: &Context, nodes: &[u32], cores: &[u32]) -> Option<Cost> {
 pub struct Scorer<'a> {
     ctx: &'a Context,
     node_terms: NodeTerms,
+    shares: Shares,
     /// Cores allowed for the guest on this node set (free, on these nodes).
     pub allowed: Vec<u32>,
     /// Per core id: whether it is allowed.
@@ -214,6 +228,7 @@ impl<'a> Scorer<'a> {
         Some(Scorer {
             ctx,
             node_terms,
+            shares: ctx.shares(nodes),
             allowed,
             ok,
         })
@@ -229,7 +244,7 @@ impl<'a> Scorer<'a> {
                 .iter()
                 .filter_map(|&c| self.ctx.cores.get(c as usize))
                 .filter(|i| i.l3 == Some(l))
-                .map(|i| i.pus.len())
+                .map(|i| self.ctx.slots(i) as usize)
                 .sum()
         };
         l3s.iter()
@@ -247,13 +262,16 @@ impl<'a> Scorer<'a> {
         let mut l3s: Vec<(u32, bool)> = Vec::new();
         let mut l3_taken: Vec<(u32, usize)> = Vec::new();
         let mut l2s: Vec<(u32, bool)> = Vec::new();
+        let mut per_domain: BTreeMap<u32, u64> = BTreeMap::new();
         for (i, &c) in cores.iter().enumerate() {
             if !self.ok.get(c as usize).copied().unwrap_or(false) || cores[..i].contains(&c) {
                 return None;
             }
             let info = self.ctx.cores.get(c as usize)?;
             let (d, n3, e) = self.ctx.core_terms(c);
-            total += info.pus.len() as u32;
+            let slots = self.ctx.slots(info);
+            total += slots;
+            *per_domain.entry(self.ctx.domain_of(info.node)).or_default() += u64::from(slots);
             device_distance += d;
             no_l3_pus += n3;
             efficiency += e;
@@ -266,7 +284,7 @@ impl<'a> Scorer<'a> {
                     l3_taken.push((l, 0));
                 }
                 if let Some(t) = l3_taken.iter_mut().find(|(x, _)| *x == l) {
-                    t.1 += info.pus.len();
+                    t.1 += slots as usize;
                 }
             }
             if let Some(l) = info.l2 {
@@ -288,6 +306,11 @@ impl<'a> Scorer<'a> {
             kinds: kinds.len().saturating_sub(1) as u32,
             efficiency,
             idle_pus: total - self.ctx.vcpus,
+            balance: per_domain
+                .iter()
+                .map(|(&d, &u)| self.shares.penalty(d, u))
+                .sum::<u64>()
+                .saturating_sub(self.shares.base(u64::from(total))),
             shared_l2: l2s.iter().filter(|(_, b)| *b).count() as u32,
             shared_l3: l3s.iter().filter(|(_, b)| *b).count() as u32
                 + self.part_used(&l3s, &l3_taken),

@@ -805,6 +805,7 @@ mod tests {
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
             move_host_cpus: false,
+            threads: crate::ThreadPolicy::Auto,
         };
         crate::plan(&req, &host, &[]).unwrap()
     }

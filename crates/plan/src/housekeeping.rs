@@ -213,6 +213,7 @@ mod tests {
             hugepages: HugepagePolicy::None,
             host_cpus: None,
             move_host_cpus: false,
+            threads: crate::ThreadPolicy::Auto,
         }
     }
 

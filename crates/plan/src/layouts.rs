@@ -256,6 +256,8 @@ fn bare_plan(req: &Request, host: &Host) -> Plan {
         request: req.clone(),
         host_source: host.source.clone(),
         vcpus: Vec::new(),
+        threads: crate::Threads::Pack,
+        idle_cpus: CpuSet::new(),
         emulator_cpus: CpuSet::new(),
         iothread_cpus: CpuSet::new(),
         host_cpus: CpuSet::new(),

@@ -106,6 +106,32 @@ pub enum HugepagePolicy {
     Size1G,
 }
 
+/// How vCPUs share SMT cores (`plan --threads`): the choice Nova exposes as
+/// `hw:cpu_thread_policy` and the kubelet as `full-pcpus-only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadPolicy {
+    /// The planner decides ([`Threads`] in the plan says what): one vCPU per core when the
+    /// profile gains from it and the host has the free cores, else sibling pairs.
+    #[default]
+    Auto,
+    /// vCPUs on every thread of their cores (vCPU 2k, 2k+1 on one core's siblings).
+    Pack,
+    /// One vCPU per core, the siblings left idle; refused when the free cores are too few.
+    Spread,
+}
+
+/// What a plan decided about SMT siblings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Threads {
+    /// Every thread of a guest core runs a vCPU.
+    #[default]
+    Pack,
+    /// One vCPU per core; the other threads of its cores stay idle (`Plan::idle_cpus`).
+    Spread,
+}
+
 /// What the user asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
@@ -125,6 +151,9 @@ pub struct Request {
     /// with (or off the default first core a tenant pins); refused otherwise.
     #[serde(default)]
     pub move_host_cpus: bool,
+    /// SMT siblings: auto (the planner decides), pack, spread.
+    #[serde(default)]
+    pub threads: ThreadPolicy,
 }
 
 /// Another VM already on the host: its pinned CPUs, hugepages and devices are taken.
@@ -257,6 +286,13 @@ pub struct Plan {
     /// Where the host model came from.
     pub host_source: String,
     pub vcpus: Vec<VcpuPin>,
+    /// Sibling pairs or one vCPU per core (what `Request::threads` came to).
+    #[serde(default)]
+    pub threads: Threads,
+    /// Threads of the guest's cores that no vCPU runs on (`Threads::Spread`): kept idle, the
+    /// VM's as much as its vCPUs' threads are; no host or tenant work goes there.
+    #[serde(default, skip_serializing_if = "CpuSet::is_empty")]
+    pub idle_cpus: CpuSet,
     pub emulator_cpus: CpuSet,
     pub iothread_cpus: CpuSet,
     pub host_cpus: CpuSet,
@@ -292,6 +328,11 @@ impl Plan {
         self.guest_cpus()
             .union(&self.emulator_cpus)
             .union(&self.iothread_cpus)
+    }
+
+    /// Every host CPU the VM holds: what it pins and the idle siblings of its cores.
+    pub fn held_cpus(&self) -> CpuSet {
+        self.pinned_cpus().union(&self.idle_cpus)
     }
 }
 

@@ -7,10 +7,11 @@ use crate::context::Context;
 use crate::memory::{human_bytes, MemoryDecision};
 use crate::model::DeviceInfo;
 use crate::rationale::{self, Decisions};
-use crate::select::{best_placement, Placement};
+use crate::select::{best_placement, Placement, ThreadChoice};
 use crate::{emulator, features, topology};
 use crate::{
-    IrqPlan, MemoryPlan, Plan, PlanError, PlannedDevice, Request, Tenant, VcpuPin, Workload,
+    IrqPlan, MemoryPlan, Plan, PlanError, PlannedDevice, Profile, Request, Tenant, ThreadPolicy,
+    Threads, VcpuPin, Workload,
 };
 
 /// Plan a VM: a pure function of the request, the host model and the tenants already on it.
@@ -28,9 +29,7 @@ pub fn plan_for(
 ) -> Result<Plan, PlanError> {
     let mut ctx = Context::new(req, host, tenants)?;
     ctx.workload = workload;
-    let Some(p) = best_placement(&ctx) else {
-        return Err(refusal(&ctx, req));
-    };
+    let (p, threads) = place(&mut ctx, req)?;
     let mut warnings = ctx.warnings.clone();
     if !p.exhaustive {
         warnings.push(format!(
@@ -42,6 +41,7 @@ pub fn plan_for(
     let cores = topology::ordered_cores(&ctx, &p);
     let pins = topology::pins(&ctx, &cores);
     let guest_cpus: CpuSet = pins.iter().map(|v| v.cpu).collect();
+    let idle_cpus = topology::idle(&ctx, &cores, &guest_cpus);
     let emulator_cpus = match workload {
         Workload::Vm => emulator::cpus(&ctx, &p.emulator),
         Workload::Container => CpuSet::new(),
@@ -66,6 +66,7 @@ pub fn plan_for(
         numa: &numa,
         topology: &guest_topology,
         smt,
+        threads: &threads,
         irq: &irq,
         features: &features_why,
     });
@@ -77,6 +78,8 @@ pub fn plan_for(
         request,
         host_source: host.source.clone(),
         vcpus: pins,
+        threads: threads.chosen(),
+        idle_cpus,
         emulator_cpus: emulator_cpus.clone(),
         iothread_cpus: emulator_cpus,
         host_cpus: ctx.host_cpus.clone(),
@@ -90,6 +93,83 @@ pub fn plan_for(
         rationale,
         warnings,
     })
+}
+
+/// The placement and the thread policy it was searched with: pack or spread as asked, or
+/// (auto) spread for profiles that gain CPU throughput from it when the host has the free
+/// cores and it costs nothing the cost ranks above idle threads (nodes, device distance,
+/// page size, core kinds), or when sibling pairs would span nodes anyway.
+fn place(ctx: &mut Context, req: &Request) -> Result<(Placement, ThreadChoice), PlanError> {
+    let smt = ctx.cores.iter().any(|c| c.free && c.pus.len() > 1);
+    let search = |ctx: &mut Context, spread: bool| {
+        ctx.spread = spread;
+        best_placement(ctx)
+    };
+    let fixed = match req.threads {
+        _ if !smt => Some(ThreadChoice::NoSmt),
+        ThreadPolicy::Pack => Some(ThreadChoice::Asked(Threads::Pack)),
+        ThreadPolicy::Spread => Some(ThreadChoice::Asked(Threads::Spread)),
+        ThreadPolicy::Auto if ctx.workload == Workload::Container => Some(ThreadChoice::Container),
+        ThreadPolicy::Auto if req.profile == Profile::Gaming => Some(ThreadChoice::Gaming),
+        ThreadPolicy::Auto => None,
+    };
+    if let Some(choice) = fixed {
+        let spread = choice.chosen() == Threads::Spread;
+        return match search(ctx, spread) {
+            Some(p) => Ok((p, choice)),
+            None if spread => Err(spread_refusal(ctx, req)),
+            None => Err(refusal(ctx, req)),
+        };
+    }
+    let spread = search(ctx, true);
+    let Some(pack) = search(ctx, false) else {
+        return Err(refusal(ctx, req));
+    };
+    let Some(spread) = spread else {
+        ctx.spread = false;
+        let free_cores = ctx.cores.iter().filter(|c| c.free).count() as u32;
+        return Ok((pack, ThreadChoice::TooFewCores { free_cores }));
+    };
+    // every term the cost ranks above idle threads: a core each must cost none of them
+    let locality = |c: &crate::cost::Cost| {
+        (
+            c.host_reserve,
+            c.nodes,
+            c.device_distance,
+            c.node_distance,
+            c.page_rank,
+            c.no_l3_pus,
+            c.kinds,
+            c.efficiency,
+        )
+    };
+    let choice = if locality(&spread.cost) <= locality(&pack.cost) {
+        ThreadChoice::SpreadFits
+    } else if pack.nodes.len() > 1 && spread.cost.host_reserve <= pack.cost.host_reserve {
+        ThreadChoice::SpreadSpans {
+            pack_nodes: pack.nodes.len(),
+            nodes: spread.nodes.len(),
+        }
+    } else {
+        ThreadChoice::SpreadFarther {
+            pack_nodes: pack.nodes.len(),
+            spread_nodes: spread.nodes.len(),
+        }
+    };
+    ctx.spread = choice.chosen() == Threads::Spread;
+    Ok((if ctx.spread { spread } else { pack }, choice))
+}
+
+/// `--threads spread` with fewer free whole cores than vCPUs.
+fn spread_refusal(ctx: &Context, req: &Request) -> PlanError {
+    let free_cores = ctx.cores.iter().filter(|c| c.free).count();
+    if free_cores < req.vcpus as usize {
+        return PlanError::Refused(format!(
+            "--threads spread gives each vCPU a core of its own, but {} vCPUs need {} free cores and the host has {free_cores} (housekeeping {}); --threads pack or auto puts vCPUs on sibling threads",
+            req.vcpus, req.vcpus, ctx.host_cpus
+        ));
+    }
+    refusal(ctx, req)
 }
 
 /// How the memory is split over the placement's nodes: by the guest CPUs on each.
@@ -214,6 +294,7 @@ mod tests {
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
             move_host_cpus: false,
+            threads: crate::ThreadPolicy::Auto,
         }
     }
 

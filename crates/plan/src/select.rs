@@ -14,13 +14,52 @@
 
 use std::collections::BTreeMap;
 
-use crate::context::Context;
+use crate::context::{Context, Shares};
 use crate::cost::{CoreBits, Cost};
 use crate::emulator::{self, Emulator};
+use crate::Threads;
 
 /// Above this many node sets of one size the search takes the nearest-node sets only
 /// (hosts with dozens of NUMA nodes and a VM spanning many of them); never on small hosts.
 pub const MAX_NODE_SETS: usize = 4096;
+
+/// How a plan came to pack sibling pairs or give each vCPU a core; [`crate::rationale`] says
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadChoice {
+    /// `--threads pack` or `spread` as asked.
+    Asked(Threads),
+    /// The host's cores have one thread each: nothing to choose.
+    NoSmt,
+    /// Auto, a container: N CPUs asked are N threads on whole cores (the kubelet's meaning).
+    Container,
+    /// Auto, the gaming profile: sibling pairs, the guest told the truth about them and the
+    /// host keeps more cores whole.
+    Gaming,
+    /// Auto: one vCPU per core fits as near the devices, on as few nodes, as pairs do.
+    SpreadFits,
+    /// Auto: pairs would span `pack_nodes` nodes anyway, so each vCPU gets a core, over
+    /// `nodes` nodes.
+    SpreadSpans { pack_nodes: usize, nodes: usize },
+    /// Auto: one vCPU per core needs `free_cores` more than the host has free.
+    TooFewCores { free_cores: u32 },
+    /// Auto: one vCPU per core would take more nodes, or nodes farther from the devices,
+    /// than pairs on whole cores.
+    SpreadFarther {
+        pack_nodes: usize,
+        spread_nodes: usize,
+    },
+}
+
+impl ThreadChoice {
+    pub fn chosen(self) -> Threads {
+        match self {
+            ThreadChoice::Asked(t) => t,
+            ThreadChoice::SpreadFits | ThreadChoice::SpreadSpans { .. } => Threads::Spread,
+            _ => Threads::Pack,
+        }
+    }
+}
 
 /// The chosen placement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +82,7 @@ struct Val {
     device_distance: u64,
     no_l3_pus: u32,
     efficiency: u32,
+    balance: u64,
     shared_l2: u32,
     shared_l3: u32,
     l3_groups: u32,
@@ -55,6 +95,7 @@ impl Val {
             device_distance: 0,
             no_l3_pus: 0,
             efficiency: 0,
+            balance: 0,
             shared_l2: 0,
             shared_l3: 0,
             l3_groups: 0,
@@ -67,6 +108,7 @@ impl Val {
             device_distance: self.device_distance + o.device_distance,
             no_l3_pus: self.no_l3_pus + o.no_l3_pus,
             efficiency: self.efficiency + o.efficiency,
+            balance: self.balance + o.balance,
             shared_l2: self.shared_l2 + o.shared_l2,
             shared_l3: self.shared_l3 + o.shared_l3,
             l3_groups: self.l3_groups + o.l3_groups,
@@ -143,6 +185,57 @@ fn flag(mut opt: Options, f: impl Fn(&mut Val)) -> Options {
     opt
 }
 
+/// A class of interchangeable cores: node, kind, slots per core.
+type Class = (u32, u32, usize);
+/// A cache group by id, or (without one) a class standing for it.
+type Group = (Option<u32>, Option<Class>);
+/// An L3 group's L2 groups (with whether each is busy) → classes → cores.
+type L2s = BTreeMap<(Group, bool), BTreeMap<Class, Vec<u32>>>;
+/// L3 groups (with whether each is busy) → their L2 groups.
+type Tree = BTreeMap<(Group, bool), L2s>;
+
+/// The options of one L3 group (or, without an L3, one class): its L2 groups' options
+/// combined, flagged used and shared. `free` is, for a container spanning groups, the
+/// group's free PUs: a clean group left part-used counts as shared (see `container_cores`).
+fn l3_unit(
+    ctx: &Context,
+    l2s: &L2s,
+    is_l3: bool,
+    busy: bool,
+    free: Option<usize>,
+    cap: usize,
+) -> Options {
+    let mut unit = start(cap);
+    for (((l2, _), l2_busy), classes) in l2s {
+        let mut sub = start(cap);
+        for (&(_, _, ppc), cores) in classes {
+            sub = combine(&sub, class_options(ctx, cores, ppc, cap), cap);
+        }
+        if l2.is_some() && *l2_busy {
+            sub = flag(sub, |v| v.shared_l2 += 1);
+        }
+        unit = combine(&unit, sub, cap);
+    }
+    if !is_l3 {
+        return unit;
+    }
+    if let (Some(free), false) = (free, busy) {
+        for (taken, v) in unit.iter_mut().enumerate().skip(1) {
+            if let Some(v) = v {
+                if taken < free {
+                    v.shared_l3 += 1;
+                }
+            }
+        }
+    }
+    flag(unit, |v| {
+        v.l3_groups += 1;
+        if busy {
+            v.shared_l3 += 1;
+        }
+    })
+}
+
 /// Best guest cores among `cand`: (value, PUs taken).
 ///
 /// Three nested knapsacks, each exact because every term is additive: L3 groups (flags:
@@ -151,25 +244,24 @@ fn knapsack(
     ctx: &Context,
     cand: &[u32],
     l3_free: Option<&BTreeMap<u32, usize>>,
+    shares: &Shares,
 ) -> Option<(Val, u32)> {
     let n = ctx.vcpus as usize;
     let maxppc = cand
         .iter()
         .filter_map(|&c| ctx.cores.get(c as usize))
-        .map(|c| c.pus.len())
+        .map(|c| ctx.slots(c) as usize)
         .max()?;
     let cap = n + maxppc - 1;
 
-    // L3 group (or, without L3, the core's class) → L2 group (or class) → class → cores
-    type Class = (u32, u32, usize);
-    type Group = (Option<u32>, Option<Class>);
-    type Tree = BTreeMap<(Group, bool), BTreeMap<(Group, bool), BTreeMap<Class, Vec<u32>>>>;
-    let mut tree: Tree = BTreeMap::new();
+    // balance domain → L3 group (or, without L3, the core's class) → L2 group (or class) →
+    // class → cores
+    let mut domains: BTreeMap<u32, Tree> = BTreeMap::new();
     for &c in cand {
         let Some(info) = ctx.cores.get(c as usize) else {
             continue;
         };
-        let class = (info.node, info.kind, info.pus.len());
+        let class = (info.node, info.kind, ctx.slots(info) as usize);
         let l3_key = match info.l3 {
             Some(l) => ((Some(l), None), info.l3_busy),
             None => ((None, Some(class)), false),
@@ -180,7 +272,10 @@ fn knapsack(
             Some(l) => ((Some(l), None), info.l2_busy),
             None => ((None, Some(class)), false),
         };
-        tree.entry(l3_key)
+        domains
+            .entry(ctx.domain_of(info.node))
+            .or_default()
+            .entry(l3_key)
             .or_default()
             .entry(l2_key)
             .or_default()
@@ -190,39 +285,25 @@ fn knapsack(
     }
 
     let mut dp = start(cap);
-    for (((l3, _), l3_busy), l2s) in &tree {
-        let mut unit = start(cap);
-        for (((l2, _), l2_busy), classes) in l2s {
-            let mut sub = start(cap);
-            for (&(_, _, ppc), cores) in classes {
-                sub = combine(&sub, class_options(ctx, cores, ppc, cap), cap);
-            }
-            if l2.is_some() && *l2_busy {
-                sub = flag(sub, |v| v.shared_l2 += 1);
-            }
-            unit = combine(&unit, sub, cap);
+    for (&domain, tree) in &domains {
+        let mut part = start(cap);
+        for (((l3, _), l3_busy), l2s) in tree {
+            let unit = l3_unit(
+                ctx,
+                l2s,
+                l3.is_some(),
+                *l3_busy,
+                l3.and_then(|l| l3_free.map(|f| f.get(&l).copied().unwrap_or(0))),
+                cap,
+            );
+            part = combine(&part, unit, cap);
         }
-        if l3.is_some() {
-            let busy = *l3_busy;
-            if let (Some(l3_free), false) = (l3_free, busy) {
-                // a clean group left part-used counts as shared (see `container_cores`)
-                let free = l3.and_then(|l| l3_free.get(&l)).copied().unwrap_or(0);
-                for (taken, v) in unit.iter_mut().enumerate().skip(1) {
-                    if let Some(v) = v {
-                        if taken < free {
-                            v.shared_l3 += 1;
-                        }
-                    }
-                }
+        for (used, v) in part.iter_mut().enumerate().skip(1) {
+            if let Some(v) = v {
+                v.balance += shares.penalty(domain, used as u64);
             }
-            unit = flag(unit, |v| {
-                v.l3_groups += 1;
-                if busy {
-                    v.shared_l3 += 1;
-                }
-            });
         }
-        dp = combine(&dp, unit, cap);
+        dp = combine(&dp, part, cap);
     }
     let mut best: Option<(Val, u32)> = None;
     for (t, v) in dp.iter().enumerate().skip(n) {
@@ -239,12 +320,13 @@ fn knapsack(
 }
 
 /// A knapsack result's rank (the cost's order within a node set, then the lowest cores).
-fn rank(v: &Val, t: u32) -> (u64, u32, u32, u32, u32, u32, u32, &CoreBits) {
+fn rank(v: &Val, t: u32) -> (u64, u32, u32, u32, u64, u32, u32, u32, &CoreBits) {
     (
         v.device_distance,
         v.no_l3_pus,
         v.efficiency,
         t,
+        v.balance,
         v.shared_l2,
         v.shared_l3,
         v.l3_groups,
@@ -263,6 +345,7 @@ fn container_cores(
     ctx: &Context,
     cand: &[u32],
     l3_free: &BTreeMap<u32, usize>,
+    shares: &Shares,
 ) -> Option<(Val, u32)> {
     let l3_of = |c: &u32| ctx.cores.get(*c as usize).and_then(|i| i.l3);
     let mut groups: Vec<Option<u32>> = cand.iter().map(l3_of).collect();
@@ -286,9 +369,9 @@ fn container_cores(
             .copied()
             .filter(|c| l3_of(c).is_none() || l3_of(c) == *g)
             .collect();
-        consider(knapsack(ctx, &sub, None));
+        consider(knapsack(ctx, &sub, None, shares));
     }
-    if let Some((v, t)) = knapsack(ctx, cand, Some(l3_free)) {
+    if let Some((v, t)) = knapsack(ctx, cand, Some(l3_free), shares) {
         if v.l3_groups >= 2 {
             consider(Some((v, t)));
         }
@@ -300,14 +383,14 @@ fn container_cores(
 /// hybrid parts one knapsack per set of kinds allowed: the best over all of them is the
 /// exact optimum with `kinds` in its place in the order (a run's cores use at most the kinds
 /// it allows, and the optimum's own kinds are one of the runs).
-fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
+fn best_cores(ctx: &Context, nodes: &[u32], shares: &Shares) -> Option<(Val, u32, u32)> {
     let cand = ctx.candidate_cores(nodes);
     // free PUs per L3 group on these nodes (whatever kinds a run allows): what a container
     // leaves part-used is measured against all of them
     let mut l3_free: BTreeMap<u32, usize> = BTreeMap::new();
     for info in cand.iter().filter_map(|&c| ctx.cores.get(c as usize)) {
         if let Some(l) = info.l3 {
-            *l3_free.entry(l).or_default() += info.pus.len();
+            *l3_free.entry(l).or_default() += ctx.slots(info) as usize;
         }
     }
     let mut kinds: Vec<u32> = cand
@@ -317,7 +400,7 @@ fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
     kinds.sort_unstable();
     kinds.dedup();
     if kinds.len() <= 1 {
-        return cores_for(ctx, &cand, &l3_free).map(|(v, t)| (v, t, 0));
+        return cores_for(ctx, &cand, &l3_free, shares).map(|(v, t)| (v, t, 0));
     }
     let mut best: Option<(Val, u32, u32)> = None;
     let key = |v: &Val, t: u32, k: u32| {
@@ -327,6 +410,7 @@ fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
             k,
             v.efficiency,
             t,
+            v.balance,
             v.shared_l2,
             v.shared_l3,
             v.l3_groups,
@@ -349,7 +433,7 @@ fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
                     .is_some_and(|i| allowed.contains(&i.kind))
             })
             .collect();
-        let Some((v, t)) = cores_for(ctx, &sub, &l3_free) else {
+        let Some((v, t)) = cores_for(ctx, &sub, &l3_free, shares) else {
             continue;
         };
         let mut used: Vec<u32> = v
@@ -372,10 +456,15 @@ fn best_cores(ctx: &Context, nodes: &[u32]) -> Option<(Val, u32, u32)> {
 }
 
 /// The best cores among `cand` for the context's workload.
-fn cores_for(ctx: &Context, cand: &[u32], l3_free: &BTreeMap<u32, usize>) -> Option<(Val, u32)> {
+fn cores_for(
+    ctx: &Context,
+    cand: &[u32],
+    l3_free: &BTreeMap<u32, usize>,
+    shares: &Shares,
+) -> Option<(Val, u32)> {
     match ctx.workload {
-        crate::Workload::Vm => knapsack(ctx, cand, None),
-        crate::Workload::Container => container_cores(ctx, cand, l3_free),
+        crate::Workload::Vm => knapsack(ctx, cand, None, shares),
+        crate::Workload::Container => container_cores(ctx, cand, l3_free, shares),
     }
 }
 
@@ -458,7 +547,8 @@ fn best_with_reserve(ctx: &Context, host_reserve: u32) -> Option<Placement> {
             else {
                 continue;
             };
-            let Some((v, total, kinds)) = best_cores(ctx, &nodes) else {
+            let shares = ctx.shares(&nodes);
+            let Some((v, total, kinds)) = best_cores(ctx, &nodes, &shares) else {
                 continue;
             };
             let cost = Cost {
@@ -471,6 +561,7 @@ fn best_with_reserve(ctx: &Context, host_reserve: u32) -> Option<Placement> {
                 kinds,
                 efficiency: v.efficiency,
                 idle_pus: total - ctx.vcpus,
+                balance: v.balance.saturating_sub(shares.base(u64::from(total))),
                 shared_l2: v.shared_l2,
                 shared_l3: v.shared_l3,
                 l3_groups: v.l3_groups,

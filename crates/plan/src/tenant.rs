@@ -53,7 +53,7 @@ impl Tenant {
         }
         Tenant {
             name,
-            cpus: plan.pinned_cpus(),
+            cpus: plan.held_cpus(),
             emulator_cpus: plan
                 .emulator_cpus
                 .union(&plan.iothread_cpus)

@@ -26,14 +26,15 @@ pub fn ordered_cores(ctx: &Context, p: &Placement) -> Vec<u32> {
 }
 
 /// vCPU 0, 1, … onto the PUs of the cores in order, siblings consecutively (vCPU 2k and
-/// 2k+1 on the two threads of one core with SMT).
+/// 2k+1 on the two threads of one core with SMT); one vCPU per core, on its first PU, under
+/// [`crate::Threads::Spread`].
 pub fn pins(ctx: &Context, cores: &[u32]) -> Vec<VcpuPin> {
     let mut out = Vec::new();
     for &c in cores {
         let Some(info) = ctx.cores.get(c as usize) else {
             continue;
         };
-        for &pu in &info.pus {
+        for &pu in info.pus.iter().take(ctx.slots(info) as usize) {
             if out.len() as u32 == ctx.vcpus {
                 return out;
             }
@@ -44,6 +45,16 @@ pub fn pins(ctx: &Context, cores: &[u32]) -> Vec<VcpuPin> {
         }
     }
     out
+}
+
+/// The threads of the guest's cores that no vCPU runs on.
+pub fn idle(ctx: &Context, cores: &[u32], guest: &CpuSet) -> CpuSet {
+    cores
+        .iter()
+        .filter_map(|&c| ctx.cores.get(c as usize))
+        .flat_map(|c| c.pus.iter().copied())
+        .filter(|&pu| !guest.contains(pu))
+        .collect()
 }
 
 /// More than this share of the guest's memory remote to the vCPUs that use it is warned
@@ -100,24 +111,10 @@ pub fn guest_numa(
         .map(|(&n, _)| n)
         .collect();
     let (cells, shape) = if spans && profile == Profile::Membw {
-        let cells: Vec<GuestNumaCell> = mem
-            .host_nodes
-            .iter()
-            .zip(&mem.bytes_per_node)
-            .filter(|(n, b)| **b > 0 || cpu_nodes.contains(n))
-            .enumerate()
-            .map(|(i, (&node, &bytes))| GuestNumaCell {
-                cell: i as u32,
-                vcpus: pins
-                    .iter()
-                    .filter(|p| node_of(p.cpu) == node)
-                    .map(|p| p.vcpu)
-                    .collect(),
-                memory_bytes: bytes,
-                host_nodes: vec![node],
-            })
-            .collect();
-        (cells, NumaShape::Mirrored)
+        (
+            mirrored_cells(ctx, pins, mem, &cpu_nodes),
+            NumaShape::Mirrored,
+        )
     } else {
         let shape = if spans {
             NumaShape::Spanning {
@@ -143,6 +140,48 @@ pub fn guest_numa(
         remote_warning(ctx, pins, mem, &cells, &memory_only, warnings);
     }
     GuestNuma { cells, shape }
+}
+
+/// One guest cell per host node holding vCPUs, with that node's memory; a node holding
+/// memory but no vCPUs (its cores taken, or memory-only) adds its memory to the cell of the
+/// nearest node with vCPUs, so no cell is without vCPUs (a guest kernel gives such a cell's
+/// memory to no CPU of its own, and the study's guest-NUMA layout had none).
+fn mirrored_cells(
+    ctx: &Context,
+    pins: &[VcpuPin],
+    mem: &MemoryDecision,
+    cpu_nodes: &[u32],
+) -> Vec<GuestNumaCell> {
+    let mut cells: Vec<GuestNumaCell> = mem
+        .host_nodes
+        .iter()
+        .zip(&mem.bytes_per_node)
+        .filter(|(n, _)| cpu_nodes.contains(n))
+        .enumerate()
+        .map(|(i, (&node, &bytes))| GuestNumaCell {
+            cell: i as u32,
+            vcpus: pins
+                .iter()
+                .filter(|p| ctx.node_of(p.cpu) == node)
+                .map(|p| p.vcpu)
+                .collect(),
+            memory_bytes: bytes,
+            host_nodes: vec![node],
+        })
+        .collect();
+    for (&node, &bytes) in mem.host_nodes.iter().zip(&mem.bytes_per_node) {
+        if bytes == 0 || cpu_nodes.contains(&node) {
+            continue;
+        }
+        let nearest = cells
+            .iter_mut()
+            .min_by_key(|c| (ctx.distance(c.host_nodes[0], node), c.host_nodes[0]));
+        if let Some(c) = nearest {
+            c.memory_bytes += bytes;
+            c.host_nodes.push(node);
+        }
+    }
+    cells
 }
 
 /// "NUMA distance 12" / "NUMA distances 12-32": the host's distances between `nodes`, `None`
@@ -291,7 +330,7 @@ pub fn guest_topology(
     let ppcs: Vec<u32> = cores
         .iter()
         .filter_map(|&c| ctx.cores.get(c as usize))
-        .map(|c| c.pus.len() as u32)
+        .map(|c| ctx.slots(c))
         .collect();
     let uniform = ppcs
         .first()

@@ -20,6 +20,7 @@ fn req(os: GuestOs) -> Request {
         hugepages: HugepagePolicy::None,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     }
 }
 

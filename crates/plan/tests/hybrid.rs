@@ -42,6 +42,7 @@ fn req(vcpus: u32) -> Request {
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     }
 }
 

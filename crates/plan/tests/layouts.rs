@@ -20,6 +20,7 @@ fn request(vcpus: u32, gib: u64, devices: Vec<String>) -> Request {
         hugepages: HugepagePolicy::None,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     }
 }
 

@@ -222,10 +222,12 @@ fn check_emulator_rule(ctx: &Context, tenants: &[Tenant], p: &Placement) -> Resu
 
 /// Compare planner and oracle; `Ok(false)` when the case is too big to enumerate.
 fn check(host: &topo::Host, req: &Request, tenants: &[Tenant]) -> Result<bool, String> {
-    let ctx = match Context::new(req, host, tenants) {
+    let mut ctx = match Context::new(req, host, tenants) {
         Ok(c) => c,
         Err(_) => return Ok(false),
     };
+    // a core a vCPU (--threads spread): one slot per core, in the search and in score()
+    ctx.spread = req.threads == plan::ThreadPolicy::Spread;
     let want = match oracle(&ctx) {
         Ok(w) => w,
         Err(_) => return Ok(false),
@@ -324,6 +326,7 @@ fn request(vcpus: u32, mem: u64, devices: Vec<String>, hp: plan::HugepagePolicy)
         hugepages: hp,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     }
 }
 
@@ -396,10 +399,19 @@ fn planner_is_optimal_on_small_shared_topologies() {
                         (16 * common::GIB, plan::HugepagePolicy::None),
                     ] {
                         let req = request(vcpus, mem, devices.clone(), hp);
-                        match check(host, &req, &tenants) {
-                            Ok(true) => compared += 1,
-                            Ok(false) => {}
-                            Err(e) => panic!("{name}: {e}"),
+                        // and a core per vCPU with guest cells mirroring the nodes: the
+                        // balance term and one slot per core
+                        let spread = Request {
+                            profile: plan::Profile::Membw,
+                            threads: plan::ThreadPolicy::Spread,
+                            ..req.clone()
+                        };
+                        for req in [req, spread] {
+                            match check(host, &req, &tenants) {
+                                Ok(true) => compared += 1,
+                                Ok(false) => {}
+                                Err(e) => panic!("{name}: {e}"),
+                            }
                         }
                     }
                 }

@@ -85,9 +85,47 @@ fn check_plan(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resul
             }
         }
     }
+    // threads: one vCPU per core under spread, its other threads idle and nobody's
+    let cores_used: std::collections::BTreeSet<Option<u32>> =
+        guest.iter().map(|c| core_of(host, c)).collect();
+    let all_threads: CpuSet = cores_used
+        .iter()
+        .flatten()
+        .flat_map(|&c| host.cores[c as usize].pus.iter())
+        .collect();
+    if p.idle_cpus != all_threads.difference(&guest) {
+        return Err(format!(
+            "idle CPUs {} are not the unused threads {} of the guest's cores",
+            p.idle_cpus,
+            all_threads.difference(&guest)
+        ));
+    }
+    if p.threads == plan::Threads::Spread {
+        if cores_used.len() != n {
+            return Err(format!(
+                "spread, but {n} vCPUs on {} cores",
+                cores_used.len()
+            ));
+        }
+        if t.threads != 1 {
+            return Err(format!("spread, but the guest sees {} threads", t.threads));
+        }
+    }
+    if req.threads == plan::ThreadPolicy::Pack && p.threads != plan::Threads::Pack {
+        return Err("--threads pack not followed".into());
+    }
+    if req.threads == plan::ThreadPolicy::Spread && cores_used.len() != n {
+        return Err(format!(
+            "--threads spread, but {n} vCPUs share {} cores",
+            cores_used.len()
+        ));
+    }
     // guest NUMA
     let mut seen = CpuSet::new();
     for c in &p.guest_numa {
+        if c.vcpus.is_empty() {
+            return Err(format!("guest cell {} has no vCPUs", c.cell));
+        }
         if c.vcpus.intersects(&seen) {
             return Err("a vCPU in two guest NUMA cells".into());
         }
@@ -113,7 +151,8 @@ fn check_plan(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resul
     if let Some(first) = dev_nodes.first() {
         if first.len() == 1 && dev_nodes.iter().all(|d| d == first) && !host.numa_nodes.is_empty() {
             let node = first[0];
-            if device_node_has_room(host, req, tenants, &p.host_cpus, node) {
+            let spread = p.threads == plan::Threads::Spread;
+            if device_node_has_room(host, req, tenants, &p.host_cpus, node, spread) {
                 let off: Vec<u32> = guest
                     .iter()
                     .filter(|&c| host.pu(c).and_then(|p| p.numa) != Some(node))
@@ -151,6 +190,9 @@ fn check_kinds(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resu
         return Ok(());
     }
     let busy = plan::housekeeping::taken(tenants, &p.host_cpus).union(&p.host_cpus);
+    // a core offers one vCPU under spread
+    let spread = p.threads == plan::Threads::Spread;
+    let slots = |n: &usize| if spread { 1 } else { *n };
     let on_nodes = |cpu: u32| {
         p.memory.host_nodes.is_empty()
             || host
@@ -180,7 +222,7 @@ fn check_kinds(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resu
     let with_l3: usize = free
         .iter()
         .filter(|(f, _)| !has_l3 || l3_of(*f).is_some())
-        .map(|(_, n)| n)
+        .map(|(_, n)| slots(n))
         .sum();
     let n = req.vcpus as usize;
     if uses_no_l3 {
@@ -200,7 +242,7 @@ fn check_kinds(host: &Host, req: &Request, tenants: &[Tenant], p: &Plan) -> Resu
     let room = |k: usize| -> usize {
         free.iter()
             .filter(|(f, _)| (!has_l3 || l3_of(*f).is_some()) && kind_rank(host, *f) == k)
-            .map(|(_, n)| n)
+            .map(|(_, n)| slots(n))
             .sum()
     };
     let fits: Vec<usize> = (0..host.cpu_kinds.len())
@@ -275,14 +317,15 @@ fn check_emulator(host: &Host, tenants: &[Tenant], p: &Plan) -> Result<(), Strin
     Ok(())
 }
 
-/// Independent of the planner: free PUs on whole free cores of `node` and its memory, less
-/// the host's reserve.
+/// Independent of the planner: free PUs on whole free cores of `node` (free cores, one vCPU
+/// each, under spread) and its memory, less the host's reserve.
 fn device_node_has_room(
     host: &Host,
     req: &Request,
     tenants: &[Tenant],
     host_cpus: &CpuSet,
     node: u32,
+    spread: bool,
 ) -> bool {
     let taken = plan::taken_cpus(tenants).union(host_cpus);
     let free: usize = host
@@ -290,7 +333,7 @@ fn device_node_has_room(
         .iter()
         .filter(|c| c.pus.first().and_then(|p| host.pu(p)).and_then(|p| p.numa) == Some(node))
         .filter(|c| !c.pus.intersects(&taken))
-        .map(|c| c.pus.len())
+        .map(|c| if spread { 1 } else { c.pus.len() })
         .sum();
     let held: u64 = tenants
         .iter()
@@ -377,6 +420,7 @@ fn sequential_tenants_never_overlap_on_shared_topologies() {
                 hugepages: plan::HugepagePolicy::Auto,
                 host_cpus: None,
                 move_host_cpus: false,
+                threads: plan::ThreadPolicy::Auto,
             };
             match run_case(&host, &req, &tenants) {
                 Ok(Some(p)) => {

@@ -41,6 +41,7 @@ fn request(vcpus: u32, memory_bytes: u64, devices: Vec<String>) -> Request {
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     }
 }
 

@@ -41,6 +41,7 @@ fn request(vcpus: u32, memory_bytes: u64) -> Request {
         hugepages: HugepagePolicy::Auto,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     }
 }
 
@@ -203,6 +204,8 @@ fn guest_numa_is_explained_and_remote_memory_warned_about() {
     let host = shared("topo.jrc0323.xml");
     let mut req = request(34, 16 * GIB);
     req.profile = Profile::Membw;
+    // sibling pairs: 17 cores over two nodes (a core each would take three)
+    req.threads = plan::ThreadPolicy::Pack;
     let p = plan_ok(&req, &host);
     assert_eq!(p.guest_numa.len(), 2);
     let numa: Vec<&String> = p
@@ -211,8 +214,10 @@ fn guest_numa_is_explained_and_remote_memory_warned_about() {
         .filter(|r| r.starts_with("guest NUMA"))
         .collect();
     assert!(
-        numa.iter().any(|r| r.contains("cell 0: vCPUs 0-23 and")
-            && r.contains("cell 1: vCPUs 24-33 and")
+        // in proportion to the nodes' free CPUs (24 on node 0 beside the housekeeping, 32 on
+        // node 1), not node 0 filled first
+        numa.iter().any(|r| r.contains("cell 0: vCPUs 0-13 and")
+            && r.contains("cell 1: vCPUs 14-33 and")
             && r.contains("NUMA distance 12")),
         "{numa:?}"
     );

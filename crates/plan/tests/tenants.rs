@@ -32,6 +32,7 @@ fn req(vcpus: u32, memory: u64) -> Request {
         // these tenants pin CPU 0 (the default housekeeping core): accept the move, as a user
         // would with --move-host-cpus; what is tested here is memory accounting
         move_host_cpus: true,
+        threads: plan::ThreadPolicy::Auto,
     }
 }
 

@@ -31,7 +31,7 @@ use topo::CpuSet;
 
 use crate::context::Context;
 use crate::memory::MemoryDecision;
-use crate::select::Placement;
+use crate::select::{Placement, ThreadChoice};
 use crate::topology::{GuestNuma, NumaShape, SmtFit};
 use crate::{GuestTopology, IrqPlan};
 
@@ -48,6 +48,8 @@ pub struct Decisions<'a> {
     pub numa: &'a GuestNuma,
     pub topology: &'a GuestTopology,
     pub smt: SmtFit,
+    /// Sibling pairs or a core per vCPU, and why.
+    pub threads: &'a ThreadChoice,
     pub irq: &'a IrqPlan,
     /// The sentences `features::choose` wrote.
     pub features: &'a [String],

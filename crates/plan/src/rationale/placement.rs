@@ -10,7 +10,9 @@ use crate::context::Context;
 use crate::emulator::Place;
 use crate::memory::{human_bytes, list};
 use crate::select::Placement;
+use crate::select::ThreadChoice;
 use crate::topology;
+use crate::Threads;
 use crate::Workload;
 
 /// Why these nodes: the devices' node, else the nearest with room, else the cheapest; for
@@ -121,11 +123,17 @@ pub fn cores(d: &Decisions, out: &mut Vec<String>) {
         .iter()
         .filter_map(|&c| ctx.cores.get(c as usize))
         .any(|c| c.pus.len() > 1);
+    let spread = d.threads.chosen() == Threads::Spread;
     out.push(format!(
         "guest CPUs {guest}: {} whole cores{}; no core is split between guest and host",
         p.cores.len(),
-        if smt { " with their SMT siblings" } else { "" }
+        match (smt, spread) {
+            (true, true) => " with one vCPU each",
+            (true, false) => " with their SMT siblings",
+            _ => "",
+        }
     ));
+    out.extend(threads(d));
     if !ctx.kind_labels.is_empty() {
         out.push(kinds(ctx, p));
     }
@@ -135,7 +143,7 @@ pub fn cores(d: &Decisions, out: &mut Vec<String>) {
             p.cost.no_l3_pus
         ));
     }
-    if p.cost.idle_pus > 0 {
+    if p.cost.idle_pus > 0 && !spread {
         let used: CpuSet = p
             .cores
             .iter()
@@ -148,6 +156,59 @@ pub fn cores(d: &Decisions, out: &mut Vec<String>) {
             ctx.vcpus
         ));
     }
+}
+
+/// The r/VFIO pinning benchmark's figure for SMT siblings, which every thread choice cites.
+const SMT_GAIN: &str = "the r/VFIO pinning benchmark measured SMT siblings at +2–3 % CPU throughput, so two vCPUs on one core's threads run about as fast as one vCPU on that core";
+
+/// Why the vCPUs pair up on sibling threads or get a core each.
+fn threads(d: &Decisions) -> Option<String> {
+    let n = d.ctx.vcpus;
+    let idle = || {
+        let used: CpuSet = d
+            .placement
+            .cores
+            .iter()
+            .filter_map(|&c| d.ctx.cores.get(c as usize))
+            .flat_map(|c| c.pus.iter().copied())
+            .collect();
+        used.difference(d.guest_cpus)
+    };
+    let spread = |why: String| {
+        format!(
+            "one vCPU per core ({why}): {SMT_GAIN}; their sibling threads {} stay idle, neither the host's nor another VM's, and the guest sees 1 thread per core",
+            idle()
+        )
+    };
+    let pack = |why: String| format!("vCPUs in sibling pairs ({why}); {SMT_GAIN}");
+    Some(match *d.threads {
+        ThreadChoice::NoSmt => return None,
+        ThreadChoice::Asked(Threads::Spread) => spread("--threads spread".into()),
+        ThreadChoice::Asked(Threads::Pack) => pack("--threads pack".into()),
+        ThreadChoice::Container => {
+            "a container's CPUs are threads of whole cores, sibling pairs together, as the kubelet's full-pcpus-only counts them".into()
+        }
+        ThreadChoice::Gaming => pack(format!(
+            "the gaming profile: {n} vCPUs on {} cores, the guest told the truth about its siblings and the host left more whole cores; --threads spread gives each vCPU a core where they are free",
+            d.placement.cores.len()
+        )),
+        ThreadChoice::SpreadFits => spread(format!(
+            "--threads auto: {n} free cores as near the devices, on as few nodes, as {} cores of sibling pairs",
+            n.div_ceil(2)
+        )),
+        ThreadChoice::SpreadSpans { pack_nodes, nodes } => spread(format!(
+            "--threads auto: sibling pairs would span {pack_nodes} nodes anyway, and one vCPU per core fits on {nodes}"
+        )),
+        ThreadChoice::TooFewCores { free_cores } => pack(format!(
+            "--threads auto: {n} vCPUs need more than the {free_cores} free cores for one each"
+        )),
+        ThreadChoice::SpreadFarther {
+            pack_nodes,
+            spread_nodes,
+        } => pack(format!(
+            "--threads auto: one vCPU per core would need {spread_nodes} node(s), or nodes farther from the devices, where pairs fit on {pack_nodes}; --threads spread asks for it anyway"
+        )),
+    })
 }
 
 /// The guest's L3 groups: how many of each group's cores it has, and who else uses the group.

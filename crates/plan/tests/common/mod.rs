@@ -300,7 +300,7 @@ pub fn synthetic(s: &Shape) -> Host {
 
 /// A random request for `host`: vCPUs up to the PUs, memory, some of its GPUs.
 pub fn request_for(host: &Host, seed: (u32, u64, u8, u8, u8, u8, u16)) -> Request {
-    let (v, mem_pick, prof, os, hp, gpu_mask, _) = seed;
+    let (v, mem_pick, prof, os, hp, gpu_mask, threads) = seed;
     let pus = host.pus.len() as u32;
     let vcpus = 1 + v % pus.max(1);
     let node_mem: u64 = host
@@ -343,6 +343,12 @@ pub fn request_for(host: &Host, seed: (u32, u64, u8, u8, u8, u8, u16)) -> Reques
         ][hp as usize % 5],
         host_cpus: None,
         move_host_cpus: false,
+        threads: [
+            plan::ThreadPolicy::Auto,
+            plan::ThreadPolicy::Auto,
+            plan::ThreadPolicy::Pack,
+            plan::ThreadPolicy::Spread,
+        ][threads as usize % 4],
     }
 }
 
@@ -373,6 +379,7 @@ pub fn tenants_for(host: &Host, count: usize, vcpus: u32) -> Vec<Tenant> {
             hugepages: HugepagePolicy::Auto,
             host_cpus: None,
             move_host_cpus: false,
+            threads: plan::ThreadPolicy::Auto,
         };
         match plan::plan(&req, host, &tenants) {
             Ok(p) => tenants.push(Tenant::from_plan(&p)),

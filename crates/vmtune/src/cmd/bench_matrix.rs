@@ -331,6 +331,7 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
         hugepages: HugepagePolicy::None,
         host_cpus: None,
         move_host_cpus: false,
+        threads: plan::ThreadPolicy::Auto,
     };
     let m = plan::layouts::matrix(&req, &host, &[], &kinds).map_err(|e| anyhow::anyhow!("{e}"))?;
     let layouts = specs(&m, &xml, &shape)?;
