@@ -499,6 +499,17 @@ pub struct Host {
     /// where the source does not say (hwloc XML made from CPUID dumps, hand-made snapshots).
     #[serde(default)]
     pub arch: Option<String>,
+    /// Whether the NUMA nodes were inferred rather than read: a kernel without NUMA support
+    /// (no `/sys/devices/system/node`) gets one node 0 holding every PU and `/proc/meminfo`'s
+    /// memory, as hwloc makes it. Such a kernel cannot bind memory to a node (libvirt refuses
+    /// `<numatune>` there), so a plan should not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub numa_inferred: bool,
+    /// What the loader inferred, repaired or dropped, one sentence each (an inferred NUMA
+    /// node, NUMA nodes listing the same CPUs, cores read without SMT sibling lists); empty
+    /// when the source said everything itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Whether an architecture name (`uname -m`, hwloc's `Architecture`, Rust's or a
@@ -656,6 +667,10 @@ pub struct RawTopology {
     pub vfio: Option<VfioNodes>,
     /// See [`Host::arch`]; empty or blank names are dropped.
     pub arch: Option<String>,
+    /// See [`Host::numa_inferred`].
+    pub numa_inferred: bool,
+    /// See [`Host::notes`].
+    pub notes: Vec<String>,
 }
 
 impl RawTopology {
@@ -943,6 +958,8 @@ impl RawTopology {
                 .arch
                 .map(|a| a.trim().to_string())
                 .filter(|a| !a.is_empty()),
+            numa_inferred: self.numa_inferred,
+            notes: self.notes,
         })
     }
 }

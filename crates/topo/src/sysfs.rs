@@ -152,6 +152,8 @@ fn load(fs: &Fs) -> Result<Host, TopoError> {
         tsc_stable: procfs::tsc_stable(&cpuinfo, clocksource.as_deref()),
         vfio: vfio::read_nodes(fs),
         arch: procfs::arch(fs),
+        numa_inferred: false,
+        notes: Vec::new(),
     };
     raw.assemble()
 }
