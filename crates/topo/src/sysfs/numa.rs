@@ -1,5 +1,6 @@
 //! NUMA nodes from `/sys/devices/system/node`: CPUs, memory, hugepages, distances, and what
-//! kind of memory a CPU-less node holds.
+//! kind of memory a CPU-less node holds. A kernel without NUMA support has no such directory:
+//! its one node is inferred, as hwloc infers it (node 0, every PU, `/proc/meminfo`).
 //!
 //! A CPU-less node is flagged as
 //! - `Gpu` when an NVIDIA driver's `/proc/driver/nvidia/gpus/<bdf>/numa_status` names it
@@ -22,24 +23,28 @@ use super::fs::Fs;
 
 pub const NODE_DIR: &str = "sys/devices/system/node";
 
-/// Nodes and distances; empty when the kernel has no NUMA directory.
-pub fn read_nodes(fs: &Fs) -> Result<(Vec<NumaNode>, Option<Distances>), TopoError> {
-    let Some(names) = fs.list(NODE_DIR) else {
-        return Ok((Vec::new(), None));
+/// What the loader makes of the NUMA directory.
+#[derive(Debug, Default)]
+pub struct NumaTopo {
+    pub nodes: Vec<NumaNode>,
+    pub distances: Option<Distances>,
+    /// No node was listed (a kernel without NUMA support): `nodes` is the one node inferred.
+    pub inferred: bool,
+    /// What was inferred, in words, for [`crate::model::Host::notes`].
+    pub notes: Vec<String>,
+}
+
+/// Nodes and distances. A kernel without NUMA support has no node directory (and a trimmed
+/// snapshot may have an empty one): then, as hwloc does, one node 0 holding every PU in
+/// `pus`, with `/proc/meminfo`'s memory and the hugepages of `/sys/kernel/mm/hugepages`.
+pub fn read_nodes(fs: &Fs, pus: &CpuSet) -> Result<NumaTopo, TopoError> {
+    let ids = match fs.list(NODE_DIR) {
+        Some(names) => node_ids(fs, &names)?,
+        None => Vec::new(),
     };
-    let online_file = format!("{NODE_DIR}/online");
-    let ids: Vec<u32> = match fs.read(&online_file) {
-        Some(s) => CpuSet::parse_list(&s)
-            .map_err(|e| fs.error(&online_file, e))?
-            .to_vec(),
-        None => {
-            let set: BTreeSet<u32> = names
-                .iter()
-                .filter_map(|n| n.strip_prefix("node")?.parse().ok())
-                .collect();
-            set.into_iter().collect()
-        }
-    };
+    if ids.is_empty() {
+        return Ok(inferred_node(fs, pus));
+    }
 
     let gpu_nodes = nvidia_gpu_nodes(fs);
     let nvm_nodes = dax_nvm_nodes(fs);
@@ -48,7 +53,10 @@ pub fn read_nodes(fs: &Fs) -> Result<(Vec<NumaNode>, Option<Distances>), TopoErr
     for &id in &ids {
         let d = format!("{NODE_DIR}/node{id}");
         if !fs.is_dir(&d) {
-            return Err(fs.error(&d, format!("missing, but {online_file} lists node {id}")));
+            return Err(fs.error(
+                &d,
+                format!("missing, but {NODE_DIR}/online lists node {id}"),
+            ));
         }
         let cpus =
             read_set(fs, &format!("{d}/cpulist"), &format!("{d}/cpumap"))?.unwrap_or_default();
@@ -56,7 +64,7 @@ pub fn read_nodes(fs: &Fs) -> Result<(Vec<NumaNode>, Option<Distances>), TopoErr
             .read(&format!("{d}/meminfo"))
             .map(|m| parse_node_meminfo(&m))
             .unwrap_or((None, None));
-        let hugepages = read_hugepages(fs, &d);
+        let hugepages = read_hugepages(fs, &format!("{d}/hugepages"));
         let memory_kind = if !cpus.is_empty() {
             MemoryKind::Dram
         } else if gpu_nodes.contains(&id) {
@@ -95,7 +103,104 @@ pub fn read_nodes(fs: &Fs) -> Result<(Vec<NumaNode>, Option<Distances>), TopoErr
     } else {
         None
     };
-    Ok((nodes, distances))
+    Ok(NumaTopo {
+        nodes,
+        distances,
+        ..Default::default()
+    })
+}
+
+/// The online nodes: `online`, else every `nodeN` directory.
+fn node_ids(fs: &Fs, names: &[String]) -> Result<Vec<u32>, TopoError> {
+    let online_file = format!("{NODE_DIR}/online");
+    Ok(match fs.read(&online_file) {
+        Some(s) => CpuSet::parse_list(&s)
+            .map_err(|e| fs.error(&online_file, e))?
+            .to_vec(),
+        None => {
+            let set: BTreeSet<u32> = names
+                .iter()
+                .filter_map(|n| n.strip_prefix("node")?.parse().ok())
+                .collect();
+            set.into_iter().collect()
+        }
+    })
+}
+
+/// hwloc's node for a kernel without NUMA: node 0, every PU, the machine's memory.
+fn inferred_node(fs: &Fs, pus: &CpuSet) -> NumaTopo {
+    let meminfo = fs
+        .read("proc/meminfo")
+        .map(|t| parse_meminfo(&t))
+        .unwrap_or_default();
+    let mut hugepages = read_hugepages(fs, "sys/kernel/mm/hugepages");
+    if hugepages.is_empty() {
+        if let Some(size_kb) = meminfo.hugepage_kb.filter(|&s| s > 0) {
+            hugepages.push(HugePages {
+                size_kb,
+                total: meminfo.hugepages_total,
+                free: meminfo.hugepages_free,
+            });
+        }
+    }
+    let memory = match meminfo.total {
+        Some(_) => "proc/meminfo's MemTotal",
+        None => "unknown memory (no MemTotal in proc/meminfo)",
+    };
+    NumaTopo {
+        nodes: vec![NumaNode {
+            os_index: 0,
+            cpus: pus.clone(),
+            memory_bytes: meminfo.total,
+            hugepages,
+            memory_kind: MemoryKind::Dram,
+            free_bytes: meminfo.free,
+        }],
+        distances: None,
+        inferred: true,
+        notes: vec![format!(
+            "no NUMA nodes in {NODE_DIR} (a kernel without NUMA support): NUMA node 0 inferred with every PU ({pus}) and {memory}, as hwloc does"
+        )],
+    }
+}
+
+/// What the loader takes from `/proc/meminfo`, in bytes (hugepage counts in pages).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Meminfo {
+    pub total: Option<u64>,
+    pub free: Option<u64>,
+    pub hugepages_total: Option<u64>,
+    pub hugepages_free: Option<u64>,
+    pub hugepage_kb: Option<u64>,
+}
+
+/// `/proc/meminfo`: `MemTotal:  948304 kB`, `HugePages_Total:  16`, `Hugepagesize: 2048 kB`.
+/// Lines that do not parse are skipped; a value that overflows is unknown.
+pub fn parse_meminfo(text: &str) -> Meminfo {
+    let mut m = Meminfo::default();
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let mut it = rest.split_whitespace();
+        let Some(value) = it.next().and_then(|v| v.parse::<u64>().ok()) else {
+            continue;
+        };
+        let bytes = match it.next() {
+            Some("kB") => value.checked_mul(1024),
+            None => Some(value),
+            Some(_) => None,
+        };
+        match key.trim() {
+            "MemTotal" => m.total = bytes,
+            "MemFree" => m.free = bytes,
+            "HugePages_Total" => m.hugepages_total = Some(value),
+            "HugePages_Free" => m.hugepages_free = Some(value),
+            "Hugepagesize" => m.hugepage_kb = bytes.map(|b| b / 1024),
+            _ => {}
+        }
+    }
+    m
 }
 
 /// `Node 0 MemTotal:  16769836 kB` and `MemFree` → bytes.
@@ -125,9 +230,10 @@ pub fn parse_node_meminfo(text: &str) -> (Option<u64>, Option<u64>) {
     (total, free)
 }
 
-fn read_hugepages(fs: &Fs, node_dir: &str) -> Vec<HugePages> {
-    let dir = format!("{node_dir}/hugepages");
-    let Some(names) = fs.list(&dir) else {
+/// `hugepages-2048kB/{nr,free}_hugepages` under `dir` (a node's, or the machine's
+/// `/sys/kernel/mm/hugepages`).
+fn read_hugepages(fs: &Fs, dir: &str) -> Vec<HugePages> {
+    let Some(names) = fs.list(dir) else {
         return Vec::new();
     };
     names
@@ -222,6 +328,28 @@ fn mark_hbm(fs: &Fs, nodes: &mut [NumaNode]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_meminfo() {
+        let m = parse_meminfo(
+            "MemTotal:        4030388 kB\nMemFree:         3512044 kB\nHugePages_Total:      16\nHugePages_Free:       12\nHugepagesize:       1024 kB\nDirectMap4k: junk\n",
+        );
+        assert_eq!(
+            m,
+            Meminfo {
+                total: Some(4_030_388 * 1024),
+                free: Some(3_512_044 * 1024),
+                hugepages_total: Some(16),
+                hugepages_free: Some(12),
+                hugepage_kb: Some(1024),
+            }
+        );
+        assert_eq!(parse_meminfo("garbage\n:\nMemTotal:\n"), Meminfo::default());
+        assert_eq!(
+            parse_meminfo("MemTotal: 99999999999999999999 kB\nMemFree: 18446744073709551615 kB"),
+            Meminfo::default()
+        );
+    }
 
     #[test]
     fn meminfo() {

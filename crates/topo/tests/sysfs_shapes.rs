@@ -1,0 +1,195 @@
+//! Sysfs shapes the loader must read as hwloc does (issue 37, host-model items 1-3), each on
+//! a hand-written tree in the shape of the kernels that write it:
+//!
+//! 1. a kernel without NUMA support (no `sys/devices/system/node`: 32-bit x86/ARM, s390x,
+//!    embedded boards): one node 0 with every PU and `/proc/meminfo`'s MemTotal;
+//! 2. NUMA nodes whose cpulists repeat or overlap (buggy firmware tables): the first keeps
+//!    the CPUs, the others are dropped or trimmed, with a note naming them;
+//! 3. CPUs whose `topology/` has no SMT sibling list (only `physical_package_id` and
+//!    `core_siblings`, or `core_id` too, or only `core_siblings_list`): each CPU its own core,
+//!    or the CPUs sharing (package, core_id) one core.
+
+use std::path::Path;
+
+use topo::{CpuSet, Host, MemoryKind};
+
+/// A snapshot tree in a temporary directory.
+struct Tree(tempfile::TempDir);
+
+impl Tree {
+    fn new() -> Tree {
+        Tree(tempfile::tempdir().unwrap())
+    }
+
+    fn put(&self, rel: &str, text: &str) -> &Tree {
+        let p = self.0.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        self
+    }
+
+    fn dir(&self, rel: &str) -> &Tree {
+        std::fs::create_dir_all(self.0.path().join(rel)).unwrap();
+        self
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    fn load(&self) -> Host {
+        topo::sysfs::load_root(self.path()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `cpuN/topology/NAME` for each CPU of `cpus`.
+    fn topo_file(&self, cpus: &str, name: &str, text: impl Fn(u32) -> String) -> &Tree {
+        for c in set(cpus).iter() {
+            self.put(
+                &format!("sys/devices/system/cpu/cpu{c}/topology/{name}"),
+                &format!("{}\n", text(c)),
+            );
+        }
+        self
+    }
+
+    /// `sys/devices/system/node/nodeN/{cpulist,meminfo}` and `online`.
+    fn node(&self, id: u32, cpulist: &str, mem_kb: u64) -> &Tree {
+        let d = format!("sys/devices/system/node/node{id}");
+        self.put(&format!("{d}/cpulist"), &format!("{cpulist}\n"));
+        self.put(
+            &format!("{d}/meminfo"),
+            &format!(
+                "Node {id} MemTotal: {mem_kb} kB\nNode {id} MemFree: {} kB\n",
+                mem_kb / 2
+            ),
+        );
+        self
+    }
+}
+
+fn set(s: &str) -> CpuSet {
+    CpuSet::parse_list(s).unwrap()
+}
+
+fn note_with<'a>(h: &'a Host, words: &[&str]) -> &'a str {
+    h.notes
+        .iter()
+        .find(|n| words.iter().all(|w| n.contains(w)))
+        .unwrap_or_else(|| panic!("no note with {words:?}: {:?}", h.notes))
+}
+
+/// A quad Cortex-A7 board on a 32-bit ARM kernel built without CONFIG_NUMA: no node
+/// directory at all, the memory in /proc/meminfo only, no hugepages (no LPAE).
+fn armv7_board() -> Tree {
+    let t = Tree::new();
+    t.put("sys/devices/system/cpu/online", "0-3\n")
+        .put("sys/devices/system/cpu/possible", "0-3\n")
+        .topo_file("0-3", "core_id", |c| c.to_string())
+        .topo_file("0-3", "physical_package_id", |_| "0".into())
+        .topo_file("0-3", "core_siblings", |_| "f".into())
+        .topo_file("0-3", "core_siblings_list", |_| "0-3".into())
+        .topo_file("0-3", "thread_siblings", |c| format!("{:x}", 1u32 << c))
+        .topo_file("0-3", "thread_siblings_list", |c| c.to_string())
+        .put(
+            "proc/meminfo",
+            "MemTotal:         948304 kB\nMemFree:          601232 kB\nMemAvailable:     787096 kB\nBuffers:           21452 kB\nCached:           190740 kB\n",
+        )
+        .put("proc/sys/kernel/arch", "armv7l\n");
+    t
+}
+
+#[test]
+fn a_kernel_without_numa_has_one_node_with_every_pu_and_memtotal() {
+    let h = armv7_board().load();
+    assert_eq!(h.numa_nodes.len(), 1, "{:?}", h.numa_nodes);
+    let n = &h.numa_nodes[0];
+    assert_eq!(n.os_index, 0);
+    assert_eq!(n.cpus, set("0-3"));
+    assert_eq!(n.memory_bytes, Some(948_304 * 1024));
+    assert_eq!(n.free_bytes, Some(601_232 * 1024));
+    assert_eq!(n.memory_kind, MemoryKind::Dram);
+    assert!(n.hugepages.is_empty());
+    assert!(h.pus.iter().all(|p| p.numa == Some(0)), "{:?}", h.pus);
+    assert_eq!(h.distances, None);
+    assert!(h.numa_inferred);
+    note_with(&h, &["node 0", "inferred", "sys/devices/system/node"]);
+    // the model says so in its JSON too
+    let v = serde_json::to_value(&h).unwrap();
+    assert_eq!(v["numa_inferred"], true);
+    assert!(v["notes"][0].as_str().unwrap().contains("inferred"));
+}
+
+/// An s390x kernel built without CONFIG_NUMA: hugepages of every size from
+/// /sys/kernel/mm/hugepages, which wins over /proc/meminfo's default-size lines.
+#[test]
+fn an_inferred_node_takes_hugepages_from_sys_kernel_mm() {
+    let t = Tree::new();
+    t.put("sys/devices/system/cpu/online", "0-1\n")
+        .topo_file("0-1", "core_id", |c| c.to_string())
+        .topo_file("0-1", "physical_package_id", |_| "0".into())
+        .topo_file("0-1", "core_siblings_list", |_| "0-1".into())
+        .topo_file("0-1", "thread_siblings_list", |c| c.to_string())
+        .put(
+            "proc/meminfo",
+            "MemTotal:        4030388 kB\nMemFree:         3512044 kB\nHugePages_Total:      16\nHugePages_Free:       16\nHugepagesize:       1024 kB\n",
+        )
+        .put("sys/kernel/mm/hugepages/hugepages-1024kB/nr_hugepages", "16\n")
+        .put("sys/kernel/mm/hugepages/hugepages-1024kB/free_hugepages", "12\n")
+        .put("sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "0\n")
+        .put("sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "0\n");
+    let h = t.load();
+    let hp: Vec<_> = h.numa_nodes[0]
+        .hugepages
+        .iter()
+        .map(|p| (p.size_kb, p.total, p.free))
+        .collect();
+    assert_eq!(
+        hp,
+        vec![(1024, Some(16), Some(12)), (2048, Some(0), Some(0))]
+    );
+    assert_eq!(h.numa_nodes[0].memory_bytes, Some(4_030_388 * 1024));
+
+    // without the sysfs directory: the default size from /proc/meminfo
+    std::fs::remove_dir_all(t.path().join("sys/kernel")).unwrap();
+    let h = t.load();
+    let hp: Vec<_> = h.numa_nodes[0]
+        .hugepages
+        .iter()
+        .map(|p| (p.size_kb, p.total, p.free))
+        .collect();
+    assert_eq!(hp, vec![(1024, Some(16), Some(16))]);
+}
+
+/// An empty node directory (a trimmed snapshot) is no NUMA information either; without
+/// /proc/meminfo the inferred node's memory is unknown, not 0.
+#[test]
+fn an_empty_node_directory_and_no_meminfo() {
+    let t = armv7_board();
+    t.dir("sys/devices/system/node");
+    std::fs::remove_file(t.path().join("proc/meminfo")).unwrap();
+    let h = t.load();
+    assert_eq!(h.numa_nodes.len(), 1);
+    assert_eq!(h.numa_nodes[0].cpus, set("0-3"));
+    assert_eq!(h.numa_nodes[0].memory_bytes, None);
+    assert!(h.numa_inferred);
+    // a meminfo that says nothing usable is the same as none
+    t.put("proc/meminfo", "MemTotal: lots\n");
+    assert_eq!(t.load().numa_nodes[0].memory_bytes, None);
+}
+
+/// A kernel with NUMA says so itself: nothing inferred, no note.
+#[test]
+fn a_numa_kernel_is_not_inferred() {
+    let t = armv7_board();
+    t.node(0, "0-3", 948_304)
+        .put("sys/devices/system/node/online", "0\n");
+    let h = t.load();
+    assert_eq!(h.numa_nodes.len(), 1);
+    assert!(!h.numa_inferred);
+    assert!(h.notes.is_empty(), "{:?}", h.notes);
+    let v = serde_json::to_value(&h).unwrap();
+    assert!(
+        v.get("numa_inferred").is_none() && v.get("notes").is_none(),
+        "{v}"
+    );
+}
