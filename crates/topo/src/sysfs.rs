@@ -134,7 +134,8 @@ fn load(fs: &Fs) -> Result<Host, TopoError> {
         .unwrap_or_default();
     let cpus = cpu::read_cpus(fs, &cpuinfo)?;
     let numa = numa::read_nodes(fs, &cpus.pus)?;
-    let pci_devices = pci::read_devices(fs, &cpus.pus, &numa.nodes);
+    let mut pci_devices = pci::read_devices(fs, &cpus.pus, &numa.nodes);
+    numa.follow_devices(&mut pci_devices);
     let interrupts = procfs::interrupts(fs)?;
     let clocksource = fs.read("sys/devices/system/clocksource/clocksource0/available_clocksource");
     let raw = RawTopology {

@@ -193,3 +193,120 @@ fn a_numa_kernel_is_not_inferred() {
         "{v}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 2. NUMA nodes listing the same CPUs (buggy firmware tables)
+// ---------------------------------------------------------------------------------------
+
+/// Eight single-thread cores in one package, `thread_siblings_list` and `core_siblings_list`.
+fn eight_cores() -> Tree {
+    let t = Tree::new();
+    t.put("sys/devices/system/cpu/online", "0-7\n")
+        .topo_file("0-7", "core_id", |c| c.to_string())
+        .topo_file("0-7", "physical_package_id", |_| "0".into())
+        .topo_file("0-7", "core_siblings_list", |_| "0-7".into())
+        .topo_file("0-7", "thread_siblings_list", |c| c.to_string());
+    t
+}
+
+fn node_ids(h: &Host) -> Vec<u32> {
+    h.numa_nodes.iter().map(|n| n.os_index).collect()
+}
+
+/// A one-socket board whose SRAT describes its memory twice (nodes 0 and 1 with the same
+/// CPUs, written as cpumap masks), plus a CPU-less node 2 and a NIC the firmware put on
+/// node 1.
+#[test]
+fn nodes_listing_the_same_cpus_keep_the_first() {
+    let t = eight_cores();
+    let n = "sys/devices/system/node";
+    t.put(&format!("{n}/online"), "0-2\n");
+    for (id, mask, kb) in [
+        (0, "ff", 8_388_608u64),
+        (1, "000000ff", 8_388_608),
+        (2, "0", 4_194_304),
+    ] {
+        t.put(&format!("{n}/node{id}/cpumap"), &format!("{mask}\n"))
+            .put(
+                &format!("{n}/node{id}/meminfo"),
+                &format!("Node {id} MemTotal: {kb} kB\n"),
+            );
+    }
+    t.put(&format!("{n}/node0/distance"), "10 10 20\n")
+        .put(&format!("{n}/node1/distance"), "10 10 20\n")
+        .put(&format!("{n}/node2/distance"), "20 20 10\n");
+    let nic = "sys/bus/pci/devices/0000:01:00.0";
+    t.put(&format!("{nic}/vendor"), "0x8086\n")
+        .put(&format!("{nic}/device"), "0x1521\n")
+        .put(&format!("{nic}/class"), "0x020000\n")
+        .put(&format!("{nic}/numa_node"), "1\n");
+    let h = t.load();
+    assert_eq!(node_ids(&h), vec![0, 2]);
+    assert_eq!(h.numa_node(0).unwrap().cpus, set("0-7"));
+    // the memory is counted once
+    let mem: u64 = h.numa_nodes.iter().filter_map(|n| n.memory_bytes).sum();
+    assert_eq!(mem, (8_388_608 + 4_194_304) * 1024);
+    // the memory-only node is not a duplicate
+    assert!(h.numa_node(2).unwrap().is_cpuless());
+    assert!(h.pus.iter().all(|p| p.numa == Some(0)));
+    // the distance matrix without the dropped node's row and column
+    let d = h.distances.as_ref().unwrap();
+    assert_eq!(d.nodes, vec![0, 2]);
+    assert_eq!(d.matrix, vec![vec![10, 20], vec![20, 10]]);
+    // a device on the dropped node is on the node that kept its CPUs
+    assert_eq!(h.pci("01:00.0").unwrap().numa, Some(vec![0]));
+    assert!(!h.numa_inferred);
+    note_with(&h, &["NUMA node 1", "same CPUs", "node 0", "dropped"]);
+}
+
+/// Three copies: both later ones dropped and named; a CPU in two nodes' lists stays in the
+/// lower node only; a node listing only CPUs of lower nodes (their union) is dropped.
+#[test]
+fn repeated_and_overlapping_cpulists() {
+    let t = eight_cores();
+    t.node(0, "0-7", 1024)
+        .node(1, "0-7", 1024)
+        .node(3, "0-7", 1024);
+    let h = t.load();
+    assert_eq!(node_ids(&h), vec![0]);
+    note_with(&h, &["NUMA node 1", "node 0"]);
+    note_with(&h, &["NUMA node 3", "node 0"]);
+
+    let t = eight_cores();
+    t.node(0, "0-3", 1024).node(1, "3-7", 1024);
+    let h = t.load();
+    assert_eq!(node_ids(&h), vec![0, 1]);
+    assert_eq!(h.numa_node(0).unwrap().cpus, set("0-3"));
+    assert_eq!(h.numa_node(1).unwrap().cpus, set("4-7"));
+    assert_eq!(h.pu(3).unwrap().numa, Some(0));
+    assert_eq!(h.pu(4).unwrap().numa, Some(1));
+    note_with(&h, &["CPU", "3", "nodes 0 and 1", "node 0"]);
+
+    let t = eight_cores();
+    t.node(0, "0-3", 1024)
+        .node(1, "4-7", 1024)
+        .node(2, "0-7", 2048)
+        .node(3, "", 512);
+    let h = t.load();
+    assert_eq!(node_ids(&h), vec![0, 1, 3]);
+    note_with(&h, &["NUMA node 2", "0-7", "nodes 0, 1", "dropped"]);
+    // every PU in exactly one node
+    for p in &h.pus {
+        let holders = h
+            .numa_nodes
+            .iter()
+            .filter(|n| n.cpus.contains(p.os_index))
+            .count();
+        assert_eq!(holders, 1, "PU {}", p.os_index);
+    }
+}
+
+/// Distinct cpulists are left alone: nothing noted.
+#[test]
+fn distinct_nodes_are_left_alone() {
+    let t = eight_cores();
+    t.node(0, "0-3", 1024).node(1, "4-7", 1024).node(2, "", 512);
+    let h = t.load();
+    assert_eq!(node_ids(&h), vec![0, 1, 2]);
+    assert!(h.notes.is_empty(), "{:?}", h.notes);
+}

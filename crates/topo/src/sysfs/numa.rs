@@ -1,6 +1,8 @@
 //! NUMA nodes from `/sys/devices/system/node`: CPUs, memory, hugepages, distances, and what
 //! kind of memory a CPU-less node holds. A kernel without NUMA support has no such directory:
 //! its one node is inferred, as hwloc infers it (node 0, every PU, `/proc/meminfo`).
+//! Firmware that lists a CPU in several nodes is repaired: the lowest node keeps it, a node
+//! left without CPUs of its own is dropped (see [`drop_repeated_cpus`]).
 //!
 //! A CPU-less node is flagged as
 //! - `Gpu` when an NVIDIA driver's `/proc/driver/nvidia/gpus/<bdf>/numa_status` names it
@@ -16,7 +18,7 @@ use std::collections::BTreeSet;
 
 use crate::cpuset::CpuSet;
 use crate::error::TopoError;
-use crate::model::{Distances, HugePages, MemoryKind, NumaNode};
+use crate::model::{Distances, HugePages, MemoryKind, NumaNode, PciDevice};
 
 use super::cpu::{read_set, read_u64};
 use super::fs::Fs;
@@ -30,8 +32,37 @@ pub struct NumaTopo {
     pub distances: Option<Distances>,
     /// No node was listed (a kernel without NUMA support): `nodes` is the one node inferred.
     pub inferred: bool,
-    /// What was inferred, in words, for [`crate::model::Host::notes`].
+    /// Nodes dropped for listing only CPUs of lower nodes, each with the node that holds
+    /// the first of its CPUs: devices the kernel puts on a dropped node are on that one.
+    pub merged: Vec<(u32, u32)>,
+    /// What was inferred or dropped, in words, for [`crate::model::Host::notes`].
     pub notes: Vec<String>,
+}
+
+impl NumaTopo {
+    /// The node that stands for `id`: itself, or the node a dropped duplicate merged into.
+    pub fn follow(&self, id: u32) -> u32 {
+        self.merged
+            .iter()
+            .find(|(dropped, _)| *dropped == id)
+            .map_or(id, |&(_, kept)| kept)
+    }
+
+    /// Point devices the kernel put on a dropped node at the node that kept its CPUs.
+    pub fn follow_devices(&self, devices: &mut [PciDevice]) {
+        if self.merged.is_empty() {
+            return;
+        }
+        for d in devices {
+            if let Some(v) = d.numa.as_mut() {
+                for id in v.iter_mut() {
+                    *id = self.follow(*id);
+                }
+                v.sort_unstable();
+                v.dedup();
+            }
+        }
+    }
 }
 
 /// Nodes and distances. A kernel without NUMA support has no node directory (and a trimmed
@@ -88,17 +119,30 @@ pub fn read_nodes(fs: &Fs, pus: &CpuSet) -> Result<NumaTopo, TopoError> {
             free_bytes: free,
         });
     }
+    let mut notes = Vec::new();
+    let (mut nodes, merged) = drop_repeated_cpus(nodes, pus, &mut notes);
     mark_hbm(fs, &mut nodes);
 
-    // each node's distance row lists every online node, in os_index order
+    // each node's distance row lists every online node, in os_index order; the rows and
+    // columns of dropped nodes go
     let distances = if !rows.is_empty()
         && rows
             .iter()
             .all(|r| r.as_ref().is_some_and(|r| r.len() == ids.len()))
     {
+        let keep: Vec<usize> = (0..ids.len())
+            .filter(|&i| nodes.iter().any(|n| n.os_index == ids[i]))
+            .collect();
+        let matrix = rows
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(i, _)| keep.contains(i))
+            .map(|(_, row)| keep.iter().map(|&j| row[j]).collect())
+            .collect();
         Some(Distances {
-            nodes: ids.clone(),
-            matrix: rows.into_iter().flatten().collect(),
+            nodes: keep.iter().map(|&i| ids[i]).collect(),
+            matrix,
         })
     } else {
         None
@@ -106,8 +150,77 @@ pub fn read_nodes(fs: &Fs, pus: &CpuSet) -> Result<NumaTopo, TopoError> {
     Ok(NumaTopo {
         nodes,
         distances,
-        ..Default::default()
+        inferred: false,
+        merged,
+        notes,
     })
+}
+
+/// Firmware tables (SRAT) that give several nodes the same CPUs: a PU must sit in one node,
+/// and the memory of a repeated node is counted twice. In `os_index` order, a node keeps
+/// the online CPUs no lower node has taken; a node with CPUs left with none of its own (the
+/// same cpulist as a lower node, or only CPUs of lower nodes) is dropped, with its memory.
+/// A node that never listed an online CPU (memory-only, CPU-less) is no repeat and stays.
+fn drop_repeated_cpus(
+    nodes: Vec<NumaNode>,
+    pus: &CpuSet,
+    notes: &mut Vec<String>,
+) -> (Vec<NumaNode>, Vec<(u32, u32)>) {
+    let mut kept: Vec<NumaNode> = Vec::with_capacity(nodes.len());
+    let mut merged = Vec::new();
+    let mut claimed = CpuSet::new();
+    for mut n in nodes {
+        let cpus = n.cpus.intersection(pus);
+        if !cpus.intersects(&claimed) {
+            claimed = claimed.union(&cpus);
+            kept.push(n);
+            continue;
+        }
+        let shared = cpus.intersection(&claimed);
+        let owners: Vec<u32> = kept
+            .iter()
+            .filter(|k| k.cpus.intersects(&shared))
+            .map(|k| k.os_index)
+            .collect();
+        let owner_of_first = kept
+            .iter()
+            .find(|k| cpus.first().is_some_and(|c| k.cpus.contains(c)))
+            .map_or(n.os_index, |k| k.os_index);
+        if let Some(same) = kept.iter().find(|k| k.cpus.intersection(pus) == cpus) {
+            notes.push(format!(
+                "NUMA node {} lists the same CPUs ({cpus}) as node {} (a firmware table error): node {} dropped with its memory, node {} kept",
+                n.os_index, same.os_index, n.os_index, same.os_index
+            ));
+            merged.push((n.os_index, same.os_index));
+        } else if shared == cpus {
+            notes.push(format!(
+                "NUMA node {} lists only CPUs ({cpus}) of NUMA nodes {} (a firmware table error): node {} dropped with its memory",
+                n.os_index,
+                join_ids(&owners),
+                n.os_index
+            ));
+            merged.push((n.os_index, owner_of_first));
+        } else {
+            notes.push(format!(
+                "CPUs {shared} are listed by NUMA nodes {} and {} (a firmware table error): kept in node {} only",
+                join_ids(&owners),
+                n.os_index,
+                join_ids(&owners)
+            ));
+            n.cpus = n.cpus.difference(&shared);
+            claimed = claimed.union(&cpus);
+            kept.push(n);
+        }
+    }
+    (kept, merged)
+}
+
+/// `0`, `0, 1`.
+fn join_ids(ids: &[u32]) -> String {
+    ids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The online nodes: `online`, else every `nodeN` directory.
@@ -158,6 +271,7 @@ fn inferred_node(fs: &Fs, pus: &CpuSet) -> NumaTopo {
         }],
         distances: None,
         inferred: true,
+        merged: Vec::new(),
         notes: vec![format!(
             "no NUMA nodes in {NODE_DIR} (a kernel without NUMA support): NUMA node 0 inferred with every PU ({pus}) and {memory}, as hwloc does"
         )],
