@@ -156,7 +156,7 @@ fn load(fs: &Fs) -> Result<Host, TopoError> {
         vfio: vfio::read_nodes(fs),
         arch: procfs::arch(fs),
         numa_inferred: numa.inferred,
-        notes: numa.notes,
+        notes: cpus.notes.into_iter().chain(numa.notes).collect(),
     };
     raw.assemble()
 }

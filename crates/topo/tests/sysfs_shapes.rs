@@ -33,6 +33,13 @@ impl Tree {
         self
     }
 
+    fn error(&self) -> String {
+        match topo::sysfs::load_root(self.path()) {
+            Ok(h) => panic!("loaded: {h:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     fn path(&self) -> &Path {
         self.0.path()
     }
@@ -309,4 +316,118 @@ fn distinct_nodes_are_left_alone() {
     let h = t.load();
     assert_eq!(node_ids(&h), vec![0, 1, 2]);
     assert!(h.notes.is_empty(), "{:?}", h.notes);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. CPUs without an SMT sibling list
+// ---------------------------------------------------------------------------------------
+
+fn core_sets(h: &Host) -> Vec<String> {
+    h.cores.iter().map(|c| c.pus.to_list_string()).collect()
+}
+
+fn package_sets(h: &Host) -> Vec<(Option<u32>, String)> {
+    h.packages
+        .iter()
+        .map(|p| (p.os_index, p.cpus.to_list_string()))
+        .collect()
+}
+
+/// Two packages of two CPUs whose `topology/` holds only `physical_package_id` and the
+/// `core_siblings` mask (no core_id, thread_siblings, core_cpus or their lists): each CPU
+/// is its own core, the package from physical_package_id.
+#[test]
+fn package_id_and_core_siblings_only() {
+    let t = Tree::new();
+    t.put("sys/devices/system/cpu/online", "0-3\n")
+        .topo_file("0-3", "physical_package_id", |c| (c / 2).to_string())
+        .topo_file("0-3", "core_siblings", |c| {
+            if c < 2 { "3" } else { "c" }.into()
+        });
+    let h = t.load();
+    assert_eq!(core_sets(&h), vec!["0", "1", "2", "3"]);
+    assert_eq!(
+        package_sets(&h),
+        vec![(Some(0), "0-1".into()), (Some(1), "2-3".into())]
+    );
+    assert_eq!(h.pu(3).unwrap().package, Some(1));
+    note_with(&h, &["0-3", "own core"]);
+}
+
+/// core_id without thread_siblings: the CPUs sharing (package, core_id) are one core's
+/// threads; the same core_id in another package is another core.
+#[test]
+fn core_id_without_thread_siblings() {
+    let t = Tree::new();
+    t.put("sys/devices/system/cpu/online", "0-7\n")
+        .topo_file("0-7", "physical_package_id", |c| (c / 4).to_string())
+        .topo_file("0-7", "core_id", |c| (c % 2).to_string())
+        .topo_file("0-7", "core_siblings_list", |c| {
+            if c < 4 { "0-3" } else { "4-7" }.into()
+        });
+    let h = t.load();
+    assert_eq!(core_sets(&h), vec!["0,2", "1,3", "4,6", "5,7"]);
+    assert_eq!(
+        h.cores.iter().map(|c| c.os_index).collect::<Vec<_>>(),
+        vec![Some(0), Some(1), Some(0), Some(1)]
+    );
+    assert_eq!(h.packages.len(), 2);
+    note_with(&h, &["0-7", "core_id"]);
+
+    // without a package file the package is not known: no guess that core_ids are
+    // machine-wide, each CPU its own core
+    for c in 0..8 {
+        std::fs::remove_file(t.path().join(format!(
+            "sys/devices/system/cpu/cpu{c}/topology/physical_package_id"
+        )))
+        .unwrap();
+        std::fs::remove_file(t.path().join(format!(
+            "sys/devices/system/cpu/cpu{c}/topology/core_siblings_list"
+        )))
+        .unwrap();
+    }
+    let h = t.load();
+    assert_eq!(h.cores.len(), 8);
+    assert!(h.packages.is_empty());
+}
+
+/// Only `core_siblings_list`: one package of unknown number, each CPU its own core; only
+/// `physical_package_id`: packages grouped by it.
+#[test]
+fn core_siblings_list_only_and_package_id_only() {
+    let t = Tree::new();
+    t.put("sys/devices/system/cpu/online", "0-3\n")
+        .topo_file("0-3", "core_siblings_list", |_| "0-3".into());
+    let h = t.load();
+    assert_eq!(core_sets(&h), vec!["0", "1", "2", "3"]);
+    assert_eq!(package_sets(&h), vec![(None, "0-3".into())]);
+
+    let t = Tree::new();
+    t.put("sys/devices/system/cpu/online", "0-3\n")
+        .topo_file("0-3", "physical_package_id", |c| (c % 2).to_string());
+    let h = t.load();
+    assert_eq!(h.cores.len(), 4);
+    assert_eq!(
+        package_sets(&h),
+        vec![(Some(0), "0,2".into()), (Some(1), "1,3".into())]
+    );
+}
+
+/// A topology directory with none of the files the loader reads is still an error naming
+/// the file, on one line; a CPU listed by another's thread_siblings but missing its own is
+/// in that core.
+#[test]
+fn an_empty_topology_directory_and_mixed_cpus() {
+    let t = Tree::new();
+    t.put("sys/devices/system/cpu/online", "0-1\n")
+        .dir("sys/devices/system/cpu/cpu0/topology")
+        .topo_file("1", "physical_package_id", |_| "0".into());
+    let e = t.error();
+    assert!(e.contains("cpu0/topology/core_cpus: missing"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+
+    t.topo_file("0", "thread_siblings_list", |_| "0-1".into())
+        .topo_file("0", "physical_package_id", |_| "0".into());
+    let h = t.load();
+    assert_eq!(core_sets(&h), vec!["0-1"]);
 }
