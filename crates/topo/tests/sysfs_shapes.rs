@@ -431,3 +431,220 @@ fn an_empty_topology_directory_and_mixed_cpus() {
     let h = t.load();
     assert_eq!(core_sets(&h), vec!["0-1"]);
 }
+
+// ---------------------------------------------------------------------------------------
+// Generated hosts: every shape above on random machines, against the machine written out
+// ---------------------------------------------------------------------------------------
+
+/// How a generated machine's `topology/` files are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TopoForm {
+    /// core_cpus_list, package_cpus_list, core_id, physical_package_id
+    Lists,
+    /// thread_siblings and core_siblings masks, core_id, physical_package_id
+    Masks,
+    /// physical_package_id and core_siblings only
+    PackageIdSiblings,
+    /// physical_package_id, core_id, core_siblings_list
+    CoreIdNoThreads,
+    /// core_siblings_list only
+    SiblingsListOnly,
+}
+
+/// How its NUMA directory is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NumaForm {
+    /// one node per package
+    Nodes,
+    /// no node directory: a kernel without NUMA
+    Absent,
+    /// node 0 repeated `n` times under the next ids
+    Repeated(u32),
+    /// the last node also lists CPU 0 (node 0's), and a memory-only node follows
+    Overlap,
+}
+
+fn topo_form() -> impl proptest::strategy::Strategy<Value = TopoForm> {
+    proptest::sample::select(vec![
+        TopoForm::Lists,
+        TopoForm::Masks,
+        TopoForm::PackageIdSiblings,
+        TopoForm::CoreIdNoThreads,
+        TopoForm::SiblingsListOnly,
+    ])
+}
+
+fn numa_form() -> impl proptest::strategy::Strategy<Value = NumaForm> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(NumaForm::Nodes),
+        Just(NumaForm::Absent),
+        (1u32..3).prop_map(NumaForm::Repeated),
+        Just(NumaForm::Overlap),
+    ]
+}
+
+fn mask(s: &CpuSet) -> String {
+    format!("{:x}", s.iter().fold(0u64, |m, c| m | 1 << c))
+}
+
+/// Write a machine of `packages` × `cores` × `threads` (CPU numbers in that order, one NUMA
+/// node per package of `mem_kb` each) in the given forms.
+fn write_machine(
+    packages: u32,
+    cores: u32,
+    threads: u32,
+    mem_kb: u64,
+    form: TopoForm,
+    numa: NumaForm,
+) -> Tree {
+    let t = Tree::new();
+    let n = packages * cores * threads;
+    t.put("sys/devices/system/cpu/online", &format!("0-{}\n", n - 1));
+    let pkg_of = |c: u32| c / (cores * threads);
+    let pkg_cpus = |p: u32| CpuSet::range(p * cores * threads, (p + 1) * cores * threads);
+    let core_cpus = |c: u32| CpuSet::range(c - c % threads, c - c % threads + threads);
+    let put = |c: u32, f: &str, v: String| {
+        t.put(
+            &format!("sys/devices/system/cpu/cpu{c}/topology/{f}"),
+            &format!("{v}\n"),
+        );
+    };
+    for c in 0..n {
+        let core_id = (c / threads) % cores;
+        match form {
+            TopoForm::Lists => {
+                put(c, "core_cpus_list", core_cpus(c).to_list_string());
+                put(c, "package_cpus_list", pkg_cpus(pkg_of(c)).to_list_string());
+            }
+            TopoForm::Masks => {
+                put(c, "thread_siblings", mask(&core_cpus(c)));
+                put(c, "core_siblings", mask(&pkg_cpus(pkg_of(c))));
+            }
+            TopoForm::PackageIdSiblings => {
+                put(c, "core_siblings", mask(&pkg_cpus(pkg_of(c))));
+            }
+            TopoForm::CoreIdNoThreads => {
+                put(
+                    c,
+                    "core_siblings_list",
+                    pkg_cpus(pkg_of(c)).to_list_string(),
+                );
+            }
+            TopoForm::SiblingsListOnly => {
+                put(
+                    c,
+                    "core_siblings_list",
+                    pkg_cpus(pkg_of(c)).to_list_string(),
+                );
+            }
+        }
+        if matches!(
+            form,
+            TopoForm::Lists | TopoForm::Masks | TopoForm::CoreIdNoThreads
+        ) {
+            put(c, "core_id", core_id.to_string());
+        }
+        if form != TopoForm::SiblingsListOnly {
+            put(c, "physical_package_id", pkg_of(c).to_string());
+        }
+    }
+    t.put(
+        "proc/meminfo",
+        &format!("MemTotal: {} kB\nMemFree: 1 kB\n", mem_kb * packages as u64),
+    );
+    match numa {
+        NumaForm::Absent => {}
+        NumaForm::Nodes | NumaForm::Repeated(_) | NumaForm::Overlap => {
+            for p in 0..packages {
+                let mut cpus = pkg_cpus(p);
+                if numa == NumaForm::Overlap && p == packages - 1 {
+                    cpus.insert(0);
+                }
+                t.node(p, &cpus.to_list_string(), mem_kb);
+            }
+        }
+    }
+    match numa {
+        NumaForm::Repeated(k) => {
+            for i in 0..k {
+                t.node(packages + i, &pkg_cpus(0).to_list_string(), mem_kb);
+            }
+        }
+        NumaForm::Overlap => {
+            t.node(packages, "", 512);
+        }
+        _ => {}
+    }
+    t
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, .. Default::default() })]
+
+    /// Whatever the form, the model is the machine written: its PUs, each PU's package and
+    /// NUMA node, every PU in one node, memory counted once; cores are the real ones where
+    /// the files say them (a sibling list, or core_id in a package) and one per PU where they
+    /// cannot; what was inferred or dropped is noted.
+    #[test]
+    fn generated_machines_read_as_written(
+        packages in 1u32..=3, cores in 1u32..=3, threads in 1u32..=2,
+        mem_mb in 1u64..4096, form in topo_form(), numa in numa_form(),
+    ) {
+        use proptest::prop_assert_eq as eq;
+        use proptest::prop_assert as check;
+        let mem_kb = mem_mb * 1024;
+        let h = write_machine(packages, cores, threads, mem_kb, form, numa).load();
+        let n = packages * cores * threads;
+        let per_pkg = cores * threads;
+        eq!(h.all_cpus(), CpuSet::range(0, n));
+        let real_cores = matches!(form, TopoForm::Lists | TopoForm::Masks | TopoForm::CoreIdNoThreads);
+        eq!(h.cores.len() as u32, if real_cores { packages * cores } else { n });
+        for c in &h.cores {
+            let first = c.pus.first().unwrap();
+            let want = if real_cores { CpuSet::range(first, first + threads) } else { CpuSet::range(first, first + 1) };
+            eq!(&c.pus, &want);
+        }
+        eq!(h.packages.len() as u32, packages);
+        for p in &h.packages {
+            let id = p.cpus.first().unwrap() / per_pkg;
+            eq!(&p.cpus, &CpuSet::range(id * per_pkg, (id + 1) * per_pkg));
+            eq!(p.os_index, (form != TopoForm::SiblingsListOnly).then_some(id));
+        }
+        for p in &h.pus {
+            let pkg = p.os_index / per_pkg;
+            eq!(h.packages[p.package.unwrap() as usize].os_index.unwrap_or(pkg), pkg);
+            let node = if numa == NumaForm::Absent { 0 } else { pkg };
+            eq!(p.numa, Some(node), "PU {}", p.os_index);
+            let holders = h.numa_nodes.iter().filter(|x| x.cpus.contains(p.os_index)).count();
+            eq!(holders, 1, "PU {}", p.os_index);
+        }
+        let mem: u64 = h.numa_nodes.iter().filter_map(|x| x.memory_bytes).sum();
+        let extra = if numa == NumaForm::Overlap { 512 } else { 0 };
+        eq!(mem, (mem_kb * packages as u64 + extra) * 1024);
+        eq!(h.numa_inferred, numa == NumaForm::Absent);
+        match numa {
+            NumaForm::Absent => {
+                eq!(h.numa_nodes.len(), 1);
+                check!(h.notes.iter().any(|x| x.contains("inferred")), "{:?}", h.notes);
+            }
+            NumaForm::Repeated(k) => {
+                eq!(h.numa_nodes.len() as u32, packages);
+                for i in 0..k {
+                    let id = format!("NUMA node {} lists the same CPUs", packages + i);
+                    check!(h.notes.iter().any(|x| x.contains(&id)), "{:?}", h.notes);
+                }
+            }
+            NumaForm::Overlap => {
+                eq!(h.numa_nodes.len() as u32, packages + 1);
+                check!(h.numa_node(packages).unwrap().is_cpuless());
+                if packages > 1 {
+                    check!(h.notes.iter().any(|x| x.contains("kept in node 0")), "{:?}", h.notes);
+                }
+            }
+            NumaForm::Nodes => eq!(h.numa_nodes.len() as u32, packages),
+        }
+        check!(real_cores || h.notes.iter().any(|x| x.contains("own core")), "{:?}", h.notes);
+        eq!(form == TopoForm::CoreIdNoThreads, h.notes.iter().any(|x| x.contains("(physical_package_id, core_id)")), "{:?}", h.notes);
+    }
+}
