@@ -479,7 +479,9 @@ pub struct Host {
     pub dies: Vec<Die>,
     pub packages: Vec<Package>,
     pub cpu_kinds: Vec<CpuKind>,
-    /// NUMA nodes, sorted by `os_index`; empty where the source says nothing about NUMA.
+    /// NUMA nodes, sorted by `os_index`, each PU in at most one; empty where the source says
+    /// nothing about NUMA (an hwloc XML without NUMANode). The sysfs loader always gives at
+    /// least one: a kernel without NUMA gets one inferred node ([`Host::numa_inferred`]).
     pub numa_nodes: Vec<NumaNode>,
     pub distances: Option<Distances>,
     pub pci_devices: Vec<PciDevice>,
