@@ -503,8 +503,8 @@ pub struct Host {
     pub arch: Option<String>,
     /// Whether the NUMA nodes were inferred rather than read: a kernel without NUMA support
     /// (no `/sys/devices/system/node`) gets one node 0 holding every PU and `/proc/meminfo`'s
-    /// memory, as hwloc makes it. Such a kernel cannot bind memory to a node (libvirt refuses
-    /// `<numatune>` there), so a plan should not.
+    /// memory, as hwloc makes it. Such a kernel has no NUMA memory policy to bind memory
+    /// with (no `set_mempolicy`/`mbind` without CONFIG_NUMA), so a plan should not bind it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub numa_inferred: bool,
     /// What the loader inferred, repaired or dropped, one sentence each (an inferred NUMA
