@@ -39,10 +39,23 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// Every PU a NUMA node lists is a PU of the host.
+/// Every PU a NUMA node lists is a PU of the host, and in no other node (repeated cpulists
+/// are repaired); a host without a node directory has its one inferred node; each note is
+/// one line.
 fn check_numa(host: &topo::Host) {
     let all = host.all_cpus();
+    let mut seen = topo::CpuSet::new();
     for n in &host.numa_nodes {
         assert!(n.cpus.is_subset(&all));
+        assert!(!n.cpus.intersects(&seen), "{:?}", host.numa_nodes);
+        seen = seen.union(&n.cpus);
+    }
+    assert!(!host.numa_nodes.is_empty());
+    if host.numa_inferred {
+        assert_eq!(host.numa_nodes.len(), 1);
+        assert_eq!(host.numa_nodes[0].cpus, all);
+    }
+    for note in &host.notes {
+        assert!(!note.contains('\n'), "{note:?}");
     }
 }

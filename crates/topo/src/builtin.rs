@@ -298,6 +298,8 @@ pub fn raw_default() -> RawTopology {
         tsc_stable: Some(true),
         // the i9-9900K desktop
         arch: Some("x86_64".into()),
+        numa_inferred: false,
+        notes: Vec::new(),
         vfio: Some(VfioNodes {
             // the legacy container is VFIO_MINOR (196) on the misc major (10)
             container: Some(DevNumber {

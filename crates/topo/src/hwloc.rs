@@ -1215,6 +1215,8 @@ impl<'a, 'input> Loader<'a, 'input> {
             tsc_stable: None,
             vfio: None,
             arch: self.arch,
+            numa_inferred: false,
+            notes: Vec::new(),
         };
         raw.assemble()
     }

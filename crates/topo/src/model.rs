@@ -479,7 +479,9 @@ pub struct Host {
     pub dies: Vec<Die>,
     pub packages: Vec<Package>,
     pub cpu_kinds: Vec<CpuKind>,
-    /// NUMA nodes, sorted by `os_index`; empty where the source says nothing about NUMA.
+    /// NUMA nodes, sorted by `os_index`, each PU in at most one; empty where the source says
+    /// nothing about NUMA (an hwloc XML without NUMANode). The sysfs loader always gives at
+    /// least one: a kernel without NUMA gets one inferred node ([`Host::numa_inferred`]).
     pub numa_nodes: Vec<NumaNode>,
     pub distances: Option<Distances>,
     pub pci_devices: Vec<PciDevice>,
@@ -499,6 +501,17 @@ pub struct Host {
     /// where the source does not say (hwloc XML made from CPUID dumps, hand-made snapshots).
     #[serde(default)]
     pub arch: Option<String>,
+    /// Whether the NUMA nodes were inferred rather than read: a kernel without NUMA support
+    /// (no `/sys/devices/system/node`) gets one node 0 holding every PU and `/proc/meminfo`'s
+    /// memory, as hwloc makes it. Such a kernel has no NUMA memory policy to bind memory
+    /// with (no `set_mempolicy`/`mbind` without CONFIG_NUMA), so a plan should not bind it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub numa_inferred: bool,
+    /// What the loader inferred, repaired or dropped, one sentence each (an inferred NUMA
+    /// node, NUMA nodes listing the same CPUs, cores read without SMT sibling lists); empty
+    /// when the source said everything itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Whether an architecture name (`uname -m`, hwloc's `Architecture`, Rust's or a
@@ -656,6 +669,10 @@ pub struct RawTopology {
     pub vfio: Option<VfioNodes>,
     /// See [`Host::arch`]; empty or blank names are dropped.
     pub arch: Option<String>,
+    /// See [`Host::numa_inferred`].
+    pub numa_inferred: bool,
+    /// See [`Host::notes`].
+    pub notes: Vec<String>,
 }
 
 impl RawTopology {
@@ -943,6 +960,8 @@ impl RawTopology {
                 .arch
                 .map(|a| a.trim().to_string())
                 .filter(|a| !a.is_empty()),
+            numa_inferred: self.numa_inferred,
+            notes: self.notes,
         })
     }
 }

@@ -3,6 +3,8 @@
 //! ```text
 //! root/sys/devices/system/cpu   online PUs, cores, packages, dies, caches, CPU kinds   (cpu.rs, kinds.rs)
 //! root/sys/devices/system/node  NUMA nodes, memory, hugepages, distances, memory kind  (numa.rs)
+//!                               (none: one node inferred from /proc/meminfo,
+//!                               /sys/kernel/mm/hugepages)
 //! root/sys/bus/pci/devices      PCI functions, locality, IOMMU group, driver, BARs,    (pci.rs)
 //!                               VFIO cdev (vfio-dev/vfioN)
 //! root/sys/class/{misc,vfio}    VFIO nodes: /dev/vfio/vfio, /dev/iommu, /dev/vfio/GROUP (vfio.rs)
@@ -131,8 +133,9 @@ fn load(fs: &Fs) -> Result<Host, TopoError> {
         .map(|t| procfs::parse_cpuinfo(&t))
         .unwrap_or_default();
     let cpus = cpu::read_cpus(fs, &cpuinfo)?;
-    let (numa_nodes, distances) = numa::read_nodes(fs)?;
-    let pci_devices = pci::read_devices(fs, &cpus.pus, &numa_nodes);
+    let numa = numa::read_nodes(fs, &cpus.pus)?;
+    let mut pci_devices = pci::read_devices(fs, &cpus.pus, &numa.nodes);
+    numa.follow_devices(&mut pci_devices);
     let interrupts = procfs::interrupts(fs)?;
     let clocksource = fs.read("sys/devices/system/clocksource/clocksource0/available_clocksource");
     let raw = RawTopology {
@@ -145,13 +148,15 @@ fn load(fs: &Fs) -> Result<Host, TopoError> {
         caches: cpus.caches,
         groups: Vec::new(),
         cpu_kinds: cpus.kinds,
-        numa_nodes,
-        distances,
+        numa_nodes: numa.nodes,
+        distances: numa.distances,
         pci_devices,
         interrupts,
         tsc_stable: procfs::tsc_stable(&cpuinfo, clocksource.as_deref()),
         vfio: vfio::read_nodes(fs),
         arch: procfs::arch(fs),
+        numa_inferred: numa.inferred,
+        notes: cpus.notes.into_iter().chain(numa.notes).collect(),
     };
     raw.assemble()
 }

@@ -348,7 +348,11 @@ fn missing_and_broken_files_are_named() {
     std::fs::write(cpu.join("cpu0/topology/core_cpus_list"), "0\n").unwrap();
     let h = topo::sysfs::load_root(dir.path()).unwrap();
     assert_eq!(h.pus.len(), 1);
-    assert!(h.numa_nodes.is_empty());
+    // no node directory: one node inferred, as hwloc does (no /proc/meminfo: memory unknown)
+    assert_eq!(h.numa_nodes.len(), 1);
+    assert_eq!(h.numa_nodes[0].cpus, set("0"));
+    assert_eq!(h.numa_nodes[0].memory_bytes, None);
+    assert!(h.numa_inferred);
     assert_eq!(h.interrupts, None);
     assert_eq!(h.tsc_stable, None);
 

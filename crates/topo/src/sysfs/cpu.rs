@@ -1,5 +1,12 @@
 //! CPUs from `/sys/devices/system/cpu`: which PUs exist (online ones only), cores and SMT
 //! siblings, packages, dies, caches and CPU kinds.
+//!
+//! A CPU whose `topology/` has no SMT sibling list (`core_cpus`, `thread_siblings`) but says
+//! where it sits (`physical_package_id`, `core_id`, `core_siblings`, `package_cpus`) is read
+//! as hwloc reads it: its own core, or one core with the CPUs that share its package and
+//! `core_id`; a package known only by `physical_package_id` holds the CPUs with that id.
+
+use std::collections::BTreeMap;
 
 use crate::cpuset::CpuSet;
 use crate::error::TopoError;
@@ -20,6 +27,8 @@ pub struct CpuTopo {
     pub dies: Vec<RawGroup>,
     pub caches: Vec<RawCache>,
     pub kinds: Vec<CpuKind>,
+    /// Cores read without an SMT sibling list, in words, for [`crate::model::Host::notes`].
+    pub notes: Vec<String>,
 }
 
 /// Read a CPU mask file (`0000000f`) or, failing that, its list twin (`0-3`). The mask is
@@ -104,73 +113,66 @@ pub fn read_cpus(fs: &Fs, cpuinfo: &[CpuInfoProc]) -> Result<CpuTopo, TopoError>
     let mut package_sets: Vec<CpuSet> = Vec::new();
     let mut die_candidates: Vec<RawGroup> = Vec::new();
     let mut freqs: Vec<PuFreq> = Vec::new();
+    let mut coreless: Vec<Coreless> = Vec::new();
+    // CPUs with a physical_package_id but no package set, by that id
+    let mut package_ids: BTreeMap<u32, CpuSet> = BTreeMap::new();
 
     for cpu in pus.iter() {
         let t = format!("{CPU_DIR}/cpu{cpu}/topology");
-        // core: new name, old name, then the mask spellings
-        let core = match read_set(
-            fs,
-            &format!("{t}/core_cpus_list"),
-            &format!("{t}/core_cpus"),
-        )? {
-            Some(s) => s,
-            None => read_set(
-                fs,
-                &format!("{t}/thread_siblings_list"),
-                &format!("{t}/thread_siblings"),
-            )?
-            .ok_or_else(|| {
-                fs.error(
-                    &format!("{t}/core_cpus"),
-                    format!("missing (and no thread_siblings) for online CPU {cpu}"),
-                )
-            })?,
-        };
-        let mut core = core.intersection(&pus);
-        core.insert(cpu);
         let core_id = read_u32(fs, &format!("{t}/core_id"));
-        if amd_cu && core.len() > 1 {
-            // Bulldozer compute unit: siblings with their own core_id are cores
-            let split = core
-                .iter()
-                .filter(|&c| c != cpu)
-                .any(|c| read_u32(fs, &format!("{CPU_DIR}/cpu{c}/topology/core_id")) != core_id);
-            if split {
-                core = std::iter::once(cpu).collect();
+        let package_id = read_u32(fs, &format!("{t}/physical_package_id"));
+        let pkg = package_set(fs, &t, &pus)?;
+        let core = match core_set(fs, &t, cpu, &pus, amd_cu, core_id)? {
+            Some(core) => {
+                if core.first() == Some(cpu) {
+                    out.cores.push(RawGroup {
+                        os_index: core_id,
+                        cpus: core.clone(),
+                    });
+                }
+                core
             }
-        }
-        if core.first() == Some(cpu) {
-            out.cores.push(RawGroup {
-                os_index: core_id,
-                cpus: core.clone(),
-            });
-        }
-
-        let pkg = match read_set(
-            fs,
-            &format!("{t}/package_cpus_list"),
-            &format!("{t}/package_cpus"),
-        )? {
-            Some(s) => Some(s),
-            None => read_set(
-                fs,
-                &format!("{t}/core_siblings_list"),
-                &format!("{t}/core_siblings"),
-            )?,
+            None => {
+                // no SMT sibling list: placed by what else the directory says, or refused
+                if !PLACE_FILES.iter().any(|f| fs.exists(&format!("{t}/{f}"))) {
+                    return Err(fs.error(
+                        &format!("{t}/core_cpus"),
+                        format!(
+                            "missing (and no thread_siblings, core_id, physical_package_id or core_siblings) for online CPU {cpu}"
+                        ),
+                    ));
+                }
+                coreless.push(Coreless {
+                    cpu,
+                    core_id,
+                    package: match (package_id, pkg.as_ref().and_then(|p| p.first())) {
+                        (Some(id), _) => Some(PackageKey::Id(id)),
+                        (None, Some(first)) => Some(PackageKey::FirstCpu(first)),
+                        (None, None) => None,
+                    },
+                });
+                std::iter::once(cpu).collect()
+            }
         };
-        if let Some(pkg) = pkg
-            .map(|p| p.intersection(&pus))
-            .filter(|p| p.first() == Some(cpu))
-        {
-            let os_index = read_u32(fs, &format!("{t}/physical_package_id"));
-            package_sets.push(pkg.clone());
-            out.packages.push((
-                RawGroup {
-                    os_index,
-                    cpus: pkg,
-                },
-                None,
-            ));
+
+        match pkg {
+            Some(pkg) => {
+                if pkg.first() == Some(cpu) {
+                    package_sets.push(pkg.clone());
+                    out.packages.push((
+                        RawGroup {
+                            os_index: package_id,
+                            cpus: pkg,
+                        },
+                        None,
+                    ));
+                }
+            }
+            None => {
+                if let Some(id) = package_id {
+                    package_ids.entry(id).or_default().insert(cpu);
+                }
+            }
         }
 
         if let Some(die) = read_set(fs, &format!("{t}/die_cpus_list"), &format!("{t}/die_cpus"))? {
@@ -184,21 +186,27 @@ pub fn read_cpus(fs: &Fs, cpuinfo: &[CpuInfoProc]) -> Result<CpuTopo, TopoError>
         }
 
         read_caches(fs, cpu, &core, &pus, &mut out.caches)?;
-
-        let c = format!("{CPU_DIR}/cpu{cpu}");
-        freqs.push(PuFreq {
-            cpu,
-            max_khz: read_u64(fs, &format!("{c}/cpufreq/cpuinfo_max_freq")).filter(|&f| f > 0),
-            base_khz: read_u64(fs, &format!("{c}/cpufreq/base_frequency"))
-                .filter(|&f| f > 0)
-                .or_else(|| {
-                    read_u64(fs, &format!("{c}/acpi_cppc/nominal_freq"))
-                        .filter(|&f| f > 0)
-                        .map(|mhz| mhz * 1000)
-                }),
-            capacity: read_u64(fs, &format!("{c}/cpu_capacity")),
-        });
+        freqs.push(read_freq(fs, cpu));
     }
+
+    // packages known only by physical_package_id, for the CPUs no package set holds
+    let in_sets = package_sets
+        .iter()
+        .fold(CpuSet::new(), |acc, s| acc.union(s));
+    for (id, cpus) in package_ids {
+        let cpus = cpus.difference(&in_sets);
+        if !cpus.is_empty() {
+            package_sets.push(cpus.clone());
+            out.packages.push((
+                RawGroup {
+                    os_index: Some(id),
+                    cpus,
+                },
+                None,
+            ));
+        }
+    }
+    out.notes = cores_without_siblings(&mut out.cores, coreless);
 
     // Dies identical to their package add nothing (hwloc drops them too).
     out.dies = die_candidates
@@ -224,6 +232,152 @@ pub fn read_cpus(fs: &Fs, cpuinfo: &[CpuInfoProc]) -> Result<CpuTopo, TopoError>
     }
     out.kinds = derive_kinds(&freqs, &core_types, is_amd_pre_zen5(cpuinfo));
     Ok(out)
+}
+
+/// A CPU's package set: `package_cpus` (new name), else `core_siblings`, list or mask, of
+/// the online CPUs.
+fn package_set(fs: &Fs, t: &str, pus: &CpuSet) -> Result<Option<CpuSet>, TopoError> {
+    let set = match read_set(
+        fs,
+        &format!("{t}/package_cpus_list"),
+        &format!("{t}/package_cpus"),
+    )? {
+        Some(s) => Some(s),
+        None => read_set(
+            fs,
+            &format!("{t}/core_siblings_list"),
+            &format!("{t}/core_siblings"),
+        )?,
+    };
+    Ok(set.map(|p| p.intersection(pus)))
+}
+
+/// A CPU's core (itself and its SMT siblings): `core_cpus` (new name), else
+/// `thread_siblings`, list or mask; `None` when the directory has neither.
+fn core_set(
+    fs: &Fs,
+    t: &str,
+    cpu: u32,
+    pus: &CpuSet,
+    amd_cu: bool,
+    core_id: Option<u32>,
+) -> Result<Option<CpuSet>, TopoError> {
+    let set = match read_set(
+        fs,
+        &format!("{t}/core_cpus_list"),
+        &format!("{t}/core_cpus"),
+    )? {
+        Some(s) => s,
+        None => match read_set(
+            fs,
+            &format!("{t}/thread_siblings_list"),
+            &format!("{t}/thread_siblings"),
+        )? {
+            Some(s) => s,
+            None => return Ok(None),
+        },
+    };
+    let mut core = set.intersection(pus);
+    core.insert(cpu);
+    if amd_cu && core.len() > 1 {
+        // Bulldozer compute unit: siblings with their own core_id are cores
+        let split = core
+            .iter()
+            .filter(|&c| c != cpu)
+            .any(|c| read_u32(fs, &format!("{CPU_DIR}/cpu{c}/topology/core_id")) != core_id);
+        if split {
+            core = std::iter::once(cpu).collect();
+        }
+    }
+    Ok(Some(core))
+}
+
+/// Files of `cpuN/topology/` that place a CPU even without a core set: with any of them, a
+/// CPU lacking `core_cpus`/`thread_siblings` is read as hwloc reads it, not refused.
+const PLACE_FILES: [&str; 6] = [
+    "core_id",
+    "physical_package_id",
+    "core_siblings",
+    "core_siblings_list",
+    "package_cpus",
+    "package_cpus_list",
+];
+
+/// A package as a CPU without a core set knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum PackageKey {
+    /// `physical_package_id`.
+    Id(u32),
+    /// The first CPU of its package set (`core_siblings` without an id).
+    FirstCpu(u32),
+}
+
+/// A CPU whose `topology/` has no core set (`core_cpus`, `thread_siblings`, their lists).
+struct Coreless {
+    cpu: u32,
+    core_id: Option<u32>,
+    package: Option<PackageKey>,
+}
+
+/// Cores of the CPUs without a core set, not already in another CPU's core: the CPUs sharing
+/// a known package and a `core_id` are one core's threads (`core_id` is unique within a
+/// package); every other one is its own core, as hwloc reads them. Returns the notes.
+fn cores_without_siblings(cores: &mut Vec<RawGroup>, coreless: Vec<Coreless>) -> Vec<String> {
+    let covered = cores
+        .iter()
+        .fold(CpuSet::new(), |acc, c| acc.union(&c.cpus));
+    let mut by_id: BTreeMap<(PackageKey, u32), CpuSet> = BTreeMap::new();
+    let (mut grouped, mut single) = (CpuSet::new(), CpuSet::new());
+    for c in coreless.into_iter().filter(|c| !covered.contains(c.cpu)) {
+        match (c.package, c.core_id) {
+            (Some(p), Some(id)) => {
+                by_id.entry((p, id)).or_default().insert(c.cpu);
+                grouped.insert(c.cpu);
+            }
+            _ => {
+                cores.push(RawGroup {
+                    os_index: c.core_id,
+                    cpus: std::iter::once(c.cpu).collect(),
+                });
+                single.insert(c.cpu);
+            }
+        }
+    }
+    for ((_, id), cpus) in by_id {
+        cores.push(RawGroup {
+            os_index: Some(id),
+            cpus,
+        });
+    }
+    let mut notes = Vec::new();
+    if !grouped.is_empty() {
+        notes.push(format!(
+            "CPUs {grouped} have no SMT sibling list (topology/thread_siblings, core_cpus): cores read from (physical_package_id, core_id)"
+        ));
+    }
+    if !single.is_empty() {
+        notes.push(format!(
+            "CPUs {single} have no SMT sibling list (topology/thread_siblings, core_cpus) and no core_id in a known package: each read as its own core, as hwloc does"
+        ));
+    }
+    notes
+}
+
+/// Frequencies and capacity of one CPU, for telling CPU kinds apart.
+fn read_freq(fs: &Fs, cpu: u32) -> PuFreq {
+    let c = format!("{CPU_DIR}/cpu{cpu}");
+    PuFreq {
+        cpu,
+        max_khz: read_u64(fs, &format!("{c}/cpufreq/cpuinfo_max_freq")).filter(|&f| f > 0),
+        base_khz: read_u64(fs, &format!("{c}/cpufreq/base_frequency"))
+            .filter(|&f| f > 0)
+            .or_else(|| {
+                read_u64(fs, &format!("{c}/acpi_cppc/nominal_freq"))
+                    .filter(|&f| f > 0)
+                    .map(|mhz| mhz * 1000)
+            }),
+        capacity: read_u64(fs, &format!("{c}/cpu_capacity")),
+    }
 }
 
 fn read_caches(
