@@ -36,6 +36,35 @@ fn assert_failed(
     r
 }
 
+/// Item 10, Kata 1.x on a host without KVM: `kata-runtime create`'s first lines (`loaded
+/// configuration`, …) and its QEMU launcher's `Unable to launch …: exit status 1` with
+/// QEMU's `Could not access KVM kernel module` name only `container=` (the sandbox's own
+/// id; the same pid's other lines name `sandbox=`): they join the boot, whose t0 is the
+/// first of them, and fail vm_create with QEMU's words and the KVM fix (was: unfinished
+/// from the first `sandbox=` line, the errors unread).
+#[test]
+fn kata1_runtime_lines_naming_the_container_fail_vm_create_without_kvm() {
+    let name = "r5-kata1-kvm-missing.journal";
+    for sandbox in [None, Some("7e3a90c1")] {
+        let r = assert_failed(
+            name,
+            sandbox,
+            "vm_create",
+            "QEMU's last error: Could not access KVM kernel module",
+            "modprobe kvm_intel",
+        );
+        assert!(
+            r.t0.as_deref()
+                .is_some_and(|t| t.starts_with("2019-03-14T08:12:03.118407")),
+            "{:?}",
+            r.t0
+        );
+        // the kubelet's line and containerd's CRI error naming no sandbox id
+        assert_eq!(r.stats.unrecognized, 2, "{}", text(&r));
+        assert_eq!(r.stats.events, 10);
+    }
+}
+
 /// Item 10, Kata 1.x with a guest that never started its agent: `kata-runtime`'s fatal
 /// `Failed to check if grpc server is working: … context deadline exceeded` names only
 /// `container=`: failed at agent_connect, 30.7 s in, vm_create timed from the runtime's
@@ -56,6 +85,37 @@ fn kata1_grpc_deadline_naming_the_container_fails_agent_connect() {
     let f = r.state.failure.as_ref().unwrap();
     assert!((f.at_s.unwrap() - 30.709).abs() < 0.01, "{:?}", f.at_s);
     assert_eq!(r.stats.unrecognized, 1, "{}", text(&r));
+}
+
+/// Item 11, kata-containers' Go shim (3.x, +02:00, `kata[PID]` and `containerd[PID]`
+/// copies): QEMU's stderr at level=error with `qemuPid=` (an assertion), `Failed to
+/// negotiate QMP Capabilities` with `exiting QMP loop, command cancelled`, `Cannot start
+/// VM`, then the stop path's warning that qmp.sock is gone: a failed vm_create naming
+/// QEMU's own last error (was: failed at sandbox_start, by containerd's CRI error alone —
+/// "the sandbox failed to start"; without that line, unfinished).
+#[test]
+fn qemu_dying_in_the_qmp_handshake_fails_vm_create_in_its_words() {
+    let r = assert_failed(
+        "r5-qmp-handshake-assert.journal",
+        None,
+        "vm_create",
+        "QEMU's last error: qemu-system-x86_64: ../hw/pci/pcie.c:698: pcie_cap_slot_init: Assertion",
+        "QMP handshake",
+    );
+    let f = r.state.failure.as_ref().unwrap();
+    assert!(
+        f.message
+            .starts_with("Failed to negotiate QMP Capabilities"),
+        "{}",
+        f.message
+    );
+    assert!(
+        r.findings[0].text.contains("Assertion"),
+        "{}",
+        r.findings[0].text
+    );
+    assert_eq!(r.stats.duplicates, 7);
+    assert_eq!(r.sandbox.as_deref(), Some("qmp-assert-5"));
 }
 
 /// Item 12, a Jenkins job's console (timestamper's `HH:MM:SS ` in UTC) holding
