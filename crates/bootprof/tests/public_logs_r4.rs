@@ -271,11 +271,10 @@ fn arm64_boot_cut_off_before_the_agent_is_unfinished() {
 
 /// kata-containers/runtime#1745 (Kata 1.x, `kata-collect-data` output, +02:00): the
 /// runtime's `Unable to launch …/nemu-system-x86_64: exit status 1` and QEMU's hugepage
-/// error name only `container=`, not `sandbox=`: not read yet, so the boot reads as
-/// unfinished. Kept as the case to fix (Kata 1.x lines naming their sandbox only as the
-/// container they create).
+/// error name only `container=`, not `sandbox=`: they join the sandbox their pid names
+/// (`load sandbox devices failed … sandbox=`), and the boot fails at vm_create in QEMU's
+/// words (was: unfinished, until issue 37).
 #[test]
-#[ignore = "Kata 1.x kata-runtime lines naming only container= are not read (docs/sources.md, fourth collection)"]
 fn kata1_runtime_lines_naming_only_the_container_fail_at_vm_create() {
     assert_failed(
         "r4-kata1-nemu-hugepages.log",

@@ -53,6 +53,8 @@ pub struct ErrorLine {
     pub error: Option<String>,
     /// `vfio-device-BDF=`: the host device a VFIO hot-plug line is about.
     pub device: Option<String>,
+    /// A line of QEMU's own stderr, relayed by the shim ([`crate::parse::ingest::HostLine::qemu`]).
+    pub qemu: bool,
 }
 
 /// What QEMU's (or Cloud Hypervisor's) messages of a VFIO device they could not attach
@@ -82,8 +84,11 @@ const VFIO_FAILURES: [&str; 10] = [
 /// Firecracker driver's `Failed to connect to firecrackerinstance`
 /// (kata-containers/runtime#1123), and runtime-rs's QEMU monitor that never answered:
 /// `timed out waiting for QMP ready` in the error chain, `couldn't initialise QMP` in the
-/// shim's log (kata-containers#13084, #13395).
-const VM_START_FAILURES: [&str; 7] = [
+/// shim's log (kata-containers#13084, #13395); the Go shim's QEMU that exited during the QMP
+/// handshake, `Failed to negotiate QMP capabilities` (`qemu.go`'s `qmpCapErrMsg`, written
+/// `Capabilities` before 3.x) and the sandbox's `Cannot start VM`; QEMU's own `Could not
+/// access KVM kernel module` and `failed to initialize KVM` (a host without KVM).
+const VM_START_FAILURES: [&str; 11] = [
     "unable to map backing store for guest ram",
     "cannot set up guest memory",
     "unable to launch ",
@@ -91,6 +96,10 @@ const VM_START_FAILURES: [&str; 7] = [
     "failed to connect to firecrackerinstance",
     "timed out waiting for qmp ready",
     "couldn't initialise qmp",
+    "failed to negotiate qmp capabilities",
+    "cannot start vm",
+    "could not access kvm kernel module",
+    "failed to initialize kvm",
 ];
 
 /// What a shim that never reached the kata-agent says (lowercase): Kata 1.x's `Failed to
@@ -498,6 +507,7 @@ pub fn collect(events: &[&Event], axis: &Axis) -> Facts {
                         msg: h.msg.clone(),
                         error: h.error.clone(),
                         device: h.device.clone(),
+                        qemu: h.qemu,
                     });
                 }
             }

@@ -18,7 +18,12 @@ fn fix_for_failure(step: &str, r: &Report) -> String {
         "cold_plug" => "The pod asks for CDI devices the host cannot resolve: check the host's CDI specs (/var/run/cdi, the device plugin or `nvidia-ctk cdi generate`) name the devices requested (`nvidia.com/gpu=…`, `nvidia.com/pgpu=…`), and that the GPUs are bound to vfio-pci.".into(),
         "cdi_wait" => format!("The guest never produced the CDI specs{limit}: look in the guest console for the NVIDIA driver failing to load or bind a GPU and for NVRC / nvidia-ctk errors; a boot that is only slow needs a larger CDI timeout or a shorter gpu_driver_init."),
         "vfio_hotplug" => vfio_fix(r.state.failure.as_ref().map_or("", |f| f.summary.as_str())),
-        "vm_create" => vm_start_fix(r.state.failure.as_ref().map_or("", |f| f.message.as_str())),
+        "vm_create" => vm_start_fix(
+            &r.state
+                .failure
+                .as_ref()
+                .map_or(String::new(), |f| format!("{} {}", f.message, f.summary)),
+        ),
         "agent_connect" => "The shim could not reach the kata-agent: look in the guest console for how far the guest got (a kernel panic, init or the agent failing to start); on the host check vsock (`modprobe vhost_vsock`, /dev/vhost-vsock; a nested host without vsock needs Kata 1.x's proxy or use_vsock = false); a guest that is only slow needs a larger dial_timeout.".into(),
         "create_container" if !r.state.failure.as_ref().is_some_and(|f| f.summary.contains("timed out")) => "The kata-agent refused the container: see its error as logged (a rootfs or volume mount that failed in the guest, a device or CDI spec it could not apply); the VM itself booted.".into(),
         "create_container" => "Raise the runtime's create_container_timeout, or shorten the boot (see the phases); if the agent was still waiting for CDI specs, fix that first.".into(),
@@ -26,7 +31,8 @@ fn fix_for_failure(step: &str, r: &Report) -> String {
     }
 }
 
-/// What to do about a hypervisor that did not start, by its error (`message`).
+/// What to do about a hypervisor that did not start, by its error and what QEMU said
+/// (`message`: the failure's message and summary).
 fn vm_start_fix(message: &str) -> String {
     let m = message.to_ascii_lowercase();
     if m.contains("backing store")
@@ -34,8 +40,12 @@ fn vm_start_fix(message: &str) -> String {
         || m.contains("cannot allocate memory")
     {
         "QEMU could not allocate the guest's RAM: with enable_hugepages = true the host's pool must hold the VM's whole memory in free pages of its size, on the node the VM runs on: check HugePages_Free in /proc/meminfo and /sys/devices/system/node/node*/hugepages, raise vm.nr_hugepages (or reserve 1 GiB pages at boot: hugepagesz=1G hugepages=N), or lower the pod's memory; without hugepages the host is out of memory.".into()
+    } else if m.contains("kvm kernel module") || m.contains("failed to initialize kvm") {
+        "QEMU found no KVM on the host: load the module (`modprobe kvm_intel` or `kvm_amd`), check that /dev/kvm exists and the runtime may open it, that virtualization (VT-x/AMD-V) is enabled in the firmware and, on a host that is itself a VM, that nested virtualization is on (`kata-runtime kata-check`, `kata-runtime check` on 2.x and later, says which).".into()
     } else if m.contains("qmp ready") || m.contains("initialise qmp") {
         "QEMU's monitor did not answer in the time runtime-rs allows it, a fixed deadline rather than the configuration's VM-start timeout (about 50 s of retries since runtime-rs of January 2026, kata-containers#13343; a single 5 s read before): with VFIO devices QEMU maps the whole guest RAM for DMA before its monitor is up, which grows with the VM's memory and its GPUs. If QEMU was still working (no `qemu stderr:` lines saying why it stopped), give the VM less memory or back it with hugepages (fewer pages to pin: `vmtune boot estimate` sizes both); the deadline is runtime-rs's own.".into()
+    } else if m.contains("negotiate qmp capabilities") || m.contains("exiting qmp loop") {
+        "QEMU exited while the shim was opening its monitor (the QMP handshake), before the VM ran: QEMU's own last error, named above, says why. An assertion or abort is QEMU failing on what it was asked to build (a device, machine type, firmware or CPU option this QEMU does not support, or a QEMU bug: use the QEMU build the Kata release ships and compare its version); run the QEMU command line the shim logs by hand to see it fail.".into()
     } else {
         "The hypervisor did not start: see its error as logged (the binary the configuration names, /dev/kvm access, the kernel and image paths, the hypervisor's own log).".into()
     }

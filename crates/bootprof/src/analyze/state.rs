@@ -151,6 +151,17 @@ fn shim_failure(
     };
     let summary = if step == "vfio_hotplug" {
         vfio_summary(f, e)
+    } else if let Some(q) = qemu_last_error(f, started).filter(|_| step == "vm_create") {
+        // QEMU's own words say why it stopped: the shim's line says only that it did
+        let said = q.msg.trim().trim_end_matches('.').replace('\n', " / ");
+        if std::ptr::eq(q, e) {
+            format!("{summary}: {}", tail(&said))
+        } else {
+            format!(
+                "{summary}: {}; QEMU's last error: {said}",
+                tail(e.error.as_deref().unwrap_or(&e.msg))
+            )
+        }
     } else if unresolved {
         format!(
             "{summary} while the kata-agent was still waiting for the CDI specs: CDI never resolved ({} tries)",
@@ -172,6 +183,16 @@ fn shim_failure(
         at_s: at_s(e.m.t),
         line: Some(e.m.src.at(files)),
     })
+}
+
+/// The last line of QEMU's own stderr the shim relayed at level=error before the container
+/// `started` (its warnings aside): why the hypervisor stopped, in its words.
+fn qemu_last_error(f: &Facts, started: Option<Mark>) -> Option<&ErrorLine> {
+    f.errors
+        .iter()
+        .filter(|q| q.qemu && started.is_none_or(|s| q.m.t <= s.t))
+        .filter(|q| !q.msg.to_ascii_lowercase().contains(": warning:"))
+        .max_by_key(|q| q.m.t)
 }
 
 /// "hot-plugging VFIO device 0000:1a:00.0 into the VM failed: group 40 is not viable": the

@@ -59,6 +59,13 @@ pub struct JournalRef<'a> {
     /// `name=kata-proxy … source=agent` lines ([`JournalRef::proxy_console`]).
     pub name: Option<RawValue<'a>>,
     pub source: Option<RawValue<'a>>,
+    /// `container=`: Kata 1.x's `kata-runtime` names only the container on some of its
+    /// lines (the sandbox's own id for the sandbox's container).
+    pub container: Option<RawValue<'a>>,
+    /// `subsystem=`: Kata 1.x relays QEMU's stderr under `subsystem=qmp`.
+    pub subsystem: Option<RawValue<'a>>,
+    /// `qemuPid=`: the Go shim (2.x on) relays each line of QEMU's stderr with it.
+    pub qemu_pid: Option<RawValue<'a>>,
     /// The `vmconsole=` value's kata-agent record, when [`parse_ref_into`] read it straight
     /// from the quoted text (and so left the unquoted console text empty).
     pub(crate) vmconsole_agent: Option<crate::parse::agent::Raw<'a>>,
@@ -344,6 +351,9 @@ fn parse_ref_with<'a>(
         device: None,
         name: None,
         source: None,
+        container: None,
+        subsystem: None,
+        qemu_pid: None,
         vmconsole_agent: None,
         time_text: None,
     };
@@ -373,6 +383,9 @@ fn parse_ref_with<'a>(
             "id" => id = Some(v),
             "name" => out.name = Some(v),
             "source" => out.source = Some(v),
+            "container" => out.container = Some(v),
+            "subsystem" => out.subsystem = Some(v),
+            "qemuPid" => out.qemu_pid = Some(v),
             _ => {}
         }
     }
@@ -458,7 +471,54 @@ pub(crate) type Prefixed<'a> = (
 /// 2025-11-20 16:25:32 UTC`), then `host ident[pid]: message`. Lines without a
 /// recognisable prefix return the whole line.
 pub(crate) fn split_prefix(line: &str) -> Prefixed<'_> {
-    split_short(line).unwrap_or_else(|| split_prefix_words(line))
+    if let Some(p) = split_short(line) {
+        return p;
+    }
+    let p = split_prefix_words(line);
+    if p.0.is_some() {
+        return p;
+    }
+    // a CI runner's clock before the journald prefix: the prefix and `time=` are the truth
+    match ci_clock(line) {
+        Some(rest) => {
+            let q = split_short(rest).unwrap_or_else(|| split_prefix_words(rest));
+            if q.0.is_some() {
+                q
+            } else {
+                p
+            }
+        }
+        None => p,
+    }
+}
+
+/// The text after a CI runner's clock that a job's log puts before each line it prints —
+/// Jenkins' timestamper `HH:MM:SS ` (also `HH:MM:SS.mmm `, `[HH:MM:SS] `), GitHub Actions'
+/// `2025-11-20T16:25:32.1234567Z ` — when the line starts with one (the runner's clock, not
+/// the host's: its time is not read).
+pub(crate) fn ci_clock(line: &str) -> Option<&str> {
+    let (word, rest) = line.split_once(' ')?;
+    let inner = word
+        .strip_prefix('[')
+        .and_then(|w| w.strip_suffix(']'))
+        .unwrap_or(word);
+    let (hms, frac) = inner
+        .split_once(['.', ','])
+        .map_or((inner, ""), |(h, f)| (h, f));
+    // `10:21:47`, or `9:21:47` with a one-digit hour
+    let b = hms.as_bytes();
+    let short_hour = b.len() == 7
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 1 || i == 4 {
+                *c == b':'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    let clock =
+        ((b.len() == 8 && is_hms(hms)) || short_hour) && frac.bytes().all(|c| c.is_ascii_digit());
+    (clock || (inner == word && parse_rfc3339(word).is_some()))
+        .then(|| rest.trim_start_matches(' '))
 }
 
 /// The common case of [`split_prefix`] in one pass over the prefix's bytes: journald's
@@ -615,7 +675,7 @@ fn split_prefix_words(line: &str) -> Prefixed<'_> {
 
 /// Iterator over logfmt `key=value` pairs of the keys the timeline reads (`time`, `level`,
 /// `msg`, `sandbox`, `pid`, `error`, `vmconsole`, `vfio-device-BDF`, `id`, `name`,
-/// `source`); values may be Go-quoted. Every quoted
+/// `source`, `container`, `subsystem`, `qemuPid`); values may be Go-quoted. Every quoted
 /// value is checked (an unterminated one, or a bad escape, is an error whatever its key),
 /// but none is copied.
 pub struct LogfmtIter<'a, 'b> {
@@ -731,6 +791,9 @@ impl<'a> Iterator for LogfmtIter<'a, '_> {
                 "id" => "id",
                 "name" => "name",
                 "source" => "source",
+                "container" => "container",
+                "subsystem" => "subsystem",
+                "qemuPid" => "qemuPid",
                 _ => continue,
             };
             return Some(Ok((k, value)));
@@ -1190,6 +1253,40 @@ mod tests {
         for c in &cases {
             assert_eq!(quote_or_backslash(c), naive(c), "{c:?}");
         }
+    }
+
+    /// A CI runner's clock before the journald prefix (Jenkins' timestamper, with or
+    /// without brackets and milliseconds; GitHub Actions' RFC 3339 stamp): the prefix and the
+    /// line are read as without it; a clock before anything else is not a prefix.
+    #[test]
+    fn ci_runner_clocks_before_the_prefix() {
+        let line = r#"Dec 02 10:41:50 ci kata-runtime[14410]: time="2019-12-02T10:41:50.114082731+01:00" level=info msg="Starting VM" name=kata-runtime pid=14410 sandbox=ab12"#;
+        let want = parse_line(line).unwrap().unwrap();
+        for clock in [
+            "09:41:52 ",
+            "9:41:52  ",
+            "[09:41:52] ",
+            "09:41:52.731 ",
+            "[09:41:52.731] ",
+            "2019-12-02T09:41:52.7310422Z ",
+        ] {
+            let got = parse_line(&format!("{clock}{line}")).unwrap().unwrap();
+            assert_eq!(got, want, "{clock:?}");
+            assert!(
+                crate::parse::scan::journald_prefix(format!("{clock}{line}").as_bytes()),
+                "{clock:?}"
+            );
+        }
+        for not in [
+            "09:41:52 hello",
+            "09:41:5 Dec 02 10:41:50 ci k[1]: x",
+            "25:99 x",
+        ] {
+            assert_eq!(split_prefix(not).0, None, "{not}");
+        }
+        assert!(!crate::parse::scan::journald_prefix(
+            b"09:41:52 + sudo journalctl"
+        ));
     }
 
     #[test]

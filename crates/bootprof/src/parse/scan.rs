@@ -35,9 +35,13 @@ fn naming(b: &[u8], at: usize) -> Option<(bool, usize)> {
 
 /// A journald-prefixed line that names no sandbox by key or in a CRI error, but by
 /// containerd's `msg="StopPodSandbox for \"ID\""`, `msg="[cleaning up after ]shim
-/// disconnected" id=ID` or (v2.1.1 on) `msg="cleaning up dead shim" id=ID`: where its id starts; a Kata 1.x `kata-proxy[PID]` line and a
-/// runtime-rs `kata[PID]` line (not logfmt) that name none are kept whatever the wanted
-/// sandbox (their end: no id). Looked for only in lines that would otherwise be another
+/// disconnected" id=ID` or (v2.1.1 on) `msg="cleaning up dead shim" id=ID`: where its id
+/// starts; a Kata 1.x `kata-runtime[PID]` line (or a Go shim's `kata[PID]` one) naming only
+/// `container=ID`: where that id starts (the reader joins it to the sandbox of that id its
+/// pid names); a Kata 1.x `kata-proxy[PID]` line, a runtime-rs `kata[PID]` line (not
+/// logfmt) and the Go shim's agent client's lines (`name=agent-client`, under `kata[PID]`
+/// or `containerd[PID]`) that name none are kept whatever the wanted sandbox (their end: no
+/// id). Looked for only in lines that would otherwise be another
 /// unit's, by their journald identifier first (in the prefix: a kubelet's line costs two
 /// searches of its first bytes).
 fn stop_naming(line: &[u8]) -> Option<usize> {
@@ -48,6 +52,10 @@ fn stop_naming(line: &[u8]) -> Option<usize> {
         LazyLock::new(|| memmem::Finder::new(b" containerd"));
     static MSG: LazyLock<memmem::Finder<'static>> =
         LazyLock::new(|| memmem::Finder::new(b" msg=\""));
+    static CONTAINER: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" container="));
+    static AGENT_CLIENT: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b" name=agent-client"));
     const STOP: &[u8] = b"StopPodSandbox for \\\"";
     const GONE: &[u8] = b"shim disconnected\" id=";
     const CLEAN: &[u8] = b"cleaning up after shim disconnected\" id=";
@@ -65,12 +73,34 @@ fn stop_naming(line: &[u8]) -> Option<usize> {
             // file's
             return Some(line.len());
         }
+        if ident.starts_with(b"-runtime[") {
+            // Kata 1.x's runtime: its agent client's lines are kept, and a line that names
+            // only `container=` may be its sandbox's own (the reader joins either to the
+            // sandbox its pid names): filtered by that id
+            if AGENT_CLIENT.find(ident).is_some() {
+                return Some(line.len());
+            }
+            let at = line.len() - ident.len();
+            return CONTAINER
+                .find(ident)
+                .map(|i| at + i + CONTAINER.needle().len());
+        }
         if ident.first() == Some(&b'[') {
             // the Rust shim (runtime-rs) names its sandbox only in passing: its lines are
             // kept (the reader learns the sandbox of its pid); the Go shim's logfmt under the
-            // same identifier names it by key
+            // same identifier names it by key, but for its agent client's lines (kept: the
+            // reader joins them to their pid's sandbox) and lines naming only `container=`
             let msg = ident.get(memmem::find(ident, b"]: ")? + 3..)?;
-            return (!msg.starts_with(b"time=")).then_some(line.len());
+            if !msg.starts_with(b"time=") {
+                return Some(line.len());
+            }
+            if AGENT_CLIENT.find(msg).is_some() {
+                return Some(line.len());
+            }
+            let at = line.len() - msg.len();
+            return CONTAINER
+                .find(msg)
+                .map(|i| at + i + CONTAINER.needle().len());
         }
     }
     let unit = CONTAINERD.find(head)? + b" containerd".len();
@@ -101,7 +131,8 @@ fn stop_naming(line: &[u8]) -> Option<usize> {
     } else if msg.starts_with(DEAD) {
         Some(at + DEAD.len())
     } else {
-        None
+        // a copy of the Go shim's agent client's line (its pid's sandbox's, for the reader)
+        AGENT_CLIENT.find(msg).map(|_| line.len())
     }
 }
 
@@ -306,6 +337,36 @@ pub(crate) fn console_census(data: &[u8], out: &mut Vec<(Vec<u8>, u64)>) {
 /// Does the line start with a journald short / short-iso prefix (`Nov 20 16:25:32 ` or
 /// `2025-11-20T16:25:32`)? Byte-level and cheap: used to skip other units' lines.
 pub(crate) fn journald_prefix(b: &[u8]) -> bool {
+    journald_prefix_bare(b) || ci_clock(b).is_some_and(journald_prefix_bare)
+}
+
+/// What follows a CI runner's clock before a line (Jenkins' timestamper `HH:MM:SS `,
+/// `HH:MM:SS.mmm `, `[HH:MM:SS] `), as [`crate::parse::journal::ci_clock`] reads it; GitHub
+/// Actions' RFC 3339 clock reads as a short-iso prefix already.
+fn ci_clock(b: &[u8]) -> Option<&[u8]> {
+    let b = b.strip_prefix(b"[").unwrap_or(b);
+    let hour = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let rest = match (hour, b.get(hour..)?) {
+        (1 | 2, [b':', m0, m1, b':', s0, s1, rest @ ..])
+            if [m0, m1, s0, s1].iter().all(|c| c.is_ascii_digit()) =>
+        {
+            rest
+        }
+        _ => return None,
+    };
+    let rest = match rest {
+        [b'.' | b',', rest @ ..] => {
+            let n = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+            rest.get(n..)?
+        }
+        _ => rest,
+    };
+    let rest = rest.strip_prefix(b"]").unwrap_or(rest);
+    let spaces = rest.iter().take_while(|c| **c == b' ').count();
+    (spaces > 0).then(|| rest.get(spaces..)).flatten()
+}
+
+fn journald_prefix_bare(b: &[u8]) -> bool {
     // `1月 19 21:11:37 `, `11월 20 …` (CJK locales): one or two digits, 月 or 월, a space
     let cjk = |rest: &[u8]| {
         matches!(rest, [0xE6, 0x9C, 0x88, b' ', d0, d1, b' ', ..] | [0xEC, 0x9B, 0x94, b' ', d0, d1, b' ', ..]

@@ -146,6 +146,9 @@ pub struct HostLine {
     pub error: Option<String>,
     /// `vfio-device-BDF=`: the host device a VFIO hot-plug line is about.
     pub device: Option<String>,
+    /// QEMU's own output relayed by the shim: a line of its stderr (`qemuPid=`, the Go
+    /// shim 2.x on; Kata 1.x's `subsystem=qmp` error after `Unable to launch …`).
+    pub qemu: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -447,6 +450,8 @@ pub use template::agrees as template_agrees;
 type Scanned<'a> = (Counts, Vec<(Kept, Item<'a>)>);
 
 /// A kept line of a scanned block, parsed; or lines a template read one after another.
+/// (`Line` is nearly every item: boxing it would cost an allocation a kept line.)
+#[allow(clippy::large_enum_variant)]
 enum Item<'a> {
     Line(Parsed<'a>),
     Templated(Box<TemplatedRun<'a>>),
@@ -604,6 +609,14 @@ pub struct Ingester {
     /// the shim's lines before a naming are that sandbox's (a pid reused by a later shim
     /// names another), its lines after the last naming the last one's.
     shim_names: HashMap<(u32, u32), Vec<(usize, String)>>,
+    /// The sandboxes (indexes into [`Ingest::sandboxes`]) each Go shim or Kata 1.x runtime
+    /// process (file, pid) names by `sandbox=`: what its lines that name none join.
+    pid_names: HashMap<(u32, u32), Vec<u32>>,
+    /// The (file, pid, sandbox) recorded last in `pid_names` (a shim's lines come in runs).
+    last_named: Option<(u32, u32, u32)>,
+    /// Events of lines that join their pid's sandbox ([`PidJoin`]) read before the pid
+    /// named it: (event index, the container id the line names), placed by `finish`.
+    pending: Vec<(usize, Option<String>)>,
 }
 
 /// A journald prefix's time: a complete instant, or a local one (no year, no zone).
@@ -670,6 +683,9 @@ impl Ingester {
             tallies: [None; 2],
             seen: Seen::default(),
             shim_names: HashMap::new(),
+            pid_names: HashMap::new(),
+            last_named: None,
+            pending: Vec::new(),
         }
     }
 
@@ -1204,6 +1220,7 @@ impl Ingester {
                     same_sandbox: passes,
                     loose: false,
                     shim: false,
+                    join: None,
                 };
                 self.templated(at.src(file, &k), &head, (v.ts, v.dup), kind);
             }
@@ -1362,6 +1379,7 @@ impl Ingester {
             same_sandbox: j.same_sandbox,
             loose: j.loose,
             shim: j.shim,
+            join: j.join.as_deref(),
         };
         let Some((sandbox, pid, stamp)) = self.journal_head(src, &head)? else {
             return Ok(());
@@ -1370,6 +1388,14 @@ impl Ingester {
         // its block reuse those lookups (`Repeats`)
         if self.is_copy(j.dup) {
             return Ok(());
+        }
+        if let (None, Some(join)) = (sandbox, j.join.as_deref()) {
+            // its pid names no sandbox yet: placed once the whole input is read
+            let container = match join {
+                PidJoin::Any => None,
+                PidJoin::Container(c) => Some(c.to_string()),
+            };
+            self.pending.push((self.out.events.len(), container));
         }
         let line = match j.body {
             JournalBody::Console(c) => {
@@ -1382,6 +1408,7 @@ impl Ingester {
                 is_error: false,
                 error: None,
                 device: None,
+                qemu: false,
             },
             JournalBody::Host(h) => h,
             // `parse_str` skips only lines of no sandbox or of another one, seen above
@@ -1414,7 +1441,12 @@ impl Ingester {
                 names.push((at, sb.to_string()));
             }
         }
-        if !passes_want(self.opts.want(), j.sandbox) {
+        // a line naming only its container is filtered by that id: the sandbox it may join
+        let named = j.sandbox.or(match j.join {
+            Some(PidJoin::Container(c)) => Some(c.as_ref()),
+            _ => None,
+        });
+        if !passes_want(self.opts.want(), named) {
             self.out.stats.other_sandbox += 1;
             return Ok(None);
         }
@@ -1429,6 +1461,9 @@ impl Ingester {
         }
         self.tally_zones(local, j.time, j.time_zone);
         let host = j.time.or(abs);
+        if let (None, Some(join), Some(p)) = (j.sandbox, j.join, j.pid) {
+            return self.joined(src, p, join, (host, local));
+        }
         // a runtime-rs line naming no sandbox: its shim's, once the shim named it (looked
         // up aside from `last_sandbox`, which the next line's `same_sandbox` refers to)
         if let (None, true, Some(p)) = (j.sandbox, j.shim, j.pid) {
@@ -1468,12 +1503,59 @@ impl Ingester {
             _ => self.intern(sb),
         });
         let pid = j.pid;
+        if let (Some(i), Some(p), false) = (sandbox, pid, j.shim || j.loose) {
+            self.name_pid(src.file, p, i);
+        }
         if let Some(t) = host {
             self.check_host((src.file, sandbox, pid), t)?;
         }
         // a line with a complete time needs no prefix; one without keeps it for the analysis
         let stamp = (host, if host.is_none() { local } else { None });
         Ok(Some((sandbox, pid, stamp)))
+    }
+
+    /// Record that process `pid` of `file` named sandbox `sandbox` (an index).
+    fn name_pid(&mut self, file: u32, pid: u32, sandbox: u32) {
+        if self.last_named == Some((file, pid, sandbox)) {
+            return;
+        }
+        self.last_named = Some((file, pid, sandbox));
+        let list = self.pid_names.entry((file, pid)).or_default();
+        if !list.contains(&sandbox) {
+            list.push(sandbox);
+        }
+    }
+
+    /// The sandbox process `pid` of `file` named by key that a line joining it
+    /// ([`PidJoin`]) joins, if it named it yet.
+    fn pid_sandbox(&self, file: u32, pid: u32, join: &PidJoin<'_>) -> Option<u32> {
+        let list = self.pid_names.get(&(file, pid))?;
+        match join {
+            PidJoin::Any => list.first().copied(),
+            PidJoin::Container(c) => list.iter().copied().find(|&i| {
+                self.out
+                    .sandboxes
+                    .get(i as usize)
+                    .is_some_and(|s| s == c.as_ref())
+            }),
+        }
+    }
+
+    /// A line that names no sandbox and joins its process's ([`PidJoin`]): that sandbox's
+    /// when the pid named it already, else one without a sandbox yet (`finish` places it).
+    fn joined(
+        &mut self,
+        src: SrcRef,
+        pid: u32,
+        join: &PidJoin<'_>,
+        (host, local): (Option<Nanos>, Option<LocalStamp>),
+    ) -> Result<Option<Applied>, Bad> {
+        let sandbox = self.pid_sandbox(src.file, pid, join);
+        if let Some(t) = host {
+            self.check_host((src.file, sandbox, Some(pid)), t)?;
+        }
+        let stamp = (host, if host.is_none() { local } else { None });
+        Ok(Some((sandbox, Some(pid), stamp)))
     }
 
     /// The sandbox shim `pid` of `file` named last: `Some(Some(index))` when it is wanted,
@@ -1528,8 +1610,51 @@ impl Ingester {
                 self.add_tally(which, done);
             }
         }
+        self.joined_lines();
         self.shims_lines();
         self.out
+    }
+
+    /// The lines read before their process named the sandbox they join ([`PidJoin`]): that
+    /// sandbox's, once it is named anywhere in the input; without one (a workload
+    /// container's line, a process that named none), they are unrecognised.
+    fn joined_lines(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let mut unplaced = Vec::new();
+        for (at, container) in pending {
+            let Some(e) = self.out.events.get(at) else {
+                continue;
+            };
+            let join = match &container {
+                None => PidJoin::Any,
+                Some(c) => PidJoin::Container(Cow::Borrowed(c)),
+            };
+            let found = e.pid.and_then(|p| self.pid_sandbox(e.src.file, p, &join));
+            match (found, self.out.events.get_mut(at)) {
+                (Some(i), Some(e)) => e.sandbox = Some(i),
+                _ => unplaced.push(at),
+            }
+        }
+        if unplaced.is_empty() {
+            return;
+        }
+        let mut next = unplaced.iter().copied().peekable();
+        let mut at = 0usize;
+        self.out.events.retain(|_| {
+            let i = at;
+            at += 1;
+            let drop = next.peek() == Some(&i);
+            if drop {
+                next.next();
+            }
+            !drop
+        });
+        let n = unplaced.len() as u64;
+        self.out.stats.events -= n;
+        self.out.stats.unrecognized += n;
     }
 
     /// A Rust shim's lines read before it named its sandbox (only they have a pid and no
@@ -1606,6 +1731,21 @@ struct JournalParsed<'a> {
     loose: bool,
     /// A runtime-rs line: `pid` is its shim's, whose sandbox is its sandbox.
     shim: bool,
+    /// A Go shim (or Kata 1.x runtime) line that names no sandbox but joins the one its
+    /// `pid` names on its other lines (boxed: rare, and a parsed line stays small).
+    join: Option<Box<PidJoin<'a>>>,
+}
+
+/// How a line that names no sandbox joins the sandbox its process names on other lines.
+#[derive(Debug, Clone)]
+enum PidJoin<'a> {
+    /// The Go shim's agent client (`name=agent-client pid=SHIM`, Cloud Hypervisor's hybrid
+    /// vsock dialer among them): one shim, one sandbox.
+    Any,
+    /// A line naming only `container=ID` (Kata 1.x's `kata-runtime create|run`, whose
+    /// sandbox= lines come from the same pid): the sandbox's own container, when the pid
+    /// names a sandbox of that id.
+    Container(Cow<'a, str>),
 }
 
 /// The fields of a containerd line that [`Ingester::journal_head`] reads.
@@ -1622,6 +1762,8 @@ struct Head<'b> {
     loose: bool,
     /// See [`JournalParsed::shim`].
     shim: bool,
+    /// See [`JournalParsed::join`].
+    join: Option<&'b PidJoin<'b>>,
 }
 
 /// A containerd line's sandbox id, shim pid and stamp (host time, or its prefix).
@@ -1840,11 +1982,19 @@ fn journal_body(j: &journal::JournalRef<'_>, console: &str) -> JournalBody {
     let is_error = j
         .level
         .is_some_and(|l| l.is("error") || l.is("fatal") || l.is("panic"));
+    let msg = j.msg.map(|m| m.get().into_owned()).unwrap_or_default();
+    // Kata 1.x's QEMU launcher logs `Unable to launch PATH: exit status N`, then QEMU's
+    // stderr, both at level=error under `subsystem=qmp`
+    let qemu = j.qemu_pid.is_some()
+        || (is_error
+            && j.subsystem.is_some_and(|s| s.is("qmp"))
+            && !msg.starts_with("Unable to launch "));
     JournalBody::Host(HostLine {
-        msg: j.msg.map(|m| m.get().into_owned()).unwrap_or_default(),
+        msg,
         is_error,
         error: j.error.map(|e| e.get().into_owned()),
         device: j.device.map(|d| d.get().into_owned()),
+        qemu,
     })
 }
 
@@ -1895,9 +2045,14 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
                 // not a shim's (its lines join their sandbox's boot)
                 let proxy = j.proxy_console();
                 let loose = proxy.is_some() && j.sandbox.is_none();
+                let join = pid_join(&j, proxy.is_some());
                 // the payload is read only for a line of a wanted sandbox
-                let wanted =
-                    loose || (j.sandbox.is_some() && passes_want(want, j.sandbox.as_deref()));
+                let wanted = loose
+                    || match join.as_deref() {
+                        Some(PidJoin::Any) => true,
+                        Some(PidJoin::Container(c)) => passes_want(want, Some(c)),
+                        None => j.sandbox.is_some() && passes_want(want, j.sandbox.as_deref()),
+                    };
                 let body = match (&proxy, wanted) {
                     (_, false) => JournalBody::Skipped,
                     (Some(text), true) => console_body(text),
@@ -1918,6 +2073,7 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
                     dup,
                     loose,
                     shim: false,
+                    join,
                 });
             }
             Ok(None) => {}
@@ -1967,6 +2123,20 @@ fn parse_str<'a>(s: &'a str, want: Option<&str>, buf: &mut String) -> Parsed<'a>
     Parsed::Unrecognized
 }
 
+/// How a logfmt line that names no sandbox joins its process's ([`PidJoin`]): a shim line
+/// (not a console payload, not a proxy's) with a `pid=`, of the Go shim's agent client or
+/// naming only `container=`.
+fn pid_join<'a>(j: &journal::JournalRef<'a>, proxy: bool) -> Option<Box<PidJoin<'a>>> {
+    if j.sandbox.is_some() || j.pid.is_none() || j.vmconsole.is_some() || proxy {
+        return None;
+    }
+    if j.name.is_some_and(|n| n.is("agent-client")) {
+        return Some(Box::new(PidJoin::Any));
+    }
+    let c = j.container?.get();
+    (!c.is_empty()).then(|| Box::new(PidJoin::Container(c)))
+}
+
 /// A runtime-rs line ([`runtime_rs`]): its console line or agent record read as a
 /// `vmconsole=` payload is, its own message as a shim line. A line that names its sandbox
 /// teaches the reader its shim's pid; one that does not is the pid's sandbox's, or, before
@@ -1995,6 +2165,7 @@ fn runtime_rs_line<'a>(
                 is_error: priority.map_or_else(|| runtime_rs::is_failure(m), |p| p <= 3),
                 error: None,
                 device: None,
+                qemu: false,
             }),
         }
     };
@@ -2011,6 +2182,7 @@ fn runtime_rs_line<'a>(
         same_sandbox: false,
         dup: None,
         shim: true,
+        join: None,
     })
 }
 
@@ -2052,6 +2224,12 @@ fn rehosted<'a>(
             dup: j.dup,
             loose: j.loose,
             shim: j.shim,
+            join: j.join.map(|p| {
+                Box::new(match *p {
+                    PidJoin::Any => PidJoin::Any,
+                    PidJoin::Container(c) => PidJoin::Container(Cow::Owned(c.into_owned())),
+                })
+            }),
         }),
         _ => Parsed::Unrecognized,
     }
@@ -2558,6 +2736,59 @@ mod tests {
             }
             let opts = Options { sandbox: sandbox_choice(sandbox) };
             check_paths(&data, &opts, cap, block, threads);
+        }
+    }
+
+    /// Lines naming no sandbox join the one their pid names by key, before or after it
+    /// does: the Go shim's agent client's, and a runtime's naming only the sandbox's own
+    /// container; a workload container's line, and an agent client of a pid that names
+    /// none, stay unrecognised; `--sandbox` keeps them with their sandbox; every way of
+    /// reading agrees.
+    #[test]
+    fn unnamed_lines_join_the_sandbox_their_pid_names() {
+        let l = |t: &str, rest: &str| {
+            format!("Nov 20 16:25:{t} h kata-runtime[5]: time=\"2025-11-20T16:25:{t}Z\" level=info {rest}\n")
+        };
+        let data = [
+            l("01", "msg=\"loaded configuration\" command=create container=sb1 name=kata-runtime pid=5 source=katautils"),
+            l("02", "msg=\"new request\" name=agent-client pid=5 source=agent-client"),
+            l("03", "msg=\"new request\" name=agent-client pid=9 source=agent-client"),
+            l("04", "msg=\"Starting VM\" command=create container=sb1 name=kata-runtime pid=5 sandbox=sb1 source=virtcontainers"),
+            l("05", "msg=\"created\" command=create container=wk2 name=kata-runtime pid=5 source=katautils"),
+            l("06", "msg=\"exit\" command=create container=sb1 name=kata-runtime pid=5 source=runtime"),
+        ]
+        .concat();
+        let ing = ingest_str("t", &data, Options::default());
+        let sb: Vec<Option<&str>> = ing
+            .events
+            .iter()
+            .map(|e| {
+                e.sandbox
+                    .and_then(|i| ing.sandboxes.get(i as usize))
+                    .map(String::as_str)
+            })
+            .collect();
+        assert_eq!(sb, vec![Some("sb1"); 4]);
+        assert_eq!(
+            ing.events.iter().map(|e| e.src.line).collect::<Vec<_>>(),
+            vec![1, 2, 4, 6]
+        );
+        assert_eq!((ing.stats.unrecognized, ing.stats.events), (2, 4));
+        let other = ingest_str(
+            "t",
+            &data,
+            Options {
+                sandbox: Some("zz".into()),
+            },
+        );
+        assert!(other.events.is_empty(), "{:?}", other.events);
+        for k in 0..4 {
+            let opts = Options {
+                sandbox: [None, Some("sb1"), Some("zz"), Some("wk")][k].map(str::to_string),
+            };
+            for (cap, block, threads) in [(1, 1, 4), (7, 64, 2), (4096, 100, 3)] {
+                check_paths(data.as_bytes(), &opts, cap, block, threads);
+            }
         }
     }
 

@@ -303,6 +303,7 @@ impl<'a> Template<'a> {
             dup: v.dup,
             loose: false,
             shim: false,
+            join: None,
         }
     }
 }
