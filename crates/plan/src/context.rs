@@ -134,13 +134,21 @@ impl Context {
         let held = crate::tenant::account(tenants, host)?;
         rationale.extend(held.rationale.iter().cloned());
         warnings.extend(held.warnings.iter().cloned());
-        let numa_known = !host.numa_nodes.is_empty();
-        if !numa_known {
+        // a kernel without NUMA support gets one inferred node from the loader: it has no
+        // memory policy to bind with, so the plan binds nothing there either
+        let numa_known = !host.numa_nodes.is_empty() && !host.numa_inferred;
+        if host.numa_inferred {
+            warnings.push(format!(
+                "the host ({}) runs a kernel without NUMA support (no /sys/devices/system/node): planning as one node, memory not bound",
+                host.source
+            ));
+        } else if !numa_known {
             warnings.push(format!(
                 "the host model ({}) has no NUMA information: planning as one node, memory not bound",
                 host.source
             ));
         }
+        warnings.extend(host.notes.iter().map(|n| format!("host model: {n}")));
         let caches = Caches::of(host);
         let mut cores = core_infos(host, &caches);
         let pu_core = pu_core_index(&cores);

@@ -291,3 +291,44 @@ fn emulator_takes_a_host_l3_core_off_node_rather_than_share_the_housekeeping() {
         .expect("emulator rationale");
     assert!(why.contains("no farther from the VM"), "{why}");
 }
+
+/// A kernel without NUMA support has no /sys/devices/system/node; the sysfs loader infers one
+/// node 0 with every PU and MemTotal (as hwloc does). The plan must not bind memory to it —
+/// such a kernel has no NUMA memory policy — and must say so, once.
+#[test]
+fn an_inferred_node_is_planned_without_binding_memory() {
+    use topo::{HugePages, MemoryKind, NumaNode, RawGroup, RawTopology};
+    let mut raw = RawTopology {
+        source: "sysfs:numa-less board".into(),
+        pus: topo::CpuSet::range(0, 4),
+        numa_inferred: true,
+        ..Default::default()
+    };
+    for c in 0..4 {
+        raw.cores.push(RawGroup {
+            os_index: Some(c),
+            cpus: [c].into_iter().collect(),
+        });
+    }
+    raw.numa_nodes.push(NumaNode {
+        os_index: 0,
+        cpus: topo::CpuSet::range(0, 4),
+        memory_bytes: Some(8 * GIB),
+        hugepages: vec![HugePages {
+            size_kb: 2048,
+            total: Some(0),
+            free: Some(0),
+        }],
+        memory_kind: MemoryKind::Dram,
+        free_bytes: None,
+    });
+    let host = raw.assemble().unwrap();
+    assert!(host.numa_inferred);
+    let p = plan_ok(&request(2, 2 * GIB), &host);
+    assert!(p.memory.host_nodes.is_empty(), "{:?}", p.memory);
+    assert!(
+        warned(&p, &["kernel without NUMA support", "memory not bound"]),
+        "{:?}",
+        p.warnings
+    );
+}
