@@ -28,6 +28,7 @@
 
 pub mod context;
 pub mod cost;
+pub mod definition;
 mod devices;
 pub mod emulator;
 mod features;

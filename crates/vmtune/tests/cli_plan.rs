@@ -924,7 +924,8 @@ fn the_guest_os_comes_from_the_domain() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(timers, ["rtc", "pit", "hpet", "hypervclock"]);
-    let first = p["rationale"][0].as_str().unwrap();
+    // after the line saying what of the request is the domain's own
+    let first = p["rationale"][1].as_str().unwrap();
     assert!(
         first.starts_with("guest OS windows from domain")
             && first.contains("libosinfo id http://microsoft.com/win/11"),
@@ -971,6 +972,137 @@ fn the_guest_os_comes_from_the_domain() {
             .filter(|l| l.contains("looks like a windows guest"))
             .count(),
         1,
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A Windows domain with a GeForce and its audio function as PCI hostdevs.
+const WIN10_WITH_GPU: &str = "<domain type='kvm'>
+  <name>win10</name>
+  <memory unit='KiB'>16777216</memory>
+  <vcpu placement='static'>12</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc-q35-8.2'>hvm</type>
+  </os>
+  <features>
+    <hyperv mode='custom'>
+      <relaxed state='on'/>
+    </hyperv>
+  </features>
+  <devices>
+    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <source>
+        <address domain='0x0000' bus='0x01' slot='0x00' function='0x0'/>
+      </source>
+    </hostdev>
+    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <source>
+        <address domain='0x0000' bus='0x01' slot='0x00' function='0x1'/>
+      </source>
+    </hostdev>
+  </devices>
+</domain>
+";
+
+fn plan_json(args: &[&str]) -> Value {
+    let mut all = vec!["plan", "--topology", "builtin", "--json"];
+    all.extend(args);
+    let o = run(&all);
+    assert!(o.status.success(), "{all:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("plan JSON")
+}
+
+/// The gamer's path: `plan --domain win10.xml` with nothing else plans the domain's own 12
+/// vCPUs, 16 GiB and GPU — the same plan as naming them all — with the KVM signature hidden
+/// and a Hyper-V vendor_id (the Code 43 guard). Before, --vcpus and --memory were required
+/// and the hostdev was ignored.
+#[test]
+fn the_domain_is_the_request() {
+    let (_d, path) = temp_file("win10.xml", WIN10_WITH_GPU.as_bytes());
+    let path = path.to_str().unwrap();
+    let own = plan_json(&["--domain", path]);
+    let flags = plan_json(&[
+        "--domain", path, "--gpu", "01:00.0", "--vcpus", "12", "--memory", "16G",
+    ]);
+    let strip = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("rationale");
+        v
+    };
+    assert_eq!(strip(own.clone()), strip(flags));
+    assert_eq!(own["request"]["vcpus"], 12);
+    assert_eq!(own["request"]["memory_bytes"], 16u64 << 30);
+    assert_eq!(own["request"]["name"], "win10");
+    assert_eq!(own["devices"][0]["bdf"], "0000:01:00.0");
+    assert_eq!(own["cpu_features"]["kvm_hidden"], true);
+    let hyperv = own["cpu_features"]["hyperv"].to_string();
+    assert!(hyperv.contains("vendor_id="), "{hyperv}");
+    let why = own["rationale"][0].as_str().unwrap();
+    assert!(
+        why.contains("12 vCPUs, 16 GiB, its PCI hostdevs 0000:01:00.0, 0000:01:00.1"),
+        "{why}"
+    );
+    // a shrink is a warning, on stderr when the output is a file to save
+    let o = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "--domain",
+        path,
+        "--vcpus",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--vcpus 4 shrinks domain") && stderr(&o).contains("from its 12 vCPUs"),
+        "{}",
+        stderr(&o)
+    );
+    // without a domain, the two sizes are needed: one line, exit 2
+    let o = run(&["plan", "--topology", "builtin", "--vcpus", "4"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--memory needed"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+}
+
+/// A defined domain named through libvirt (its test driver, a node file the test writes):
+/// read with `virsh dumpxml --inactive`, planned as a file is.
+#[test]
+fn a_defined_domain_is_named_through_libvirt() {
+    let test = "cli_plan::a_defined_domain_is_named_through_libvirt";
+    if std::process::Command::new("virsh")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        testkit::skip(test, "virsh is not installed (Debian: libvirt-clients)");
+        return;
+    }
+    let node = format!(
+        "<node>\n{}</node>\n",
+        WIN10_WITH_GPU.replace("<domain", "  <domain")
+    );
+    let (_d, path) = temp_file("node.xml", node.as_bytes());
+    let uri = format!("test://{}", path.display());
+    let own = plan_json(&["-c", &uri, "--domain", "win10"]);
+    assert_eq!(own["request"]["vcpus"], 12);
+    assert_eq!(own["devices"][0]["bdf"], "0000:01:00.0");
+    assert!(own["rationale"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("the request is domain win10's own"));
+    let o = run(&[
+        "plan",
+        "--topology",
+        "builtin",
+        "-c",
+        &uri,
+        "--domain",
+        "nosuch",
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("domain nosuch: not a file, and libvirt says"),
         "{}",
         stderr(&o)
     );

@@ -17,7 +17,7 @@ use bench::BenchError;
 use plan::layouts::{LayoutKind, Matrix};
 use plan::{GuestOs, HugepagePolicy, Plan, Request};
 
-use super::common::{parse_size, print_json, start_journal, HostArgs};
+use super::common::{parse_size, print_json, read_domain, start_journal, HostArgs};
 use super::plan::ProfileArg;
 
 /// Default journal of `bench matrix`.
@@ -144,23 +144,6 @@ impl Domains for VirshDomains {
 
 fn other(e: apply::ApplyError) -> BenchError {
     BenchError::Invalid(e.to_string())
-}
-
-/// The domain's XML: a file, or a defined domain's persistent definition.
-fn read_domain(arg: &str, virsh: &Virsh) -> Result<(String, bool)> {
-    let p = Path::new(arg);
-    if p.is_file() {
-        let xml = std::fs::read_to_string(p)
-            .with_context(|| format!("domain {}: cannot read", p.display()))?;
-        return Ok((xml, false));
-    }
-    if arg.contains('/') {
-        bail!("domain {arg}: no such file");
-    }
-    let xml = virsh
-        .dumpxml(arg, true)
-        .map_err(|e| anyhow::anyhow!("domain {arg}: not a file, and libvirt says: {e}"))?;
-    Ok((xml, true))
 }
 
 fn pins_of(p: &Plan) -> String {

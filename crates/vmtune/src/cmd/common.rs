@@ -112,6 +112,24 @@ pub fn start_journal(
     Ok((lock, journal))
 }
 
+/// The domain's XML: a file, or a defined domain's persistent definition; `true` when it
+/// came from libvirt.
+pub fn read_domain(arg: &str, virsh: &apply::libvirt::Virsh) -> Result<(String, bool)> {
+    let p = Path::new(arg);
+    if p.is_file() {
+        let xml = std::fs::read_to_string(p)
+            .with_context(|| format!("domain {}: cannot read", p.display()))?;
+        return Ok((xml, false));
+    }
+    if arg.contains('/') {
+        anyhow::bail!("domain {arg}: no such file");
+    }
+    let xml = virsh
+        .dumpxml(arg, true)
+        .map_err(|e| anyhow::anyhow!("domain {arg}: not a file, and libvirt says: {e}"))?;
+    Ok((xml, true))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

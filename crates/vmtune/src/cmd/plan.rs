@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _, Result};
+use plan::definition::{Definition, Given, Merged};
 use plan::{GuestOs, HugepagePolicy, Plan, Profile, Request, Tenant, ThreadPolicy};
 use topo::{CpuSet, Host};
 
-use super::common::{parse_size, print_json, HostArgs};
+use super::common::{parse_size, print_json, read_domain, HostArgs};
 
 /// Plan where a VM's vCPUs, emulator and I/O threads, memory and interrupts should live.
 ///
@@ -31,16 +32,18 @@ use super::common::{parse_size, print_json, HostArgs};
 pub struct Args {
     #[command(flatten)]
     pub host: HostArgs,
-    /// Number of vCPUs. With SMT they are pinned in sibling pairs (vCPU 2k, 2k+1 on one core)
-    /// or one per core, as --threads decides.
+    /// Number of vCPUs (default: the --domain's <vcpu>; fewer is warned about). With SMT they
+    /// are pinned in sibling pairs (vCPU 2k, 2k+1 on one core) or one per core, as --threads
+    /// decides.
     #[arg(long, value_name = "N")]
-    pub vcpus: u32,
+    pub vcpus: Option<u32>,
     /// Guest memory with a unit: 512M, 16G, 1T (1024-based; a bare number is refused: add a
-    /// unit, e.g. 4096M).
+    /// unit, e.g. 4096M). Default: the --domain's <memory>.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub memory: u64,
+    pub memory: Option<u64>,
     /// PCI device to pass through (BDF: 01:00.0 or 0000:01:00.0); repeat for several. The
-    /// other functions of a multi-function device and of its IOMMU group go with it.
+    /// other functions of a multi-function device and of its IOMMU group go with it. A
+    /// --domain's own PCI <hostdev>s are planned without it.
     #[arg(long = "gpu", value_name = "BDF")]
     pub gpus: Vec<String>,
     /// Workload: gaming (latency, single node), compute (GPU compute, single node near the
@@ -96,11 +99,17 @@ pub struct Args {
     /// memory: a lower SIZE reserves less (below 64M is refused). The VM stays --memory.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub kata_container_memory: Option<u64>,
-    /// Existing libvirt domain XML: the plan keeps its Hyper-V, KVM and hypervisor-bit
-    /// choices (and says where it must override them); with --emit libvirt (implied when no
-    /// other format is asked for) the whole domain is printed patched with the plan.
-    #[arg(long, value_name = "DOMAIN.xml")]
-    pub domain: Option<PathBuf>,
+    /// The VM to plan: a libvirt domain XML file, or the name of a domain libvirt has defined
+    /// (read with `virsh dumpxml --inactive`, never changed). Its vCPUs, memory, PCI hostdevs,
+    /// name and OS are the request (flags override them, and the plan says so); the plan
+    /// keeps its Hyper-V, KVM and hypervisor-bit choices (and says where it must override
+    /// them); with --emit libvirt (implied when no other format is asked for) the whole
+    /// domain is printed patched with the plan.
+    #[arg(long, value_name = "FILE|NAME")]
+    pub domain: Option<String>,
+    /// libvirt connection URI for a --domain NAME (`virsh -c`), e.g. qemu:///system.
+    #[arg(long, short = 'c', value_name = "URI")]
+    pub connect: Option<String>,
     /// Print the plan as JSON (vcpus, emulator_cpus, iothread_cpus, host_cpus,
     /// guest_topology, guest_numa, memory, irq, rationale, warnings, ...).
     #[arg(long)]
@@ -181,19 +190,29 @@ pub enum EmitArg {
 }
 
 impl Args {
-    /// The planner's request from the flags.
-    pub fn request(&self) -> Result<Request> {
+    /// The planner's request from the flags and the domain they override (see
+    /// [`plan::definition::merge`]), with what the plan must say about it.
+    pub fn request(&self, def: Option<&Definition>) -> Result<(Request, Merged)> {
         let host_cpus = self
             .host_cpus
             .as_deref()
             .map(CpuSet::parse_list)
             .transpose()
             .context("--host-cpus")?;
-        Ok(Request {
-            name: self.name.clone(),
-            vcpus: self.vcpus,
-            memory_bytes: self.memory,
-            devices: self.gpus.clone(),
+        let merged = plan::definition::merge(
+            def,
+            Given {
+                name: self.name.clone(),
+                vcpus: self.vcpus,
+                memory_bytes: self.memory,
+                devices: self.gpus.clone(),
+            },
+        )?;
+        let req = Request {
+            name: merged.name.clone(),
+            vcpus: merged.vcpus,
+            memory_bytes: merged.memory_bytes,
+            devices: merged.devices.clone(),
             profile: self.profile.into(),
             os: match self.os {
                 None | Some(OsArg::Linux) => GuestOs::Linux,
@@ -209,7 +228,8 @@ impl Args {
             host_cpus,
             move_host_cpus: self.move_host_cpus,
             threads: self.threads.into(),
-        })
+        };
+        Ok((req, merged))
     }
 }
 
@@ -276,18 +296,31 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .iter()
         .map(|p| read_tenant(p))
         .collect::<Result<Vec<_>>>()?;
-    let mut req = args.request()?;
     let domain = match &args.domain {
-        Some(path) => {
-            let xml = std::fs::read_to_string(path)
-                .with_context(|| format!("domain {}: cannot read", path.display()))?;
-            let mut choices = emit::libvirt::domain_choices(&xml)
-                .with_context(|| format!("domain {}", path.display()))?;
-            choices.source = format!("domain {}", path.display());
-            Some((path, xml, choices))
+        Some(arg) => {
+            let virsh = apply::libvirt::Virsh::new(args.connect.clone());
+            let (xml, defined) = read_domain(arg, &virsh)?;
+            let label = if defined {
+                format!("domain {arg}")
+            } else {
+                format!("domain {}", Path::new(arg).display())
+            };
+            let mut choices = emit::libvirt::domain_choices(&xml).with_context(|| label.clone())?;
+            choices.source = label.clone();
+            let shape = emit::libvirt::domain_shape(&xml).with_context(|| label.clone())?;
+            let def = Definition {
+                source: label,
+                name: Some(shape.name),
+                vcpus: shape.vcpus,
+                memory_bytes: shape.memory_bytes,
+                devices: shape.devices,
+            };
+            Some((arg, xml, choices, def))
         }
         None => None,
     };
+    let (mut req, merged) = args.request(domain.as_ref().map(|(_, _, _, d)| d))?;
+    let domain = domain.map(|(p, x, c, _)| (p, x, c));
     // the guest OS: --os, else what the domain shows; a contradiction is warned about
     let mut os_notes: (Option<String>, Option<String>) = (None, None);
     if let Some((_, xml, choices)) = &domain {
@@ -351,6 +384,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(line) = os_notes.0 {
         plan.rationale.insert(0, line);
     }
+    for (i, line) in merged.rationale.into_iter().enumerate() {
+        plan.rationale.insert(i, line);
+    }
+    for (i, line) in merged.warnings.into_iter().enumerate() {
+        plan.warnings.insert(i, line);
+    }
     if let Some(line) = os_notes.1 {
         plan.warnings.insert(0, line);
     }
@@ -379,10 +418,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(EmitArg::Json) => print_json(&plan)?,
         Some(EmitArg::Libvirt) => match &domain {
             // exactly the patched bytes: a file without a final newline stays without one
-            Some((path, xml)) => print!(
+            Some((arg, xml)) => print!(
                 "{}",
-                emit::libvirt::patch_domain(xml, &plan)
-                    .with_context(|| format!("domain {}", path.display()))?
+                emit::libvirt::patch_domain(xml, &plan).with_context(|| format!("domain {arg}"))?
             ),
             None => print!("{}", ensure_newline(emit::libvirt::domain_fragment(&plan))),
         },
