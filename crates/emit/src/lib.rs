@@ -7,6 +7,7 @@ mod features;
 pub mod kata;
 pub mod kubevirt;
 pub mod libvirt;
+pub mod locality;
 pub mod picture;
 pub mod qemu;
 mod values;

@@ -231,7 +231,40 @@ pub fn args(plan: &Plan) -> Vec<String> {
             push("-global", format!("kvm-pit.lost_tick_policy={tp}"));
         }
     }
-    for d in &plan.devices {
+    let expanders = crate::locality::expanders(plan);
+    for e in &expanders {
+        push(
+            "-device",
+            format!(
+                "pxb-pcie,id=pxb{c},bus_nr={},numa_node={c},bus=pcie.0",
+                e.bus_nr,
+                c = e.cell
+            ),
+        );
+        for p in &e.ports {
+            push(
+                "-device",
+                format!(
+                    "pcie-root-port,id=rp{ch},bus=pxb{},chassis={ch},addr={:x}.0",
+                    e.cell,
+                    p.slot,
+                    ch = p.chassis
+                ),
+            );
+            for (bdf, f) in &p.functions {
+                let multi = if *f == 0 && p.functions.len() > 1 {
+                    ",multifunction=on"
+                } else {
+                    ""
+                };
+                push(
+                    "-device",
+                    format!("{},bus=rp{},addr=0.{f}{multi}", vfio_device(bdf), p.chassis),
+                );
+            }
+        }
+    }
+    for d in plan.devices.iter().filter(|d| d.guest_cell.is_none()) {
         push("-device", vfio_device(&d.bdf));
     }
     a

@@ -465,7 +465,7 @@ fn indent_of(s: &str) -> String {
 }
 
 /// The indentation of the line `at` starts, when only spaces and tabs come before it there.
-fn line_indent(src: &str, at: usize) -> Option<String> {
+pub(crate) fn line_indent(src: &str, at: usize) -> Option<String> {
     let before = src.get(..at)?;
     let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
     (indent_of(line).len() == line.len()).then(|| line.to_string())

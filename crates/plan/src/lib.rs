@@ -240,6 +240,12 @@ pub struct PlannedDevice {
     pub kind: topo::DeviceKind,
     pub numa: Option<Vec<u32>>,
     pub iommu_group: Option<u32>,
+    /// With several guest NUMA cells: the cell the device sits in, behind a PCIe expander
+    /// bus bound to it (libvirt `pcie-expander-bus` `<node>`, QEMU `pxb-pcie,numa_node=`),
+    /// so the guest reads it as the device's `numa_node`: the cell holding the device's host
+    /// node, else the nearest. `None` with one cell (every device is local to it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_cell: Option<u32>,
 }
 
 /// Guest CPU features and timers.

@@ -5,13 +5,12 @@ use topo::{CpuSet, Host};
 
 use crate::context::Context;
 use crate::memory::{human_bytes, MemoryDecision};
-use crate::model::DeviceInfo;
 use crate::rationale::{self, Decisions};
 use crate::select::{best_placement, Placement, ThreadChoice};
 use crate::{emulator, features, topology};
 use crate::{
-    IrqPlan, MemoryPlan, Plan, PlanError, PlannedDevice, Profile, Request, Tenant, ThreadPolicy,
-    Threads, VcpuPin, Workload,
+    GuestNumaCell, IrqPlan, MemoryPlan, Plan, PlanError, PlannedDevice, Profile, Request, Tenant,
+    ThreadPolicy, Threads, VcpuPin, Workload,
 };
 
 /// Plan a VM: a pure function of the request, the host model and the tenants already on it.
@@ -57,6 +56,7 @@ pub fn plan_for(
     let cpu_features =
         features::choose(req.os, host, &ctx.devices, &mut features_why, &mut warnings);
 
+    let devices = planned_devices(&ctx, host, &numa.cells);
     let rationale = rationale::write(&Decisions {
         ctx: &ctx,
         placement: &p,
@@ -68,6 +68,7 @@ pub fn plan_for(
         smt,
         threads: &threads,
         irq: &irq,
+        devices: &devices,
         features: &features_why,
     });
     let mut request = req.clone();
@@ -86,7 +87,7 @@ pub fn plan_for(
         guest_topology,
         guest_numa: numa.cells,
         memory: memory_plan(&ctx, &mem),
-        devices: planned_devices(host, &ctx.devices),
+        devices,
         irq,
         cpu_features,
         vcpu_sched: None,
@@ -227,9 +228,10 @@ fn irq(ctx: &Context, pins: &[VcpuPin], guest_cpus: &CpuSet, emulator_cpus: &Cpu
     }
 }
 
-/// The devices as the plan lists them: kind, nodes and IOMMU group from the host model.
-fn planned_devices(host: &Host, devices: &[DeviceInfo]) -> Vec<PlannedDevice> {
-    devices
+/// The devices as the plan lists them: kind, nodes and IOMMU group from the host model, and
+/// with several guest cells the cell each sits in ([`guest_cell`]).
+fn planned_devices(ctx: &Context, host: &Host, cells: &[GuestNumaCell]) -> Vec<PlannedDevice> {
+    ctx.devices
         .iter()
         .map(|d| {
             let h = host.pci(&d.bdf);
@@ -238,9 +240,34 @@ fn planned_devices(host: &Host, devices: &[DeviceInfo]) -> Vec<PlannedDevice> {
                 kind: h.map(|h| h.kind).unwrap_or(topo::DeviceKind::Other),
                 numa: d.nodes.clone(),
                 iommu_group: h.and_then(|h| h.iommu_group),
+                guest_cell: guest_cell(ctx, d.nodes.as_deref(), cells),
             }
         })
         .collect()
+}
+
+/// The guest cell of a device on host `nodes`: the cell holding one of them, else the cell
+/// nearest them (NUMA distance), else cell 0 where the device's node is unknown; `None` with
+/// fewer than two cells.
+pub fn guest_cell(ctx: &Context, nodes: Option<&[u32]>, cells: &[GuestNumaCell]) -> Option<u32> {
+    if cells.len() < 2 {
+        return None;
+    }
+    let Some(nodes) = nodes.filter(|n| !n.is_empty()) else {
+        return cells.first().map(|c| c.cell);
+    };
+    cells
+        .iter()
+        .min_by_key(|c| {
+            let d = c
+                .host_nodes
+                .iter()
+                .flat_map(|&h| nodes.iter().map(move |&n| ctx.distance(h, n)))
+                .min()
+                .unwrap_or(u64::MAX);
+            (d, c.cell)
+        })
+        .map(|c| c.cell)
 }
 
 /// Why nothing fits: the vCPUs, the memory, or (rarely) both only together.

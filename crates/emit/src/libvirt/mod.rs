@@ -58,6 +58,7 @@
 //!   goes: every vCPU starts); `<vcpus>` is rewritten to the plan's count, all enabled, each
 //!   vCPU's `hotpluggable` as the domain had it — and left alone when it already says that.
 
+mod locality;
 mod read;
 mod scratch;
 
@@ -597,6 +598,7 @@ pub fn patch(xml: &str, plan: &Plan) -> Result<Patched, EmitError> {
     out.push_str(xml.get(..r.start).unwrap_or(""));
     out.push_str(&patched);
     out.push_str(xml.get(r.end..).unwrap_or(""));
+    let out = locality::place_devices(&out, &plan)?;
     Ok(Patched { xml: out, plan })
 }
 

@@ -477,7 +477,7 @@ fn pci_part(n: roxmltree::Node, attr: &str) -> Result<u32, EmitError> {
     r.map_err(|_| EmitError::Invalid(format!("hostdev PCI address {attr}={v:?} is not a number")))
 }
 
-fn pci_bdf(addr: roxmltree::Node) -> Result<String, EmitError> {
+pub(crate) fn pci_bdf(addr: roxmltree::Node) -> Result<String, EmitError> {
     let (d, b, s, f) = (
         // no domain attribute: domain 0; one that is not a number is an error
         if addr.has_attribute("domain") {

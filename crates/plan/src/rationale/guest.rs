@@ -22,6 +22,30 @@ pub fn memory(mem: &MemoryDecision) -> String {
 }
 
 /// The guest's NUMA cells and why so many.
+/// With several guest cells: which cell each device sits in, and how the guest learns it.
+pub fn device_cells(d: &Decisions) -> Option<String> {
+    let placed: Vec<String> = d
+        .devices
+        .iter()
+        .filter_map(|dev| {
+            let cell = dev.guest_cell?;
+            let host = dev
+                .numa
+                .as_ref()
+                .map(|n| format!("host node {}", list(n)))
+                .unwrap_or_else(|| "host node unknown".into());
+            Some(format!("{} in cell {cell} ({host})", dev.bdf))
+        })
+        .collect();
+    if placed.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "devices by guest cell: {}; each behind a PCIe expander bus bound to its cell (libvirt pcie-expander-bus <node>, QEMU pxb-pcie numa_node), so the guest reads the cell as the device's numa_node and CUDA, NCCL or numactl in the guest bind to it — on q35's root bus every device reads -1 and is bound to node 0",
+        placed.join(", ")
+    ))
+}
+
 pub fn numa(d: &Decisions) -> String {
     let mem = d.memory;
     match &d.numa.shape {

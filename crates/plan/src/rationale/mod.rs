@@ -18,8 +18,8 @@
 //! 7. the memory's split over the nodes: [`guest`]; then its page size, rounding and the
 //!    host reserve: `MemoryModel::decide` (memory.rs, `MemoryDecision.rationale`), which
 //!    writes them beside the page-size and reserve checks they explain;
-//! 8. the guest's NUMA cells, threads per core and sockets: [`guest`], from
-//!    [`NumaShape`] and [`SmtFit`], the records `topology` keeps of why;
+//! 8. the guest's NUMA cells, the cell of each device, threads per core and sockets:
+//!    [`guest`], from [`NumaShape`] and [`SmtFit`], the records `topology` keeps of why;
 //! 9. where the interrupts go: [`guest`];
 //! 10. the CPU features and timers: `features::choose` (features.rs), bound to each
 //!     feature's choice and rewritten by `adopt_domain` when a libvirt domain is given.
@@ -33,7 +33,7 @@ use crate::context::Context;
 use crate::memory::MemoryDecision;
 use crate::select::{Placement, ThreadChoice};
 use crate::topology::{GuestNuma, NumaShape, SmtFit};
-use crate::{GuestTopology, IrqPlan};
+use crate::{GuestTopology, IrqPlan, PlannedDevice};
 
 /// Every decision of a plan the "Why" list speaks of.
 pub struct Decisions<'a> {
@@ -51,6 +51,8 @@ pub struct Decisions<'a> {
     /// Sibling pairs or a core per vCPU, and why.
     pub threads: &'a ThreadChoice,
     pub irq: &'a IrqPlan,
+    /// The devices as planned, with their guest cells.
+    pub devices: &'a [PlannedDevice],
     /// The sentences `features::choose` wrote.
     pub features: &'a [String],
 }
@@ -64,6 +66,7 @@ pub fn write(d: &Decisions) -> Vec<String> {
     out.push(guest::memory(d.memory));
     out.extend(d.memory.rationale.iter().cloned());
     out.push(guest::numa(d));
+    out.extend(guest::device_cells(d));
     out.extend(guest::topology(d));
     out.push(guest::irq(d));
     out.extend(d.features.iter().cloned());

@@ -1,6 +1,8 @@
 //! Helpers the CLI test files share: run the built `vmtune`, demand success, parse its JSON.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod libvirtd;
+
 use std::process::{Command, Output};
 
 /// The `vmtune` binary under test, ready for arguments.

@@ -1,0 +1,128 @@
+//! A private `libvirtd` for the tests that need a real one (QEMU driver, its own socket;
+//! `virtlogd` too when none runs), stopped on drop with every domain it holds.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether a virtlogd listens (a socket file left by one that exited does not count).
+pub fn virtlogd_answers() -> bool {
+    std::os::unix::net::UnixStream::connect("/run/libvirt/virtlogd-sock").is_ok()
+}
+
+/// A private libvirtd (and virtlogd when the host runs none), stopped on drop.
+pub struct Daemon {
+    dir: tempfile::TempDir,
+    libvirtd: Child,
+    virtlogd: Option<Child>,
+}
+
+impl Daemon {
+    pub fn uri(&self) -> String {
+        format!(
+            "qemu:///system?socket={}",
+            self.dir.path().join("sock/libvirt-sock").display()
+        )
+    }
+
+    pub fn start() -> Result<Daemon, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let sock = dir.path().join("sock");
+        std::fs::create_dir_all(&sock).map_err(|e| e.to_string())?;
+        let conf = dir.path().join("libvirtd.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "unix_sock_dir = \"{}\"\nauth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\nlog_outputs = \"3:file:{}\"\n",
+                sock.display(),
+                dir.path().join("libvirtd.log").display()
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        let virtlogd = if virtlogd_answers() {
+            None
+        } else {
+            Some(
+                Command::new("virtlogd")
+                    .arg("--pid-file")
+                    .arg(dir.path().join("virtlogd.pid"))
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("virtlogd: {e}"))?,
+            )
+        };
+        let libvirtd = Command::new("libvirtd")
+            .arg("--config")
+            .arg(&conf)
+            .arg("--pid-file")
+            .arg(dir.path().join("libvirtd.pid"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("libvirtd: {e}"))?;
+        let d = Daemon {
+            dir,
+            libvirtd,
+            virtlogd,
+        };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if d.virsh(&["version"]).status.success() && virtlogd_answers() {
+                return Ok(d);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Err(format!(
+            "libvirtd did not answer in 30 s: {}",
+            std::fs::read_to_string(d.dir.path().join("libvirtd.log")).unwrap_or_default()
+        ))
+    }
+
+    pub fn virsh(&self, args: &[&str]) -> std::process::Output {
+        Command::new("virsh")
+            .arg("-c")
+            .arg(self.uri())
+            .args(args)
+            .env("LC_ALL", "C")
+            .output()
+            .expect("running virsh")
+    }
+
+    /// Every domain's name; `virsh list` must succeed.
+    pub fn names(&self) -> Vec<String> {
+        let o = self.virsh(&["list", "--all", "--name"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        names_in(&o)
+    }
+
+    pub fn dumpxml(&self, name: &str) -> String {
+        let o = self.virsh(&["dumpxml", "--inactive", name]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        for name in names_in(&self.virsh(&["list", "--all", "--name"])) {
+            let _ = self.virsh(&["destroy", &name]);
+            let _ = self.virsh(&["undefine", "--nvram", &name]);
+        }
+        let _ = self.libvirtd.kill();
+        let _ = self.libvirtd.wait();
+        if let Some(v) = &mut self.virtlogd {
+            let _ = v.kill();
+            let _ = v.wait();
+        }
+    }
+}
+
+/// The names `virsh list --name` printed.
+pub fn names_in(o: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
