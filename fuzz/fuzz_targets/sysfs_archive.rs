@@ -2,7 +2,8 @@
 //! Sysfs snapshot archives: any bytes, no panic; an error is one line naming the archive.
 //!
 //! Two modes. Input starting with `S` is a recipe (sysfs_recipe.rs): the fuzzer picks
-//! sysfs/procfs paths from a dictionary (VFIO cdevs and nodes included), entry types (file,
+//! sysfs/procfs paths from a dictionary (VFIO cdevs and nodes, a port and the function below
+//! it with their PCIe link files included), entry types (file,
 //! symlink, directory) and contents, and the target writes them as a ustar archive — so the
 //! loader's parsers and link resolution see real trees. Any other input goes to the archive
 //! reader as is (compression sniffing, tar framing, limits).
@@ -30,6 +31,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(host.cores[p.core as usize].pus.contains(p.os_index));
             }
             check_numa(&host);
+            check_links(&host);
         }
         Err(e) => {
             let msg = e.to_string();
@@ -57,5 +59,33 @@ fn check_numa(host: &topo::Host) {
     }
     for note in &host.notes {
         assert!(!note.contains('\n'), "{note:?}");
+    }
+}
+
+/// A PCIe link figure read is a real one (positive, finite, a width of 1-32), never 0; only a
+/// link below what it can do is downgraded, and never one a port shares with the function
+/// below it; the path walk ends.
+fn check_links(host: &topo::Host) {
+    for d in &host.pci_devices {
+        let Some(l) = &d.link else { continue };
+        for s in [l.speed_gts, l.max_speed_gts, l.peer_max_speed_gts]
+            .into_iter()
+            .flatten()
+        {
+            assert!(s.is_finite() && s > 0.0, "{l:?}");
+        }
+        for w in [l.width, l.max_width, l.peer_max_width]
+            .into_iter()
+            .flatten()
+        {
+            assert!((1..=32).contains(&w), "{l:?}");
+        }
+        assert_eq!(
+            l.downgraded,
+            l.same_link_as.is_none() && (l.speed_below() || l.width_below()),
+            "{l:?}"
+        );
+        assert!(!l.figures().contains('\n'));
+        assert!(host.downgraded_links(&d.bdf).len() <= host.pci_devices.len());
     }
 }

@@ -62,6 +62,14 @@ pub const PATHS: &[&str] = &[
     "sys/devices/pci0000:00/0000:00:01.0/iommu_group",
     "sys/devices/pci0000:00/0000:00:01.0/current_link_speed",
     "sys/devices/pci0000:00/0000:00:01.0/current_link_width",
+    "sys/devices/pci0000:00/0000:00:01.0/max_link_speed",
+    "sys/devices/pci0000:00/0000:00:01.0/max_link_width",
+    "sys/bus/pci/devices/0000:01:00.0",
+    "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/class",
+    "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/current_link_speed",
+    "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/current_link_width",
+    "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/max_link_speed",
+    "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/max_link_width",
     "sys/devices/pci0000:00/0000:00:01.0/net/eth0",
     "sys/devices/pci0000:00/0000:00:01.0/vfio-dev/vfio0/dev",
     "sys/devices/pci0000:00/0000:00:01.0/vfio-dev/vfio12",
@@ -132,4 +140,3 @@ pub fn recipe(data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&[0u8; 1024]);
     out
 }
-

@@ -12,6 +12,9 @@ only what vmtune reads is there, and the CPU part is trimmed.
                    function is still on snd_hda_intel, and an NVMe on vfio-pci in its own group.
   server-vmd/      Linux 6.8, 1 socket, Intel VMD: NVMe drives in PCI domain 10000 (five hex
                    digits) behind the VMD endpoint, without IOMMU groups; an L40S on vfio-pci.
+  desktop-pcie-downgraded/, desktop-pcie-healthy/  Linux 6.8 Gen 4 desktop, two GPUs on
+                   vfio-pci with every port's link: an RTX 5090 at 2.5 of 16 GT/s and an RTX
+                   4090 at x4 of x16, or both at 16 GT/s x16.
 """
 
 import gzip
@@ -80,7 +83,7 @@ class Pci:
     """One PCI function under `sys/devices/<path>`, with its bus, driver and group links."""
 
     def __init__(self, t: Tree, path: str, vendor: int, device: int, cls: int, numa: int,
-                 local: str, driver, group, bars=(), speed=None):
+                 local: str, driver, group, bars=(), speed=None, cap=None):
         self.t, self.path = t, path
         bdf = path.rsplit("/", 1)[1]
         self.bdf = bdf
@@ -104,6 +107,9 @@ class Pci:
         if speed:
             t.file(f"{d}/current_link_speed", speed[0] + "\n")
             t.file(f"{d}/current_link_width", f"{speed[1]}\n")
+        if cap:
+            t.file(f"{d}/max_link_speed", cap[0] + "\n")
+            t.file(f"{d}/max_link_width", f"{cap[1]}\n")
         t.link(f"sys/bus/pci/devices/{bdf}", d)
         if driver:
             t.link(f"{d}/driver", f"sys/bus/pci/drivers/{driver}")
@@ -263,6 +269,49 @@ def vmd() -> None:
     vfio_class(t, [13], group_major=243, iommufd_minor=124)
 
 
+def desktop_pcie(name: str, healthy: bool) -> None:
+    """A Linux 6.8 Ryzen desktop on a PCIe Gen 4 board with two GPUs on vfio-pci: an RTX 5090
+    (Gen 5 x16 card) in the CPU's x16 slot and an RTX 4090 in the second x16 slot (CPU
+    lanes); an NVMe drive behind the chipset (root port, chipset switch upstream and
+    downstream port). Every port reports its link too, as the kernel shows it for both ends.
+    Downgraded: the 5090 trained at 2.5 GT/s of the 16 GT/s its slot can do (the r/VFIO
+    study's card that "looked like Gen 2"), the 4090 at x4 of x16. Healthy: both at 16 GT/s
+    x16 (the 5090's 32 GT/s is more than the board's port can do: not a downgrade)."""
+    t = Tree(WORK / name)
+    cpus(t, packages=1, cores=8, smt=2, hostname="vfio-desktop")
+    local = "0-15\n"
+    bridge = 0x060400
+    gen4, gen5 = "16.0 GT/s PCIe", "32.0 GT/s PCIe"
+    idle = ("2.5 GT/s PCIe", 16) if not healthy else (gen4, 16)
+    narrow = (gen4, 4) if not healthy else (gen4, 16)
+    # the CPU's GPP bridges (AMD 1022:14db), one IOMMU group each with what is below
+    rp1 = "pci0000:00/0000:00:01.1"
+    Pci(t, rp1, 0x1022, 0x14DB, bridge, -1, local, "pcieport", 10, (), idle, (gen4, 16))
+    Pci(t, f"{rp1}/0000:01:00.0", 0x10DE, 0x2B85, 0x030000, -1, local, "vfio-pci", 10,
+        [(0, (0xF000_0000, 64 << 20, 0x0004_0200)),
+         (1, (0x78_0000_0000, 32 << 30, 0x0014_220C))], idle, (gen5, 16))
+    Pci(t, f"{rp1}/0000:01:00.1", 0x10DE, 0x22E8, 0x040300, -1, local, "vfio-pci", 10,
+        [(0, (0xF408_0000, 16 << 10, 0x0004_0200))], idle, (gen5, 16))
+    rp2 = "pci0000:00/0000:00:01.2"
+    Pci(t, rp2, 0x1022, 0x14DB, bridge, -1, local, "pcieport", 11, (), narrow, (gen4, 16))
+    Pci(t, f"{rp2}/0000:02:00.0", 0x10DE, 0x2684, 0x030000, -1, local, "vfio-pci", 11,
+        [(0, (0xF200_0000, 16 << 20, 0x0004_0200)),
+         (1, (0x70_0000_0000, 32 << 30, 0x0014_220C))], narrow, (gen4, 16))
+    Pci(t, f"{rp2}/0000:02:00.1", 0x10DE, 0x22BA, 0x040300, -1, local, "vfio-pci", 11,
+        [(0, (0xF308_0000, 16 << 10, 0x0004_0200))], narrow, (gen4, 16))
+    # chipset: root port -> upstream port -> downstream port -> NVMe, all healthy
+    rp3 = "pci0000:00/0000:00:02.1"
+    up = f"{rp3}/0000:03:00.0"
+    down = f"{up}/0000:04:08.0"
+    Pci(t, rp3, 0x1022, 0x14DD, bridge, -1, local, "pcieport", 12, (), (gen4, 4), (gen4, 4))
+    Pci(t, up, 0x1022, 0x43F4, bridge, -1, local, "pcieport", 12, (), (gen4, 4), (gen4, 4))
+    Pci(t, down, 0x1022, 0x43F5, bridge, -1, local, "pcieport", 12, (), (gen4, 4), (gen4, 4))
+    Pci(t, f"{down}/0000:05:00.0", 0x144D, 0xA80C, 0x010802, -1, local, "nvme", 12,
+        [(0, (0xF500_0000, 16 << 10, 0x0014_0204))], (gen4, 4), (gen4, 4))
+    t.file("sys/module/vfio/parameters/enable_unsafe_noiommu_mode", "N\n")
+    vfio_class(t, [10, 11], group_major=243, iommufd_minor=124)
+
+
 def pack(name: str) -> None:
     """`name/` from the work dir as HERE/name.tar.gz, deterministically."""
     root = WORK / name
@@ -289,6 +338,10 @@ if __name__ == "__main__":
     hgx()
     desktop()
     vmd()
-    for n in ["hgx-h100-vfio", "desktop-5.15-legacy", "server-vmd"]:
+    desktop_pcie("desktop-pcie-downgraded", healthy=False)
+    desktop_pcie("desktop-pcie-healthy", healthy=True)
+    names = ["hgx-h100-vfio", "desktop-5.15-legacy", "server-vmd", "desktop-pcie-downgraded",
+             "desktop-pcie-healthy"]
+    for n in names:
         pack(n)
     shutil.rmtree(WORK)

@@ -336,6 +336,47 @@ pub struct MatrixReport {
     pub records: Vec<RunRecord>,
     /// Some runs failed or were never made: the figures are from fewer runs.
     pub partial: bool,
+    /// The passed-through devices whose PCIe link runs below what it can do, one line each
+    /// (every layout measures through that link alike).
+    #[serde(default)]
+    pub links: Vec<String>,
+}
+
+/// A line for each link of the layouts' passed-through devices (their plans' `devices`) that
+/// `topo::Host::downgraded_links` finds, the link named once.
+fn link_notes(host: Option<&topo::Host>, layouts: &[LayoutSpec]) -> Vec<String> {
+    let Some(host) = host else {
+        return Vec::new();
+    };
+    let mut devices: Vec<&str> = layouts
+        .iter()
+        .filter_map(|l| l.plan.as_ref()?.get("devices")?.as_array())
+        .flatten()
+        .filter_map(|d| d.get("bdf")?.as_str())
+        .collect();
+    devices.sort_unstable();
+    devices.dedup();
+    let mut seen: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for bdf in devices {
+        for at in host.downgraded_links(bdf) {
+            let Some(l) = at.link.as_ref().filter(|_| !seen.contains(&at.slot())) else {
+                continue;
+            };
+            seen.push(at.slot());
+            let whose = if at.bdf == bdf {
+                String::new()
+            } else {
+                format!(" (the link of {} above it)", at.bdf)
+            };
+            let bw = l.bandwidths().map(|b| format!(", {b}")).unwrap_or_default();
+            out.push(format!(
+                "PCIe: {bdf}'s link{whose} runs at {}{bw} (downgraded): every layout's host↔device figures go through it alike; see `vmtune plan`'s warning",
+                l.figures()
+            ));
+        }
+    }
+    out
 }
 
 /// One sample per metric for one run: the median of its repeats, and each `--run` number.
@@ -399,6 +440,7 @@ pub fn summarize(
     let expected = layouts.len() * runs_per_layout;
     let partial = records.len() < expected || records.iter().any(|r| r.error.is_some());
     let verdict = verdict(&comparison, chosen.as_deref(), &chosen_note);
+    let links = link_notes(host.as_ref(), &layouts);
     MatrixReport {
         layouts,
         runs_per_layout,
@@ -409,6 +451,7 @@ pub fn summarize(
         verdict,
         records,
         partial,
+        links,
     }
 }
 
@@ -531,6 +574,9 @@ pub fn text(r: &MatrixReport) -> String {
         r.chosen.as_deref(),
         &r.chosen_note,
     ));
+    for l in &r.links {
+        let _ = writeln!(out, "note (host): {l}");
+    }
     out.push('\n');
     out.push_str(&report::text_comparison(&r.comparison));
     out.push('\n');
@@ -594,6 +640,9 @@ pub fn html(r: &MatrixReport, title: &str) -> String {
     }
     s.push_str("</table>");
     let _ = write!(s, "<p>{}</p>", svg::esc(&r.chosen_note));
+    for l in &r.links {
+        let _ = write!(s, "<p><strong>{}</strong></p>", svg::esc(l));
+    }
     s.push_str("<h2>Verdict</h2><ul>");
     for v in &r.verdict {
         let _ = write!(s, "<li>{}</li>", svg::esc(v));

@@ -86,6 +86,7 @@ fn dev(
         parent: parent.map(str::to_string),
         os_devices: vec![],
         link_gbps: None,
+        link: None,
         vfio_cdev: None,
     }
 }

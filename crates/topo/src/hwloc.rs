@@ -731,6 +731,8 @@ impl<'a, 'input> Loader<'a, 'input> {
                 parent: ctx.upstream.clone(),
                 os_devices: Vec::new(),
                 link_gbps: link,
+                // pci_link_speed is LnkSta's bandwidth alone: no maximum to judge it by
+                link: None,
                 vfio_cdev: None,
             },
             anchor,

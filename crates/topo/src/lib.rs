@@ -16,6 +16,7 @@ pub mod error;
 pub mod hwloc;
 pub mod interrupts;
 pub mod model;
+pub mod pcie;
 pub mod sysfs;
 
 use std::path::Path;

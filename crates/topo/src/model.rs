@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
 use crate::error::TopoError;
+pub use crate::pcie::PciLink;
 
 /// One logical CPU (hwloc "PU", Linux "cpuN").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -304,6 +305,11 @@ pub struct PciDevice {
     pub os_devices: Vec<String>,
     /// PCIe link speed in GB/s where known.
     pub link_gbps: Option<f32>,
+    /// The PCIe link's current and maximum speed and width, and whether it runs below them
+    /// (`crate::pcie`); `None` where the source does not say (hwloc XML keeps only the
+    /// current bandwidth, `link_gbps`; conventional PCI has no link).
+    #[serde(default)]
+    pub link: Option<PciLink>,
     /// The VFIO device cdev (`vfio-dev/vfioN`, opened as `/dev/vfio/devices/vfioN` with
     /// IOMMUFD) while a VFIO driver owns the function; `None` where the function has none or
     /// the source does not say (hwloc XML, kernels before 6.6 or without
@@ -549,6 +555,24 @@ impl Host {
     pub fn pci(&self, bdf: &str) -> Option<&PciDevice> {
         let want = normalize_bdf(bdf)?;
         self.pci_devices.iter().find(|d| d.bdf == want)
+    }
+
+    /// The links between `bdf` and the root complex that run below what they can do
+    /// ([`PciLink::downgraded`]): the device's own first, then those of the bridges above it,
+    /// nearest first. A port that reports the same link as the function below it is not
+    /// among them (the function's entry carries that link's verdict).
+    pub fn downgraded_links(&self, bdf: &str) -> Vec<&PciDevice> {
+        let mut out = Vec::new();
+        let mut cur = self.pci(bdf);
+        // a parent chain is a handful of hops; the bound keeps a looped source finite
+        for _ in 0..64 {
+            let Some(d) = cur else { break };
+            if d.link.as_ref().is_some_and(|l| l.downgraded) {
+                out.push(d);
+            }
+            cur = d.parent.as_deref().and_then(|p| self.pci(p));
+        }
+        out
     }
 
     pub fn gpus(&self) -> impl Iterator<Item = &PciDevice> {

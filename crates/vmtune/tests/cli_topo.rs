@@ -356,3 +356,104 @@ fn l3_count_unknown_without_cache_information() {
     let tree = String::from_utf8(out.stdout).unwrap();
     assert!(tree.lines().nth(1).unwrap().contains(" 1 L3,"), "{tree}");
 }
+
+fn vfio_snapshot(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/vfio")
+        .join(format!("{name}.tar.gz"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Issue 42, item 6: a GPU whose link trained at 2.5 of 16 GT/s (the RTX 5090) or at x4 of
+/// x16 (the 4090) is said on its line of the tree, `"downgraded": true` with both figures in
+/// JSON, and a warning of `plan --gpu`; the same desktop with healthy links is not.
+#[test]
+fn downgraded_pcie_links_in_topo_and_plan() {
+    let snap = vfio_snapshot("desktop-pcie-downgraded");
+    let out = run(&["topo", "--topology", &snap]);
+    assert!(out.status.success());
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let line = |bdf: &str| {
+        tree.lines()
+            .find(|l| l.contains(bdf))
+            .unwrap_or_else(|| panic!("{bdf} not in {tree}"))
+            .to_string()
+    };
+    assert!(
+        line("GPU 0000:01:00.0").ends_with(", PCIe 2.5 GT/s x16 of 16 GT/s x16 DOWNGRADED"),
+        "{tree}"
+    );
+    assert!(
+        line("GPU 0000:02:00.0").ends_with(", PCIe 16 GT/s x4 of 16 GT/s x16 DOWNGRADED"),
+        "{tree}"
+    );
+    assert!(!line("Storage 0000:05:00.0").contains("PCIe"), "{tree}");
+
+    let v = common::ok_json(&["topo", "--topology", &snap, "--json"]);
+    let dev = |bdf: &str| {
+        v["pci_devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["bdf"] == bdf)
+            .unwrap()
+            .clone()
+    };
+    let l = &dev("0000:01:00.0")["link"];
+    assert_eq!(l["downgraded"], true, "{l}");
+    assert_eq!((&l["speed_gts"], &l["width"]), (&2.5.into(), &16.into()));
+    assert_eq!(l["max_speed_gts"], 32.0, "the card's own maximum");
+    assert_eq!(l["peer_max_speed_gts"], 16.0, "the port's: the link's");
+    assert_eq!(dev("0000:02:00.0")["link"]["width"], 4);
+    assert_eq!(dev("0000:02:00.0")["link"]["max_width"], 16);
+    // the root port reports the same link: not a second finding
+    let rp = &dev("0000:00:01.1")["link"];
+    assert_eq!(rp["downgraded"], false);
+    assert_eq!(rp["same_link_as"], "0000:01:00.0");
+
+    let plan = |snap: &str, gpu: &str| {
+        let v = common::ok_json(&[
+            "plan",
+            "--topology",
+            snap,
+            "--vcpus",
+            "4",
+            "--memory",
+            "4G",
+            "--gpu",
+            gpu,
+            "--json",
+        ]);
+        let w: Vec<String> = v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .filter(|w| w.contains("PCIe link"))
+            .collect();
+        w
+    };
+    let w = plan(&snap, "01:00.0");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("0000:01:00.0's PCIe link runs at 2.5 GT/s x16 of 16 GT/s x16"),
+        "{w:?}"
+    );
+    assert!(w[0].contains("at idle"), "{w:?}");
+    let w = plan(&snap, "02:00.0");
+    assert!(w[0].contains("16 GT/s x4 of 16 GT/s x16"), "{w:?}");
+
+    let healthy = vfio_snapshot("desktop-pcie-healthy");
+    let out = run(&["topo", "--topology", &healthy]);
+    let tree = String::from_utf8(out.stdout).unwrap();
+    assert!(!tree.contains("DOWNGRADED"), "{tree}");
+    let v = common::ok_json(&["topo", "--topology", &healthy, "--json"]);
+    assert!(v["pci_devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["link"]["downgraded"] != true));
+    assert!(plan(&healthy, "01:00.0").is_empty());
+    assert!(plan(&healthy, "02:00.0").is_empty());
+}

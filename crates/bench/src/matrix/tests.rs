@@ -333,3 +333,53 @@ fn time_units_are_lower_is_better() {
         assert!(!is_time_unit(u));
     }
 }
+
+fn snapshot(name: &str) -> topo::Host {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/vfio")
+        .join(format!("{name}.tar.gz"));
+    topo::load_path(&p).unwrap()
+}
+
+/// The VM's GPU on a link trained at 2.5 of 16 GT/s: one line in the text and HTML report
+/// (and matrix.json); the same GPU on a healthy link, or no host model: none.
+#[test]
+fn a_downgraded_gpu_link_is_a_line_of_the_report() {
+    let mut ls = layouts();
+    for l in &mut ls[1..] {
+        l.plan = Some(serde_json::json!({"devices": [
+            {"bdf": "0000:01:00.0"}, {"bdf": "0000:01:00.1"}
+        ]}));
+    }
+    let rep = |host: Option<topo::Host>| {
+        summarize(
+            ls.clone(),
+            1,
+            vec![],
+            Some("pin".into()),
+            "pin".into(),
+            host,
+        )
+    };
+    let bad = rep(Some(snapshot("desktop-pcie-downgraded")));
+    assert_eq!(bad.links.len(), 1, "{:?}", bad.links);
+    let line = &bad.links[0];
+    assert!(
+        line.starts_with("PCIe: 0000:01:00.0's link runs at 2.5 GT/s x16 of 16 GT/s x16, 4.0 of 31.5 GB/s (downgraded)"),
+        "{line}"
+    );
+    assert!(text(&bad).contains(&format!("note (host): {line}")));
+    assert!(
+        html(&bad, "m").contains("0000:01:00.0&#39;s link")
+            || html(&bad, "m").contains("0000:01:00.0's link")
+    );
+    let json = serde_json::to_value(&bad).unwrap();
+    assert_eq!(json["links"][0], line.as_str());
+    assert!(rep(Some(snapshot("desktop-pcie-healthy"))).links.is_empty());
+    assert!(rep(None).links.is_empty());
+    // a report written before the field reads
+    let mut old = json;
+    old.as_object_mut().unwrap().remove("links");
+    let back: MatrixReport = serde_json::from_value(old).unwrap();
+    assert!(back.links.is_empty());
+}

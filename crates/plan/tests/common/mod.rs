@@ -288,6 +288,7 @@ pub fn synthetic(s: &Shape) -> Host {
             parent: None,
             os_devices: vec![],
             link_gbps: None,
+            link: None,
             vfio_cdev: None,
         });
     }

@@ -1,7 +1,10 @@
 //! PCI devices from `/sys/bus/pci/devices/*`.
 
 use crate::cpuset::CpuSet;
-use crate::model::{normalize_bdf, Bar, DevNumber, DeviceKind, NumaNode, PciDevice, VfioCdev};
+use crate::model::{
+    normalize_bdf, Bar, DevNumber, DeviceKind, NumaNode, PciDevice, PciLink, VfioCdev,
+};
+use crate::pcie;
 
 use super::cpu::read_set;
 use super::fs::Fs;
@@ -22,10 +25,12 @@ pub fn read_devices(fs: &Fs, pus: &CpuSet, nodes: &[NumaNode]) -> Vec<PciDevice>
     let Some(names) = fs.list(PCI_DIR) else {
         return Vec::new();
     };
-    names
+    let mut devs: Vec<PciDevice> = names
         .iter()
         .filter_map(|name| read_device(fs, name, pus, nodes))
-        .collect()
+        .collect();
+    pcie::settle(&mut devs);
+    devs
 }
 
 fn hex_u32(s: &str) -> Option<u32> {
@@ -114,7 +119,8 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
         .and_then(|s| s.trim().parse::<u32>().ok())
         .filter(|&i| i > 0);
 
-    let parent = fs.resolve(&dir).and_then(|real| {
+    let real = fs.resolve(&dir);
+    let parent = real.as_deref().and_then(|real| {
         let mut comps = real.rsplit('/');
         comps.next(); // the device itself
         match comps.next()? {
@@ -125,6 +131,21 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
         }
     });
 
+    let kind = DeviceKind::from_ids(class, vendor_id, device_id);
+    let mut link = read_link(fs, &dir);
+    // an endpoint's link is the one its port reports (also a port hwloc's snapshots leave
+    // out of bus/pci/devices); bridges are paired in `pcie::settle`
+    let port = real
+        .as_deref()
+        .and_then(|r| r.rsplit_once('/'))
+        .map(|(up, _)| up)
+        .filter(|up| up.rsplit('/').next().and_then(normalize_bdf).is_some());
+    if let (Some(l), Some(up), false) = (link.as_mut(), port, kind == DeviceKind::Bridge) {
+        if let Some(p) = read_link(fs, up) {
+            l.pair_with_port(&p);
+        }
+    }
+
     Some(PciDevice {
         bdf,
         vendor_id,
@@ -133,7 +154,7 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
         subsystem_device_id: hex_u16(fs, &format!("{dir}/subsystem_device")),
         class,
         prog_if,
-        kind: DeviceKind::from_ids(class, vendor_id, device_id),
+        kind,
         name: None,
         numa,
         local_cpus,
@@ -149,12 +170,21 @@ fn read_device(fs: &Fs, name: &str, pus: &CpuSet, nodes: &[NumaNode]) -> Option<
         irq,
         parent,
         os_devices: os_devices(fs, &dir),
-        link_gbps: link_gbps(
-            fs.read(&format!("{dir}/current_link_speed")).as_deref(),
-            fs.read(&format!("{dir}/current_link_width")).as_deref(),
-        ),
+        link_gbps: link.as_ref().and_then(PciLink::gbps),
+        link,
         vfio_cdev: vfio_cdev(fs, &dir),
     })
+}
+
+/// The link files of the function in `dir`.
+fn read_link(fs: &Fs, dir: &str) -> Option<PciLink> {
+    let file = |name: &str| fs.read(&format!("{dir}/{name}"));
+    PciLink::from_sysfs(
+        file("current_link_speed").as_deref(),
+        file("current_link_width").as_deref(),
+        file("max_link_speed").as_deref(),
+        file("max_link_width").as_deref(),
+    )
 }
 
 /// The VFIO device cdev a VFIO driver registers below the function:
@@ -205,22 +235,6 @@ pub fn parse_resource(text: &str) -> Vec<Bar> {
 fn hex_u64(t: &str) -> Option<u64> {
     let t = t.strip_prefix("0x").unwrap_or(t);
     u64::from_str_radix(t, 16).ok()
-}
-
-/// Link bandwidth in GB/s as hwloc computes it: GT/s × lanes × encoding / 8, with 8b/10b
-/// encoding up to 5 GT/s (PCIe 1/2) and 128b/130b above.
-pub fn link_gbps(speed: Option<&str>, width: Option<&str>) -> Option<f32> {
-    let gts: f32 = speed?.split_whitespace().next()?.parse().ok()?;
-    let lanes: u32 = width?.trim().parse().ok()?;
-    if gts.is_nan() || gts <= 0.0 || lanes == 0 {
-        return None;
-    }
-    let enc = if gts <= 5.0 {
-        8.0 / 10.0
-    } else {
-        128.0 / 130.0
-    };
-    Some(gts * enc * lanes as f32 / 8.0)
 }
 
 /// Kernel devices of a function: network interfaces, DRM cards, NVMe controllers, block
@@ -278,11 +292,12 @@ mod tests {
 
     #[test]
     fn link_speed() {
-        let g = link_gbps(Some("8 GT/s\n"), Some("16\n")).unwrap();
+        let gbps = |s: &str, w: Option<&str>| PciLink::from_sysfs(Some(s), w, None, None)?.gbps();
+        let g = gbps("8 GT/s\n", Some("16\n")).unwrap();
         assert!((g - 15.753846).abs() < 1e-4, "{g}");
-        let g = link_gbps(Some("2.5 GT/s PCIe"), Some("1")).unwrap();
+        let g = gbps("2.5 GT/s PCIe", Some("1")).unwrap();
         assert!((g - 0.25).abs() < 1e-6);
-        assert_eq!(link_gbps(Some("Unknown"), Some("0")), None);
-        assert_eq!(link_gbps(Some("8 GT/s"), None), None);
+        assert_eq!(gbps("Unknown", Some("0")), None);
+        assert_eq!(gbps("8 GT/s", None), None);
     }
 }

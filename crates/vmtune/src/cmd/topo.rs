@@ -222,7 +222,7 @@ pub fn render_tree(host: &Host) -> String {
     if !rest.is_empty() {
         let _ = writeln!(out, "  PCI devices with unknown NUMA locality:");
         for d in rest {
-            let _ = writeln!(out, "    {}", device_line(d));
+            let _ = writeln!(out, "    {}", device_line(host, d));
         }
     }
     if let Some(d) = &host.distances {
@@ -362,7 +362,7 @@ fn show_device(d: &topo::PciDevice) -> bool {
     !matches!(d.kind, DeviceKind::Bridge) || d.vfio_bound()
 }
 
-fn device_line(d: &topo::PciDevice) -> String {
+fn device_line(host: &Host, d: &topo::PciDevice) -> String {
     let kind = match d.kind {
         DeviceKind::Gpu => "GPU",
         DeviceKind::Nic => "NIC",
@@ -405,16 +405,34 @@ fn device_line(d: &topo::PciDevice) -> String {
             attrs.push(format!("{} MSI IRQs", m.len()));
         }
     }
+    attrs.extend(link_attrs(host, d));
     if !attrs.is_empty() {
         s.push_str(&format!(" — {}", attrs.join(", ")));
     }
     s
 }
 
+/// The links from `d` up that run below what they can do: `PCIe 2.5 GT/s x16 of 16 GT/s x16
+/// DOWNGRADED`, or `... above at 0000:00:01.0` for a bridge's. A healthy link says nothing.
+fn link_attrs(host: &Host, d: &topo::PciDevice) -> Vec<String> {
+    host.downgraded_links(&d.bdf)
+        .into_iter()
+        .filter_map(|at| {
+            let l = at.link.as_ref()?;
+            let whose = if at.bdf == d.bdf {
+                String::new()
+            } else {
+                format!(" above at {}", at.bdf)
+            };
+            Some(format!("PCIe {}{whose} DOWNGRADED", l.figures()))
+        })
+        .collect()
+}
+
 fn render_devices(host: &Host, node: u32, depth: usize, out: &mut String, shown: &mut Vec<String>) {
     for d in host.pci_devices.iter().filter(|d| show_device(d)) {
         if d.numa.as_ref().is_some_and(|n| n.contains(&node)) && !shown.contains(&d.bdf) {
-            let _ = writeln!(out, "{}{}", "  ".repeat(depth), device_line(d));
+            let _ = writeln!(out, "{}{}", "  ".repeat(depth), device_line(host, d));
             shown.push(d.bdf.clone());
         }
     }
