@@ -117,6 +117,9 @@ pub struct Context {
     /// split only makes more of the memory remote (each vCPU reads every node's share), so
     /// the VM fills the nearest node first.
     pub balanced: bool,
+    /// Only this node set is searched ([`crate::plan_on`]: the benchmark matrix's layouts);
+    /// `None`: every node set.
+    pub only_nodes: Option<Vec<u32>>,
     /// Balance domains: per node key (in `nodes` order), the domain it belongs to. Nodes
     /// that share an L3 group (sub-NUMA clusters) are one domain; the vCPUs are balanced
     /// between domains ([`crate::cost::Cost::balance`]).
@@ -211,6 +214,7 @@ impl Context {
             workload: Workload::Vm,
             spread: false,
             balanced: req.profile == crate::Profile::Membw,
+            only_nodes: None,
             domain,
         })
     }

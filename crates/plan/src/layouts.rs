@@ -4,6 +4,11 @@
 //! node with its memory bound there) and `pin-numa-smt` (the same vCPUs on whole cores,
 //! both hyperthreads, the guest told `threads=2`).
 //!
+//! Each layout is the planner's own placement on the layout's nodes (`plan_on`: one vCPU per
+//! core for `pin` and `pin-numa`, sibling pairs for `pin-numa-smt`, vCPUs split over the
+//! nodes by their free cores, a guest cell per node) wherever the planner makes one; the
+//! code below it builds the layout only on hosts too small for that, and says so.
+//!
 //! The planner's own plan for the request supplies what the layouts share — housekeeping and
 //! emulator CPUs, devices, CPU features, the node to start from — so that what differs
 //! between layouts is the placement the study varied and nothing else. Pages are 4 KiB in
@@ -20,7 +25,7 @@ use topo::{CpuSet, Host};
 
 use crate::{
     plan, taken_cpus, GuestNumaCell, GuestTopology, MemoryPlan, Plan, PlanError, Profile, Request,
-    Tenant, VcpuPin,
+    Tenant, ThreadPolicy, VcpuPin,
 };
 
 /// One of the study's layouts.
@@ -165,7 +170,7 @@ pub fn matrix(
     .ok();
     let layouts = kinds
         .iter()
-        .map(|&kind| build(kind, req, &ground, membw.as_ref()))
+        .map(|&kind| build(kind, req, &ground, membw.as_ref(), (host, tenants)))
         .collect();
     Ok(Matrix {
         layouts,
@@ -286,7 +291,13 @@ fn bare_plan(req: &Request, host: &Host) -> Plan {
     }
 }
 
-fn build(kind: LayoutKind, req: &Request, g: &Ground, membw: Option<&Plan>) -> Layout {
+fn build(
+    kind: LayoutKind,
+    req: &Request,
+    g: &Ground,
+    membw: Option<&Plan>,
+    on: (&Host, &[Tenant]),
+) -> Layout {
     // the domain as given uses nothing the layouts were built from
     let mut notes = if kind == LayoutKind::Default {
         Vec::new()
@@ -295,11 +306,23 @@ fn build(kind: LayoutKind, req: &Request, g: &Ground, membw: Option<&Plan>) -> L
     };
     let plan = match kind {
         LayoutKind::Default => None,
-        LayoutKind::Pin => Some(pin(req, g, &mut notes)),
+        LayoutKind::Pin => {
+            let nodes: Vec<u32> = pin_nodes(req, g).iter().map(|n| n.node).collect();
+            let by_planner = planned(req, g, on, &nodes, Profile::Compute, ThreadPolicy::Spread);
+            Some(by_planner.unwrap_or_else(|| pin(req, g, &mut notes)))
+        }
         LayoutKind::PinNuma | LayoutKind::PinNumaSmt => {
             let nodes = numa_nodes(req, g, membw, &mut notes);
             let smt = kind == LayoutKind::PinNumaSmt;
-            Some(pin_numa(req, g, &nodes, smt, &mut notes))
+            let ids: Vec<u32> = nodes.iter().map(|n| n.node).collect();
+            let threads = if smt {
+                ThreadPolicy::Pack
+            } else {
+                ThreadPolicy::Spread
+            };
+            let by_planner = planned(req, g, on, &ids, Profile::Membw, threads)
+                .filter(|p| !smt || p.guest_topology.threads > 1);
+            Some(by_planner.unwrap_or_else(|| pin_numa(req, g, &nodes, smt, &mut notes)))
         }
     };
     Layout {
@@ -315,6 +338,81 @@ fn build(kind: LayoutKind, req: &Request, g: &Ground, membw: Option<&Plan>) -> L
         }),
         notes,
     }
+}
+
+/// The layout as the planner makes it on exactly `nodes` ([`crate::plan_on`]): a core per
+/// vCPU or sibling pairs, vCPUs split over the nodes by their free cores, a guest cell per
+/// node for `membw` — the same code as every plan — with the base plan's housekeeping,
+/// emulator CPUs, devices and CPU features, and 4 KiB pages. `None` where the planner makes
+/// no such plan (a host too small for it, a one-node host asked for two cells): the
+/// fallbacks build those, and say so.
+fn planned(
+    req: &Request,
+    g: &Ground,
+    (host, tenants): (&Host, &[Tenant]),
+    nodes: &[u32],
+    profile: Profile,
+    threads: ThreadPolicy,
+) -> Option<Plan> {
+    let base = &g.base;
+    if base.vcpus.is_empty() || nodes.is_empty() {
+        return None;
+    }
+    let mut distinct = nodes.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() != nodes.len() {
+        return None;
+    }
+    // the base plan's emulator core stays the emulator's in every layout
+    let mut held = tenants.to_vec();
+    if !base.emulator_cpus.is_subset(&base.host_cpus) {
+        held.push(Tenant {
+            name: "the plan's emulator".into(),
+            cpus: base.emulator_cpus.clone(),
+            host_cpus: Some(base.host_cpus.clone()),
+            ..Tenant::default()
+        });
+    }
+    let r = Request {
+        profile,
+        threads,
+        hugepages: crate::HugepagePolicy::None,
+        host_cpus: Some(base.host_cpus.clone()),
+        ..req.clone()
+    };
+    let p = crate::plan_on(&r, host, &held, &distinct).ok()?;
+    if profile == Profile::Membw && p.guest_numa.len() != distinct.len() {
+        return None;
+    }
+    let mut out = base.clone();
+    out.vcpus = p.vcpus;
+    out.threads = p.threads;
+    out.idle_cpus = p.idle_cpus;
+    out.guest_topology = p.guest_topology;
+    out.guest_numa = if p.guest_numa.len() > 1 {
+        p.guest_numa
+    } else {
+        Vec::new()
+    };
+    out.devices = p.devices;
+    out.memory = four_k(&p.memory.host_nodes);
+    Some(out)
+}
+
+/// The fewest nodes, nearest first, whose free cores hold one vCPU each.
+fn pin_nodes<'a>(req: &Request, g: &'a Ground) -> Vec<&'a NodeCores> {
+    let want = req.vcpus as usize;
+    let mut use_nodes: Vec<&NodeCores> = Vec::new();
+    let mut cores = 0;
+    for n in &g.nodes {
+        if cores >= want {
+            break;
+        }
+        use_nodes.push(n);
+        cores += n.cores.len();
+    }
+    use_nodes
 }
 
 /// `want` CPUs, one per core (the first free PU), over `nodes` in order; past the cores,
@@ -371,16 +469,7 @@ fn pins(cpus: &[u32]) -> Vec<VcpuPin> {
 
 fn pin(req: &Request, g: &Ground, notes: &mut Vec<String>) -> Plan {
     let want = req.vcpus as usize;
-    // the fewest nodes, nearest first
-    let mut use_nodes: Vec<&NodeCores> = Vec::new();
-    let mut cores = 0;
-    for n in &g.nodes {
-        if cores >= want {
-            break;
-        }
-        use_nodes.push(n);
-        cores += n.cores.len();
-    }
+    let use_nodes = pin_nodes(req, g);
     let cpus = one_per_core(&use_nodes, want, notes);
     let host_nodes: Vec<u32> = use_nodes.iter().map(|n| n.node).collect();
     if host_nodes.len() > 1 {

@@ -48,7 +48,7 @@ use topo::CpuSet;
 pub use crate::features::{
     adopt_domain, DomainChoices, DomainEnlightenment, DomainTimer, VENDOR_ID,
 };
-pub use crate::plan::{plan, plan_for};
+pub use crate::plan::{plan, plan_for, plan_on};
 pub use crate::tenant::taken_cpus;
 
 /// The least guest memory a plan accepts: firmware and a kernel do not boot in less (the

@@ -26,8 +26,41 @@ pub fn plan_for(
     tenants: &[Tenant],
     workload: Workload,
 ) -> Result<Plan, PlanError> {
+    plan_within(req, host, tenants, workload, None)
+}
+
+/// [`plan`] on exactly the host nodes `nodes` (sorted node ids): the benchmark matrix's
+/// layouts, which fix the nodes the study varied and take everything else — cores one per
+/// vCPU or in sibling pairs, the split by free cores, guest cells — from the planner.
+pub fn plan_on(
+    req: &Request,
+    host: &Host,
+    tenants: &[Tenant],
+    nodes: &[u32],
+) -> Result<Plan, PlanError> {
+    plan_within(req, host, tenants, Workload::Vm, Some(nodes))
+}
+
+fn plan_within(
+    req: &Request,
+    host: &Host,
+    tenants: &[Tenant],
+    workload: Workload,
+    nodes: Option<&[u32]>,
+) -> Result<Plan, PlanError> {
     let mut ctx = Context::new(req, host, tenants)?;
     ctx.workload = workload;
+    if let Some(n) = nodes {
+        let mut n = n.to_vec();
+        n.sort_unstable();
+        n.dedup();
+        if let Some(bad) = n.iter().find(|x| !ctx.nodes.contains(x)) {
+            return Err(PlanError::Refused(format!(
+                "the host has no NUMA node {bad}"
+            )));
+        }
+        ctx.only_nodes = Some(n);
+    }
     let (p, threads) = place(&mut ctx, req)?;
     let mut warnings = ctx.warnings.clone();
     if !p.exhaustive {

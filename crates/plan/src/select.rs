@@ -505,6 +505,14 @@ fn binomial_exceeds(n: usize, k: usize, limit: usize) -> bool {
 /// Node sets of size `k`: all of them, or (above [`MAX_NODE_SETS`]) for each node the `k`
 /// nodes nearest to it.
 fn node_sets(ctx: &Context, k: usize) -> (Vec<Vec<u32>>, bool) {
+    if let Some(only) = &ctx.only_nodes {
+        let sets = if only.len() == k {
+            vec![only.clone()]
+        } else {
+            Vec::new()
+        };
+        return (sets, true);
+    }
     if !binomial_exceeds(ctx.nodes.len(), k, MAX_NODE_SETS) {
         return (combinations(&ctx.nodes, k), true);
     }

@@ -286,3 +286,63 @@ proptest! {
         }
     }
 }
+
+/// pin-numa split its vCPUs evenly over the nodes whatever each had free: on the 2-node,
+/// 8-core-a-node host of hwloc's tests with a tenant holding 5 of node 1's cores, 8 vCPUs as
+/// 4 + 4 put one on a second thread of node 1 while node 0 had cores to spare. The layouts
+/// are the planner's placements now: 5 + 3, a core each (node 0 keeps the housekeeping and
+/// the emulator cores); pin-numa-smt pairs siblings on the same nodes.
+#[test]
+fn pin_numa_splits_by_free_cores_as_the_planner_does() {
+    let host =
+        topo::load_path(&common::topology_dir().join("32em64t-2n8c2t-pci-normalio.xml")).unwrap();
+    let node1: Vec<u32> = host.numa_nodes[1].cpus.iter().collect();
+    assert_eq!(node1.len(), 16);
+    let tenant = Tenant {
+        name: "five cores of node 1".into(),
+        cpus: host
+            .cores
+            .iter()
+            .filter(|c| c.pus.iter().all(|p| node1.contains(&p)))
+            .take(5)
+            .flat_map(|c| c.pus.iter())
+            .collect(),
+        ..Tenant::default()
+    };
+    let tenants = [tenant];
+    let get = |m: &Matrix, k: LayoutKind| {
+        let l = m.layouts.iter().find(|l| l.kind == k).unwrap();
+        assert!(l.notes.is_empty(), "{k:?}: {:?}", l.notes);
+        l.plan.clone().unwrap()
+    };
+    let cores = |p: &Plan| -> std::collections::BTreeSet<u32> {
+        p.vcpus.iter().map(|v| core_of(&host, v.cpu)).collect()
+    };
+    let m = matrix(&request(8, 8, vec![]), &host, &tenants, &LayoutKind::ALL).unwrap();
+    check(
+        &host,
+        &request(8, 8, vec![]),
+        &tenants,
+        &m,
+        "8 vCPUs beside a tenant",
+    );
+    let numa = get(&m, LayoutKind::PinNuma);
+    assert_eq!(cores(&numa).len(), 8, "a core per vCPU: {:?}", numa.vcpus);
+    let per_cell: Vec<usize> = numa.guest_numa.iter().map(|c| c.vcpus.len()).collect();
+    assert_eq!(per_cell, vec![5, 3], "{:?}", numa.guest_numa);
+    for c in &numa.guest_numa {
+        for v in c.vcpus.iter() {
+            assert_eq!(
+                node_of(&host, numa.vcpus[v as usize].cpu),
+                Some(c.host_nodes[0])
+            );
+        }
+    }
+    let pin = get(&m, LayoutKind::Pin);
+    assert_eq!(cores(&pin).len(), 8);
+    assert!(pin.guest_numa.is_empty());
+    let smt = get(&m, LayoutKind::PinNumaSmt);
+    assert_eq!(smt.guest_topology.threads, 2);
+    assert_eq!(cores(&smt).len(), 4);
+    assert_eq!(smt.guest_numa.len(), 2);
+}

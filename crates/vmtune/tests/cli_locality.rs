@@ -360,7 +360,10 @@ fn libvirt_defines_and_boots_it_and_the_guest_reads_each_devices_cell() {
     assert_eq!(expanders(&defined), exp, "{defined}");
     let o = d.virsh(&["undefine", "locality"]);
     assert!(o.status.success());
-    eprintln!("defined and undefined at {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "defined and undefined at {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
 
     // and boots with stand-ins at the hostdevs' addresses
     let initrd = initramfs(dir.path());
@@ -380,7 +383,10 @@ fn libvirt_defines_and_boots_it_and_the_guest_reads_each_devices_cell() {
         std::thread::sleep(Duration::from_millis(500));
     }
     let console = std::fs::read_to_string(&log).unwrap_or_default();
-    eprintln!("guest booted and powered off in {:.1} s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "guest booted and powered off in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     check_guest(&console, &exp);
 }
 
