@@ -155,15 +155,6 @@ fn place(ctx: &mut Context, req: &Request) -> Result<(Placement, ThreadChoice), 
             None => Err(refusal(ctx, req)),
         };
     }
-    let spread = search(ctx, true);
-    let Some(pack) = search(ctx, false) else {
-        return Err(refusal(ctx, req));
-    };
-    let Some(spread) = spread else {
-        ctx.spread = false;
-        let free_cores = ctx.cores.iter().filter(|c| c.free).count() as u32;
-        return Ok((pack, ThreadChoice::TooFewCores { free_cores }));
-    };
     // every term the cost ranks above idle threads: a core each must cost none of them
     let locality = |c: &crate::cost::Cost| {
         (
@@ -176,6 +167,21 @@ fn place(ctx: &mut Context, req: &Request) -> Result<(Placement, ThreadChoice), 
             c.kinds,
             c.efficiency,
         )
+    };
+    let spread = search(ctx, true);
+    // a core each on one node with nothing the cost ranks above idle threads: pairs cannot
+    // do better there, and the second search is not needed
+    if let Some(s) = spread.as_ref().filter(|s| locality(&s.cost) == (0, 1, 0, 0, 0, 0, 0, 0)) {
+        ctx.spread = true;
+        return Ok((s.clone(), ThreadChoice::SpreadFits));
+    }
+    let Some(pack) = search(ctx, false) else {
+        return Err(refusal(ctx, req));
+    };
+    let Some(spread) = spread else {
+        ctx.spread = false;
+        let free_cores = ctx.cores.iter().filter(|c| c.free).count() as u32;
+        return Ok((pack, ThreadChoice::TooFewCores { free_cores }));
     };
     let choice = if locality(&spread.cost) <= locality(&pack.cost) {
         ThreadChoice::SpreadFits
