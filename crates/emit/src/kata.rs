@@ -308,6 +308,9 @@ pub fn config_toml_with(plan: &Plan, opts: &KataOptions) -> String {
              # default_hugepagesz=1G so that mount serves 1 GiB pages (Kata GPU boot study's host).\n",
         );
     }
+    if let Some(note) = crate::locality::unexpressed(plan, "Kata's configuration") {
+        let _ = writeln!(head, "# {note}");
+    }
     if devices > KATA_MAX_ROOT_PORTS {
         let _ = writeln!(
             head,

@@ -36,6 +36,9 @@ pub fn vmi_fragment_yaml(plan: &Plan) -> String {
         "# vmtune: KubeVirt spec.domain for {} ({n} vCPUs, {mem_mib} MiB)",
         plan.request.name.as_deref().unwrap_or("this plan")
     );
+    if let Some(note) = crate::locality::unexpressed(plan, "a KubeVirt VMI") {
+        let _ = writeln!(y, "# vmtune: {note}");
+    }
     y.push_str("domain:\n  cpu:\n");
     let _ = writeln!(y, "    sockets: {}", t.sockets.max(1));
     let _ = writeln!(y, "    cores: {}", t.cores.max(1) * t.dies.max(1));

@@ -84,3 +84,20 @@ pub fn expanders(plan: &Plan) -> Vec<Expander> {
     }
     out
 }
+
+/// For an emitter that cannot place a device in a guest cell: a comment line (without the
+/// `# `) naming where the plan puts each device, and that this format does not say it.
+pub fn unexpressed(plan: &Plan, format: &str) -> Option<String> {
+    let placed: Vec<String> = plan
+        .devices
+        .iter()
+        .filter_map(|d| d.guest_cell.map(|c| format!("{} in cell {c}", d.bdf)))
+        .collect();
+    if placed.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the plan puts {}, but {format} has no setting for a device's guest NUMA node: the guest may read -1 for them (libvirt and QEMU output place them behind expander buses)",
+        placed.join(", ")
+    ))
+}

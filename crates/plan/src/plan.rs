@@ -171,7 +171,10 @@ fn place(ctx: &mut Context, req: &Request) -> Result<(Placement, ThreadChoice), 
     let spread = search(ctx, true);
     // a core each on one node with nothing the cost ranks above idle threads: pairs cannot
     // do better there, and the second search is not needed
-    if let Some(s) = spread.as_ref().filter(|s| locality(&s.cost) == (0, 1, 0, 0, 0, 0, 0, 0)) {
+    if let Some(s) = spread
+        .as_ref()
+        .filter(|s| locality(&s.cost) == (0, 1, 0, 0, 0, 0, 0, 0))
+    {
         ctx.spread = true;
         return Ok((s.clone(), ThreadChoice::SpreadFits));
     }

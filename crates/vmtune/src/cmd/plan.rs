@@ -537,7 +537,10 @@ pub fn render_report(plan: &Plan, host: &Host) -> String {
     } else {
         plan.devices
             .iter()
-            .map(|d| d.bdf.as_str())
+            .map(|d| match d.guest_cell {
+                Some(c) => format!("{} (guest cell {c})", d.bdf),
+                None => d.bdf.clone(),
+            })
             .collect::<Vec<_>>()
             .join(", ")
     };
