@@ -315,29 +315,9 @@ fn stand_in_domain(patched: &str, kernel: &Path, initrd: &Path, log: &Path) -> S
 #[test]
 fn libvirt_defines_and_boots_it_and_the_guest_reads_each_devices_cell() {
     let test = "cli_locality::libvirt_defines_and_boots_it_and_the_guest_reads_each_devices_cell";
-    testkit::skip_unless!(testkit::is_root(), "needs root: it starts libvirtd");
-    for bin in ["libvirtd", "virtlogd", "virsh", "qemu-system-x86_64"] {
-        if testkit::which(bin).is_none() {
-            return testkit::skip(test, format!("{bin} is not installed (Debian: libvirt-daemon-system, libvirt-clients, qemu-system-x86)"));
-        }
-    }
-    if !Path::new("/bin/busybox").exists() && !Path::new("/usr/bin/busybox").exists() {
-        return testkit::skip(test, "busybox is not installed (Debian: busybox-static)");
-    }
-    let kernel = match testkit::guest_kernel() {
-        Ok(k) => k,
-        Err(why) => return testkit::skip(test, why),
+    let Some(kernel) = common::libvirtd::prerequisites(test) else {
+        return;
     };
-    if Command::new("pgrep")
-        .args(["-x", "libvirtd"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return testkit::skip(
-            test,
-            "a libvirtd already runs here: the test starts its own, which would share its state",
-        );
-    }
     let _lock = testkit::host_lock();
     let t = Instant::now();
     let d = match Daemon::start() {

@@ -111,32 +111,9 @@ fn guest_cpus(rec: &serde_json::Value) -> (usize, usize, usize) {
 #[test]
 fn four_layouts_in_scratch_domains_and_a_kill_restored() {
     let test = "four_layouts_in_scratch_domains_and_a_kill_restored";
-    testkit::skip_unless!(testkit::is_root(), "needs root: it starts libvirtd");
-    for bin in ["libvirtd", "virtlogd", "virsh", "qemu-system-x86_64"] {
-        if testkit::which(bin).is_none() {
-            return testkit::skip(
-                test,
-                format!("{bin} is not installed (Debian: libvirt-daemon-system, libvirt-clients, qemu-system-x86)"),
-            );
-        }
-    }
-    if !Path::new("/bin/busybox").exists() && !Path::new("/usr/bin/busybox").exists() {
-        return testkit::skip(test, "busybox is not installed (Debian: busybox-static)");
-    }
-    let kernel = match testkit::guest_kernel() {
-        Ok(k) => k,
-        Err(why) => return testkit::skip(test, why),
+    let Some(kernel) = common::libvirtd::prerequisites(test) else {
+        return;
     };
-    if Command::new("pgrep")
-        .args(["-x", "libvirtd"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return testkit::skip(
-            test,
-            "a libvirtd already runs here: the test starts its own, which would share its state",
-        );
-    }
     let _lock = testkit::host_lock();
     let d = match Daemon::start() {
         Ok(d) => d,

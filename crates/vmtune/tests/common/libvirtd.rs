@@ -126,3 +126,47 @@ pub fn names_in(o: &std::process::Output) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// What a test with a private libvirtd and a TCG guest needs: root, libvirtd, virtlogd,
+/// virsh, QEMU, busybox, a guest kernel and no libvirtd already running (it would share the
+/// test's state). The guest kernel, or the named skip recorded.
+pub fn prerequisites(test: &str) -> Option<std::path::PathBuf> {
+    if !testkit::is_root() {
+        testkit::skip(test, "needs root: it starts libvirtd");
+        return None;
+    }
+    for bin in ["libvirtd", "virtlogd", "virsh", "qemu-system-x86_64"] {
+        if testkit::which(bin).is_none() {
+            testkit::skip(
+                test,
+                format!("{bin} is not installed (Debian: libvirt-daemon-system, libvirt-clients, qemu-system-x86)"),
+            );
+            return None;
+        }
+    }
+    if !std::path::Path::new("/bin/busybox").exists()
+        && !std::path::Path::new("/usr/bin/busybox").exists()
+    {
+        testkit::skip(test, "busybox is not installed (Debian: busybox-static)");
+        return None;
+    }
+    let kernel = match testkit::guest_kernel() {
+        Ok(k) => k,
+        Err(why) => {
+            testkit::skip(test, why);
+            return None;
+        }
+    };
+    if Command::new("pgrep")
+        .args(["-x", "libvirtd"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        testkit::skip(
+            test,
+            "a libvirtd already runs here: the test starts its own, which would share its state",
+        );
+        return None;
+    }
+    Some(kernel)
+}
