@@ -228,7 +228,7 @@ impl Context {
         }
     }
 
-    /// The balance domain of a node key (see [`Context::domain`]); the node itself where
+    /// The balance domain of a node key (nodes sharing an L3 are one); the node itself where
     /// unknown.
     pub fn domain_of(&self, node: u32) -> u32 {
         self.nodes

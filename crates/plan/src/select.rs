@@ -23,7 +23,7 @@ use crate::Threads;
 /// (hosts with dozens of NUMA nodes and a VM spanning many of them); never on small hosts.
 pub const MAX_NODE_SETS: usize = 4096;
 
-/// How a plan came to pack sibling pairs or give each vCPU a core; [`crate::rationale`] says
+/// How a plan came to pack sibling pairs or give each vCPU a core; the rationale says
 /// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThreadChoice {

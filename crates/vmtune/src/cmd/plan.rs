@@ -32,18 +32,18 @@ use super::common::{parse_size, print_json, read_domain, HostArgs};
 pub struct Args {
     #[command(flatten)]
     pub host: HostArgs,
-    /// Number of vCPUs (default: the --domain's <vcpu>; fewer is warned about). With SMT they
+    /// Number of vCPUs (default: the --domain's `<vcpu>`; fewer is warned about). With SMT they
     /// are pinned in sibling pairs (vCPU 2k, 2k+1 on one core) or one per core, as --threads
     /// decides.
     #[arg(long, value_name = "N")]
     pub vcpus: Option<u32>,
     /// Guest memory with a unit: 512M, 16G, 1T (1024-based; a bare number is refused: add a
-    /// unit, e.g. 4096M). Default: the --domain's <memory>.
+    /// unit, e.g. 4096M). Default: the --domain's `<memory>`.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory: Option<u64>,
     /// PCI device to pass through (BDF: 01:00.0 or 0000:01:00.0); repeat for several. The
     /// other functions of a multi-function device and of its IOMMU group go with it. A
-    /// --domain's own PCI <hostdev>s are planned without it.
+    /// --domain's own PCI `<hostdev>`s are planned without it.
     #[arg(long = "gpu", value_name = "BDF")]
     pub gpus: Vec<String>,
     /// Workload: gaming (latency, single node), compute (GPU compute, single node near the
