@@ -27,6 +27,8 @@ fn plan(windows: bool) -> Plan {
         },
         host_source: "fuzz".into(),
         vcpus: (0..4).map(|i| VcpuPin { vcpu: i, cpu: i + 2 }).collect(),
+        threads: plan::Threads::Pack,
+        idle_cpus: CpuSet::new(),
         emulator_cpus: CpuSet::parse_list("0").unwrap_or_default(),
         iothread_cpus: CpuSet::parse_list("1").unwrap_or_default(),
         host_cpus: CpuSet::parse_list("0-1").unwrap_or_default(),
@@ -36,7 +38,7 @@ fn plan(windows: bool) -> Plan {
             GuestNumaCell { cell: 1, vcpus: CpuSet::range(2, 4), memory_bytes: 2 * g, host_nodes: vec![1] },
         ],
         memory: MemoryPlan { host_nodes: vec![0, 1], hugepage_size_kb: 2048, pages: 2048, pages_per_node: vec![1024, 1024] },
-        devices: vec![PlannedDevice { bdf: "0000:01:00.0".into(), kind: topo::DeviceKind::Gpu, numa: None, iommu_group: None }],
+        devices: vec![PlannedDevice { bdf: "0000:01:00.0".into(), kind: topo::DeviceKind::Gpu, numa: Some(vec![1]), iommu_group: None, guest_cell: Some(1) }],
         irq: IrqPlan { vfio_cpus: CpuSet::range(2, 6), host_cpus: CpuSet::range(0, 2) },
         cpu_features: CpuFeatures {
             hyperv: if windows { vec!["relaxed".into(), "spinlocks".into(), "synic".into(), "stimer".into(), "bogus".into()] } else { vec![] },
