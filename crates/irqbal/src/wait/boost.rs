@@ -10,12 +10,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{VcpuState, WaitEvent};
 
-/// Which waiting vCPUs get raised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Which waiting vCPUs get raised (`vmtune irq boost --on`, the simulator's `[host] boost_on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BoostOn {
     /// Descheduled while runnable (vBalance's case).
