@@ -1,12 +1,13 @@
-//! The host half on KVM (EEVDF), medians over seeds 1–5, against what issue-level targets the
-//! README states:
+//! The host half on KVM (EEVDF), medians over seeds 1–5, with the simulator driving the agent's
+//! own `irqbal::wait::boost::Booster` (`crates/sim/tests/replay.rs`), against what issue-level
+//! targets the README states:
 //!
 //! * fig5: the shipped `vbalance` (guest daemon + host boost) keeps the ping's p99 under
 //!   0.5 ms where static placement has ~9 ms spikes;
-//! * fig6 4 KiB: the agent as built (a boost ends at a halt or the budget) gives TCP at least
-//!   1.5× static's throughput and UDP 1.2×; the bound, `host-boost-ideal` (ends when the
-//!   interrupt work is done, which the host cannot see), TCP 2× and UDP 1.6× (the README says
-//!   why not 2× for UDP, and why the agent falls short);
+//! * fig6 4 KiB: the agent charges every boost to its VM's share of a CPU (5 % over 100 ms),
+//!   and in fig6 that share is what the boosts get: TCP gains a tenth over static and UDP less,
+//!   and the bound, `host-boost-ideal` (the same Booster told when the interrupt work is
+//!   done, which the host cannot see), little more — far from the paper's 2×;
 //! * two-vms: the co-tenant keeps at least 90 % of the CPU time it has under static, and a
 //!   smaller share (`[host] boost_max_share`) keeps more of it;
 //! * under the credit scheduler (Xen) there is no host half: `vbalance` is `vbalance-guest`;
@@ -72,15 +73,20 @@ fn fig5_the_shipped_default_keeps_the_ping_under_half_a_millisecond() {
 }
 
 #[test]
-fn fig6_the_agent_gains_half_on_tcp_and_its_bound_doubles() {
-    // the agent as built ends a boost when the vCPU halts or at the budget: a guest that keeps
-    // computing after its interrupt work shows the host nothing, so a boost runs its budget.
-    // 5 s runs: TCP ~1.58x, UDP ~1.28x. The bound (ending exactly when the work is done, which
-    // the host cannot see) doubles TCP
-    for (kind, shipped, bound) in [("tcp", 1.5, 2.0), ("udp", 1.2, 1.6)] {
+fn fig6_the_agents_share_caps_what_its_boosts_gain() {
+    // The agent takes each boost's whole 2 ms grant from its VM's bucket when it raises and
+    // gives back what a halt leaves unused; fig6's vCPUs burn and never halt, so every boost
+    // is charged its grant, and the boosts together get the VM's 5 % share of a CPU (less the
+    // tail of the last window), the rest of the accepts refused. Seeds 1-5, 5 s: TCP 354
+    // Mbit/s against static's 315 (1.12x; 1.58x while the simulator had its own bucket, which
+    // charged only boosts over another VM's vCPU), UDP 501 against 469 (1.07x; was 1.28x).
+    // The bound ends each boost when the work is done, so its grants are shorter and more of
+    // them fit the same share: TCP 361 (1.14x; was 2.4x), UDP 513 (1.09x; was 1.73x)
+    for (kind, shipped, bound) in [("tcp", 1.1, 1.12), ("udp", 1.05, 1.08)] {
         let sc = fig6(kind);
         let s = tput(&runs(&sc, SchedulerKind::Eevdf, PolicyKind::Static));
-        let d = tput(&runs(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance));
+        let dr = runs(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance);
+        let d = tput(&dr);
         let i = tput(&runs(&sc, SchedulerKind::Eevdf, PolicyKind::HostBoostIdeal));
         assert!(
             d >= shipped * s,
@@ -90,6 +96,16 @@ fn fig6_the_agent_gains_half_on_tcp_and_its_bound_doubles() {
             i >= bound * s && i > d,
             "{kind}: host-boost-ideal {i:.0} Mbit/s against static {s:.0}, vbalance {d:.0}"
         );
+        // what caps it: the boosted time is the share, and the share refuses boosts
+        let share_ms = sc.host.boost_max_share * sc.duration_ms as f64;
+        for r in &dr {
+            assert!(
+                r.boost_ms >= 0.9 * share_ms && r.boost_ms <= share_ms + sc.host.boost_window_ms,
+                "{kind}: boosted {:.1} ms, share {share_ms:.0} ms",
+                r.boost_ms
+            );
+            assert!(r.boosts_refused > 0, "{kind}: no boost refused");
+        }
     }
 }
 
