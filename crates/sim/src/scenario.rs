@@ -476,8 +476,9 @@ pub struct HostSpec {
     pub switch_us: f64,
     /// Longest boost, µs: the vCPU goes back to its class after this even with work left.
     pub boost_budget_us: f64,
-    /// A boost ends when the vCPU has had no interrupt work for this long, µs (the host sees
-    /// the vCPU's virtqueues go quiet; 0: as soon as its pending interrupts are serviced).
+    /// The bound's (`host-boost-ideal`'s) end of the interrupt work: the vCPU has had none for
+    /// this long, µs (0: as soon as its pending interrupts are serviced). The agent itself
+    /// cannot see it.
     pub boost_quiet_us: f64,
     /// Most of one CPU a VM may take through boosts, over `boost_window_ms`.
     pub boost_max_share: f64,
