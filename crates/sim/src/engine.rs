@@ -869,7 +869,7 @@ impl Sim {
         if !self.program_on() {
             return;
         }
-        use irqbal::wait::{VcpuState, WaitEvent};
+        use irqbal::wait::{Holder, VcpuState, WaitEvent};
         let x = &self.vcpus[t as usize];
         let state = match x.state {
             _ if !x.entered => VcpuState::Unknown,
@@ -879,7 +879,14 @@ impl Sim {
         };
         let vm = IRQ_TRACE_PID + x.vm;
         let tid = x.entered.then(|| irq_trace_tid(vm, x.index));
-        let e = WaitEvent::accept(self.now, vm, x.index, state, tid);
+        // who runs on its CPU (the program's per-CPU current process)
+        let holder = match self.pcpus[x.pcpu as usize].current {
+            _ if state == VcpuState::Guest => Holder::Unknown,
+            None => Holder::Idle,
+            Some(c) if self.vcpus[c as usize].vm == x.vm => Holder::Own,
+            Some(_) => Holder::Other,
+        };
+        let e = WaitEvent::accept(self.now, vm, x.index, state, tid).with_holder(holder);
         if state != VcpuState::Guest {
             self.irq_waiting[t as usize] = true;
         }
