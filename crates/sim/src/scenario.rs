@@ -486,6 +486,9 @@ pub struct HostSpec {
     /// Which waiting vCPUs the agent raises (`vmtune irq boost --on`; its default,
     /// `preempted`).
     pub boost_on: irqbal::wait::boost::BoostOn,
+    /// How long an interrupt waits before the agent makes a boost charged to the VM's share
+    /// (one over another tenant), µs; its vCPU entering the guest first cancels it.
+    pub boost_grace_us: f64,
     /// The vCPU threads' EEVDF slice (`host-slice`), µs (the base slice is `[eevdf]`'s).
     pub slice_us: f64,
     /// Whether the host runs the HRTICK scheduler feature: without it a slice ends at the
@@ -505,6 +508,7 @@ impl Default for HostSpec {
             boost_max_share: 0.05,
             boost_window_ms: 100.0,
             boost_on: irqbal::wait::boost::BoostOn::Preempted,
+            boost_grace_us: 0.0,
             slice_us: 300.0,
             hrtick: false,
             tick_us: 4000.0,
@@ -521,6 +525,7 @@ impl HostSpec {
             max_share: self.boost_max_share,
             window_ns: ((self.boost_window_ms * 1e6) as u64).max(1),
             on: self.boost_on,
+            grace_ns: (self.boost_grace_us * 1e3) as u64,
         }
     }
 }
@@ -835,6 +840,10 @@ impl Scenario {
         }
         finite_nonneg(h.switch_us, "host.switch_us")?;
         finite_nonneg(h.boost_quiet_us, "host.boost_quiet_us")?;
+        finite_nonneg(h.boost_grace_us, "host.boost_grace_us")?;
+        if h.boost_grace_us > 1e9 {
+            return Err("host.boost_grace_us is too large".into());
+        }
         if h.switch_us > 1e6 || h.boost_quiet_us > 1e9 {
             return Err("host.switch_us or host.boost_quiet_us is too large".into());
         }

@@ -4,10 +4,9 @@
 //!
 //! * fig5: the shipped `vbalance` (guest daemon + host boost) keeps the ping's p99 under
 //!   0.5 ms where static placement has ~9 ms spikes;
-//! * fig6 4 KiB: the agent charges every boost to its VM's share of a CPU (5 % over 100 ms),
-//!   and in fig6 that share is what the boosts get: TCP gains a tenth over static and UDP less,
-//!   and the bound, `host-boost-ideal` (the same Booster told when the interrupt work is
-//!   done, which the host cannot see), little more — far from the paper's 2×;
+//! * fig6 4 KiB: the agent charges a boost to its VM's share of a CPU (5 % over 100 ms) only
+//!   when it displaces another tenant; fig6's boosts displace the VM's own vCPUs, are free,
+//!   and TCP gains about half over static, UDP about a third — short of the paper's 2×;
 //! * two-vms: the co-tenant keeps at least 90 % of the CPU time it has under static, and a
 //!   smaller share (`[host] boost_max_share`) keeps more of it;
 //! * under the credit scheduler (Xen) there is no host half: `vbalance` is `vbalance-guest`;
@@ -73,38 +72,33 @@ fn fig5_the_shipped_default_keeps_the_ping_under_half_a_millisecond() {
 }
 
 #[test]
-fn fig6_the_agents_share_caps_what_its_boosts_gain() {
-    // The agent takes each boost's whole 2 ms grant from its VM's bucket when it raises and
-    // gives back what a halt leaves unused; fig6's vCPUs burn and never halt, so every boost
-    // is charged its grant, and the boosts together get the VM's 5 % share of a CPU (less the
-    // tail of the last window), the rest of the accepts refused. Seeds 1-5, 5 s: TCP 354
-    // Mbit/s against static's 315 (1.12x; 1.58x while the simulator had its own bucket, which
-    // charged only boosts over another VM's vCPU), UDP 501 against 469 (1.07x; was 1.28x).
-    // The bound ends each boost when the work is done, so its grants are shorter and more of
-    // them fit the same share: TCP 361 (1.14x; was 2.4x), UDP 513 (1.09x; was 1.73x)
-    for (kind, shipped, bound) in [("tcp", 1.1, 1.12), ("udp", 1.05, 1.08)] {
+fn fig6_boosts_over_the_vms_own_vcpus_are_not_charged() {
+    // fig6's four vCPUs share one core and no other tenant: every boost displaces only the
+    // VM's own vCPUs, so none is charged to its share and none refused. Seeds 1-5, 5 s: TCP
+    // about 1.5x static (1.12x while every boost was charged), UDP about 1.3x (1.07x)
+    for (kind, shipped) in [("tcp", 1.35), ("udp", 1.2)] {
         let sc = fig6(kind);
         let s = tput(&runs(&sc, SchedulerKind::Eevdf, PolicyKind::Static));
         let dr = runs(&sc, SchedulerKind::Eevdf, PolicyKind::Vbalance);
         let d = tput(&dr);
         let i = tput(&runs(&sc, SchedulerKind::Eevdf, PolicyKind::HostBoostIdeal));
+        println!("{kind}: static {s:.0} vbalance {d:.0} bound {i:.0} Mbit/s");
         assert!(
             d >= shipped * s,
             "{kind}: vbalance {d:.0} Mbit/s against static {s:.0}"
         );
         assert!(
-            i >= bound * s && i > d,
-            "{kind}: host-boost-ideal {i:.0} Mbit/s against static {s:.0}, vbalance {d:.0}"
+            i >= s,
+            "{kind}: host-boost-ideal {i:.0} Mbit/s against static {s:.0}"
         );
-        // what caps it: the boosted time is the share, and the share refuses boosts
         let share_ms = sc.host.boost_max_share * sc.duration_ms as f64;
         for r in &dr {
+            assert_eq!(r.boosts_refused, 0, "{kind}: boosts refused");
             assert!(
-                r.boost_ms >= 0.9 * share_ms && r.boost_ms <= share_ms + sc.host.boost_window_ms,
-                "{kind}: boosted {:.1} ms, share {share_ms:.0} ms",
+                r.boost_ms > share_ms,
+                "{kind}: boosted {:.1} ms",
                 r.boost_ms
             );
-            assert!(r.boosts_refused > 0, "{kind}: no boost refused");
         }
     }
 }

@@ -153,14 +153,26 @@ fn the_simulator_decides_what_the_agent_decides_on_the_same_recording() {
 
 #[test]
 fn the_comparison_tells_another_policy_apart() {
-    // the same recording under a smaller share is decided otherwise: the equality above is
+    // the same recording under a shorter budget, or (where boosts are charged: vCPU0 over
+    // the co-tenant) a smaller share or a grace, is decided otherwise: the equality above is
     // not one any driver would pass
     let sc = scenario("vbalance-fig6-tcp", Some(4096), 3_000);
     let st = traced(&sc, PolicyKind::Vbalance);
     let mut cfg = sc.host.boost_config();
-    cfg.max_share /= 2.0;
+    cfg.budget_ns /= 2;
     let other = replay(cfg, &st.irq_trace, sc.duration_ms * 1_000_000);
     assert!(first_difference(&st.boost_decisions, &other).is_some());
+    let sc = scenario("vbalance-shared-core", None, 5_000);
+    let st = traced(&sc, PolicyKind::HostBoost);
+    for change in [
+        |c: &mut BoostConfig| c.max_share /= 4.0,
+        |c: &mut BoostConfig| c.grace_ns = 1_000_000,
+    ] {
+        let mut cfg = sc.host.boost_config();
+        change(&mut cfg);
+        let other = replay(cfg, &st.irq_trace, sc.duration_ms * 1_000_000);
+        assert!(first_difference(&st.boost_decisions, &other).is_some());
+    }
 }
 
 #[test]
