@@ -24,7 +24,10 @@
  * `vmtune irq boost` loads the same program: it raises the thread of a vCPU an interrupt is
  * accepted for while it waits (the accept carries the thread id once the vCPU has entered the
  * guest once), marks it in `boosted`, and is told when that thread next sleeps (the vCPU
- * halted: its interrupt work is done).
+ * halted: its interrupt work is done). An accept for a vCPU not in the guest also says who runs
+ * on the CPU its thread last ran on (sched_switch keeps each CPU's current process): idle, a
+ * thread of the same VM, or anything else — whom a boost of it displaces, which the booster
+ * charges to the VM's share only in the last case.
  *
  * Blind spot: an interrupt posted by the IOMMU (VT-d posted interrupts, AMD AVIC with IOMMU
  * guest mode) reaches the vCPU without any host CPU taking it: no accept is seen.
@@ -67,6 +70,13 @@ struct task_struct {
 #define BY_THREAD 2
 #define BY_ONLY_VM 3
 
+/* Who ran on the vCPU thread's CPU when the interrupt was accepted. Must match wait.rs
+ * (Holder). */
+#define HOLDER_UNKNOWN 0
+#define HOLDER_IDLE 1
+#define HOLDER_OWN 2   /* a thread of the vCPU's own VM */
+#define HOLDER_OTHER 3 /* another VM's thread or a host task */
+
 /* Must match wait/mod.rs (EVENT_SIZE = 40). */
 struct event {
 	__u64 ts_ns;   /* CLOCK_MONOTONIC */
@@ -79,7 +89,8 @@ struct event {
 	__u8 vector;   /* accept */
 	__u8 state;    /* accept: STATE_* */
 	__u8 by;       /* accept: BY_* */
-	__u8 pad[7];
+	__u8 holder;   /* accept: HOLDER_* (for a vCPU not in the guest) */
+	__u8 pad[6];
 };
 
 static __always_inline __u64 key_of(__u32 vm, __u32 vcpu_id)
@@ -120,6 +131,22 @@ struct {
 	__type(key, __u64);
 	__type(value, __u8);
 } boosted SEC(".maps");
+
+/* (vm, vcpu id) -> the CPU its thread last ran on */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} vcpu_cpu SEC(".maps");
+
+/* CPU -> the process id of the task it runs (0: idle), set at every switch */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u32);
+} cpu_tgid SEC(".maps");
 
 /* (vm, vcpu id) with an accepted interrupt waiting for the vCPU's next entry */
 struct {
@@ -202,7 +229,7 @@ int BPF_PROG(on_accept, __u32 vcpu_id, __u16 dm, __u16 tm, __u8 vec)
 {
 	__u64 ts = bpf_ktime_get_ns();
 	__u32 zero = 0, vm = 0, irq = 0;
-	__u8 by = BY_NONE, state = STATE_UNKNOWN, one = 1;
+	__u8 by = BY_NONE, state = STATE_UNKNOWN, holder = HOLDER_UNKNOWN, one = 1;
 	__u32 *p;
 
 	count(1);
@@ -238,6 +265,10 @@ int BPF_PROG(on_accept, __u32 vcpu_id, __u16 dm, __u16 tm, __u8 vec)
 		__u32 *t = bpf_map_lookup_elem(&tid_of_vcpu, &key);
 		if (t)
 			vcpu_tid = *t;
+		__u32 *cpu = state != STATE_GUEST ? bpf_map_lookup_elem(&vcpu_cpu, &key) : 0;
+		__u32 *on = cpu ? bpf_map_lookup_elem(&cpu_tgid, cpu) : 0;
+		if (on)
+			holder = *on == 0 ? HOLDER_IDLE : *on == vm ? HOLDER_OWN : HOLDER_OTHER;
 	} else {
 		count(3);
 	}
@@ -257,6 +288,7 @@ int BPF_PROG(on_accept, __u32 vcpu_id, __u16 dm, __u16 tm, __u8 vec)
 	e->vector = vec;
 	e->state = state;
 	e->by = by;
+	e->holder = holder;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, 0);
 	if (vm && state != STATE_GUEST)
@@ -288,6 +320,7 @@ int BPF_PROG(on_entry, struct kvm_vcpu *vcpu)
 	e->vector = 0;
 	e->state = STATE_GUEST;
 	e->by = BY_THREAD;
+	e->holder = HOLDER_UNKNOWN;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, 0);
 	count(2);
@@ -312,6 +345,7 @@ static __always_inline void push_blocked(__u64 key, __u32 tid)
 	e->vector = 0;
 	e->state = STATE_BLOCKED;
 	e->by = BY_THREAD;
+	e->holder = HOLDER_UNKNOWN;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, 0);
 }
@@ -329,9 +363,14 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
 {
 	__u32 tid = BPF_CORE_READ(prev, pid);
 	__u64 *key = bpf_map_lookup_elem(&vcpu_of_tid, &tid);
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 next_tgid = BPF_CORE_READ(next, tgid);
 
+	/* what this CPU runs now: an accept for a vCPU waiting here says whom a boost displaces */
+	bpf_map_update_elem(&cpu_tgid, &cpu, &next_tgid, BPF_ANY);
 	/* prev_state 0 is TASK_RUNNING: switched out while runnable */
 	if (key) {
+		bpf_map_update_elem(&vcpu_cpu, key, &cpu, BPF_ANY);
 		set_state(*key, prev_state == 0 ? STATE_PREEMPTED : STATE_BLOCKED);
 		if (prev_state != 0 && bpf_map_lookup_elem(&boosted, key))
 			push_blocked(*key, tid);

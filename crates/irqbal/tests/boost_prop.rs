@@ -27,6 +27,7 @@ proptest! {
             max_share: f64::from(share_pct) / 100.0,
             window_ns: 100_000_000,
             on: BoostOn::Waiting,
+            grace_ns: 0,
         };
         let mut b = Booster::new(cfg);
         let mut now = 0u64;

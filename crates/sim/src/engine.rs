@@ -38,6 +38,8 @@ mod daemon;
 mod host;
 pub use daemon::Detection;
 use daemon::{Daemon, DetectStats};
+use host::HostAgent;
+pub use host::{irq_trace_tid, BoostDecision};
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
@@ -111,12 +113,13 @@ enum Ev {
     DaemonTimer { vm: u32 },
     /// The daemon finished its work (read, decide, write) on its vCPU.
     DaemonDone { vm: u32, gen: u32 },
-    /// The host agent reacts to an interrupt accepted for a waiting vCPU (`host-boost`).
-    HostBoost { vcpu: u32, gen: u32 },
-    /// A boost's budget ends.
-    BoostEnd { vcpu: u32, gen: u32 },
-    /// Has a boosted vCPU's interrupt work gone quiet?
-    BoostQuiet { vcpu: u32, gen: u32 },
+    /// The host agent's oldest decision not yet in effect takes effect (a thread raised or
+    /// lowered).
+    AgentEffect,
+    /// The host agent's timer: a boost's budget runs out on the agent's clock.
+    AgentTimer { gen: u32 },
+    /// The bound (`host-boost-ideal`): has a raised vCPU's interrupt work gone quiet?
+    BoundQuiet { vcpu: u32, gen: u32 },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -257,27 +260,26 @@ struct Vcpu {
     wake_wait_sq_us2: u64,
     /// EEVDF slice of this vCPU's thread (the base slice, or `host-slice`'s).
     slice: i64,
-    /// Run by the host agent (SCHED_FIFO: neither charged vruntime nor preempted by fair
-    /// tasks) until its interrupt work is done or the budget ends.
+    /// Its thread has entered the guest once: the agent's program knows its thread id.
+    entered: bool,
+    /// Its thread is raised (SCHED_FIFO: neither charged vruntime nor preempted by fair
+    /// tasks), and marked raised in the program's map, until the agent lowers it.
     boosted: bool,
-    boost_start: u64,
-    /// The boost preempted another VM's vCPU: it counts against this VM's share.
-    boost_charged: bool,
-    /// When it last had interrupt work while boosted, and whether a quiet check is queued.
+    /// When it last had interrupt work while raised, and whether the bound's quiet check is
+    /// queued (`host-boost-ideal`).
     boost_busy_at: u64,
     boost_quiet_armed: bool,
-    /// Generation of the pending HostBoost / BoostEnd events.
+    /// Generation of the pending BoundQuiet event (bumped at every raise and lower).
     boost_gen: u32,
-    /// A HostBoost event is on its way.
-    boost_armed: bool,
 }
 
 struct Pcpu {
     current: Option<u32>,
     runq: VecDeque<u32>,
-    /// vCPUs the host agent raised while another boosted vCPU held the CPU: real-time FIFO
-    /// order, each runs when the one before it leaves the real-time class.
-    boost_queue: VecDeque<u32>,
+    /// Raised vCPUs waiting for the CPU (out of `runq`): they run before every fair task, in
+    /// real-time FIFO order, each when the one before it leaves the CPU or the real-time
+    /// class.
+    rt_queue: VecDeque<u32>,
     slice_gen: u32,
     resched_pending: bool,
     switches: u64,
@@ -315,12 +317,6 @@ struct Vm {
     /// The vBalance daemon of a daemon variant (detector state, where it runs).
     daemon: Option<Daemon>,
     irq_moves: u64,
-    /// The host agent's per-VM share of a CPU for boosts: ns of boost left, as of `boost_at`.
-    boost_tokens: f64,
-    boost_at: u64,
-    boosts: u64,
-    boost_ns: u64,
-    boosts_refused: u64,
     /// irqbalance: per-queue irq time at the previous period.
     last_queue_ns: Vec<u64>,
     queue_ns: Vec<u64>,
@@ -378,33 +374,19 @@ pub struct RunStats {
     pub vcpu_irq_ns: Vec<u64>,
     /// How soon the daemon learned of preemptions (daemon variants only).
     pub detection: Option<Detection>,
-    /// Host boosts (host-boost, vbalance on EEVDF): how many, their run time, and how many the
-    /// per-VM share refused.
+    /// Host boosts (host-boost, vbalance on EEVDF), the agent's own counts
+    /// (`irqbal::wait::boost::BoostStats`): raises, boosted time on its clock (boosts still
+    /// raised at the end not counted), and accepts the per-VM share refused.
     pub boosts: u64,
     pub boost_ns: u64,
     pub boosts_refused: u64,
     /// The irq-wait events, when [`Sim::trace_irq_waits`] asked for them.
     #[serde(skip)]
     pub irq_trace: Vec<irqbal::wait::WaitEvent>,
-}
-
-/// The host agent's parameters, in ns.
-#[derive(Debug, Clone, Copy)]
-struct Boost {
-    /// Reaction: `base + Exp(tail)` (shifted exponential through the scenario's p50 and p99),
-    /// plus a context switch.
-    base: f64,
-    tail: f64,
-    switch: u64,
-    budget: u64,
-    /// The interrupt work is done when the vCPU has had none for this long (the host sees its
-    /// queues go quiet).
-    quiet: u64,
-    share: f64,
-    capacity: f64,
-    /// The boost ends when the guest's interrupt work is done (`host-boost-ideal`); else at
-    /// a halt or the budget, as `vmtune irq boost` does.
-    ends_with_work: bool,
+    /// The host agent's decisions, in the order it made them, when [`Sim::trace_irq_waits`]
+    /// asked for the trace.
+    #[serde(skip)]
+    pub boost_decisions: Vec<BoostDecision>,
 }
 
 /// One simulation: a scenario under one host scheduler and one guest policy.
@@ -440,14 +422,14 @@ pub struct Sim {
     half_life_ns: u64,
     detect: DetectStats,
     smp_boost: bool,
-    /// The host agent (`host-boost`, `vbalance`; EEVDF only).
-    boost: Option<Boost>,
-    boost_rng: Rng,
+    /// The host agent (`host-boost`, `vbalance`, the bound; EEVDF only).
+    agent: Option<HostAgent>,
     events: u64,
     compact_at: usize,
     peak_queue: usize,
-    /// What `vmtune irq wait`'s program would push on a KVM host (see [`Sim::trace_irq_waits`]),
-    /// with the vCPUs that have an accept waiting for their next run.
+    /// What the irq-wait program would push on a KVM host (see [`Sim::trace_irq_waits`]),
+    /// and the vCPUs that have an accept waiting for their next run (the program's pending
+    /// marks; kept while the trace or the agent is on).
     irq_trace: Option<Vec<irqbal::wait::WaitEvent>>,
     irq_waiting: Vec<bool>,
 }
@@ -472,7 +454,7 @@ impl Sim {
                 .map(|_| Pcpu {
                     current: None,
                     runq: VecDeque::new(),
-                    boost_queue: VecDeque::new(),
+                    rt_queue: VecDeque::new(),
                     slice_gen: 0,
                     resched_pending: false,
                     switches: 0,
@@ -501,24 +483,8 @@ impl Sim {
             smp_boost: sc.vbalance.smp_boost
                 && sched == SchedulerKind::Credit
                 && policy == PolicyKind::VbalanceOracle,
-            boost: (policy.host_boost() && sched == SchedulerKind::Eevdf).then(|| {
-                let h = &sc.host;
-                // p50 = base + tail·ln 2, p99 = base + tail·ln 100
-                let tail =
-                    (h.boost_reaction_p99_us - h.boost_reaction_p50_us) / (100f64.ln() - 2f64.ln());
-                let share = h.boost_max_share;
-                Boost {
-                    base: (h.boost_reaction_p50_us - tail * 2f64.ln()).max(0.0) * US as f64,
-                    tail: tail * US as f64,
-                    switch: (h.switch_us * US as f64) as u64,
-                    budget: ((h.boost_budget_us * US as f64) as u64).max(1),
-                    quiet: (h.boost_quiet_us * US as f64) as u64,
-                    share,
-                    capacity: share * h.boost_window_ms * MS as f64,
-                    ends_with_work: policy.boost_ends_with_work(),
-                }
-            }),
-            boost_rng: Rng(sc.seed ^ 0xB005_7ED0),
+            agent: (policy.host_boost() && sched == SchedulerKind::Eevdf)
+                .then(|| HostAgent::new(&sc.host, policy.boost_ends_with_work(), sc.seed)),
             events: 0,
             compact_at: COMPACT_MIN,
             peak_queue: 0,
@@ -535,11 +501,6 @@ impl Sim {
                 policy: None,
                 daemon: None,
                 irq_moves: 0,
-                boost_tokens: sc.host.boost_max_share * sc.host.boost_window_ms * MS as f64,
-                boost_at: 0,
-                boosts: 0,
-                boost_ns: 0,
-                boosts_refused: 0,
                 last_queue_ns: vec![0; spec.queues as usize],
                 queue_ns: vec![0; spec.queues as usize],
             };
@@ -615,13 +576,11 @@ impl Sim {
                     } else {
                         (sc.eevdf.slice_us * US as f64) as i64
                     },
+                    entered: false,
                     boosted: false,
-                    boost_start: 0,
-                    boost_charged: false,
                     boost_busy_at: 0,
                     boost_quiet_armed: false,
                     boost_gen: 0,
-                    boost_armed: false,
                 });
             }
             for q in 0..spec.queues {
@@ -737,6 +696,10 @@ impl Sim {
                 sim.push(every + phase.max(1), Ev::DaemonTimer { vm });
             }
         }
+        if let Some(a) = sim.agent.as_mut() {
+            a.size(sim.vcpus.len());
+            sim.irq_waiting = vec![false; sim.vcpus.len()];
+        }
         Ok(sim)
     }
 
@@ -758,9 +721,8 @@ impl Sim {
             Ev::SliceEnd { pcpu, gen } => self.pcpus[pcpu as usize].slice_gen != gen,
             Ev::Activity { vcpu, gen } => self.vcpus[vcpu as usize].act_gen != gen,
             Ev::GuestTick { vcpu, gen } => self.vcpus[vcpu as usize].tick_gen != gen,
-            Ev::HostBoost { vcpu, gen }
-            | Ev::BoostEnd { vcpu, gen }
-            | Ev::BoostQuiet { vcpu, gen } => self.vcpus[vcpu as usize].boost_gen != gen,
+            Ev::BoundQuiet { vcpu, gen } => self.vcpus[vcpu as usize].boost_gen != gen,
+            Ev::AgentTimer { gen } => self.agent.as_ref().is_none_or(|a| !a.timer_is(gen)),
             Ev::DaemonDone { vm, gen } => self.vms[vm as usize]
                 .daemon
                 .as_ref()
@@ -841,6 +803,10 @@ impl Sim {
                 vc.runtime += self.end.saturating_sub(vc.run_start);
             }
         }
+        let (boosts, boost_ns, boosts_refused, boost_decisions) = match self.agent.take() {
+            Some(a) => a.finish(),
+            None => (0, 0, 0, Vec::new()),
+        };
         let mut pings = Vec::new();
         let mut pings_sent = 0;
         let mut stream_bytes = Vec::new();
@@ -867,58 +833,79 @@ impl Sim {
             vcpu_runtime_ns: self.vcpus.iter().map(|v| v.runtime).collect(),
             vcpu_irq_ns: self.vcpus.iter().map(|v| v.irq_ns).collect(),
             detection: self.detection(),
-            boosts: self.vms.iter().map(|v| v.boosts).sum(),
-            boost_ns: self.vms.iter().map(|v| v.boost_ns).sum(),
-            boosts_refused: self.vms.iter().map(|v| v.boosts_refused).sum(),
+            boosts,
+            boost_ns,
+            boosts_refused,
             irq_trace: self.irq_trace.take().unwrap_or_default(),
+            boost_decisions,
         })
     }
 
     /// Also record the events `vmtune irq wait`'s eBPF program would push on a KVM host: an
     /// accept at each interrupt raised for a vCPU, with its state (running: in the guest;
-    /// runnable after a preemption: preempted; halted, or woken and not yet run: blocked), and
-    /// an entry when a vCPU with an accept waiting next runs (KVM enters the guest at once).
-    /// VM `i` is process [`IRQ_TRACE_PID`]` + i`; accepts are attributed by the VM's thread.
+    /// runnable after a preemption: preempted; halted, or woken and not yet run: blocked; not
+    /// yet entered the guest: unknown) and, once it has entered the guest, its thread
+    /// ([`irq_trace_tid`]); an entry when a vCPU with an accept waiting next runs (KVM enters
+    /// the guest at once); and, where the host agent runs, a blocked event when a raised
+    /// vCPU's thread goes to sleep. These are the events the agent is fed, in its order; its
+    /// decisions are recorded too ([`RunStats::boost_decisions`]). VM `i` is process
+    /// [`IRQ_TRACE_PID`]` + i`; accepts are attributed by the VM's thread.
     pub fn trace_irq_waits(mut self) -> Self {
         self.irq_trace = Some(Vec::new());
         self.irq_waiting = vec![false; self.vcpus.len()];
+        if let Some(a) = self.agent.as_mut() {
+            a.keep_log();
+        }
         self
     }
 
-    fn trace_accept(&mut self, t: u32) {
-        let Some(tr) = self.irq_trace.as_mut() else {
+    /// Whether the program's events are wanted (a trace, or the agent).
+    fn program_on(&self) -> bool {
+        self.irq_trace.is_some() || self.agent.is_some()
+    }
+
+    /// The program's accept for an interrupt raised for `t`.
+    fn program_accept(&mut self, t: u32) {
+        if !self.program_on() {
             return;
-        };
-        use irqbal::wait::{VcpuState, WaitEvent};
+        }
+        use irqbal::wait::{Holder, VcpuState, WaitEvent};
         let x = &self.vcpus[t as usize];
         let state = match x.state {
+            _ if !x.entered => VcpuState::Unknown,
             RunState::Running => VcpuState::Guest,
             RunState::Runnable if !x.woken => VcpuState::Preempted,
             RunState::Runnable | RunState::Blocked => VcpuState::Blocked,
         };
-        tr.push(WaitEvent::accept(
-            self.now,
-            IRQ_TRACE_PID + x.vm,
-            x.index,
-            state,
-            None,
-        ));
+        let vm = IRQ_TRACE_PID + x.vm;
+        let tid = x.entered.then(|| irq_trace_tid(vm, x.index));
+        // who runs on its CPU (the program's per-CPU current process)
+        let holder = match self.pcpus[x.pcpu as usize].current {
+            _ if state == VcpuState::Guest => Holder::Unknown,
+            None => Holder::Idle,
+            Some(c) if self.vcpus[c as usize].vm == x.vm => Holder::Own,
+            Some(_) => Holder::Other,
+        };
+        let e = WaitEvent::accept(self.now, vm, x.index, state, tid).with_holder(holder);
         if state != VcpuState::Guest {
             self.irq_waiting[t as usize] = true;
         }
+        self.program_event(e);
     }
 
-    fn trace_entry(&mut self, v: u32) {
-        let Some(tr) = self.irq_trace.as_mut() else {
+    /// The program's entry for `v` entering the guest, if an accept waits for it.
+    fn program_entry(&mut self, v: u32) {
+        if !self.program_on() {
             return;
-        };
+        }
         if std::mem::take(&mut self.irq_waiting[v as usize]) {
             let x = &self.vcpus[v as usize];
-            tr.push(irqbal::wait::WaitEvent::Entry {
+            let e = irqbal::wait::WaitEvent::Entry {
                 ts_ns: self.now,
                 vm: IRQ_TRACE_PID + x.vm,
                 vcpu: x.index,
-            });
+            };
+            self.program_event(e);
         }
     }
 
@@ -959,21 +946,12 @@ impl Sim {
                 }
             }
             Ev::DaemonTimer { vm } => self.daemon_timer(vm),
-            Ev::HostBoost { vcpu, gen } => {
-                if self.vcpus[vcpu as usize].boost_gen == gen {
-                    self.host_boost(vcpu);
-                }
-            }
-            Ev::BoostEnd { vcpu, gen } => {
+            Ev::AgentEffect => self.agent_effect(),
+            Ev::AgentTimer { gen } => self.agent_timer(gen),
+            Ev::BoundQuiet { vcpu, gen } => {
                 let x = &self.vcpus[vcpu as usize];
                 if x.boosted && x.boost_gen == gen {
-                    self.end_boost(vcpu, true);
-                }
-            }
-            Ev::BoostQuiet { vcpu, gen } => {
-                let x = &self.vcpus[vcpu as usize];
-                if x.boosted && x.boost_gen == gen {
-                    self.boost_quiet(vcpu);
+                    self.bound_quiet(vcpu);
                 }
             }
             Ev::DaemonDone { vm, gen } => {
@@ -1063,6 +1041,12 @@ impl Sim {
                 if self.sched == SchedulerKind::Eevdf {
                     self.update_curr(p);
                 }
+                if !self.pcpus[p as usize].rt_queue.is_empty() {
+                    // a raised thread preempts every fair task
+                    self.deschedule(p, RunState::Runnable);
+                    self.pick_and_run(p);
+                    return;
+                }
                 let Some(i) = self.best_in_runq(p) else {
                     return;
                 };
@@ -1087,11 +1071,6 @@ impl Sim {
 
     /// Take the current vCPU off `p` into `to` (Runnable: back in the runqueue).
     fn deschedule(&mut self, p: u32, to: RunState) {
-        if let Some(c) = self.pcpus[p as usize].current {
-            if self.vcpus[c as usize].boosted {
-                self.end_boost(c, false);
-            }
-        }
         let Some(c) = self.pcpus[p as usize].current.take() else {
             return;
         };
@@ -1100,7 +1079,8 @@ impl Sim {
         let v = &mut self.vcpus[c as usize];
         let ran = now.saturating_sub(v.run_start);
         v.runtime += ran;
-        if self.sched == SchedulerKind::Eevdf {
+        if self.sched == SchedulerKind::Eevdf && !v.boosted {
+            // a raised thread's time is real-time-class time: runtime, not vruntime
             v.vruntime += ran as i64;
         }
         v.run_start = now;
@@ -1120,6 +1100,10 @@ impl Sim {
         self.vcpu_descheduled(c);
         self.pcpus[p as usize].slice_gen = self.pcpus[p as usize].slice_gen.wrapping_add(1);
         match to {
+            RunState::Runnable if self.vcpus[c as usize].boosted => {
+                // a real-time thread put back while runnable stays first in its FIFO order
+                self.pcpus[p as usize].rt_queue.push_front(c);
+            }
             RunState::Runnable => {
                 if self.sched == SchedulerKind::Credit {
                     let v = &mut self.vcpus[c as usize];
@@ -1135,6 +1119,10 @@ impl Sim {
                     let slice = self.slice;
                     let v = &mut self.vcpus[c as usize];
                     v.lag = avg.map_or(0, |a| (a - v.vruntime).clamp(-2 * slice, 2 * slice));
+                }
+                if self.vcpus[c as usize].boosted {
+                    // a raised thread went to sleep: the program tells the agent
+                    self.program_blocked(c);
                 }
             }
             RunState::Running => {}
@@ -1157,6 +1145,9 @@ impl Sim {
     }
 
     fn pick_and_run(&mut self, p: u32) {
+        if let Some(v) = self.pcpus[p as usize].rt_queue.pop_front() {
+            return self.run_vcpu(p, v);
+        }
         let Some(i) = self.best_in_runq(p) else {
             return;
         };
@@ -1193,7 +1184,8 @@ impl Sim {
 
     /// Put `v` (already out of the runqueue) on `p`.
     fn run_vcpu(&mut self, p: u32, v: u32) {
-        self.trace_entry(v);
+        self.vcpus[v as usize].entered = true;
+        self.program_entry(v);
         let now = self.now;
         let pc = &mut self.pcpus[p as usize];
         pc.current = Some(v);
@@ -1317,7 +1309,12 @@ impl Sim {
         self.vcpus[v as usize].run_start = self.now;
         self.vcpus[v as usize].runnable_since = self.now;
         self.vcpus[v as usize].woken = true;
-        self.enqueue(p, v);
+        if self.vcpus[v as usize].boosted {
+            // a raised thread wakes into the real-time class
+            self.pcpus[p as usize].rt_queue.push_back(v);
+        } else {
+            self.enqueue(p, v);
+        }
         self.request_resched(p);
     }
 
@@ -1352,7 +1349,7 @@ impl Sim {
     fn dispatch(&mut self, v: u32) {
         let now = self.now;
         if self.vcpus[v as usize].boosted {
-            self.boost_progress(v);
+            self.bound_progress(v);
         }
         if let Some(&q) = self.vcpus[v as usize].pending.first() {
             let Some(head) = self.queues[q as usize].ring.front().copied() else {
@@ -1473,7 +1470,7 @@ impl Sim {
 
     /// Make the interrupt of queue `q` pending on vCPU `t` and get it serviced.
     fn raise(&mut self, q: u32, t: u32) {
-        self.trace_accept(t);
+        self.program_accept(t);
         let local = self.vcpus[t as usize].index as usize;
         let qu = &mut self.queues[q as usize];
         qu.raised_on = Some(t);
@@ -1495,20 +1492,6 @@ impl Sim {
             RunState::Blocked => self.wake(t),
             RunState::Runnable => {
                 let vm = x.vm;
-                if let Some(b) = self.boost {
-                    if !x.boost_armed && !x.boosted {
-                        // kvm:kvm_apic_accept_irq for a vCPU waiting in the runqueue: the agent
-                        // wakes and raises its thread
-                        x.boost_armed = true;
-                        x.boost_gen = x.boost_gen.wrapping_add(1);
-                        let gen = x.boost_gen;
-                        let u = (self.boost_rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-                        let react = b.base - b.tail * (1.0 - u).max(f64::MIN_POSITIVE).ln();
-                        let at = self.now + react as u64 + b.switch;
-                        self.push(at, Ev::HostBoost { vcpu: t, gen });
-                    }
-                }
-                let x = &mut self.vcpus[t as usize];
                 if self.smp_boost && self.vms[vm as usize].running == 0 {
                     // the paper's fast path: no vCPU of the VM is online
                     let p = x.pcpu;

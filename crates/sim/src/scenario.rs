@@ -98,23 +98,23 @@ pub enum PolicyKind {
     /// blind to vCPU scheduling.
     Irqbalance,
     /// What vmtune ships on KVM: the guest daemon of `vbalance-guest` and the host half,
-    /// `host-boost` (a vCPU that an interrupt is accepted for while it waits in the host's
-    /// runqueue is run until it has done the interrupt's work). Under the credit scheduler
-    /// (Xen) there is no host half: it is `vbalance-guest`.
+    /// `host-boost` (`vmtune irq boost`'s own `Booster`). Under the credit scheduler (Xen)
+    /// there is no host half: it is `vbalance-guest`.
     Vbalance,
     /// The guest half alone, the daemon's default on a KVM guest: the exact preempted flag via
     /// eBPF; moves deferred to the IRQ's next interrupt (x86 MSI without interrupt remapping),
     /// so every IRQ is placed by availability (never moved on a single preemption).
     VbalanceGuest,
-    /// The host half alone (`vmtune irq boost`, as built), IRQs where static placement has
-    /// them: when an interrupt is accepted for a vCPU that is runnable but not running, the
-    /// host agent, after its reaction time, runs it (SCHED_FIFO) until the vCPU halts (its
-    /// thread leaves the CPU) or the budget ends, within a per-VM share of a CPU. EEVDF (KVM)
-    /// only.
+    /// The host half alone (`vmtune irq boost`), IRQs where static placement has them: the
+    /// agent's own state machine, `irqbal::wait::boost::Booster`, fed the events its eBPF
+    /// program pushes; when an interrupt is accepted for a vCPU that waits for a CPU it raises
+    /// the vCPU's thread (SCHED_FIFO, after the agent's reaction time) until the vCPU halts or
+    /// the budget ends, within a per-VM share of a CPU. EEVDF (KVM) only.
     HostBoost,
-    /// The bound for the host half: as `host-boost`, but the boost ends as soon as the guest
-    /// has no interrupt work left — which the host cannot see (a guest that keeps computing
-    /// after its interrupt work shows the host nothing until its next exit or halt).
+    /// The bound for the host half, not an agent: `host-boost`'s `Booster`, also told the
+    /// instant the guest has no interrupt work left — which the host cannot see (a guest that
+    /// keeps computing after its interrupt work shows the host nothing until its next exit or
+    /// halt) — and lowering then, at once.
     HostBoostIdeal,
     /// A shorter EEVDF slice for the vCPU threads (`sched_attr.sched_runtime`, Linux 6.12+;
     /// `[host] slice_us`), no agent: a woken or interrupted vCPU waits less for its turn.
@@ -270,8 +270,8 @@ impl PolicyKind {
         )
     }
 
-    /// The host agent's boost ends when the guest's interrupt work is done (the bound), not
-    /// at a halt or the budget (what the agent sees).
+    /// The boost also ends when the guest's interrupt work is done (the bound), not only at
+    /// a halt or the budget (what the agent sees).
     pub fn boost_ends_with_work(self) -> bool {
         self == PolicyKind::HostBoostIdeal
     }
@@ -476,12 +476,19 @@ pub struct HostSpec {
     pub switch_us: f64,
     /// Longest boost, µs: the vCPU goes back to its class after this even with work left.
     pub boost_budget_us: f64,
-    /// A boost ends when the vCPU has had no interrupt work for this long, µs (the host sees
-    /// the vCPU's virtqueues go quiet; 0: as soon as its pending interrupts are serviced).
+    /// The bound's (`host-boost-ideal`'s) end of the interrupt work: the vCPU has had none for
+    /// this long, µs (0: as soon as its pending interrupts are serviced). The agent itself
+    /// cannot see it.
     pub boost_quiet_us: f64,
     /// Most of one CPU a VM may take through boosts, over `boost_window_ms`.
     pub boost_max_share: f64,
     pub boost_window_ms: f64,
+    /// Which waiting vCPUs the agent raises (`vmtune irq boost --on`; its default,
+    /// `preempted`).
+    pub boost_on: irqbal::wait::boost::BoostOn,
+    /// How long an interrupt waits before the agent makes a boost charged to the VM's share
+    /// (one over another tenant), µs; its vCPU entering the guest first cancels it.
+    pub boost_grace_us: f64,
     /// The vCPU threads' EEVDF slice (`host-slice`), µs (the base slice is `[eevdf]`'s).
     pub slice_us: f64,
     /// Whether the host runs the HRTICK scheduler feature: without it a slice ends at the
@@ -500,9 +507,25 @@ impl Default for HostSpec {
             boost_quiet_us: 0.0,
             boost_max_share: 0.05,
             boost_window_ms: 100.0,
+            boost_on: irqbal::wait::boost::BoostOn::Preempted,
+            boost_grace_us: 0.0,
             slice_us: 300.0,
             hrtick: false,
             tick_us: 4000.0,
+        }
+    }
+}
+
+impl HostSpec {
+    /// The agent's configuration, as `vmtune irq boost --budget-us --max-share --window-ms
+    /// --on` would give it.
+    pub fn boost_config(&self) -> irqbal::wait::boost::BoostConfig {
+        irqbal::wait::boost::BoostConfig {
+            budget_ns: ((self.boost_budget_us * 1e3) as u64).max(1),
+            max_share: self.boost_max_share,
+            window_ns: ((self.boost_window_ms * 1e6) as u64).max(1),
+            on: self.boost_on,
+            grace_ns: (self.boost_grace_us * 1e3) as u64,
         }
     }
 }
@@ -817,6 +840,10 @@ impl Scenario {
         }
         finite_nonneg(h.switch_us, "host.switch_us")?;
         finite_nonneg(h.boost_quiet_us, "host.boost_quiet_us")?;
+        finite_nonneg(h.boost_grace_us, "host.boost_grace_us")?;
+        if h.boost_grace_us > 1e9 {
+            return Err("host.boost_grace_us is too large".into());
+        }
         if h.switch_us > 1e6 || h.boost_quiet_us > 1e9 {
             return Err("host.switch_us or host.boost_quiet_us is too large".into());
         }

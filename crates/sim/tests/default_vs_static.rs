@@ -12,6 +12,14 @@
 //!   of its host slices against the ping's period; measured: 89.53 against 89.47 ms), hence
 //!   1 %.
 //!
+//! The shipped default itself is checked harder: seeds 1-5, 10 s and 30 s windows, each seed
+//! against static's with the same seed, within a noise margin per cell that is static's own
+//! seed-to-seed spread ([`margin`]). One cell is still worse than that and listed
+//! ([`KNOWN_WORSE`], the same case and bound the earlier check listed, now for the 10 s
+//! window only): vbalance-shared-core, EEVDF, 10 s, seed 3: ping p99 4.670 against static's
+//! 3.184 ms (1.466x; the margin there is 45.6 %). Every other cell passes, the 30 s window
+//! of that scenario included (0.94x).
+//!
 //! The built-ins run shortened here (see [`shorten`]); `vmtune sim NAME --json` runs them in
 //! full for the README's figures. The same check applied to `vbalance-chase` (the daemon's
 //! former default, which moved IRQs off every preempted vCPU although the moves are deferred)
@@ -137,34 +145,151 @@ fn every_builtin_is_checked() {
     }
 }
 
-/// Where the shipped default is known to be worse than static, and by how much at most: on
-/// `vbalance-shared-core` under EEVDF (vCPU0 beside a busy co-tenant VM) the host agent's boosts
-/// over the co-tenant are charged to the VM's 5 % share, which a boost lasting until the vCPU
-/// halts (the agent cannot see the interrupt work end) runs dry; a ping then waits a slice, up
-/// to ~4.9 ms, and in a 10 s window static's own tail can be lower (3.2–3.6 ms). Over 30 s the
-/// default's median p99 is 2.12 ms against static's 4.89 (README). Anything else worse than
-/// static, or this one by more than the bound, fails.
-const KNOWN_WORSE: &[(&str, &str, f64)] = &[("vbalance-shared-core eevdf", "ping p99", 1.5)];
+/// Seeds and windows of the default's check.
+const DEFAULT_SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+const WINDOWS_MS: [u64; 2] = [10_000, 30_000];
+
+/// The noise margin of one cell (scenario, scheduler, message size, window, metric): static's
+/// own seed-to-seed spread over seeds 1-5, (max - min) / median, and at least `floor` (1 % for
+/// the ping p99, [`TPUT_TOLERANCE`]'s 5 % for throughput). A seed of the default is worse when
+/// it is beyond static's value for the same seed by more than that: a difference static
+/// itself shows between seeds is noise, not the policy.
+fn margin(statics: &[f64], floor: f64) -> f64 {
+    let mut v = statics.to_vec();
+    v.sort_by(f64::total_cmp);
+    let med = v[v.len() / 2];
+    let spread = (v[v.len() - 1] - v[0]) / med;
+    spread.max(floor)
+}
+
+/// One cell: its name and the (static, default) value of each seed.
+struct Cell {
+    at: String,
+    what: &'static str,
+    /// Larger is worse (ping p99) or better (throughput).
+    larger_worse: bool,
+    pairs: Vec<(f64, f64)>,
+}
+
+impl Cell {
+    fn floor(&self) -> f64 {
+        if self.larger_worse {
+            P99_TOLERANCE - 1.0
+        } else {
+            1.0 - TPUT_TOLERANCE
+        }
+    }
+
+    /// default / static (ping) or static / default (throughput), worst seed: above 1 is worse.
+    fn worst(&self) -> (f64, usize) {
+        self.pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, d))| (if self.larger_worse { d / s } else { s / d }, i))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .unwrap()
+    }
+
+    fn margin(&self) -> f64 {
+        let statics: Vec<f64> = self.pairs.iter().map(|p| p.0).collect();
+        margin(&statics, self.floor())
+    }
+}
+
+/// Every cell of the default against static over `seeds` and `windows`.
+fn cells(policy: PolicyKind, scenarios: &[Scenario], seeds: &[u64], windows: &[u64]) -> Vec<Cell> {
+    let mut out: Vec<Cell> = Vec::new();
+    let mut put = |at: String, what, larger_worse, pair| {
+        if let Some(c) = out.iter_mut().find(|c| c.at == at && c.what == what) {
+            c.pairs.push(pair);
+        } else {
+            out.push(Cell {
+                at,
+                what,
+                larger_worse,
+                pairs: vec![pair],
+            });
+        }
+    };
+    for sc in scenarios {
+        for &w in windows {
+            for &seed in seeds {
+                let mut s = sc.clone();
+                s.duration_ms = w;
+                s.seed = seed;
+                s.policies = vec![PolicyKind::Static, policy];
+                let runs = run_scenario(&s, 2).unwrap();
+                for p in runs.iter().filter(|r| r.policy == policy) {
+                    let st = runs
+                        .iter()
+                        .find(|r| {
+                            r.policy == PolicyKind::Static
+                                && r.scheduler == p.scheduler
+                                && r.message_size == p.message_size
+                        })
+                        .unwrap();
+                    let at = format!(
+                        "{} {} size {:?} {} s",
+                        p.scenario,
+                        p.scheduler.name(),
+                        p.message_size,
+                        w / 1000
+                    );
+                    if let (Some(a), Some(b)) = (p.throughput_mbps, st.throughput_mbps) {
+                        put(at.clone(), "Mbit/s", false, (b, a));
+                    }
+                    if let (Some(a), Some(b)) = (p.rtt_ms, st.rtt_ms) {
+                        put(at.clone(), "ping p99", true, (b.p99, a.p99));
+                    }
+                    assert_eq!(p.throughput_mbps.is_some(), st.throughput_mbps.is_some());
+                    assert_eq!(p.rtt_ms.is_some(), st.rtt_ms.is_some());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The one cell where the shipped default is still worse than static beyond the margin, and
+/// by how much at most: `vbalance-shared-core` under EEVDF in 10 s windows (vCPU0 beside a
+/// busy co-tenant VM; boosts over the co-tenant are charged to the VM's 5 % share and about
+/// one in four wanted is refused, a refused ping waiting longer than static's worst). Issue 38
+/// is open until this list is empty.
+const KNOWN_WORSE: &[(&str, &str, f64)] =
+    &[("vbalance-shared-core eevdf size None 10 s", "ping p99", 1.5)];
 
 #[test]
 fn the_default_is_never_worse_than_static_on_any_builtin() {
-    let scenarios: Vec<Scenario> = builtin_scenarios().iter().map(shorten).collect();
-    let bad: Vec<String> = violations(PolicyKind::Vbalance, &scenarios, &SEEDS, true)
-        .into_iter()
-        .filter(|v| {
-            !KNOWN_WORSE.iter().any(|(at, what, bound)| {
-                v.starts_with(at) && v.contains(what) && ratio(v).is_some_and(|r| r <= *bound)
-            })
-        })
-        .collect();
+    // every built-in, both schedulers, seeds 1-5, 10 s and 30 s windows (a fig6 sweep: each
+    // message size for that long)
+    let scenarios = builtin_scenarios();
+    let cs = cells(
+        PolicyKind::Vbalance,
+        &scenarios,
+        &DEFAULT_SEEDS,
+        &WINDOWS_MS,
+    );
+    let mut bad = Vec::new();
+    for c in &cs {
+        let (r, i) = c.worst();
+        let m = c.margin();
+        let (s, d) = c.pairs[i];
+        let line = format!(
+            "{} {}: worst seed {} default {d:.3} static {s:.3} ({r:.3}x, margin {:.1} %)",
+            c.at,
+            c.what,
+            DEFAULT_SEEDS[i],
+            m * 100.0
+        );
+        println!("{line}");
+        let known = KNOWN_WORSE
+            .iter()
+            .any(|(at, what, bound)| c.at == *at && c.what == *what && r <= *bound);
+        if r > 1.0 + m && !known {
+            bad.push(line);
+        }
+    }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
-}
-
-/// `... ping p99 A ms, static B` → A / B.
-fn ratio(v: &str) -> Option<f64> {
-    let (_, rest) = v.split_once("ping p99 ")?;
-    let (a, rest) = rest.split_once(" ms, static ")?;
-    Some(a.parse::<f64>().ok()? / rest.trim().parse::<f64>().ok()?)
 }
 
 #[test]

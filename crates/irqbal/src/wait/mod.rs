@@ -111,6 +111,43 @@ impl Attribution {
     }
 }
 
+/// Who ran on the CPU a waiting vCPU's thread last ran on when an interrupt was accepted for
+/// it (the program's `HOLDER_*`): whom raising that thread displaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Holder {
+    /// Not known (the vCPU in the guest, its CPU not seen yet, or a recording without it).
+    #[default]
+    Unknown,
+    /// The CPU was idle.
+    Idle,
+    /// A thread of the vCPU's own VM (another of its vCPUs, its QEMU or vhost threads).
+    Own,
+    /// Another VM's thread or a host task.
+    Other,
+}
+
+impl Holder {
+    fn from_raw(v: u8) -> Option<Holder> {
+        Some(match v {
+            0 => Holder::Unknown,
+            1 => Holder::Idle,
+            2 => Holder::Own,
+            3 => Holder::Other,
+            _ => return None,
+        })
+    }
+
+    pub fn is_unknown(&self) -> bool {
+        *self == Holder::Unknown
+    }
+
+    /// Raising the vCPU takes time from no other tenant.
+    pub fn is_own(self) -> bool {
+        matches!(self, Holder::Idle | Holder::Own)
+    }
+}
+
 /// APIC delivery modes that are interrupts (fixed, lowest priority); NMI, SMI, INIT, SIPI and
 /// ExtINT are counted apart.
 pub fn is_interrupt_delivery(dm: u16) -> bool {
@@ -138,6 +175,9 @@ pub enum WaitEvent {
         dm: u16,
         state: VcpuState,
         by: Attribution,
+        /// Who ran on the vCPU thread's CPU (a vCPU not in the guest).
+        #[serde(default, skip_serializing_if = "Holder::is_unknown")]
+        holder: Holder,
     },
     /// The vCPU entered the guest with an accepted interrupt waiting.
     Entry { ts_ns: u64, vm: u32, vcpu: u32 },
@@ -176,6 +216,7 @@ impl WaitEvent {
                     vector: *b.get(30)?,
                     state: VcpuState::from_raw(*b.get(31)?)?,
                     by: Attribution::from_raw(*b.get(32)?)?,
+                    holder: Holder::from_raw(*b.get(33)?)?,
                 })
             }
             2 => Some(WaitEvent::Entry { ts_ns, vm, vcpu }),
@@ -202,7 +243,16 @@ impl WaitEvent {
             dm: 0,
             state,
             by: Attribution::Thread,
+            holder: Holder::Unknown,
         }
+    }
+
+    /// The same accept, saying who held the vCPU's CPU.
+    pub fn with_holder(mut self, h: Holder) -> Self {
+        if let WaitEvent::Accept { holder, .. } = &mut self {
+            *holder = h;
+        }
+        self
     }
 
     pub fn ts_ns(&self) -> u64 {
@@ -582,6 +632,7 @@ mod tests {
         b[30] = 0x31;
         b[31] = 3;
         b[32] = 1;
+        b[33] = 2;
         assert_eq!(
             WaitEvent::parse(&b),
             Some(WaitEvent::Accept {
@@ -594,6 +645,7 @@ mod tests {
                 dm: 0x100,
                 state: VcpuState::Preempted,
                 by: Attribution::Irq,
+                holder: Holder::Own,
             })
         );
         b[8] = 3;
@@ -677,6 +729,7 @@ mod tests {
             dm: 0x400,
             state: VcpuState::Host,
             by: Attribution::Thread,
+            holder: Holder::Unknown,
         });
         let r = book.report(None, &[]);
         assert_eq!((r.accepts, r.unattributed, r.other_delivery), (2, 1, 1));

@@ -314,6 +314,7 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
             OnArg::Waiting => BoostOn::Waiting,
             OnArg::Any => BoostOn::Any,
         },
+        ..BoostConfig::default()
     };
     let mut tr = tracer::WaitTracer::open().map_err(|e| anyhow!("irq boost: {e}"))?;
     let (lock, journal) = start_journal(&a.journal, a.pid.map(|p| p as i32))?;
