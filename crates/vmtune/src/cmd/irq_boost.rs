@@ -30,9 +30,10 @@ until the host scheduler runs that thread again (`vmtune irq wait` measures it).
 watches the same tracepoints and, for such a vCPU, makes its thread SCHED_FIFO (--priority)
 until the vCPU halts (its thread goes to sleep) or --budget-us runs out. It cannot see the
 guest finish its interrupt work: a guest that computes on keeps the boost for the whole
-budget (in the simulator's fig6 that gives 1.6x / 1.3x static's TCP / UDP, where ending at
-the work's end would give 2.4x / 1.7x); each VM's boosts together take at most --max-share of a CPU over
---window-ms, so a co-tenant keeps its time. The agent itself runs SCHED_FIFO one above.
+budget (in the simulator's fig6, which drives this agent's own policy, that gives 1.5x / 1.3x
+static's TCP / UDP, where ending at the work's end would give 2.4x / 1.7x). Boosts that take a
+CPU from another tenant together take at most --max-share of a CPU over --window-ms, so a
+co-tenant keeps its time; a boost over the VM's own vCPUs or an idle CPU is not counted. The agent itself runs SCHED_FIFO one above.
 
 Every vCPU thread it may raise is written to the journal, with its policy, nice, priority and
 EEVDF slice, before anything changes (VMs that start later: before their first boost). On
