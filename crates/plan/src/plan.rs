@@ -186,8 +186,11 @@ fn place(ctx: &mut Context, req: &Request) -> Result<(Placement, ThreadChoice), 
         let free_cores = ctx.cores.iter().filter(|c| c.free).count() as u32;
         return Ok((pack, ThreadChoice::TooFewCores { free_cores }));
     };
-    let choice = if locality(&spread.cost) <= locality(&pack.cost) {
+    let left = left_after(ctx, &spread);
+    let choice = if locality(&spread.cost) <= locality(&pack.cost) && left >= ctx.vcpus {
         ThreadChoice::SpreadFits
+    } else if locality(&spread.cost) <= locality(&pack.cost) && pack.nodes.len() == 1 {
+        ThreadChoice::SpreadCrowds { left }
     } else if pack.nodes.len() > 1 && spread.cost.host_reserve <= pack.cost.host_reserve {
         ThreadChoice::SpreadSpans {
             pack_nodes: pack.nodes.len(),
@@ -201,6 +204,16 @@ fn place(ctx: &mut Context, req: &Request) -> Result<(Placement, ThreadChoice), 
     };
     ctx.spread = choice.chosen() == Threads::Spread;
     Ok((if ctx.spread { spread } else { pack }, choice))
+}
+
+/// Free cores left on a placement's nodes once it and its emulator core are taken: what a
+/// core per vCPU leaves the host's next VMs.
+fn left_after(ctx: &Context, p: &Placement) -> u32 {
+    ctx.cores
+        .iter()
+        .filter(|c| c.free && p.nodes.contains(&c.node))
+        .filter(|c| !p.cores.contains(&c.id) && p.emulator.core != Some(c.id))
+        .count() as u32
 }
 
 /// `--threads spread` with fewer free whole cores than vCPUs.

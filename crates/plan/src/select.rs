@@ -41,6 +41,9 @@ pub enum ThreadChoice {
     /// Auto: pairs would span `pack_nodes` nodes anyway, so each vCPU gets a core, over
     /// `nodes` nodes.
     SpreadSpans { pack_nodes: usize, nodes: usize },
+    /// Auto: a core per vCPU would leave its node only `left` free cores, fewer than the VM
+    /// takes: sibling pairs keep room for the host's next VMs.
+    SpreadCrowds { left: u32 },
     /// Auto: one vCPU per core needs `free_cores` more than the host has free.
     TooFewCores { free_cores: u32 },
     /// Auto: one vCPU per core would take more nodes, or nodes farther from the devices,

@@ -193,11 +193,14 @@ fn threads(d: &Decisions) -> Option<String> {
             d.placement.cores.len()
         )),
         ThreadChoice::SpreadFits => spread(format!(
-            "--threads auto: {n} free cores as near the devices, on as few nodes, as {} cores of sibling pairs",
+            "--threads auto: {n} free cores as near the devices, on as few nodes, as {} cores of sibling pairs, and as many left free for the host's next VMs",
             n.div_ceil(2)
         )),
         ThreadChoice::SpreadSpans { pack_nodes, nodes } => spread(format!(
             "--threads auto: sibling pairs would span {pack_nodes} nodes anyway, and one vCPU per core fits on {nodes}"
+        )),
+        ThreadChoice::SpreadCrowds { left } => pack(format!(
+            "--threads auto: a core per vCPU would leave its node {left} free core(s), fewer than the VM's {n} vCPUs, and pairs keep room for the host's next VMs; --threads spread asks for it anyway"
         )),
         ThreadChoice::TooFewCores { free_cores } => pack(format!(
             "--threads auto: {n} vCPUs need more than the {free_cores} free cores for one each"
