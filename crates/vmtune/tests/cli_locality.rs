@@ -200,11 +200,11 @@ fn initramfs(dir: &Path) -> PathBuf {
         echo \"NODES $(/bin/busybox ls /sys/devices/system/node | /bin/busybox tr '\\n' ' ')\"\n\
         /bin/busybox poweroff -f\n";
     std::fs::write(root.join("init"), init).unwrap();
-    std::process::Command::new("chmod")
-        .args(["+x"])
-        .arg(root.join("init"))
-        .status()
-        .unwrap();
+    std::fs::set_permissions(
+        root.join("init"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let out = dir.join("initramfs.cpio");
     let ok = Command::new("sh")
         .arg("-c")

@@ -7,7 +7,7 @@
 
 use plan::Plan;
 
-use super::read::{child, children, parse_doc, pci_bdf};
+use super::read::{child, children, parse_doc, pci_bdf, pci_part};
 use crate::locality::{expanders, Expander};
 use crate::xml::{line_indent, El, Style};
 use crate::EmitError;
@@ -26,11 +26,7 @@ fn index_of(c: roxmltree::Node) -> Option<u32> {
 /// The PCI bus an element's own guest `<address>` puts it on.
 fn bus_of(n: roxmltree::Node) -> Option<u32> {
     let a = children(n, "address").find(|a| a.attribute("type") == Some("pci"))?;
-    let b = a.attribute("bus")?.trim();
-    match b.strip_prefix("0x") {
-        Some(h) => u32::from_str_radix(h, 16).ok(),
-        None => b.parse().ok(),
-    }
+    pci_part(a, "bus").ok()
 }
 
 /// Removals (and the start offsets of the controllers removed) of the expander buses (and the root ports on them) an earlier patch wrote: those

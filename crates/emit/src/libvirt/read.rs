@@ -465,7 +465,7 @@ pub fn domain_guest_os(xml: &str) -> Result<Option<DomainOs>, EmitError> {
     Ok(None)
 }
 
-fn pci_part(n: roxmltree::Node, attr: &str) -> Result<u32, EmitError> {
+pub(crate) fn pci_part(n: roxmltree::Node, attr: &str) -> Result<u32, EmitError> {
     let v = n
         .attribute(attr)
         .ok_or_else(|| EmitError::Invalid(format!("hostdev PCI address lacks {attr}")))?

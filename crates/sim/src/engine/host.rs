@@ -148,15 +148,20 @@ impl Sim {
 
     /// The program's event for a raised vCPU's thread going to sleep.
     pub(super) fn program_blocked(&mut self, v: u32) {
+        let e = self.blocked_event(v);
+        self.program_event(e);
+    }
+
+    /// The event the program pushes when `v`'s thread goes to sleep, at the current time.
+    fn blocked_event(&self, v: u32) -> WaitEvent {
         let x = &self.vcpus[v as usize];
         let vm = IRQ_TRACE_PID + x.vm;
-        let e = WaitEvent::Blocked {
+        WaitEvent::Blocked {
             ts_ns: self.now,
             vm,
             vcpu: x.index,
             tid: irq_trace_tid(vm, x.index),
-        };
-        self.program_event(e);
+        }
     }
 
     /// Queue the agent's decisions to take effect (`at_once`: now, the bound's lowering) and
@@ -331,14 +336,7 @@ impl Sim {
     /// The bound tells Booster that `v`'s interrupt work is done, as a halt would, and lowers
     /// it at once.
     fn bound_work_done(&mut self, v: u32) {
-        let x = &self.vcpus[v as usize];
-        let vm = IRQ_TRACE_PID + x.vm;
-        let e = WaitEvent::Blocked {
-            ts_ns: self.now,
-            vm,
-            vcpu: x.index,
-            tid: irq_trace_tid(vm, x.index),
-        };
+        let e = self.blocked_event(v);
         let now = self.now;
         let Some(a) = self.agent.as_mut() else { return };
         let acts = a.booster.on_event(&e, now, tid_of);
