@@ -128,12 +128,16 @@ pub enum Target {
     /// A systemd unit property set with `systemctl set-property --runtime`.
     SystemdProperty { unit: String, property: String },
     /// A scratch libvirt domain (`bench matrix`), defined from `xml`. Values
-    /// `absent`/`defined`; undone by destroying and undefining it.
+    /// `absent`/`defined`; undone by destroying and undefining it, then removing `files`.
     LibvirtDomain {
         /// The connection (`virsh -c`), `None` for virsh's default.
         uri: Option<String>,
         name: String,
         xml: PathBuf,
+        /// Files made for it (disk overlays, an NVRAM copy), removed with it. Journals
+        /// written before this field have none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -621,16 +625,45 @@ impl Actuator for Target {
             Target::SystemdProperty { unit, property } => {
                 shield::systemctl_set(unit, property, previous).map(|()| Outcome::Done(None))
             }
-            Target::LibvirtDomain { uri, name, .. } => {
+            Target::LibvirtDomain {
+                uri, name, files, ..
+            } => {
                 if previous != "absent" {
                     return Ok(Outcome::Skipped(format!(
                         "{name} was {previous} before: left as it is"
                     )));
                 }
-                if Virsh::new(uri.clone()).remove(name)? {
+                let removed = Virsh::new(uri.clone()).remove(name)?;
+                let mut gone = 0;
+                for f in files {
+                    // a directory goes once empty (the run's working directory, listed last)
+                    let r = if f.is_dir() {
+                        std::fs::remove_dir(f)
+                    } else {
+                        std::fs::remove_file(f)
+                    };
+                    match r {
+                        Ok(()) => gone += 1,
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::NotFound
+                                    | std::io::ErrorKind::DirectoryNotEmpty
+                            ) => {}
+                        Err(e) => return Err(ApplyError::io(f, e)),
+                    }
+                }
+                let files = match gone {
+                    0 => String::new(),
+                    1 => ", its file removed".into(),
+                    n => format!(", its {n} files removed"),
+                };
+                if removed {
                     Ok(Outcome::Done(Some(format!(
-                        "{name} destroyed and undefined"
+                        "{name} destroyed and undefined{files}"
                     ))))
+                } else if gone > 0 {
+                    Ok(Outcome::Done(Some(format!("{name} was gone{files}"))))
                 } else {
                     Ok(Outcome::Skipped(format!("{name} is already gone")))
                 }

@@ -32,6 +32,11 @@ use crate::guest::{self, RunOutput, UserRun};
 use crate::stats::{beyond_noise, Summary};
 use crate::{readers, report, signals, svg, Metric, RunFile};
 
+pub mod remote;
+pub mod view;
+
+pub use remote::{SshTarget, Transport};
+
 /// One layout to measure: the domain XML it runs (before the scratch changes) and what it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayoutSpec {
@@ -48,6 +53,9 @@ pub struct LayoutSpec {
     pub notes: Vec<String>,
     /// The plan behind it (JSON), recorded with its runs.
     pub plan: Option<serde_json::Value>,
+    /// What the guest must see for a run of this layout to count (`None`: not checked).
+    #[serde(default)]
+    pub expect: Option<view::Expect>,
 }
 
 /// The files a scratch domain boots from and writes to.
@@ -70,8 +78,24 @@ pub trait Domains {
     fn start(&mut self, name: &str) -> Result<()>;
     /// `virsh domstate`, `None` when there is no such domain.
     fn state(&mut self, name: &str) -> Result<Option<String>>;
-    /// Destroy and undefine (the caller records it undone).
+    /// Destroy and undefine (the caller records it undone), and whatever the caller made
+    /// for it (overlays, the NVRAM copy).
     fn remove(&mut self, name: &str) -> Result<()>;
+    /// The scratch copy of `layout` named `name` that boots the domain's own OS, its disks
+    /// behind overlays the caller makes (and journals) here.
+    fn guest_xml(&mut self, layout: &LayoutSpec, name: &str) -> Result<String> {
+        let _ = (layout, name);
+        Err(BenchError::Invalid(
+            "this libvirt connection boots no guest OS".into(),
+        ))
+    }
+    /// One qemu-guest-agent request (JSON) to domain `name`; the agent's reply (JSON).
+    fn agent(&mut self, name: &str, request: &str, timeout: Duration) -> Result<String> {
+        let _ = (name, request, timeout);
+        Err(BenchError::Invalid(
+            "this libvirt connection speaks to no guest agent".into(),
+        ))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -86,8 +110,10 @@ pub struct MatrixOptions {
     pub suite_args: Vec<String>,
     pub user_runs: Vec<UserRun>,
     pub files: Vec<PathBuf>,
-    /// Per run, from start to `shut off`.
+    /// Per run, from start to `shut off` (initramfs); per boot and per command (agent, SSH).
     pub timeout: Duration,
+    /// How commands reach the guest.
+    pub transport: Transport,
 }
 
 /// The kernel command line of every scratch boot (see `guest::qemu_command`).
@@ -116,6 +142,15 @@ pub struct RunRecord {
     pub user: Vec<UserResult>,
     /// Why the run failed.
     pub error: Option<String>,
+    /// Why the run does not count: its guest's view differs from its layout.
+    #[serde(default)]
+    pub invalid: Option<String>,
+    /// What the guest saw, one line (`view::describe`).
+    #[serde(default)]
+    pub view: Option<String>,
+    /// The guest's `lscpu`, `numactl --hardware` and meminfo huge lines (agent, SSH).
+    #[serde(default)]
+    pub view_text: Option<String>,
 }
 
 /// A `--run` command's output in one run.
@@ -131,7 +166,7 @@ pub struct UserResult {
 }
 
 impl UserResult {
-    fn read(o: &RunOutput) -> UserResult {
+    pub(crate) fn read(o: &RunOutput) -> UserResult {
         let mut r = UserResult {
             name: o.name.clone(),
             rc: o.rc,
@@ -177,6 +212,9 @@ pub fn run(
         ));
     }
     fs::create_dir_all(&opts.workdir).map_err(|e| BenchError::io(&opts.workdir, e))?;
+    if opts.transport != Transport::Initramfs {
+        return run_guests(layouts, opts, dom, bar);
+    }
     let initrd = opts.workdir.join("initramfs.cpio");
     let kernel = opts.workdir.join("vmlinuz");
     bar.set_message("building the guest's initramfs");
@@ -226,9 +264,17 @@ pub fn run(
             suite: None,
             user: Vec::new(),
             error: None,
+            invalid: None,
+            view: None,
+            view_text: None,
         };
         match got {
             Ok((suite, user)) => {
+                let why = suite
+                    .host_error
+                    .clone()
+                    .unwrap_or_else(|| "the guest's suite read no topology".into());
+                judge(&mut rec, l, suite.host.as_ref().ok_or(why));
                 rec.suite = Some(suite);
                 rec.user = user;
             }
@@ -239,6 +285,80 @@ pub fn run(
         bar.inc(1);
     }
     Ok(records)
+}
+
+/// Every (layout, run) in [`order`], each booting the user's own OS ([`remote::one`]).
+fn run_guests(
+    layouts: &[LayoutSpec],
+    opts: &MatrixOptions,
+    dom: &mut dyn Domains,
+    bar: &indicatif::ProgressBar,
+) -> Result<Vec<RunRecord>> {
+    let plan = order(layouts.len(), opts.runs);
+    bar.set_length(plan.len() as u64);
+    let mut records = Vec::new();
+    for (pos, &(li, r)) in plan.iter().enumerate() {
+        if signals::interrupted() {
+            return Err(BenchError::Interrupted);
+        }
+        let l = &layouts[li];
+        bar.set_message(format!(
+            "{} run {}/{} ({})",
+            l.name,
+            r + 1,
+            opts.runs,
+            opts.transport.name()
+        ));
+        let name = format!("{}-{}-{}", opts.prefix, l.name, r + 1);
+        let t0 = Instant::now();
+        let got = remote::one(l, &name, opts, dom);
+        let mut rec = RunRecord {
+            layout: l.name.clone(),
+            run: r + 1,
+            position: pos + 1,
+            seconds: t0.elapsed().as_secs_f64(),
+            suite: None,
+            user: Vec::new(),
+            error: None,
+            invalid: None,
+            view: None,
+            view_text: None,
+        };
+        match got {
+            Ok(g) => {
+                judge(&mut rec, l, g.view.as_ref().map_err(Clone::clone));
+                rec.view_text = Some(g.view_text);
+                rec.suite = Some(g.suite);
+                rec.user = g.user;
+            }
+            Err(BenchError::Interrupted) => return Err(BenchError::Interrupted),
+            Err(e) => rec.error = Some(e.to_string()),
+        }
+        records.push(rec);
+        bar.inc(1);
+    }
+    Ok(records)
+}
+
+/// Compare the guest's view with the layout: a run whose guest differs is invalid, and so is
+/// one whose view could not be read (nothing says it ran the layout).
+fn judge(rec: &mut RunRecord, l: &LayoutSpec, view: std::result::Result<&topo::Host, String>) {
+    match view {
+        Ok(v) => {
+            rec.view = Some(view::describe(v));
+            if let Some(e) = &l.expect {
+                let bad = view::check(e, v);
+                if !bad.is_empty() {
+                    rec.invalid = Some(bad.join("; "));
+                }
+            }
+        }
+        Err(why) => {
+            if l.expect.is_some() {
+                rec.invalid = Some(format!("the guest's view could not be read: {why}"));
+            }
+        }
+    }
 }
 
 /// One scratch boot: define, start, wait, remove (always, once defined), read.
@@ -340,6 +460,9 @@ pub struct MatrixReport {
     /// (every layout measures through that link alike).
     #[serde(default)]
     pub links: Vec<String>,
+    /// How the runs were made: the transport, the memory backing every layout ran.
+    #[serde(default)]
+    pub setup: Vec<String>,
 }
 
 /// A line for each link of the layouts' passed-through devices (their plans' `devices`) that
@@ -423,7 +546,10 @@ pub fn summarize(
             }
             rf.host = host.clone();
             rf.plan = l.plan.clone();
-            for rec in mine.iter().filter(|r| r.error.is_none()) {
+            for rec in mine
+                .iter()
+                .filter(|r| r.error.is_none() && r.invalid.is_none())
+            {
                 for m in run_metrics(rec) {
                     match rf.metrics.iter_mut().find(|x| x.name == m.name) {
                         Some(x) => x.samples.extend(m.samples),
@@ -452,6 +578,7 @@ pub fn summarize(
         records,
         partial,
         links,
+        setup: Vec::new(),
     }
 }
 

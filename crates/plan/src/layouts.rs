@@ -1,8 +1,13 @@
-//! The four layouts of the r/VFIO pinning benchmark, built for one request on one host:
+//! The layouts of the r/VFIO pinning benchmark, built for one request on one host:
 //! `default` (the domain as given), `pin` (vCPUs pinned one per physical core, one node,
 //! no guest NUMA), `pin-numa` (one per core, spread over host nodes, a guest NUMA cell per
 //! node with its memory bound there) and `pin-numa-smt` (the same vCPUs on whole cores,
-//! both hyperthreads, the guest told `threads=2`).
+//! both hyperthreads, the guest told `threads=2`); beside them `plan`, the planner's own
+//! plan for the request, and the study's two controls: `pin-span` (exactly `pin-numa`'s
+//! host CPUs and memory nodes, the guest told one node: the study's config A, one variable
+//! against `pin-numa`) and `smt-double` (twice the vCPUs on `pin-numa`'s cores, both threads
+//! of each, the guest told `threads=2`: the study's config C, where "+2–3 %, the guest just
+//! looks bigger" comes from).
 //!
 //! Each layout is the planner's own placement on the layout's nodes (`plan_on`: one vCPU per
 //! core for `pin` and `pin-numa`, sibling pairs for `pin-numa-smt`, vCPUs split over the
@@ -39,14 +44,35 @@ pub enum LayoutKind {
     PinNuma,
     #[serde(rename = "pin-numa-smt")]
     PinNumaSmt,
+    /// The planner's own plan for the request.
+    #[serde(rename = "plan")]
+    Plan,
+    /// `pin-numa`'s host CPUs and memory nodes, the guest told one node.
+    #[serde(rename = "pin-span")]
+    PinSpan,
+    /// Twice the vCPUs on `pin-numa`'s cores, both threads, the guest told `threads=2`.
+    #[serde(rename = "smt-double")]
+    SmtDouble,
 }
 
 impl LayoutKind {
-    pub const ALL: [LayoutKind; 4] = [
+    /// The study's four layouts.
+    pub const STUDY: [LayoutKind; 4] = [
         LayoutKind::Default,
         LayoutKind::Pin,
         LayoutKind::PinNuma,
         LayoutKind::PinNumaSmt,
+    ];
+
+    /// Every layout, in the matrix's default order.
+    pub const ALL: [LayoutKind; 7] = [
+        LayoutKind::Default,
+        LayoutKind::Pin,
+        LayoutKind::PinNuma,
+        LayoutKind::PinNumaSmt,
+        LayoutKind::Plan,
+        LayoutKind::PinSpan,
+        LayoutKind::SmtDouble,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,7 +81,15 @@ impl LayoutKind {
             LayoutKind::Pin => "pin",
             LayoutKind::PinNuma => "pin-numa",
             LayoutKind::PinNumaSmt => "pin-numa-smt",
+            LayoutKind::Plan => "plan",
+            LayoutKind::PinSpan => "pin-span",
+            LayoutKind::SmtDouble => "smt-double",
         }
+    }
+
+    /// Every name, for error messages and `--help`.
+    pub fn names() -> String {
+        LayoutKind::ALL.map(LayoutKind::name).join(", ")
     }
 
     pub fn parse(s: &str) -> Option<LayoutKind> {
@@ -69,6 +103,13 @@ impl LayoutKind {
             LayoutKind::Pin => "vCPU pinning only",
             LayoutKind::PinNuma => "vCPU pinning + guest NUMA",
             LayoutKind::PinNumaSmt => "vCPU pinning + guest NUMA + SMT siblings",
+            LayoutKind::Plan => "the planner's own plan for this VM",
+            LayoutKind::PinSpan => {
+                "pin-numa's host CPUs and memory, the guest told one node (the study's control A)"
+            }
+            LayoutKind::SmtDouble => {
+                "twice the vCPUs on pin-numa's cores, both threads (the study's control C)"
+            }
         }
     }
 }
@@ -127,9 +168,15 @@ pub fn matrix(
     if req.vcpus == 0 {
         return Err(PlanError::Refused("the request has no vCPUs".into()));
     }
-    let numa = kinds
-        .iter()
-        .any(|k| matches!(k, LayoutKind::PinNuma | LayoutKind::PinNumaSmt));
+    let numa = kinds.iter().any(|k| {
+        matches!(
+            k,
+            LayoutKind::PinNuma
+                | LayoutKind::PinNumaSmt
+                | LayoutKind::PinSpan
+                | LayoutKind::SmtDouble
+        )
+    });
     if numa && req.vcpus < 2 {
         return Err(PlanError::Refused(format!(
             "the guest NUMA layouts need at least 2 vCPUs, one per guest cell; the domain has {}",
@@ -137,7 +184,18 @@ pub fn matrix(
         )));
     }
     let chosen = plan(req, host, tenants);
+    let measured = kinds.contains(&LayoutKind::Plan);
     let (chosen_kind, chosen_note) = match &chosen {
+        Ok(p) if measured => (
+            Some(LayoutKind::Plan),
+            format!(
+                "the planner's own plan is measured as the layout plan ({} vCPUs on host node(s) {}, guest {}; closest study layout: {})",
+                p.vcpus.len(),
+                join(&p.memory.host_nodes),
+                guest_line(p),
+                kind_of(p).name()
+            ),
+        ),
         Ok(p) => {
             let k = kind_of(p);
             let note = if k == LayoutKind::Pin && p.guest_topology.threads > 1 {
@@ -168,9 +226,20 @@ pub fn matrix(
         tenants,
     )
     .ok();
+    let on = (host, tenants);
+    let derived = kinds
+        .iter()
+        .any(|k| matches!(k, LayoutKind::PinSpan | LayoutKind::SmtDouble));
+    let pin_numa = derived.then(|| build(LayoutKind::PinNuma, req, &ground, membw.as_ref(), on));
     let layouts = kinds
         .iter()
-        .map(|&kind| build(kind, req, &ground, membw.as_ref(), (host, tenants)))
+        .map(|&kind| match (kind, &pin_numa) {
+            (LayoutKind::Plan, _) => own_plan(chosen.as_ref(), &ground),
+            (LayoutKind::PinSpan | LayoutKind::SmtDouble, Some(from)) => {
+                control(kind, from, &ground, host)
+            }
+            _ => build(kind, req, &ground, membw.as_ref(), on),
+        })
         .collect();
     Ok(Matrix {
         layouts,
@@ -178,6 +247,138 @@ pub fn matrix(
         chosen_kind,
         chosen_note,
     })
+}
+
+/// The guest's shape in one phrase: `1×4×2, 2 cells`.
+fn guest_line(p: &Plan) -> String {
+    let t = &p.guest_topology;
+    let cells = if p.guest_numa.len() > 1 {
+        format!(", {} cells", p.guest_numa.len())
+    } else {
+        String::new()
+    };
+    format!(
+        "{} socket(s) × {} core(s) × {} thread(s){cells}",
+        t.sockets, t.cores, t.threads
+    )
+}
+
+/// The `plan` layout: the planner's own plan as it would apply it, pages aside (every
+/// layout runs the same memory backing, chosen by the caller).
+fn own_plan(chosen: Result<&Plan, &PlanError>, g: &Ground) -> Layout {
+    let kind = LayoutKind::Plan;
+    match chosen {
+        Ok(p) => {
+            let mut p = p.clone();
+            p.memory = four_k(&p.memory.host_nodes);
+            let notes = g.notes.clone();
+            let mut rationale = vec![format!(
+                "plan: {} (measured by vmtune bench matrix beside the r/VFIO pinning benchmark's layouts)",
+                kind.describe()
+            )];
+            rationale.append(&mut p.rationale);
+            p.rationale = rationale;
+            Layout {
+                kind,
+                plan: Some(p),
+                notes,
+            }
+        }
+        Err(e) => Layout {
+            kind,
+            plan: None,
+            notes: vec![format!("the planner makes no plan on this host: {e}")],
+        },
+    }
+}
+
+/// The study's controls, built from `pin-numa` (`from`): `pin-span` keeps its pins and
+/// memory nodes and tells the guest one node; `smt-double` puts two vCPUs on each of its
+/// cores (the core's two threads), doubling the guest's vCPUs and cells' vCPUs.
+fn control(kind: LayoutKind, from: &Layout, g: &Ground, host: &Host) -> Layout {
+    let mut notes = from.notes.clone();
+    let Some(base) = &from.plan else {
+        return Layout {
+            kind,
+            plan: None,
+            notes,
+        };
+    };
+    let mut p = base.clone();
+    let n = base.vcpus.len() as u32;
+    let mut said = Vec::new();
+    match kind {
+        LayoutKind::PinSpan => {
+            p.guest_numa = Vec::new();
+            p.guest_topology = GuestTopology {
+                sockets: 1,
+                dies: 1,
+                cores: n,
+                threads: 1,
+            };
+            if base.memory.host_nodes.len() > 1 {
+                said.push(format!(
+                    "the guest is told one node; its memory stays bound to host nodes {} as in pin-numa",
+                    join(&base.memory.host_nodes)
+                ));
+            }
+        }
+        _ => {
+            let mut shared = false;
+            let mut used: CpuSet = base.vcpus.iter().map(|v| v.cpu).collect();
+            p.vcpus = base
+                .vcpus
+                .iter()
+                .flat_map(|v| {
+                    let second = sibling(g, host, v.cpu, &used);
+                    if let Some(s) = second {
+                        used.insert(s);
+                    }
+                    shared |= second.is_none();
+                    [v.cpu, second.unwrap_or(v.cpu)]
+                })
+                .enumerate()
+                .map(|(i, cpu)| VcpuPin {
+                    vcpu: i as u32,
+                    cpu,
+                })
+                .collect();
+            if shared {
+                notes.push(
+                    "some of pin-numa's cores have no free second thread: both vCPUs of a pair share one host CPU there"
+                        .into(),
+                );
+            }
+            for c in &mut p.guest_numa {
+                c.vcpus = c.vcpus.iter().flat_map(|v| [2 * v, 2 * v + 1]).collect();
+            }
+            let cells = p.guest_numa.len().max(1) as u32;
+            p.guest_topology = guest_topology(2 * n, cells, 2);
+        }
+    }
+    p.rationale = vec![format!(
+        "{}: {} (built by vmtune bench matrix)",
+        kind.name(),
+        kind.describe()
+    )];
+    p.rationale.extend(said);
+    p.rationale.extend(notes.iter().cloned());
+    Layout {
+        kind,
+        plan: Some(p),
+        notes,
+    }
+}
+
+/// A free PU of `cpu`'s core that is not in `used`.
+fn sibling(g: &Ground, host: &Host, cpu: u32, used: &CpuSet) -> Option<u32> {
+    let core = host.pu(cpu)?.core;
+    g.nodes
+        .iter()
+        .flat_map(|n| &n.cores)
+        .find(|c| c.contains(&cpu))
+        .and_then(|c| c.iter().copied().find(|&c| !used.contains(c)))
+        .filter(|&s| host.pu(s).is_some_and(|p| p.core == core))
 }
 
 fn join(v: &[u32]) -> String {
@@ -305,7 +506,9 @@ fn build(
         g.notes.clone()
     };
     let plan = match kind {
-        LayoutKind::Default => None,
+        LayoutKind::Default | LayoutKind::Plan | LayoutKind::PinSpan | LayoutKind::SmtDouble => {
+            None
+        }
         LayoutKind::Pin => {
             let nodes: Vec<u32> = pin_nodes(req, g).iter().map(|n| n.node).collect();
             let by_planner = planned(req, g, on, &nodes, Profile::Compute, ThreadPolicy::Spread);
@@ -552,9 +755,10 @@ fn pin_numa(
         ));
         threads = 1;
     }
-    // whole guest cores per cell
+    // whole guest cores per cell, each cell up to its node's free cores first
     let cores = want / threads;
-    let share = |i: usize| (cores / k + usize::from(i < cores % k)) * threads;
+    let shares = cell_shares(nodes, k, cores);
+    let share = |i: usize| shares[i] * threads;
     // the CPUs of every cell on one host node are taken in one go (a one-node host used
     // twice gives its second cell the cores after the first's)
     let mut per_cell: Vec<Vec<u32>> = vec![Vec::new(); k];
@@ -597,6 +801,31 @@ fn pin_numa(
     p.memory = four_k(&host_nodes);
     p.guest_numa = cells;
     p
+}
+
+/// `cores` guest cores over the first `k` of `nodes`: one at a time to the cell with the
+/// fewest that still has a free core on its node (cells sharing a node share its cores), and
+/// only past every node's free cores to the cell with the fewest.
+fn cell_shares(nodes: &[&NodeCores], k: usize, cores: usize) -> Vec<usize> {
+    let cap: Vec<usize> = (0..k)
+        .map(|i| {
+            let same: Vec<usize> = (0..k).filter(|&j| nodes[j].node == nodes[i].node).collect();
+            let free = nodes[i].cores.len();
+            let pos = same.iter().position(|&j| j == i).unwrap_or(0);
+            free / same.len() + usize::from(pos < free % same.len())
+        })
+        .collect();
+    let mut shares = vec![0usize; k];
+    for _ in 0..cores {
+        let pick = (0..k)
+            .filter(|&i| shares[i] < cap[i])
+            .min_by_key(|&i| (shares[i], i))
+            .or_else(|| (0..k).min_by_key(|&i| (shares[i], i)));
+        if let Some(i) = pick {
+            shares[i] += 1;
+        }
+    }
+    shares
 }
 
 /// Threads per core of the nodes' cores (the most common width); 2 on a host without SMT,
@@ -694,7 +923,22 @@ mod tests {
         for k in LayoutKind::ALL {
             assert_eq!(LayoutKind::parse(k.name()), Some(k));
         }
+        assert!(LayoutKind::names().contains("smt-double"));
         assert_eq!(LayoutKind::parse("numa"), None);
+    }
+
+    #[test]
+    fn cells_take_free_cores_before_doubling_up() {
+        let node = |node, n: u32| NodeCores {
+            node,
+            cores: (0..n).map(|c| vec![node * 100 + c]).collect(),
+        };
+        let (small, big) = (node(0, 1), node(1, 5));
+        // an even split would put 2 vCPUs on node 0's single core while node 1 idles
+        assert_eq!(cell_shares(&[&small, &big], 2, 4), [1, 3]);
+        assert_eq!(cell_shares(&[&big, &big], 2, 5), [3, 2]);
+        // past every free core, the cell with the fewest takes the next
+        assert_eq!(cell_shares(&[&small, &small], 2, 3), [2, 1]);
     }
 
     #[test]

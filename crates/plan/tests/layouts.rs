@@ -43,13 +43,27 @@ fn said(m: &Matrix, kind: LayoutKind, what: &str) -> bool {
 fn check(host: &Host, req: &Request, tenants: &[Tenant], m: &Matrix, label: &str) {
     let taken: CpuSet = plan::taken_cpus(tenants);
     let n = req.vcpus as usize;
-    assert_eq!(m.layouts.len(), 4, "{label}");
+    assert_eq!(m.layouts.len(), LayoutKind::ALL.len(), "{label}");
+    let pin_numa = m
+        .layouts
+        .iter()
+        .find(|l| l.kind == LayoutKind::PinNuma)
+        .and_then(|l| l.plan.as_ref());
     for l in &m.layouts {
         let Some(p) = &l.plan else {
-            assert_eq!(l.kind, LayoutKind::Default, "{label}");
+            assert!(
+                l.kind == LayoutKind::Default || (l.kind == LayoutKind::Plan && m.chosen.is_none()),
+                "{label} {}: no plan",
+                l.kind.name()
+            );
             continue;
         };
         let k = l.kind.name();
+        let n = if l.kind == LayoutKind::SmtDouble {
+            2 * n
+        } else {
+            n
+        };
         assert_eq!(p.vcpus.len(), n, "{label} {k}: vCPU count");
         let t = &p.guest_topology;
         assert_eq!(
@@ -96,6 +110,61 @@ fn check(host: &Host, req: &Request, tenants: &[Tenant], m: &Matrix, label: &str
                     one_per_core(host, &cpus, l, label);
                 } else {
                     siblings_together(host, p, l, label);
+                }
+            }
+            LayoutKind::Plan => {
+                let chosen = m
+                    .chosen
+                    .as_ref()
+                    .expect("a plan layout has the planner's plan");
+                assert_eq!(p.vcpus, chosen.vcpus, "{label} plan: the planner's pins");
+                assert_eq!(p.guest_numa, chosen.guest_numa, "{label} plan: cells");
+                assert_eq!(p.guest_topology, chosen.guest_topology, "{label} plan");
+                assert_eq!(
+                    p.memory.host_nodes, chosen.memory.host_nodes,
+                    "{label} plan"
+                );
+            }
+            LayoutKind::PinSpan => {
+                let from = pin_numa.expect("pin-numa under pin-span");
+                assert_eq!(p.vcpus, from.vcpus, "{label} pin-span: pin-numa's CPUs");
+                assert_eq!(
+                    p.memory.host_nodes, from.memory.host_nodes,
+                    "{label} pin-span"
+                );
+                assert!(
+                    p.guest_numa.is_empty(),
+                    "{label} pin-span: the guest sees one node"
+                );
+                assert_eq!(t.threads, 1, "{label} pin-span");
+            }
+            LayoutKind::SmtDouble => {
+                let from = pin_numa.expect("pin-numa under smt-double");
+                assert_eq!(t.threads, 2, "{label} smt-double: threads");
+                for (i, v) in from.vcpus.iter().enumerate() {
+                    let pair = &p.vcpus[2 * i..2 * i + 2];
+                    assert_eq!(
+                        pair[0].cpu, v.cpu,
+                        "{label} smt-double: pin-numa's CPU first"
+                    );
+                    assert_eq!(
+                        core_of(host, pair[1].cpu),
+                        core_of(host, v.cpu),
+                        "{label} smt-double: the pair on one core"
+                    );
+                }
+                assert_eq!(
+                    p.guest_numa.len(),
+                    from.guest_numa.len(),
+                    "{label} smt-double"
+                );
+                for (c, f) in p.guest_numa.iter().zip(&from.guest_numa) {
+                    assert_eq!(c.vcpus.len(), 2 * f.vcpus.len(), "{label} smt-double cell");
+                    assert_eq!(c.host_nodes, f.host_nodes, "{label} smt-double cell node");
+                    assert_eq!(
+                        c.memory_bytes, f.memory_bytes,
+                        "{label} smt-double cell memory"
+                    );
                 }
             }
             LayoutKind::Default => unreachable!(),
@@ -190,8 +259,16 @@ fn every_shared_topology_gets_the_four_layouts() {
             let m = matrix(&req, host, &[], &LayoutKind::ALL)
                 .unwrap_or_else(|e| panic!("{name} {vcpus}: {e}"));
             check(host, &req, &[], &m, &format!("{name} {vcpus} vCPUs"));
-            if let Some(p) = &m.chosen {
-                assert_eq!(m.chosen_kind, Some(plan::layouts::kind_of(p)));
+            if m.chosen.is_some() {
+                assert_eq!(
+                    m.chosen_kind,
+                    Some(LayoutKind::Plan),
+                    "{name}: the plan is measured"
+                );
+            }
+            let study = matrix(&req, host, &[], &LayoutKind::STUDY).unwrap();
+            if let Some(p) = &study.chosen {
+                assert_eq!(study.chosen_kind, Some(plan::layouts::kind_of(p)));
             }
         }
     }

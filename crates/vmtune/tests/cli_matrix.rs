@@ -89,6 +89,9 @@ fn matrix_args<'a>(uri: &'a str, kernel: &'a str, out: &'a str, journal: &'a str
         "0.3",
         "--guest-timeout",
         "400",
+        // the study's four (the own-OS test, cli_matrix_guest.rs, runs the others)
+        "--layouts",
+        "default,pin,pin-numa,pin-numa-smt",
     ]
 }
 
@@ -156,6 +159,12 @@ fn four_layouts_in_scratch_domains_and_a_kill_restored() {
     assert_eq!(recs.len(), 8);
     for rec in recs {
         assert!(rec["error"].is_null(), "{rec}");
+        // each run's guest view matched its layout
+        assert!(rec["invalid"].is_null(), "{}", rec["invalid"]);
+        assert!(
+            rec["view"].as_str().unwrap().starts_with("4 CPU(s)"),
+            "{rec}"
+        );
         let (pus, nodes, widest) = guest_cpus(rec);
         let layout = rec["layout"].as_str().unwrap();
         assert_eq!(pus, 4, "{layout}: the guest's CPUs");

@@ -139,6 +139,7 @@ fn layouts() -> Vec<LayoutSpec> {
             guest: "1 socket".into(),
             notes: vec![],
             plan: None,
+            expect: None,
         })
         .collect()
 }
@@ -158,6 +159,7 @@ fn opts(dir: &Path, runs: usize) -> MatrixOptions {
         user_runs: vec![UserRun::parse("stream=/opt/stream").unwrap()],
         files: vec![],
         timeout: Duration::from_secs(5),
+        transport: Transport::Initramfs,
     }
 }
 

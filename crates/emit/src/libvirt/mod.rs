@@ -58,6 +58,7 @@
 //!   goes: every vCPU starts); `<vcpus>` is rewritten to the plan's count, all enabled, each
 //!   vCPU's `hotpluggable` as the domain had it — and left alone when it already says that.
 
+mod guest;
 mod locality;
 mod read;
 mod scratch;
@@ -72,6 +73,10 @@ use crate::xml::{merge, El, Style};
 use crate::EmitError;
 
 pub use crate::values::parse_libvirt_cpuset;
+pub use guest::{
+    domain_disks, guest_shape, hugepage_backing, memory_backing, scratch_guest,
+    with_memory_backing, DiskSource, GuestScratch, GuestShape, AGENT_CHANNEL,
+};
 pub use read::{domain_choices, domain_guest_os, tenant_from_domain_xml, DomainOs};
 use read::{parse_doc, DomainInfo};
 pub use scratch::{domain_shape, scratch_domain, DomainShape, Scratch};

@@ -1,9 +1,12 @@
-//! `vmtune bench matrix`: the r/VFIO pinning benchmark's four layouts of one libvirt domain,
-//! built by the planner (`plan::layouts`), patched into scratch copies of the domain
-//! (`emit::libvirt`), booted and measured one after another (`bench::matrix`), each scratch
-//! domain a journal step (`apply`, `Target::LibvirtDomain`) so `vmtune restore` removes
-//! whatever a killed run left.
+//! `vmtune bench matrix`: the r/VFIO pinning benchmark's layouts of one libvirt domain (and
+//! the planner's own plan), built by the planner (`plan::layouts`), patched into scratch
+//! copies of the domain (`emit::libvirt`), booted and measured one after another
+//! (`bench::matrix`) — vmtune's measuring initramfs, or the domain's own OS through its
+//! disks' overlays, reached by qemu-guest-agent or SSH — each scratch domain and the files
+//! made for it a journal step (`apply`, `Target::LibvirtDomain`) so `vmtune restore`
+//! removes whatever a killed run left.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -12,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use apply::journal::{Journal, State};
 use apply::libvirt::Virsh;
 use apply::step::Target;
-use bench::matrix::{self, Domains, LayoutSpec, ScratchFiles};
+use bench::matrix::{self, view, Domains, LayoutSpec, ScratchFiles, SshTarget, Transport};
 use bench::BenchError;
 use plan::layouts::{LayoutKind, Matrix};
 use plan::{GuestOs, HugepagePolicy, Plan, Request};
@@ -34,13 +37,33 @@ pub struct MatrixArgs {
     #[arg(long, short = 'c', value_name = "URI")]
     connect: Option<String>,
     /// Layouts to measure, in table order; the first is the baseline of every change.
+    /// `plan` is the planner's own plan for this domain (the verdict is about it);
+    /// `pin-span` has pin-numa's host CPUs with the guest told one node, `smt-double` twice
+    /// the vCPUs on pin-numa's cores (the study's controls A and C).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "default,pin,pin-numa,pin-numa-smt",
+        default_value = "default,pin,pin-numa,pin-numa-smt,plan,pin-span,smt-double",
         value_name = "LIST"
     )]
     layouts: Vec<String>,
+    /// How the benchmarks reach the guest: `agent` boots the domain's own OS (its disks
+    /// behind throw-away qcow2 overlays, never written) and runs `--run` commands through
+    /// qemu-guest-agent; `ssh` the same through `--ssh`; `initramfs` boots vmtune's own
+    /// measuring initramfs instead of the disks (the built-in suite). `auto`: agent when the
+    /// domain has a writable disk, else initramfs (said).
+    #[arg(long, value_enum, default_value = "auto")]
+    transport: TransportArg,
+    /// Where `--transport ssh` logs in: USER@HOST or USER@HOST:PORT (key authentication).
+    #[arg(long, value_name = "USER@HOST[:PORT]")]
+    ssh: Option<String>,
+    /// The private key for `--ssh`.
+    #[arg(long, value_name = "FILE")]
+    ssh_key: Option<PathBuf>,
+    /// Back every layout's memory with pages of this size (2M or 1G; the host's pool must
+    /// hold them). Default: every layout keeps the domain's own `<memoryBacking>`.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    hugepages: Option<u64>,
     /// Boots per layout, interleaved: round r runs every layout once, starting at layout r.
     #[arg(long, default_value_t = 3, value_name = "N")]
     runs: usize,
@@ -89,10 +112,82 @@ pub struct MatrixArgs {
     host: HostArgs,
 }
 
-/// `virsh` behind the matrix, each scratch domain journaled before it is defined.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum TransportArg {
+    Auto,
+    Agent,
+    Ssh,
+    Initramfs,
+}
+
+/// `virsh` behind the matrix, each scratch domain journaled before it is defined (with the
+/// overlays and NVRAM copy made for it, before they are made).
 struct VirshDomains {
     virsh: Virsh,
-    journal: Journal,
+    /// Opened once the runs start (a dry run has none).
+    journal: Option<Journal>,
+    /// The domain's disks and NVRAM (the guest transports overlay them).
+    disks: Vec<emit::libvirt::DiskSource>,
+    nvram: Option<String>,
+    workdir: PathBuf,
+    /// Per scratch domain made by `guest_xml`: its journal step and its files.
+    made: BTreeMap<String, (u32, Vec<PathBuf>)>,
+}
+
+impl VirshDomains {
+    fn journal(&mut self) -> bench::Result<&mut Journal> {
+        self.journal.as_mut().ok_or_else(|| {
+            BenchError::Invalid("no journal is open (a dry run defines nothing)".into())
+        })
+    }
+
+    /// The overlay of each writable disk and the NVRAM copy of scratch domain `name`.
+    fn files_of(&self, name: &str) -> (Vec<(String, PathBuf)>, Option<PathBuf>) {
+        let overlays = self
+            .disks
+            .iter()
+            .filter(|d| d.writable())
+            .map(|d| {
+                (
+                    d.target.clone(),
+                    self.workdir.join(format!("{name}-{}.qcow2", d.target)),
+                )
+            })
+            .collect();
+        (
+            overlays,
+            self.nvram
+                .as_ref()
+                .map(|_| self.workdir.join(format!("{name}_VARS.fd"))),
+        )
+    }
+
+    fn make_files(&self, overlays: &[(String, PathBuf)], nvram: Option<&Path>) -> Result<()> {
+        for (target, overlay) in overlays {
+            let Some(d) = self.disks.iter().find(|d| &d.target == target) else {
+                continue;
+            };
+            let Some(image) = &d.path else {
+                bail!("disk {target} names no image");
+            };
+            let format = d.format.clone().unwrap_or_else(|| "raw".into());
+            let out = std::process::Command::new("qemu-img")
+                .args(["create", "-q", "-f", "qcow2", "-F", &format, "-b", image])
+                .arg(overlay)
+                .output()
+                .context("running qemu-img (apt-get install qemu-utils)")?;
+            if !out.status.success() {
+                bail!(
+                    "qemu-img create over {image}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+        if let (Some(from), Some(to)) = (&self.nvram, nvram) {
+            std::fs::copy(from, to).with_context(|| format!("copying the NVRAM {from}"))?;
+        }
+        Ok(())
+    }
 }
 
 impl Domains for VirshDomains {
@@ -110,22 +205,27 @@ impl Domains for VirshDomains {
     }
 
     fn define(&mut self, name: &str, xml: &Path) -> bench::Result<()> {
-        let target = Target::LibvirtDomain {
-            uri: self.virsh.uri.clone(),
-            name: name.to_string(),
-            xml: xml.to_path_buf(),
+        let step = match self.made.get(name) {
+            Some((step, _)) => *step,
+            None => {
+                let target = Target::LibvirtDomain {
+                    uri: self.virsh.uri.clone(),
+                    name: name.to_string(),
+                    xml: xml.to_path_buf(),
+                    files: Vec::new(),
+                };
+                self.journal()?
+                    .intend(&target, "absent", "defined")
+                    .map_err(other)?
+            }
         };
-        let step = self
-            .journal
-            .intend(&target, "absent", "defined")
-            .map_err(other)?;
         let r = self.virsh.define(xml).map_err(other);
         let state = if r.is_ok() {
             State::Done
         } else {
             State::Failed
         };
-        self.journal.outcome(step, state, None).map_err(other)?;
+        self.journal()?.outcome(step, state, None).map_err(other)?;
         r
     }
 
@@ -138,8 +238,72 @@ impl Domains for VirshDomains {
     }
 
     fn remove(&mut self, name: &str) -> bench::Result<()> {
-        self.virsh.remove(name).map(drop).map_err(other)
+        self.virsh.remove(name).map_err(other)?;
+        if let Some((_, files)) = self.made.get(name) {
+            // the working directory (listed with the first run's files) goes at the end
+            for f in files.iter().filter(|f| !f.is_dir()) {
+                match std::fs::remove_file(f) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(BenchError::io(f, e)),
+                }
+            }
+        }
+        Ok(())
     }
+
+    fn guest_xml(&mut self, l: &LayoutSpec, name: &str) -> bench::Result<String> {
+        let (overlays, nvram) = self.files_of(name);
+        let xml_path = self.workdir.join(format!("{name}.xml"));
+        let mut files: Vec<PathBuf> = overlays.iter().map(|(_, p)| p.clone()).collect();
+        files.extend(nvram.clone());
+        files.push(xml_path.clone());
+        if self.made.is_empty() {
+            // the working directory goes last, once empty
+            files.push(self.workdir.clone());
+        }
+        let target = Target::LibvirtDomain {
+            uri: self.virsh.uri.clone(),
+            name: name.to_string(),
+            xml: xml_path,
+            files: files.clone(),
+        };
+        let step = self
+            .journal()?
+            .intend(&target, "absent", "defined")
+            .map_err(other)?;
+        self.made.insert(name.to_string(), (step, files));
+        self.make_files(&overlays, nvram.as_deref())
+            .map_err(|e| BenchError::Invalid(format!("{}: {e:#}", l.name)))?;
+        guest_scratch(&l.domain_xml, name, &overlays, nvram.as_deref())
+            .map_err(|e| BenchError::Invalid(format!("{}: {e}", l.name)))
+    }
+
+    fn agent(&mut self, name: &str, request: &str, timeout: Duration) -> bench::Result<String> {
+        let t = timeout.as_secs().max(1).to_string();
+        self.virsh
+            .run(&["qemu-agent-command", "--timeout", &t, name, request])
+            .map_err(other)
+    }
+}
+
+/// The scratch copy of `xml` named `name` booting its own OS through `overlays`.
+fn guest_scratch(
+    xml: &str,
+    name: &str,
+    overlays: &[(String, PathBuf)],
+    nvram: Option<&Path>,
+) -> std::result::Result<String, emit::EmitError> {
+    let s = emit::libvirt::GuestScratch {
+        name: name.to_string(),
+        overlays: overlays
+            .iter()
+            .map(|(t, p)| (t.clone(), p.display().to_string()))
+            .collect(),
+        nvram: nvram.map(|p| p.display().to_string()),
+        agent_channel: true,
+    };
+    emit::libvirt::scratch_guest(xml, &s)
 }
 
 fn other(e: apply::ApplyError) -> BenchError {
@@ -189,12 +353,89 @@ fn guest_of(p: &Plan) -> String {
     s
 }
 
-/// One row per layout: the domain each runs.
-fn specs(m: &Matrix, xml: &str, shape: &emit::libvirt::DomainShape) -> Result<Vec<LayoutSpec>> {
+/// What the guest of `xml` must see: its `<vcpu>`, `<topology>` and cells, and the
+/// passed-through devices `devices` (host address, guest cell) with their ids from `host`.
+fn expect_of(
+    xml: &str,
+    devices: &[(String, Option<u32>)],
+    host: &topo::Host,
+) -> Result<view::Expect> {
+    let g = emit::libvirt::guest_shape(xml)?;
+    Ok(view::Expect {
+        vcpus: g.vcpus,
+        topology: g.topology,
+        cells: g
+            .cells
+            .into_iter()
+            .map(|(id, vcpus, memory_bytes)| view::ExpectCell {
+                id,
+                vcpus,
+                memory_bytes,
+            })
+            .collect(),
+        devices: devices
+            .iter()
+            .map(|(bdf, cell)| {
+                let d = host.pci_devices.iter().find(|d| &d.bdf == bdf);
+                view::ExpectDevice {
+                    bdf: bdf.clone(),
+                    vendor_id: d.and_then(|d| d.vendor_id),
+                    device_id: d.and_then(|d| d.device_id),
+                    cell: *cell,
+                }
+            })
+            .collect(),
+    })
+}
+
+/// The `<memoryBacking>` every layout runs, and how the table says it.
+fn backing(xml: &str, hugepages: Option<u64>) -> Result<(Option<String>, String)> {
+    let own = emit::libvirt::memory_backing(xml)?;
+    Ok(match hugepages {
+        Some(bytes) => {
+            let kb = bytes / 1024;
+            if ![2048, 1 << 20].contains(&kb) {
+                bail!("--hugepages {bytes}B: expected 2M or 1G");
+            }
+            (
+                Some(emit::libvirt::hugepage_backing(own.as_deref(), kb)?),
+                format!(
+                    "memory: every layout on {} pages (--hugepages)",
+                    if kb == 2048 { "2 MiB" } else { "1 GiB" }
+                ),
+            )
+        }
+        None => {
+            let said = match &own {
+                Some(b) if b.contains("<hugepages") => {
+                    "memory: every layout keeps the domain's <memoryBacking> (its hugepages)"
+                }
+                Some(_) => "memory: every layout keeps the domain's <memoryBacking> (4 KiB pages)",
+                None => "memory: every layout on 4 KiB pages, as the domain",
+            };
+            (own, said.to_string())
+        }
+    })
+}
+
+/// One row per layout: the domain each runs, every one with the same memory backing.
+fn specs(
+    m: &Matrix,
+    xml: &str,
+    shape: &emit::libvirt::DomainShape,
+    mem: &(Option<String>, String),
+    host: &topo::Host,
+) -> Result<Vec<LayoutSpec>> {
     m.layouts
         .iter()
         .map(|l| {
             let mut notes = l.notes.clone();
+            if l.kind == LayoutKind::Plan && l.plan.is_none() {
+                bail!(
+                    "layout plan: {}; leave plan out of --layouts",
+                    l.notes.join("; ")
+                );
+            }
             let (domain_xml, vcpus, pins, guest, plan) = match &l.plan {
                 None => {
                     if !shape.pinned.is_empty() {
@@ -222,6 +463,19 @@ fn specs(m: &Matrix, xml: &str, shape: &emit::libvirt::DomainShape) -> Result<Ve
                     )
                 }
             };
+            let (domain_xml, said) =
+                emit::libvirt::with_memory_backing(&domain_xml, mem.0.as_deref())
+                    .with_context(|| format!("layout {}", l.kind.name()))?;
+            notes.extend(said);
+            let devices: Vec<(String, Option<u32>)> = match &l.plan {
+                Some(p) => p
+                    .devices
+                    .iter()
+                    .map(|d| (d.bdf.clone(), d.guest_cell))
+                    .collect(),
+                None => shape.devices.iter().map(|b| (b.clone(), None)).collect(),
+            };
+            let expect = Some(expect_of(&domain_xml, &devices, host)?);
             Ok(LayoutSpec {
                 name: l.kind.name().into(),
                 describe: l.kind.describe().into(),
@@ -231,6 +485,7 @@ fn specs(m: &Matrix, xml: &str, shape: &emit::libvirt::DomainShape) -> Result<Ve
                 guest,
                 notes,
                 plan,
+                expect,
             })
         })
         .collect()
@@ -256,14 +511,86 @@ fn suite_args(a: &MatrixArgs) -> Result<Vec<String>> {
     Ok(v)
 }
 
+/// The transport `--transport` names, `auto` resolved from the domain's disks; the line
+/// that says which and why.
+fn transport(a: &MatrixArgs, disks: &[emit::libvirt::DiskSource]) -> Result<(Transport, String)> {
+    let writable: Vec<&str> = disks
+        .iter()
+        .filter(|d| d.writable())
+        .map(|d| d.target.as_str())
+        .collect();
+    let own_os = |how: &str| {
+        format!(
+            "transport: {how} — each layout boots the domain's own OS, its disk(s) {} behind throw-away qcow2 overlays (the images are only read)",
+            writable.join(", ")
+        )
+    };
+    let (t, line) = match a.transport {
+        TransportArg::Auto if writable.is_empty() => {
+            return Ok((
+                Transport::Initramfs,
+                "transport: initramfs — the domain has no writable disk, so each layout boots vmtune's measuring initramfs (--transport)".into(),
+            ))
+        }
+        TransportArg::Initramfs => {
+            return Ok((
+                Transport::Initramfs,
+                "transport: initramfs — each layout boots vmtune's measuring initramfs instead of the domain's disks".into(),
+            ))
+        }
+        TransportArg::Auto | TransportArg::Agent => {
+            (Transport::Agent, own_os("qemu-guest-agent (guest-exec)"))
+        }
+        TransportArg::Ssh => {
+            let Some(dest) = &a.ssh else {
+                bail!("--transport ssh needs --ssh USER@HOST[:PORT]");
+            };
+            let (destination, port) = match dest.rsplit_once(':') {
+                Some((d, p)) => (
+                    d.to_string(),
+                    p.parse::<u16>()
+                        .map_err(|_| anyhow::anyhow!("--ssh {dest:?}: the port {p:?} is not a number"))?,
+                ),
+                None => (dest.clone(), 22),
+            };
+            if let Some(k) = &a.ssh_key {
+                if !k.is_file() {
+                    bail!("--ssh-key {}: no such file", k.display());
+                }
+            }
+            let line = own_os(&format!("SSH to {destination} port {port}"));
+            (
+                Transport::Ssh(SshTarget {
+                    destination,
+                    port,
+                    key: a.ssh_key.clone(),
+                }),
+                line,
+            )
+        }
+    };
+    if writable.is_empty() {
+        bail!(
+            "--transport {}: the domain has no writable disk to boot its own OS from; use --transport initramfs",
+            t.name()
+        );
+    }
+    if a.commands.is_empty() {
+        bail!(
+            "--transport {} measures what --run runs in the guest: give at least one, e.g. --run cpu='sysbench cpu --time=10 run'",
+            t.name()
+        );
+    }
+    Ok((t, line))
+}
+
 pub fn run(a: MatrixArgs) -> Result<ExitCode> {
     let kinds = a
         .layouts
         .iter()
         .map(|s| {
-            LayoutKind::parse(s.trim()).with_context(|| {
-                format!("--layouts {s:?}: expected default, pin, pin-numa or pin-numa-smt")
-            })
+            LayoutKind::parse(s.trim())
+                .with_context(|| format!("--layouts {s:?}: expected {}", LayoutKind::names()))
         })
         .collect::<Result<Vec<_>>>()?;
     if kinds.is_empty() {
@@ -290,11 +617,20 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
     let (xml, defined) = read_domain(&a.domain, &virsh)?;
     let shape =
         emit::libvirt::domain_shape(&xml).with_context(|| format!("domain {}", a.domain))?;
-    if defined && !a.dry_run && !shape.devices.is_empty() {
+    let (disks, nvram) =
+        emit::libvirt::domain_disks(&xml).with_context(|| format!("domain {}", a.domain))?;
+    let (transport, transport_line) = transport(&a, &disks)?;
+    let own_os = transport != Transport::Initramfs;
+    if defined && !a.dry_run && (own_os || !shape.devices.is_empty()) {
         if let Some(state) = virsh.state(&shape.name)? {
             if state != "shut off" {
+                let why = if own_os {
+                    "its disks would be read while it writes them"
+                } else {
+                    "its passed-through devices can be in one guest at a time"
+                };
                 bail!(
-                    "domain {} is {state}: shut it down first (its passed-through devices can be in one guest at a time)",
+                    "domain {} is {state}: shut it down first ({why})",
                     shape.name
                 );
             }
@@ -317,31 +653,33 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
         threads: plan::ThreadPolicy::Auto,
     };
     let m = plan::layouts::matrix(&req, &host, &[], &kinds).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let layouts = specs(&m, &xml, &shape)?;
+    let mem = backing(&xml, a.hugepages)?;
+    let layouts = specs(&m, &xml, &shape, &mem, &host)?;
+    let setup = vec![transport_line, mem.1.clone()];
     let chosen = m.chosen_kind.map(|k| k.name().to_string());
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let prefix = format!("vmtune-matrix-{}", shape.name);
-    if a.dry_run {
-        return dry_run(&a, &layouts, &m, &prefix);
-    }
-    let kernel = match &a.kernel {
-        Some(k) => k.clone(),
-        None => bench::guest::find_kernel(Path::new("/boot"))
-            .context("no /boot/vmlinuz-* found; give the guest kernel with --kernel")?,
-    };
-    if !kernel.is_file() {
-        bail!("--kernel {}: no such file", kernel.display());
-    }
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .context("busybox not found (apt-get install busybox-static)")?;
     let workdir = a
         .journal
         .parent()
         .unwrap_or(Path::new("/run/vmtune"))
         .join(format!("bench-matrix-{}", std::process::id()));
+    let mut dom = VirshDomains {
+        virsh,
+        journal: None,
+        disks,
+        nvram,
+        workdir: workdir.clone(),
+        made: BTreeMap::new(),
+    };
+    if a.dry_run {
+        return dry_run(&a, &layouts, &m, &prefix, &setup, own_os.then_some(&dom));
+    }
+    let (kernel, busybox) = if own_os {
+        (PathBuf::new(), PathBuf::new())
+    } else {
+        initramfs_parts(&a)?
+    };
     let opts = matrix::MatrixOptions {
         runs: a.runs,
         prefix,
@@ -353,9 +691,15 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
         user_runs,
         files: a.guest_files.clone(),
         timeout: Duration::from_secs(a.guest_timeout.max(1)),
+        transport,
     };
     let (lock, journal) = start_journal(&a.journal, None)?;
-    let mut dom = VirshDomains { virsh, journal };
+    dom.journal = Some(journal);
+    if !a.json {
+        for l in &setup {
+            eprintln!("{l}");
+        }
+    }
     let bar = bench::progress::bar("matrix", !a.json);
     let records = matrix::run(&layouts, &opts, &mut dom, &bar);
     bar.finish_and_clear();
@@ -374,7 +718,7 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
     }
     let records = records?;
     let _ = std::fs::remove_dir_all(&workdir);
-    let report = matrix::summarize(
+    let mut report = matrix::summarize(
         layouts,
         a.runs,
         records,
@@ -382,7 +726,26 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
         m.chosen_note.clone(),
         Some(host),
     );
+    report.setup = setup;
     write_reports(&a, &report)
+}
+
+/// The kernel and busybox the measuring initramfs is made of.
+fn initramfs_parts(a: &MatrixArgs) -> Result<(PathBuf, PathBuf)> {
+    let kernel = match &a.kernel {
+        Some(k) => k.clone(),
+        None => bench::guest::find_kernel(Path::new("/boot"))
+            .context("no /boot/vmlinuz-* found; give the guest kernel with --kernel")?,
+    };
+    if !kernel.is_file() {
+        bail!("--kernel {}: no such file", kernel.display());
+    }
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .context("busybox not found (apt-get install busybox-static)")?;
+    Ok((kernel, busybox))
 }
 
 fn write_reports(a: &MatrixArgs, report: &matrix::MatrixReport) -> Result<ExitCode> {
@@ -402,6 +765,9 @@ fn write_reports(a: &MatrixArgs, report: &matrix::MatrixReport) -> Result<ExitCo
         print_json(report)?;
     } else {
         print!("{}", matrix::text(report));
+        for l in &report.setup {
+            println!("{l}");
+        }
         println!("wrote {} and {}", json_path.display(), html_path.display());
     }
     if report.partial {
@@ -413,12 +779,29 @@ fn write_reports(a: &MatrixArgs, report: &matrix::MatrixReport) -> Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
-fn dry_run(a: &MatrixArgs, layouts: &[LayoutSpec], m: &Matrix, prefix: &str) -> Result<ExitCode> {
+/// The layouts and their scratch XML; for the guest transports the XML each run would
+/// define (its disks on overlays in the run's working directory, none made here).
+fn dry_run(
+    a: &MatrixArgs,
+    layouts: &[LayoutSpec],
+    m: &Matrix,
+    prefix: &str,
+    setup: &[String],
+    own_os: Option<&VirshDomains>,
+) -> Result<ExitCode> {
     let mut written = Vec::new();
     for l in layouts {
         let path = a.out.join(format!("{prefix}-{}.xml", l.name));
-        std::fs::write(&path, &l.domain_xml)
-            .with_context(|| format!("writing {}", path.display()))?;
+        let xml = match own_os {
+            Some(dom) => {
+                let name = format!("{prefix}-{}-1", l.name);
+                let (overlays, nvram) = dom.files_of(&name);
+                guest_scratch(&l.domain_xml, &name, &overlays, nvram.as_deref())
+                    .with_context(|| format!("layout {}", l.name))?
+            }
+            None => l.domain_xml.clone(),
+        };
+        std::fs::write(&path, xml).with_context(|| format!("writing {}", path.display()))?;
         written.push(path);
     }
     let order: Vec<String> = matrix::order(layouts.len(), a.runs)
@@ -431,6 +814,7 @@ fn dry_run(a: &MatrixArgs, layouts: &[LayoutSpec], m: &Matrix, prefix: &str) -> 
             "layouts": layouts,
             "chosen": m.chosen_kind.map(|k| k.name()),
             "chosen_note": m.chosen_note,
+            "setup": setup,
             "order": order,
             "written": written,
         }))?;
@@ -440,6 +824,9 @@ fn dry_run(a: &MatrixArgs, layouts: &[LayoutSpec], m: &Matrix, prefix: &str) -> 
         "{}",
         matrix::layouts_text(layouts, m.chosen_kind.map(|k| k.name()), &m.chosen_note)
     );
+    for l in setup {
+        println!("{l}");
+    }
     println!("order: {}", order.join(", "));
     for p in &written {
         println!("wrote {}", p.display());
