@@ -65,7 +65,7 @@ fn matrix_size(token: &str) -> Option<String> {
         .split(['x', 'X', '×'])
         .map(whole)
         .collect::<Option<Vec<u64>>>()?;
-    if dims.is_empty() || dims.iter().any(|d| *d == 0) {
+    if dims.is_empty() || dims.contains(&0) {
         return None;
     }
     if dims.iter().all(|d| *d == dims[0]) && dims.len() <= 2 {

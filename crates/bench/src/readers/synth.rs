@@ -711,7 +711,7 @@ impl SizeStyle {
             [(30, "G", "GiB"), (20, "M", "MiB"), (10, "K", "KiB")];
         if self != SizeStyle::Bytes {
             for (shift, short, iec) in UNITS {
-                if bytes > 0 && bytes % (1u64 << shift) == 0 {
+                if bytes > 0 && bytes.is_multiple_of(1u64 << shift) {
                     let unit = if self == SizeStyle::Short { short } else { iec };
                     return format!("{}{unit}", bytes >> shift);
                 }

@@ -159,7 +159,14 @@ impl GuestView {
             if let (Some(so), Some(c), Some(t)) =
                 (self.sockets, self.cores_per_socket, self.threads_per_core)
             {
-                s.push_str(&format!(" ({so} sockets × {c} cores × {t} threads)"));
+                let many =
+                    |n: u32, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+                s.push_str(&format!(
+                    " ({} × {} × {})",
+                    many(so, "socket"),
+                    many(c, "core"),
+                    many(t, "thread")
+                ));
             }
             parts.push(s);
         }
@@ -177,7 +184,8 @@ impl GuestView {
                     s
                 })
                 .collect();
-            parts.push(format!("{} NUMA nodes ({})", nodes.len(), each.join("; ")));
+            let word = if nodes.len() == 1 { "node" } else { "nodes" };
+            parts.push(format!("{} NUMA {word} ({})", nodes.len(), each.join("; ")));
         }
         if let Some(t) = self.hugepages_total {
             let size = self
