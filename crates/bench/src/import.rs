@@ -359,7 +359,15 @@ fn read_set(
                 seconds: 0.0,
                 suite: None,
                 user: Vec::new(),
-                error: Some(format!("{}: no file a reader knows", path.display())),
+                error: Some(format!(
+                    "{}: no benchmark output among its files{}",
+                    path.display(),
+                    if c.view.is_some() {
+                        " (guest-view files only)"
+                    } else {
+                        ""
+                    }
+                )),
                 invalid: None,
             });
         }

@@ -460,3 +460,46 @@ fn a_tree_without_configs_is_a_one_line_error() {
         assert!(err.contains("results/<gpu>/<config>/"), "{err}");
     }
 }
+
+#[test]
+fn a_config_without_benchmark_output_is_a_failed_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let a = results.join("A");
+    let b = results.join("B");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::copy(fixture("chase/latency-study.txt"), a.join("latency.txt")).unwrap();
+    std::fs::copy(fixture("view/meminfo-1g.txt"), b.join("meminfo.txt")).unwrap();
+    std::fs::write(b.join("run.log"), "starting\nsegfault\n").unwrap();
+    let out = tmp.path().join("out");
+    let o = run(&[
+        "bench",
+        "import",
+        results.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.starts_with("PARTIAL: 1 of 2 runs measured (1 failed)."),
+        "{text}"
+    );
+    assert!(
+        text.contains("no benchmark output among its files (guest-view files only)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("not read: B/run.log: no known benchmark output"),
+        "{text}"
+    );
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("the import is partial"), "{err}");
+    // the reports are written all the same, B's guest view in them
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("matrix.json")).unwrap()).unwrap();
+    assert_eq!(json["partial"], true);
+    assert_eq!(json["views"]["B"]["hugepages_total"], 30);
+    assert!(json["views"].get("A").is_none());
+}

@@ -104,8 +104,9 @@ enum Sub {
     /// matmul and host↔device lines, a `size ns # label` latency curve, `name value unit`
     /// lines; `numactl --hardware`, `lscpu` and `/proc/meminfo` give each config's guest view
     /// (CPUs, nodes, hugepages). Figures a file prints several times (five bandwidthTest runs)
-    /// count as that config's repeats. Files no reader knows are listed, not fatal. Reads
-    /// only; writes nothing but --out and --html.
+    /// count as that config's repeats. Files no reader knows are listed, not fatal; a config
+    /// with no benchmark output is a failed run (the reports are written, exit status 2).
+    /// Reads only; writes nothing but --out and --html.
     Import(super::bench_import::ImportArgs),
 }
 

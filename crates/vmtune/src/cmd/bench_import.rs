@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use super::common::print_json;
 
@@ -34,6 +34,12 @@ pub fn run(a: ImportArgs) -> Result<ExitCode> {
         print_json(&imported)?;
     } else {
         print!("{}", bench::import::text(&imported));
+    }
+    if let Some(s) = imported.sets.iter().find(|s| s.report.partial) {
+        bail!(
+            "the import is partial: a config in {} has no benchmark output (listed above)",
+            s.dir.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
