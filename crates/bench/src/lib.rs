@@ -7,7 +7,10 @@
 //! - [`compare`]: runs of different configurations side by side, with a noise rule
 //! - [`report`]: terminal tables and a self-contained HTML report with inline SVG charts
 //! - [`readers`]: other benchmarks' output (STREAM, sysbench, nccl-tests, nvbandwidth,
-//!   bandwidthTest, `name value unit` lines) read into measures
+//!   bandwidthTest, PyTorch matmul and copy tests, pointer-chase curves, `name value unit`
+//!   lines) read into measures, and the guest's own view (`numactl`, `lscpu`, meminfo)
+//! - [`import`]: a results tree already on disk (`results/<gpu>/<config>/`) into the
+//!   matrix's comparison and report
 //!
 //! Every benchmark returns its detailed result plus a list of [`Metric`]s (one sample per
 //! repeat), which is what `compare` lines up across configurations.
@@ -17,6 +20,7 @@ pub mod compare;
 pub mod error;
 pub mod frametimes;
 pub mod guest;
+pub mod import;
 pub mod latency;
 pub mod matrix;
 pub mod membw;

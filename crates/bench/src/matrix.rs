@@ -142,7 +142,8 @@ pub struct RunRecord {
     pub user: Vec<UserResult>,
     /// Why the run failed.
     pub error: Option<String>,
-    /// Why the run does not count: its guest's view differs from its layout.
+    /// Why the run's guest did not match its layout (the guest-view check): such a run is
+    /// shown, named invalid, and kept out of the comparison and the verdict like a failed one.
     #[serde(default)]
     pub invalid: Option<String>,
     /// What the guest saw, one line (`view::describe`).
@@ -151,6 +152,13 @@ pub struct RunRecord {
     /// The guest's `lscpu`, `numactl --hardware` and meminfo huge lines (agent, SSH).
     #[serde(default)]
     pub view_text: Option<String>,
+}
+
+impl RunRecord {
+    /// Whether the run's figures count: it neither failed nor was found invalid.
+    pub fn counts(&self) -> bool {
+        self.error.is_none() && self.invalid.is_none()
+    }
 }
 
 /// A `--run` command's output in one run.
@@ -163,9 +171,22 @@ pub struct UserResult {
     pub measures: Vec<readers::Measure>,
     /// Why nothing was read.
     pub error: Option<String>,
+    /// What the output said about how it ran (`readers::facts`: `NCCL_*` settings, ranks,
+    /// GPUs, repeats).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub facts: std::collections::BTreeMap<String, String>,
 }
 
 impl UserResult {
+    /// A command's output `text` (exit 0) read: the tool, its measures and facts, or why not.
+    pub fn from_text(name: &str, text: &str) -> UserResult {
+        UserResult::read(&RunOutput {
+            name: name.to_string(),
+            rc: Some(0),
+            output: text.to_string(),
+        })
+    }
+
     pub(crate) fn read(o: &RunOutput) -> UserResult {
         let mut r = UserResult {
             name: o.name.clone(),
@@ -173,6 +194,7 @@ impl UserResult {
             tool: None,
             measures: Vec::new(),
             error: None,
+            facts: Default::default(),
         };
         match o.rc {
             None => r.error = Some("the guest stopped before the command finished".into()),
@@ -188,6 +210,7 @@ impl UserResult {
             Some(_) => match readers::read_any(&o.output) {
                 Ok((tool, m)) => {
                     r.tool = Some(tool.id().to_string());
+                    r.facts = readers::facts(tool, &o.output, &m);
                     r.measures = m;
                 }
                 Err(e) => r.error = Some(e.to_string()),
@@ -463,6 +486,14 @@ pub struct MatrixReport {
     /// How the runs were made: the transport, the memory backing every layout ran.
     #[serde(default)]
     pub setup: Vec<String>,
+    /// What the outputs said that bears on the figures: repeats and how they were made one,
+    /// settings that differ between layouts; for an import, which files held repeats.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Per layout, what its guest saw of itself (`numactl --hardware`, `lscpu`,
+    /// `/proc/meminfo`), where that was read.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub views: std::collections::BTreeMap<String, readers::view::GuestView>,
 }
 
 /// A line for each link of the layouts' passed-through devices (their plans' `devices`) that
@@ -502,7 +533,9 @@ fn link_notes(host: Option<&topo::Host>, layouts: &[LayoutSpec]) -> Vec<String> 
     out
 }
 
-/// One sample per metric for one run: the median of its repeats, and each `--run` number.
+/// One sample per metric for one run: the median of its repeats, and each `--run` number
+/// (a figure the command printed more than once made one by its tool's rule,
+/// `readers::collapse`: five `bandwidthTest` runs in one output are one run's figure).
 fn run_metrics(rec: &RunRecord) -> Vec<Metric> {
     let mut out = Vec::new();
     if let Some(s) = &rec.suite {
@@ -515,7 +548,7 @@ fn run_metrics(rec: &RunRecord) -> Vec<Metric> {
         }
     }
     for u in &rec.user {
-        for m in &u.measures {
+        for m in run_measures(u) {
             out.push(Metric::new(
                 format!("{}.{}", u.name, m.key()),
                 &m.unit,
@@ -527,7 +560,84 @@ fn run_metrics(rec: &RunRecord) -> Vec<Metric> {
     out
 }
 
+/// A `--run` command's measures, one per key: repeats made one by the tool's rule.
+pub fn run_measures(u: &UserResult) -> Vec<readers::Measure> {
+    let rule = u
+        .tool
+        .as_deref()
+        .and_then(readers::Tool::from_id)
+        .map_or(readers::RepeatRule::Median, readers::Tool::repeat_rule);
+    readers::collapse(&u.measures, rule)
+}
+
+/// What the report says of the `--run` outputs: a command that printed its figures more than
+/// once (how they were made one), and settings (`NCCL_*`, ranks, GPUs) that differ between
+/// layouts — a difference the comparison would otherwise credit to the layout.
+fn output_notes(layouts: &[LayoutSpec], records: &[RunRecord]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut said: Vec<String> = Vec::new();
+    let mut facts: std::collections::BTreeMap<(String, String), Vec<(String, String)>> =
+        Default::default();
+    for rec in records.iter().filter(|r| r.counts()) {
+        for u in &rec.user {
+            if let (Some(n), Some(tool)) = (
+                u.facts.get("repeats"),
+                u.tool.as_deref().and_then(readers::Tool::from_id),
+            ) {
+                let line = format!(
+                    "--run {} ({}) printed its figures {n} times in one output: repeats of one run, made one figure per run by the {} (the tool's own rule)",
+                    u.name,
+                    tool.name(),
+                    tool.repeat_rule().name()
+                );
+                if !said.contains(&line) {
+                    said.push(line);
+                }
+            }
+            for (k, v) in u.facts.iter().filter(|(k, _)| k.as_str() != "repeats") {
+                facts
+                    .entry((u.name.clone(), k.clone()))
+                    .or_default()
+                    .push((rec.layout.clone(), v.clone()));
+            }
+        }
+    }
+    out.extend(said);
+    for ((name, key), seen) in facts {
+        let mut values: Vec<&str> = seen.iter().map(|(_, v)| v.as_str()).collect();
+        values.sort_unstable();
+        values.dedup();
+        let everywhere = layouts
+            .iter()
+            .all(|l| seen.iter().any(|(layout, _)| *layout == l.name));
+        if values.len() == 1 && everywhere {
+            out.push(format!("{name}: {key} = {} in every layout", values[0]));
+            continue;
+        }
+        let each: Vec<String> = layouts
+            .iter()
+            .map(|l| {
+                let mine: Vec<&str> = seen
+                    .iter()
+                    .filter(|(layout, _)| *layout == l.name)
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                match mine.first() {
+                    Some(v) => format!("{} {v}", l.name),
+                    None => format!("{} unset", l.name),
+                }
+            })
+            .collect();
+        out.push(format!(
+            "{name}: {key} differs between layouts ({}): their figures differ by it too",
+            each.join(", ")
+        ));
+    }
+    out
+}
+
 /// Gather the records into per-layout runs, compare them, and judge the planner's choice.
+/// Failed and invalid runs are listed, never compared.
 pub fn summarize(
     layouts: Vec<LayoutSpec>,
     runs_per_layout: usize,
@@ -546,10 +656,7 @@ pub fn summarize(
             }
             rf.host = host.clone();
             rf.plan = l.plan.clone();
-            for rec in mine
-                .iter()
-                .filter(|r| r.error.is_none() && r.invalid.is_none())
-            {
+            for rec in mine.iter().filter(|r| r.counts()) {
                 for m in run_metrics(rec) {
                     match rf.metrics.iter_mut().find(|x| x.name == m.name) {
                         Some(x) => x.samples.extend(m.samples),
@@ -564,9 +671,10 @@ pub fn summarize(
     // the plans differ by design; the layouts' table says how, one line each
     comparison.differences.retain(|d| !d.contains(": plan."));
     let expected = layouts.len() * runs_per_layout;
-    let partial = records.len() < expected || records.iter().any(|r| r.error.is_some());
+    let partial = records.len() < expected || records.iter().any(|r| !r.counts());
     let verdict = verdict(&comparison, chosen.as_deref(), &chosen_note);
     let links = link_notes(host.as_ref(), &layouts);
+    let notes = output_notes(&layouts, &records);
     MatrixReport {
         layouts,
         runs_per_layout,
@@ -579,6 +687,8 @@ pub fn summarize(
         partial,
         links,
         setup: Vec::new(),
+        notes,
+        views: Default::default(),
     }
 }
 
@@ -670,7 +780,11 @@ pub fn layouts_text(layouts: &[LayoutSpec], chosen: Option<&str>, chosen_note: &
         &["layout", "what", "vCPUs", "pins (vCPU→host CPU)", "guest"],
         &rows,
     );
-    let _ = writeln!(out, "* the planner's choice: {chosen_note}");
+    if chosen.is_some() {
+        let _ = writeln!(out, "* the planner's choice: {chosen_note}");
+    } else {
+        let _ = writeln!(out, "no planner's choice: {chosen_note}");
+    }
     for l in layouts {
         for n in &l.notes {
             let _ = writeln!(out, "note ({}): {n}", l.name);
@@ -679,30 +793,69 @@ pub fn layouts_text(layouts: &[LayoutSpec], chosen: Option<&str>, chosen_note: &
     out
 }
 
-/// The terminal answer: the layouts, the table, the verdict, failed runs.
+/// The `PARTIAL: …` line, when some runs failed, were invalid or never started.
+fn partial_line(r: &MatrixReport) -> Option<String> {
+    if !r.partial {
+        return None;
+    }
+    let failed = r.records.iter().filter(|x| x.error.is_some()).count();
+    let invalid = r
+        .records
+        .iter()
+        .filter(|x| x.error.is_none() && x.invalid.is_some())
+        .count();
+    let expected = r.layouts.len() * r.runs_per_layout;
+    Some(format!(
+        "PARTIAL: {} of {expected} runs measured ({failed} failed{}{}).",
+        r.records.iter().filter(|x| x.counts()).count(),
+        if invalid > 0 {
+            format!(", {invalid} invalid: the guest did not match its layout")
+        } else {
+            String::new()
+        },
+        if r.records.len() < expected {
+            ", the rest never started"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// The runs that are listed but not compared: `FAILED: …` and `INVALID: …` lines.
+fn excluded_lines(r: &MatrixReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for rec in &r.records {
+        if let Some(e) = &rec.error {
+            out.push(format!("FAILED: {} run {}: {e}", rec.layout, rec.run));
+        } else if let Some(why) = &rec.invalid {
+            out.push(format!(
+                "INVALID: {} run {}: {why} (not compared)",
+                rec.layout, rec.run
+            ));
+        }
+    }
+    out
+}
+
+/// The terminal answer: the layouts, the table, the verdict, failed and invalid runs.
 pub fn text(r: &MatrixReport) -> String {
     let mut out = String::new();
-    if r.partial {
-        let failed = r.records.iter().filter(|x| x.error.is_some()).count();
-        let _ = writeln!(
-            out,
-            "PARTIAL: {} of {} runs measured ({failed} failed{}).",
-            r.records.iter().filter(|x| x.error.is_none()).count(),
-            r.layouts.len() * r.runs_per_layout,
-            if r.records.len() < r.layouts.len() * r.runs_per_layout {
-                ", the rest never started"
-            } else {
-                ""
-            }
-        );
+    if let Some(p) = partial_line(r) {
+        let _ = writeln!(out, "{p}");
     }
     out.push_str(&layouts_text(
         &r.layouts,
         r.chosen.as_deref(),
         &r.chosen_note,
     ));
+    for (layout, v) in &r.views {
+        let _ = writeln!(out, "guest ({layout}): {}", v.summary());
+    }
     for l in &r.links {
         let _ = writeln!(out, "note (host): {l}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
     }
     out.push('\n');
     out.push_str(&report::text_comparison(&r.comparison));
@@ -710,10 +863,10 @@ pub fn text(r: &MatrixReport) -> String {
     for v in &r.verdict {
         let _ = writeln!(out, "{v}");
     }
+    for line in excluded_lines(r) {
+        let _ = writeln!(out, "{line}");
+    }
     for rec in &r.records {
-        if let Some(e) = &rec.error {
-            let _ = writeln!(out, "FAILED: {} run {}: {e}", rec.layout, rec.run);
-        }
         for u in rec.user.iter().filter(|u| u.error.is_some()) {
             let _ = writeln!(
                 out,
@@ -728,8 +881,27 @@ pub fn text(r: &MatrixReport) -> String {
     out
 }
 
+/// Per layout (in order), the `--run` figures of its counted runs: (command, measure), one
+/// per key and run.
+fn layout_measures(r: &MatrixReport) -> Vec<(String, Vec<(String, readers::Measure)>)> {
+    r.layouts
+        .iter()
+        .map(|l| {
+            let ms = r
+                .records
+                .iter()
+                .filter(|x| x.layout == l.name && x.counts())
+                .flat_map(|x| &x.user)
+                .flat_map(|u| run_measures(u).into_iter().map(|m| (u.name.clone(), m)))
+                .collect();
+            (l.name.clone(), ms)
+        })
+        .collect()
+}
+
 /// The HTML report: `report::html` of the per-layout runs, with the layouts, the planner's
-/// choice and the verdict first.
+/// choice, the guests' views and the verdict first, and a chart per family of `--run`
+/// figures after the comparison.
 pub fn html(r: &MatrixReport, title: &str) -> String {
     // the plans differ by design: the layouts' table says how (in matrix.json they are kept)
     let runs: Vec<RunFile> = r
@@ -743,18 +915,31 @@ pub fn html(r: &MatrixReport, title: &str) -> String {
         .collect();
     let page = report::html(&runs, title);
     let mut s = String::from("<h2>Layouts</h2>");
-    if r.partial {
-        s.push_str("<p><strong>Partial:</strong> some runs failed; their figures are missing, not zero (see the list below).</p>");
+    if let Some(p) = partial_line(r) {
+        let _ = write!(
+            s,
+            "<p><strong>{}</strong> Their figures are missing, not zero (see the list below).</p>",
+            svg::esc(&p)
+        );
     }
     s.push_str("<table><tr><th>layout</th><th>what</th><th>vCPUs</th><th>pins</th><th>guest</th><th>notes</th></tr>");
     for l in &r.layouts {
         let chosen = r.chosen.as_deref() == Some(l.name.as_str());
+        let invalid = r
+            .records
+            .iter()
+            .any(|x| x.layout == l.name && x.error.is_none() && x.invalid.is_some());
         let _ = write!(
             s,
-            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             svg::esc(&l.name),
             if chosen {
                 " <strong>(planner's choice)</strong>"
+            } else {
+                ""
+            },
+            if invalid {
+                " <strong>(invalid runs)</strong>"
             } else {
                 ""
             },
@@ -767,26 +952,47 @@ pub fn html(r: &MatrixReport, title: &str) -> String {
     }
     s.push_str("</table>");
     let _ = write!(s, "<p>{}</p>", svg::esc(&r.chosen_note));
+    if !r.views.is_empty() {
+        s.push_str("<h2>What each guest saw</h2><ul>");
+        for (layout, v) in &r.views {
+            let _ = write!(
+                s,
+                "<li>{}: {}</li>",
+                svg::esc(layout),
+                svg::esc(&v.summary())
+            );
+        }
+        s.push_str("</ul>");
+    }
     for l in &r.links {
         let _ = write!(s, "<p><strong>{}</strong></p>", svg::esc(l));
+    }
+    if !r.notes.is_empty() {
+        s.push_str("<ul class=\"note\">");
+        for n in &r.notes {
+            let _ = write!(s, "<li>{}</li>", svg::esc(n));
+        }
+        s.push_str("</ul>");
     }
     s.push_str("<h2>Verdict</h2><ul>");
     for v in &r.verdict {
         let _ = write!(s, "<li>{}</li>", svg::esc(v));
     }
-    for rec in r.records.iter().filter(|x| x.error.is_some()) {
-        let _ = write!(
-            s,
-            "<li>FAILED: {} run {}: {}</li>",
-            svg::esc(&rec.layout),
-            rec.run,
-            svg::esc(rec.error.as_deref().unwrap_or(""))
-        );
+    for line in excluded_lines(r) {
+        let _ = write!(s, "<li>{}</li>", svg::esc(&line));
     }
     s.push_str("</ul>");
-    match page.find("</h1>") {
+    let page = match page.find("</h1>") {
         Some(i) => format!("{}{s}{}", &page[..i + 5], &page[i + 5..]),
         None => page,
+    };
+    let charts = report::reader_charts(&layout_measures(r));
+    match (
+        charts.is_empty(),
+        page.rfind("<p class=\"note\">Generated by"),
+    ) {
+        (false, Some(i)) => format!("{}{charts}{}", &page[..i], &page[i..]),
+        _ => page,
     }
 }
 

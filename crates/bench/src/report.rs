@@ -846,6 +846,234 @@ fn html_frames(b: &mut String, runs: &[RunFile]) {
     }
 }
 
+/// The figures of one layout's runs that [`reader_charts`] draws: (the `--run` command or
+/// file the figure came from, the measure), one per key and run.
+pub type LayoutMeasures = (String, Vec<(String, crate::readers::Measure)>);
+
+/// Per name in a chart, its (size, value) figures of one layout.
+type Points = std::collections::BTreeMap<String, Vec<(Option<u64>, f64)>>;
+
+/// A curve's identity: (command, benchmark, metric, unit).
+type CurveKey = (String, String, String, String);
+
+/// A family of figures drawn in one chart.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Family {
+    command: String,
+    benchmark: String,
+    /// Curves: one chart per metric; bars: every metric of the unit.
+    metric: Option<String>,
+    unit: String,
+}
+
+/// Parameters that follow the size rather than tell series apart (nccl-tests' element
+/// `count`), left out of a curve's series names.
+const SIZE_BOUND: [&str; 1] = ["count"];
+
+/// The chart `m` is drawn in: per metric for a curve, per unit for bars.
+fn family_of(m: &crate::readers::Measure, command: &str, curve: bool) -> Family {
+    Family {
+        command: command.to_string(),
+        benchmark: m.benchmark.clone(),
+        metric: curve.then(|| m.metric.clone()),
+        unit: m.unit.clone(),
+    }
+}
+
+/// A measure's name within its chart: its key without the benchmark (and, in a curve,
+/// without the metric, the size and the size-bound parameters).
+fn series_label(m: &crate::readers::Measure) -> String {
+    m.params
+        .iter()
+        .filter(|(k, _)| !SIZE_BOUND.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One chart per family of `--run` figures: a curve per layout over the size where the
+/// figures are per size (nccl-tests' bus bandwidth against message size, a pointer-chase
+/// latency curve, a bandwidth sweep), grouped bars per layout otherwise (STREAM per kernel
+/// and binding, host↔device copies per GPU and direction, matmul per dtype, sysbench);
+/// median of the runs, bars with min–max whiskers. STREAM's pass times are left to the
+/// table (its rates say the same). Empty when there is nothing to draw.
+pub fn reader_charts(layouts: &[LayoutMeasures]) -> String {
+    use std::collections::{BTreeMap, BTreeSet};
+    // which (command, benchmark, metric, unit) are curves: sizes on every figure, ≥ 3 of them
+    let mut sizes: BTreeMap<CurveKey, (BTreeSet<u64>, bool)> = BTreeMap::new();
+    for (_, ms) in layouts {
+        for (cmd, m) in ms {
+            let e = sizes
+                .entry((
+                    cmd.clone(),
+                    m.benchmark.clone(),
+                    m.metric.clone(),
+                    m.unit.clone(),
+                ))
+                .or_insert((BTreeSet::new(), true));
+            match m.size_bytes {
+                Some(b) => {
+                    e.0.insert(b);
+                }
+                None => e.1 = false,
+            }
+        }
+    }
+    let is_curve = |cmd: &str, m: &crate::readers::Measure| {
+        sizes
+            .get(&(
+                cmd.to_string(),
+                m.benchmark.clone(),
+                m.metric.clone(),
+                m.unit.clone(),
+            ))
+            .is_some_and(|(s, all)| *all && s.len() >= 3)
+    };
+    // family → layout → name in the chart → (size, value) figures
+    let mut families: Vec<Family> = Vec::new();
+    let mut data: BTreeMap<Family, Vec<Points>> = BTreeMap::new();
+    for (li, (_, ms)) in layouts.iter().enumerate() {
+        for (cmd, m) in ms {
+            if m.benchmark == crate::readers::stream::BENCHMARK && m.metric.ends_with("_time") {
+                continue;
+            }
+            let curve = is_curve(cmd, m);
+            let fam = family_of(m, cmd, curve);
+            if !families.contains(&fam) {
+                families.push(fam.clone());
+            }
+            let name = if curve {
+                series_label(m)
+            } else {
+                let key = m.key();
+                key.strip_prefix(&format!("{}.", m.benchmark))
+                    .unwrap_or(&key)
+                    .to_string()
+            };
+            let per = data
+                .entry(fam)
+                .or_insert_with(|| vec![Points::new(); layouts.len()]);
+            per[li]
+                .entry(name)
+                .or_default()
+                .push((m.size_bytes, m.value));
+        }
+    }
+    if families.is_empty() {
+        return String::new();
+    }
+    let mut b = String::from("<h2>Benchmark outputs</h2><p class=\"note\">One chart per family of figures the --run commands (or imported files) printed: a curve per layout over the size where the figures are per size, bars per layout otherwise; the median of the runs, bars with min–max whiskers. Figures a tool printed several times in one output are one figure per run (see the notes above).</p>");
+    for fam in &families {
+        let Some(per) = data.get(fam) else { continue };
+        let title = match &fam.metric {
+            Some(metric) => format!("{}: {} {metric}", fam.command, fam.benchmark),
+            None => format!("{}: {}", fam.command, fam.benchmark),
+        };
+        if fam.metric.is_some() {
+            b.push_str(&curve_chart(&title, fam, layouts, per));
+        } else {
+            bar_charts(&mut b, &title, fam, layouts, per);
+        }
+    }
+    b
+}
+
+/// The median of `values` (they are never empty where called).
+fn median(values: &[f64]) -> Option<crate::stats::Summary> {
+    crate::stats::Summary::of(values)
+}
+
+fn curve_chart(title: &str, fam: &Family, layouts: &[LayoutMeasures], per: &[Points]) -> String {
+    // a parameter every series shares (`type=float`) says nothing in the legend
+    let mut shared: Option<std::collections::BTreeSet<&str>> = None;
+    for name in per.iter().flat_map(|names| names.keys()) {
+        let words: std::collections::BTreeSet<&str> = name.split(' ').collect();
+        shared = Some(match shared {
+            Some(s) => s.intersection(&words).copied().collect(),
+            None => words,
+        });
+    }
+    let shared = shared.unwrap_or_default();
+    let mut series = Vec::new();
+    for ((layout, _), names) in layouts.iter().zip(per) {
+        for (name, pts) in names {
+            let name: Vec<&str> = name.split(' ').filter(|w| !shared.contains(w)).collect();
+            let name = name.join(" ");
+            let mut by_size: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
+            for (size, v) in pts {
+                if let Some(s) = size {
+                    by_size.entry(*s).or_default().push(*v);
+                }
+            }
+            let line: Vec<(f64, f64)> = by_size
+                .iter()
+                .filter_map(|(s, vs)| Some((*s as f64, median(vs)?.median)))
+                .collect();
+            let label = if name.is_empty() {
+                layout.clone()
+            } else {
+                format!("{layout} {name}")
+            };
+            series.push((label, line));
+        }
+    }
+    let what = if fam.benchmark == crate::readers::chase::BENCHMARK {
+        "working set (bytes, log₂)"
+    } else {
+        "size (bytes, log₂)"
+    };
+    let log_y = crate::matrix::is_time_unit(&fam.unit);
+    let y = format!(
+        "{} ({}{})",
+        fam.metric.as_deref().unwrap_or(""),
+        fam.unit,
+        if log_y { ", log" } else { "" }
+    );
+    svg::size_curve(title, what, &y, &series, log_y)
+}
+
+/// Bars per layout, at most 16 categories a chart (more are split over several).
+fn bar_charts(
+    b: &mut String,
+    title: &str,
+    fam: &Family,
+    layouts: &[LayoutMeasures],
+    per: &[Points],
+) {
+    let mut cats: Vec<String> = Vec::new();
+    for names in per {
+        for name in names.keys() {
+            if !cats.contains(name) {
+                cats.push(name.clone());
+            }
+        }
+    }
+    let parts = cats.len().div_ceil(16).max(1);
+    let title = format!("{title} ({})", fam.unit);
+    for (pi, chunk) in cats.chunks(16).enumerate() {
+        let series: Vec<(String, Vec<Option<Bar>>)> = layouts
+            .iter()
+            .zip(per)
+            .map(|((layout, _), names)| {
+                let bars = chunk
+                    .iter()
+                    .map(|c| {
+                        let vs: Vec<f64> = names.get(c)?.iter().map(|p| p.1).collect();
+                        bar_of(median(&vs).as_ref())
+                    })
+                    .collect();
+                (layout.clone(), bars)
+            })
+            .collect();
+        let t = if parts > 1 {
+            format!("{title}, {}/{parts}", pi + 1)
+        } else {
+            title.clone()
+        };
+        b.push_str(&svg::bar_chart(&t, &fam.unit, chunk, &series, false));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

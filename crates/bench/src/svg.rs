@@ -367,6 +367,123 @@ pub fn line_plot(
     out
 }
 
+/// A byte count as a short label: `512`, `4K`, `1M`, `2G` (powers of 1024).
+pub fn bytes_label(v: f64) -> String {
+    const UNITS: [(f64, &str); 4] = [
+        (1_099_511_627_776.0, "T"),
+        (1_073_741_824.0, "G"),
+        (1_048_576.0, "M"),
+        (1024.0, "K"),
+    ];
+    let short = |x: f64| {
+        if x.fract() == 0.0 && x < 1e6 {
+            format!("{x:.0}")
+        } else {
+            num(x)
+        }
+    };
+    for (scale, unit) in UNITS {
+        if v >= scale {
+            return format!("{}{unit}", short(v / scale));
+        }
+    }
+    short(v)
+}
+
+/// A curve over sizes: each series' points (x in bytes, y) joined and marked, x on a log₂
+/// scale labelled in bytes, y linear from 0 or log₁₀; points with x ≤ 0 or a non-finite
+/// value are left out.
+pub fn size_curve(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    log_y: bool,
+) -> String {
+    let ok = |p: &&(f64, f64)| p.0 > 0.0 && p.0.is_finite() && p.1.is_finite();
+    let all: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().filter(ok).copied())
+        .collect();
+    let ymax = all.iter().map(|p| p.1).fold(0.0f64, f64::max);
+    let ymin = all
+        .iter()
+        .map(|p| p.1)
+        .filter(|v| *v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let axis = Axis::new(ymax, if ymin.is_finite() { ymin } else { 1.0 }, log_y);
+    let (lo, hi) = all.iter().fold((f64::INFINITY, 0.0f64), |(l, h), p| {
+        (l.min(p.0.log2()), h.max(p.0.log2()))
+    });
+    let (lo, hi) = if lo.is_finite() && hi > lo {
+        (lo.floor(), hi.ceil())
+    } else if lo.is_finite() {
+        (lo.floor() - 1.0, lo.floor() + 1.0)
+    } else {
+        (0.0, 1.0)
+    };
+    let xpos = |x: f64| ML + (W - ML - MR) * ((x.log2() - lo) / (hi - lo)).clamp(0.0, 1.0);
+    let step = ((hi - lo) / 10.0).ceil().max(1.0);
+    let mut ticks = Vec::new();
+    let mut e = lo;
+    while e <= hi + 1e-9 && ticks.len() < 40 {
+        ticks.push(2f64.powf(e));
+        e += step;
+    }
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
+    let mut out = String::new();
+    frame(&mut out, "curve", title, y_label, &axis, &names);
+    for t in &ticks {
+        let _ = write!(
+            out,
+            r#"<text x="{x:.1}" y="{y}" text-anchor="middle" font-size="11">{v}</text>"#,
+            x = xpos(*t),
+            y = H - MB + 14.0,
+            v = bytes_label(*t)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{x}" y="{y}" text-anchor="middle" font-size="12">{l}</text>"#,
+        x = (ML + W - MR) / 2.0,
+        y = H - MB + 30.0,
+        l = esc(x_label)
+    );
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = PALETTE[i % PALETTE.len()];
+        let mut pts: Vec<(f64, f64)> = pts.iter().filter(ok).copied().collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut d = String::new();
+        for (j, (x, y)) in pts.iter().enumerate() {
+            let _ = write!(
+                d,
+                "{}{:.1},{:.1} ",
+                if j == 0 { "M" } else { "L" },
+                xpos(*x),
+                axis.y(*y)
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<path class="series" d="{d}" fill="none" stroke="{c}" stroke-width="1.5"/>"#
+        );
+        for (x, y) in &pts {
+            let _ = write!(
+                out,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"><title>{} {}: {}</title></circle>"#,
+                xpos(*x),
+                axis.y(*y),
+                esc(name),
+                bytes_label(*x),
+                num(*y)
+            );
+        }
+    }
+    legend(&mut out, &names);
+    out.push_str("</svg>");
+    out
+}
+
 /// Step histograms (1-unit buckets) on a log count axis, x up to the last non-empty bucket.
 pub fn histogram(title: &str, x_label: &str, series: &[(String, Vec<u64>)]) -> String {
     let last = series
@@ -414,6 +531,41 @@ pub fn histogram(title: &str, x_label: &str, series: &[(String, Vec<u64>)]) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn size_curves_are_log2_in_bytes() {
+        assert_eq!(
+            [8.0, 4096.0, 1536.0, 2097152.0, 1073741824.0].map(bytes_label),
+            ["8", "4K", "1.50K", "2M", "1G"]
+        );
+        let c = size_curve(
+            "busbw <&>",
+            "size",
+            "GB/s",
+            &[
+                (
+                    "a".into(),
+                    vec![(8.0, 0.1), (1024.0, 2.0), (1048576.0, 11.0)],
+                ),
+                // bad points are left out, not drawn at 0
+                (
+                    "b".into(),
+                    vec![(0.0, 5.0), (64.0, f64::NAN), (4096.0, 3.0)],
+                ),
+            ],
+            false,
+        );
+        assert!(c.starts_with("<svg class=\"chart curve\"") && c.ends_with("</svg>"));
+        assert!(c.contains("busbw &lt;&amp;&gt;"));
+        assert_eq!(c.matches("<circle").count(), 4);
+        assert_eq!(c.matches("<path class=\"series\"").count(), 2);
+        // the x axis spans 2^3 … 2^20, a tick every two powers of two from 8
+        assert!(c.contains(">8</text>") && c.contains(">512K</text>"), "{c}");
+        assert!(!c.contains("NaN"));
+        // nothing to draw is still a chart
+        let empty = size_curve("e", "x", "y", &[], true);
+        assert!(empty.ends_with("</svg>") && !empty.contains("NaN"));
+    }
 
     #[test]
     fn charts_are_well_formed() {

@@ -232,6 +232,8 @@ fn the_users_own_guest_in_every_layout_through_the_agent_and_ssh() {
             run_dir.join(journal).to_str().unwrap(),
             "--guest-timeout",
             "400",
+            "--runs",
+            "1",
             "--run",
             "cpu=sysbench cpu --time=2 run",
             "--run",
@@ -283,6 +285,9 @@ fn the_users_own_guest_in_every_layout_through_the_agent_and_ssh() {
             "{l}: lscpu/numactl recorded"
         );
     }
+    // the guest's own lscpu/numactl/meminfo, read back per layout
+    let smt = &v["views"]["smt-double"];
+    assert!(!smt.is_null(), "{}", v["views"]);
     let html = std::fs::read_to_string(out_a.join("matrix.html")).unwrap();
     assert!(html.contains("smt-double"));
     eprintln!("agent, 6 layouts: {:.0} s", t0.elapsed().as_secs_f64());
@@ -292,12 +297,12 @@ fn the_users_own_guest_in_every_layout_through_the_agent_and_ssh() {
     let out_b = work.path().join("b");
     let mut b = args("ci-debian-one", &out_b, "b.journal");
     let dest = format!("root@127.0.0.1:{ssh_port}");
+    let runs = b.iter().position(|x| x == "--runs").unwrap();
+    b[runs + 1] = "2".into();
     b.extend(
         [
             "--layouts",
             "plan,pin",
-            "--runs",
-            "2",
             "--transport",
             "ssh",
             "--ssh",

@@ -370,6 +370,54 @@ fn sh_quote(a: &str) -> String {
     format!("'{}'", a.replace('\'', "'\\''"))
 }
 
+/// The guest's own description of itself, recorded with each run: the section name and the
+/// command. `readers::view` reads each.
+const VIEW_FILES: [(&str, &str); 3] = [
+    ("lscpu", "lscpu"),
+    ("numactl", "numactl --hardware"),
+    ("meminfo", "cat /proc/meminfo"),
+];
+const VIEW_MARK: &str = "### vmtune guest view: ";
+
+/// A run's recorded `view_text` read back (`readers::view`), its sections merged; `None`
+/// where none of them reads.
+pub fn guest_view(text: &str) -> Option<crate::readers::view::GuestView> {
+    use crate::readers::view;
+    let mut got: Option<view::GuestView> = None;
+    for part in text.split(VIEW_MARK).skip(1) {
+        let (section, body) = part.split_once('\n').unwrap_or((part, ""));
+        let read = match section.trim() {
+            "lscpu" => view::lscpu(body),
+            "numactl" => view::numactl_hardware(body),
+            "meminfo" => view::meminfo(body),
+            _ => continue,
+        };
+        if let Ok(v) = read {
+            got = Some(match got {
+                Some(g) => g.merge(v),
+                None => v,
+            });
+        }
+    }
+    got
+}
+
+/// Per layout, the guest's view of its first counted run that recorded one.
+pub fn views(
+    records: &[super::RunRecord],
+) -> std::collections::BTreeMap<String, crate::readers::view::GuestView> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in records.iter().filter(|r| r.counts()) {
+        if out.contains_key(&r.layout) {
+            continue;
+        }
+        if let Some(v) = r.view_text.as_deref().and_then(guest_view) {
+            out.insert(r.layout.clone(), v);
+        }
+    }
+    out
+}
+
 /// What one run in the user's own guest brought back.
 pub struct GuestRunOutput {
     pub suite: RunFile,
@@ -432,13 +480,16 @@ fn inside(
         sh.put(&data, &format!("/opt/{base}"))?;
     }
     let view = gather(sh, &opts.workdir, name);
-    let text = sh
-        .exec(
-            "lscpu; echo; numactl --hardware 2>&1; echo; grep -i huge /proc/meminfo",
-            Duration::from_secs(30),
-        )
-        .map(|x| x.stdout)
-        .unwrap_or_default();
+    let mut text = String::new();
+    for (section, command) in VIEW_FILES {
+        let out = sh
+            .exec(command, Duration::from_secs(30))
+            .ok()
+            .filter(|x| x.rc == Some(0))
+            .map(|x| x.stdout);
+        text.push_str(&format!("{VIEW_MARK}{section}\n"));
+        text.push_str(out.as_deref().unwrap_or(""));
+    }
     let mut user = Vec::new();
     for r in &opts.user_runs {
         let x = sh.exec(&r.command, opts.timeout)?;

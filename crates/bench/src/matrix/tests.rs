@@ -385,3 +385,191 @@ fn a_downgraded_gpu_link_is_a_line_of_the_report() {
     let back: MatrixReport = serde_json::from_value(old).unwrap();
     assert!(back.links.is_empty());
 }
+
+/// A record of `layout` run `run` whose `--run` commands printed `outputs` (name, text).
+fn record(layout: &str, run: usize, outputs: &[(&str, String)]) -> RunRecord {
+    RunRecord {
+        layout: layout.into(),
+        run,
+        position: run,
+        seconds: 1.0,
+        suite: None,
+        user: outputs
+            .iter()
+            .map(|(n, t)| UserResult::from_text(n, t))
+            .collect(),
+        error: None,
+        invalid: None,
+        view: None,
+        view_text: None,
+    }
+}
+
+/// A bandwidthTest output of `runs` back-to-back runs, host to device at `gbps[i]`.
+fn bandwidth_runs(gbps: &[f64]) -> String {
+    use crate::readers::synth::{bandwidth_test, BandwidthTable, BandwidthTestStyle};
+    gbps.iter()
+        .map(|g| {
+            bandwidth_test(
+                BandwidthTestStyle::ReadableGb,
+                &[BandwidthTable {
+                    direction: 0,
+                    pinned: true,
+                    write_combined: false,
+                    devices: 1,
+                    rows: vec![(32_000_000, *g)],
+                }],
+            )
+        })
+        .collect()
+}
+
+const H2D: &str =
+    "bw.bandwidthTest.bandwidth.size=32000000.devices=1.direction=host_to_device.memory=pinned";
+
+#[test]
+fn an_invalid_run_is_shown_and_kept_out_like_a_failed_one() {
+    let ls = layouts();
+    let mut recs = Vec::new();
+    for (i, l) in ls.iter().enumerate() {
+        for run in 1..=2 {
+            let g = 10.0 + i as f64 + run as f64 * 0.1;
+            recs.push(record(&l.name, run, &[("bw", bandwidth_runs(&[g]))]));
+        }
+    }
+    // pin-numa's second run booted a guest that did not match it; pin-numa-smt's both
+    // beat everything but were invalid too
+    recs[5].invalid = Some("the guest saw 1 NUMA node, the layout has 2".into());
+    for r in recs.iter_mut().filter(|r| r.layout == "pin-numa-smt") {
+        r.invalid = Some("the guest saw 1 thread a core, the layout has 2".into());
+        r.user = vec![UserResult::from_text("bw", &bandwidth_runs(&[99.0]))];
+    }
+    let rep = summarize(ls, 2, recs, Some("pin".into()), "pin".into(), None);
+    assert!(rep.partial);
+    let row = rep
+        .comparison
+        .rows
+        .iter()
+        .find(|r| r.metric == H2D)
+        .unwrap();
+    assert_eq!(
+        row.runs[2].as_ref().unwrap().n,
+        1,
+        "the invalid run is not a sample"
+    );
+    assert!(row.runs[3].is_none(), "an invalid layout has no figure");
+    assert!(
+        !rep.verdict.iter().any(|v| v.contains("pin-numa-smt")),
+        "{:?}",
+        rep.verdict
+    );
+    let t = text(&rep);
+    assert!(
+        t.starts_with(
+            "PARTIAL: 5 of 8 runs measured (0 failed, 3 invalid: the guest did not match its layout)."
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "INVALID: pin-numa run 2: the guest saw 1 NUMA node, the layout has 2 (not compared)"
+        ),
+        "{t}"
+    );
+    let h = html(&rep, "m");
+    assert!(
+        h.contains("pin-numa-smt <strong>(invalid runs)</strong>"),
+        "{h}"
+    );
+    assert!(h.contains("<li>INVALID: pin-numa-smt run 1"), "{h}");
+    let json = serde_json::to_value(&rep).unwrap();
+    assert_eq!(
+        json["records"][5]["invalid"],
+        "the guest saw 1 NUMA node, the layout has 2"
+    );
+    // a record saved before the field reads back without it
+    let mut old = json["records"][0].clone();
+    old.as_object_mut().unwrap().remove("invalid");
+    let back: RunRecord = serde_json::from_value(old).unwrap();
+    assert_eq!(back.invalid, None);
+}
+
+#[test]
+fn repeats_in_one_output_are_one_figure_of_that_run() {
+    let ls: Vec<LayoutSpec> = layouts().into_iter().take(2).collect();
+    let recs = vec![
+        record(
+            "default",
+            1,
+            &[("bw", bandwidth_runs(&[10.0, 12.0, 11.0, 30.0, 11.5]))],
+        ),
+        record(
+            "default",
+            2,
+            &[("bw", bandwidth_runs(&[11.0, 11.0, 11.2, 11.1, 10.9]))],
+        ),
+        record("pin", 1, &[("bw", bandwidth_runs(&[20.0; 5]))]),
+        record("pin", 2, &[("bw", bandwidth_runs(&[21.0; 5]))]),
+    ];
+    let rep = summarize(ls, 2, recs, None, "none".into(), None);
+    let m = rep.per_layout[0]
+        .metrics
+        .iter()
+        .find(|m| m.name == H2D)
+        .unwrap();
+    // five blocks are not five runs: one sample per run, the median of its five
+    assert_eq!(m.samples, vec![11.5, 11.0]);
+    assert!(
+        rep.notes.iter().any(|n| n
+            == "--run bw (bandwidthTest) printed its figures 5 times in one output: repeats of one run, made one figure per run by the median (the tool's own rule)"),
+        "{:?}",
+        rep.notes
+    );
+}
+
+#[test]
+fn settings_that_differ_between_layouts_are_said() {
+    use crate::readers::synth::{nccl, nccl_env, NcclRow, NcclStyle};
+    let rows: Vec<NcclRow> = (0..4)
+        .map(|i| NcclRow {
+            size: 1024 << (4 * i),
+            count: 256 << (4 * i),
+            dtype: "float".into(),
+            redop: "sum".into(),
+            root: -1,
+            halves: [
+                vec![10.0, 1.0 + i as f64, 1.5 + i as f64],
+                vec![10.0, 1.0, 1.5],
+            ],
+        })
+        .collect();
+    let out = |env: &[(String, String)]| {
+        format!(
+            "{}{}",
+            nccl_env(env),
+            nccl(NcclStyle::V2022, None, &rows, 2.0)
+        )
+    };
+    let p2p = [("NCCL_P2P_DISABLE".to_string(), "1".to_string())];
+    let ls: Vec<LayoutSpec> = layouts().into_iter().take(2).collect();
+    let recs = vec![
+        record("default", 1, &[("nccl", out(&p2p))]),
+        record("pin", 1, &[("nccl", out(&[]))]),
+    ];
+    let rep = summarize(ls, 1, recs, None, "none".into(), None);
+    assert!(
+        rep.notes.contains(&"nccl: NCCL_P2P_DISABLE differs between layouts (default 1, pin unset): their figures differ by it too".to_string()),
+        "{:?}",
+        rep.notes
+    );
+    assert!(rep
+        .notes
+        .contains(&"nccl: ranks = 2 in every layout".to_string()));
+    // the sweep is drawn as a curve per layout over the message size
+    let h = html(&rep, "m");
+    assert!(h.contains("aria-label=\"nccl: nccl-tests busbw\""), "{h}");
+    assert!(h.contains("class=\"chart curve\""));
+    let charts = h.find("<h2>Benchmark outputs</h2>").unwrap();
+    assert!(h.find("<h2>Comparison</h2>").unwrap() < charts);
+    assert!(charts < h.find("Generated by").unwrap());
+}

@@ -11,7 +11,19 @@
 //! - [`nvbandwidth::read`]: nvbandwidth's matrices and `SUM` / `&&&& PERF` lines;
 //! - [`bandwidth_test::read`]: the CUDA samples' `bandwidthTest`, readable (GB/s or MB/s)
 //!   and `--csv` output;
+//! - [`chase::read`]: a pointer-chase latency curve, lines `size ns # label`;
+//! - [`pytorch::read_matmul`]: PyTorch matmul lines (TFLOPS per size and dtype);
+//! - [`pytorch::read_bandwidth`]: a PyTorch host↔device copy test, per-GPU sections;
 //! - [`generic::read`]: lines `name value unit`.
+//!
+//! [`view`] reads what is not a benchmark but a fact of the guest: `numactl --hardware`,
+//! `lscpu` and `/proc/meminfo` into a [`view::GuestView`].
+//!
+//! A figure an output prints more than once (five `bandwidthTest` runs in one file, two STREAM
+//! tables) is marked with its [`Measure::repeat`]: repeats of one run, which [`collapse`]
+//! turns into the run's figure by the tool's own rule ([`Tool::repeat_rule`]: STREAM's
+//! best-of, the median for the others). [`facts`] keeps what an output says about how it ran
+//! (`NCCL_*` settings, ranks, GPUs) apart from its measures.
 //!
 //! [`read_any`] recognises which tool wrote a text ([`detect`]) and reads it. Values and
 //! units are kept as the tool printed them (no unit conversion), so a measure's key is
@@ -20,12 +32,15 @@
 //! shape comes from.
 
 pub mod bandwidth_test;
+pub mod chase;
 pub mod generic;
 pub mod nccl;
 pub mod nvbandwidth;
+pub mod pytorch;
 pub mod stream;
 pub mod synth;
 pub mod sysbench;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -42,18 +57,24 @@ pub enum Tool {
     NcclTests,
     Nvbandwidth,
     BandwidthTest,
+    PointerChase,
+    PytorchMatmul,
+    PytorchBandwidth,
     Generic,
 }
 
 impl Tool {
     /// Every tool, in the order [`detect`] tries them.
-    pub const ALL: [Tool; 7] = [
+    pub const ALL: [Tool; 10] = [
         Tool::NcclTests,
         Tool::Nvbandwidth,
         Tool::BandwidthTest,
         Tool::Stream,
         Tool::SysbenchMemory,
         Tool::SysbenchCpu,
+        Tool::PytorchMatmul,
+        Tool::PytorchBandwidth,
+        Tool::PointerChase,
         Tool::Generic,
     ];
 
@@ -66,6 +87,9 @@ impl Tool {
             Tool::NcclTests => "nccl-tests",
             Tool::Nvbandwidth => "nvbandwidth",
             Tool::BandwidthTest => "bandwidthTest",
+            Tool::PointerChase => "pointer-chase latency",
+            Tool::PytorchMatmul => "PyTorch matmul",
+            Tool::PytorchBandwidth => "PyTorch host↔device copy",
             Tool::Generic => "generic",
         }
     }
@@ -79,6 +103,9 @@ impl Tool {
             Tool::NcclTests => "nccl-tests",
             Tool::Nvbandwidth => "nvbandwidth",
             Tool::BandwidthTest => "bandwidth-test",
+            Tool::PointerChase => "pointer-chase",
+            Tool::PytorchMatmul => "pytorch-matmul",
+            Tool::PytorchBandwidth => "pytorch-bandwidth",
             Tool::Generic => "generic",
         }
     }
@@ -88,18 +115,128 @@ impl Tool {
         Tool::ALL.into_iter().find(|t| t.id() == id)
     }
 
-    /// Reads `text` as this tool's output.
+    /// Reads `text` as this tool's output; a figure printed more than once is marked with
+    /// its [`Measure::repeat`].
     pub fn read(self, text: &str) -> Result<Vec<Measure>, ReadError> {
-        match self {
+        let mut out = match self {
             Tool::Stream => stream::read(text),
             Tool::SysbenchCpu => sysbench::read_cpu(text),
             Tool::SysbenchMemory => sysbench::read_memory(text),
             Tool::NcclTests => nccl::read(text),
             Tool::Nvbandwidth => nvbandwidth::read(text),
             Tool::BandwidthTest => bandwidth_test::read(text),
+            Tool::PointerChase => chase::read(text),
+            Tool::PytorchMatmul => pytorch::read_matmul(text),
+            Tool::PytorchBandwidth => pytorch::read_bandwidth(text),
             Tool::Generic => generic::read(text),
+        }?;
+        mark_repeats(&mut out);
+        Ok(out)
+    }
+
+    /// How repeats of one figure in one output make the run's figure: STREAM's own rule is
+    /// best-of (its table is the best of NTIMES passes, so several tables keep the best rate
+    /// and the least time); every other tool's is the median.
+    pub fn repeat_rule(self) -> RepeatRule {
+        match self {
+            Tool::Stream => RepeatRule::Best,
+            _ => RepeatRule::Median,
         }
     }
+}
+
+/// How the repeats of one figure in one output are made one figure (see [`collapse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RepeatRule {
+    /// The highest rate, the lowest time.
+    Best,
+    Median,
+}
+
+impl RepeatRule {
+    pub fn name(self) -> &'static str {
+        match self {
+            RepeatRule::Best => "best",
+            RepeatRule::Median => "median",
+        }
+    }
+}
+
+/// Numbers each measure whose [`Measure::key`] occurs more than once in `measures` with
+/// its 1-based [`Measure::repeat`], in order; a key printed once keeps `None`.
+pub fn mark_repeats(measures: &mut [Measure]) {
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    for m in measures.iter() {
+        *counts.entry(m.key()).or_default() += 1;
+    }
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    for m in measures.iter_mut() {
+        let key = m.key();
+        if counts.get(&key).copied().unwrap_or(0) > 1 {
+            let n = seen.entry(key).or_default();
+            *n += 1;
+            m.repeat = Some(*n);
+        } else {
+            m.repeat = None;
+        }
+    }
+}
+
+/// One measure per key, in first-seen order: a repeated figure (several measures with one
+/// key) becomes one by `rule` — the median, or the best (the highest rate; the lowest value
+/// for a time unit) — with `repeat` cleared and a note saying how many and which rule.
+pub fn collapse(measures: &[Measure], rule: RepeatRule) -> Vec<Measure> {
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: BTreeMap<String, Vec<&Measure>> = BTreeMap::new();
+    for m in measures {
+        let key = m.key();
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(m);
+    }
+    order
+        .iter()
+        .filter_map(|key| {
+            let group = groups.get(key)?;
+            let first = (*group.first()?).clone();
+            if group.len() == 1 {
+                return Some(first);
+            }
+            let values: Vec<f64> = group.iter().map(|m| m.value).collect();
+            let lower = crate::matrix::is_time_unit(&first.unit);
+            let value = match rule {
+                RepeatRule::Median => crate::stats::Summary::of(&values)?.median,
+                RepeatRule::Best if lower => values.iter().copied().fold(f64::INFINITY, f64::min),
+                RepeatRule::Best => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            };
+            let mut one = first;
+            one.value = value;
+            one.repeat = None;
+            one.note = Some(format!(
+                "{} of {} repeats in one output",
+                rule.name(),
+                group.len()
+            ));
+            Some(one)
+        })
+        .collect()
+}
+
+/// What an output says about how it ran, apart from its measures: nccl-tests' `NCCL_*`
+/// settings, its rank and GPU counts; a PyTorch copy test's GPU count; how many times a
+/// figure was repeated. Keys are `NCCL_…` or lower-case words; empty when there is nothing.
+pub fn facts(tool: Tool, text: &str, measures: &[Measure]) -> BTreeMap<String, String> {
+    let mut out = match tool {
+        Tool::NcclTests => nccl::facts(text),
+        Tool::PytorchBandwidth => pytorch::facts(text),
+        _ => BTreeMap::new(),
+    };
+    if let Some(n) = measures.iter().filter_map(|m| m.repeat).max() {
+        out.insert("repeats".to_string(), n.to_string());
+    }
+    out
 }
 
 impl fmt::Display for Tool {
@@ -126,6 +263,14 @@ pub struct Measure {
     /// The row's other coordinates: `direction`, `placement`, `type`, `row`, `column`, …
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
+    /// The figure's place among the repeats of one output (1-based) when the output printed
+    /// it more than once (five `bandwidthTest` runs in one file); not part of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// What the output said about the figure that is not a coordinate (a latency curve
+    /// point's `# label`), or how repeats were made one figure; not part of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl Measure {
@@ -138,6 +283,8 @@ impl Measure {
             unit: unit.to_string(),
             size_bytes: None,
             params: BTreeMap::new(),
+            repeat: None,
+            note: None,
         }
     }
 
@@ -177,7 +324,8 @@ impl Measure {
 pub enum ReadError {
     #[error(
         "no known benchmark output: expected a STREAM, sysbench, nccl-tests, nvbandwidth or \
-         bandwidthTest table, or `name value unit` lines"
+         bandwidthTest table, PyTorch matmul or copy lines, a `size ns` latency curve, or \
+         `name value unit` lines"
     )]
     Unrecognised,
     #[error("{tool}: no {what} found")]
@@ -214,7 +362,7 @@ impl ReadError {
 
 /// At most 80 characters of `line`, trimmed, control characters escaped (so an error stays
 /// one line whatever the input held).
-fn excerpt(line: &str) -> String {
+pub(crate) fn excerpt(line: &str) -> String {
     const MAX: usize = 80;
     let trimmed = line.trim();
     let mut out: String = trimmed
@@ -236,9 +384,10 @@ fn excerpt(line: &str) -> String {
 }
 
 /// Which tool wrote `text`, by the lines only that tool prints; `Generic` when none is
-/// recognised but `name value unit` lines are there; `None` otherwise.
+/// recognised but `name value unit` lines are there (and the text is not a guest-view file,
+/// [`view::detect`]); `None` otherwise.
 pub fn detect(text: &str) -> Option<Tool> {
-    let mut seen = [false; 7];
+    let mut seen = [false; Tool::ALL.len()];
     for line in text.lines() {
         for (i, tool) in Tool::ALL.into_iter().enumerate() {
             if !seen[i] && signature(tool, line) {
@@ -246,8 +395,20 @@ pub fn detect(text: &str) -> Option<Tool> {
             }
         }
     }
+    // shapes without a line of their own: the whole text tells
+    for (i, tool) in Tool::ALL.into_iter().enumerate() {
+        seen[i] |= match tool {
+            Tool::PytorchBandwidth => pytorch::looks_like_bandwidth(text),
+            Tool::PointerChase => chase::looks_like(text),
+            _ => false,
+        };
+    }
     if let Some(i) = seen.iter().position(|&s| s) {
         return Some(Tool::ALL[i]);
+    }
+    // `/proc/meminfo`'s `Name: N kB` lines are facts of the guest (`view`), not figures
+    if view::detect(text).is_some() {
+        return None;
     }
     generic::read(text).ok().map(|_| Tool::Generic)
 }
@@ -275,7 +436,8 @@ fn signature(tool: Tool, line: &str) -> bool {
                 || t.starts_with("Prime numbers limit:")
                 || t == "CPU speed:"
         }
-        Tool::Generic => false,
+        Tool::PytorchMatmul => pytorch::matmul_line(t).is_some(),
+        Tool::PytorchBandwidth | Tool::PointerChase | Tool::Generic => false,
     }
 }
 

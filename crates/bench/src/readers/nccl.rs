@@ -16,6 +16,8 @@
 //! per-iteration columns (`-I 1`), timestamps (`-S 1`), and rows with only the in-place
 //! half (trace replay).
 
+use std::collections::BTreeMap;
+
 use super::{number, whole, Measure, ReadError, Tool};
 
 const TOOL: Tool = Tool::NcclTests;
@@ -198,4 +200,73 @@ fn read_row(
         }
     }
     Ok(true)
+}
+
+/// How the test ran, from its preamble: `NCCL_*` settings it printed (`NCCL_P2P_DISABLE=1`
+/// echoed by a runner or `env`, or NCCL's own `NCCL INFO NCCL_P2P_DISABLE set by
+/// environment to 1`), `ranks` (the `#  Rank  N Group …` lines), `gpus` (`nGpus` × `nThread`
+/// per process from `# nThread 1 nGpus 2 …`, or the ranks when that line is missing) and
+/// `nthread`. A later setting of one variable wins.
+pub fn facts(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut ranks = 0u32;
+    let (mut nthread, mut ngpus) = (None, None);
+    for line in text.lines() {
+        let t = line.trim().trim_start_matches('#').trim();
+        if let Some((name, value)) = nccl_setting(t) {
+            out.insert(name, value);
+            continue;
+        }
+        let words: Vec<&str> = t.split_whitespace().collect();
+        if words.first() == Some(&"Rank") && words.get(1).and_then(|w| whole(w)).is_some() {
+            ranks += 1;
+        }
+        for pair in words.windows(2) {
+            match pair[0] {
+                "nThread" => nthread = whole(pair[1]).or(nthread),
+                "nGpus" => ngpus = whole(pair[1]).or(ngpus),
+                _ => {}
+            }
+        }
+    }
+    if ranks > 0 {
+        out.insert("ranks".to_string(), ranks.to_string());
+    }
+    if let Some(t) = nthread {
+        out.insert("nthread".to_string(), t.to_string());
+    }
+    match (nthread, ngpus) {
+        // every rank is one GPU: ranks counted across processes win over one process's line
+        _ if ranks > 0 => {
+            out.insert("gpus".to_string(), ranks.to_string());
+        }
+        (t, Some(g)) => {
+            out.insert("gpus".to_string(), (t.unwrap_or(1) * g).to_string());
+        }
+        _ => {}
+    }
+    out
+}
+
+/// `NCCL_X=value` (alone or after `export`), or NCCL's `… NCCL INFO NCCL_X set by
+/// environment to value.`
+fn nccl_setting(line: &str) -> Option<(String, String)> {
+    let valid = |n: &str| {
+        n.len() > 5
+            && n.starts_with("NCCL_")
+            && n.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    };
+    if let Some(i) = line.find(" set by environment to ") {
+        let name = line[..i].split_whitespace().last()?;
+        let value = line[i + " set by environment to ".len()..]
+            .trim()
+            .trim_end_matches('.');
+        return valid(name).then(|| (name.to_string(), value.to_string()));
+    }
+    let t = line.strip_prefix("export ").unwrap_or(line);
+    let (name, value) = t.split_once('=')?;
+    let value = value.trim().trim_matches(['"', '\'']);
+    (valid(name.trim()) && !value.contains(char::is_whitespace) && !value.is_empty())
+        .then(|| (name.trim().to_string(), value.to_string()))
 }

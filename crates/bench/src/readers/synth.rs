@@ -690,3 +690,228 @@ pub fn generic(results: &[(String, f64, String)], gap: &str) -> String {
     out.push_str("all done in 12.5 s total\n");
     out
 }
+
+/// How a pointer-chase curve writes its sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeStyle {
+    /// `4096`.
+    Bytes,
+    /// `4K`, `1M`, `2G` (the largest unit that divides the size; bytes otherwise).
+    Short,
+    /// `4KiB`, `1MiB`.
+    Iec,
+}
+
+impl SizeStyle {
+    pub const ALL: [SizeStyle; 3] = [SizeStyle::Bytes, SizeStyle::Short, SizeStyle::Iec];
+
+    /// `bytes` written in this style.
+    pub fn write(self, bytes: u64) -> String {
+        const UNITS: [(u32, &str, &str); 3] =
+            [(30, "G", "GiB"), (20, "M", "MiB"), (10, "K", "KiB")];
+        if self != SizeStyle::Bytes {
+            for (shift, short, iec) in UNITS {
+                if bytes > 0 && bytes.is_multiple_of(1u64 << shift) {
+                    let unit = if self == SizeStyle::Short { short } else { iec };
+                    return format!("{}{unit}", bytes >> shift);
+                }
+            }
+        }
+        bytes.to_string()
+    }
+}
+
+/// A pointer-chase curve (the r/VFIO pinning study runner's `size ns # label` lines): one
+/// line per point, ns with 2 decimals, the label after `#` when given.
+pub fn chase(style: SizeStyle, points: &[(u64, f64, Option<String>)]) -> String {
+    let mut out = String::from(
+        "# pointer chase: dependent loads, 64 B stride, random cycle\n# size ns # level\n",
+    );
+    for (bytes, ns, label) in points {
+        let _ = write!(out, "{} {ns:.2}", style.write(*bytes));
+        if let Some(l) = label {
+            let _ = write!(out, " # {l}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// How a PyTorch matmul script prints its lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatmulStyle {
+    /// `matmul n=8192 dtype=torch.float16: 152.31 TFLOPS`
+    KeyValue,
+    /// `matmul 8192x8192 bf16 152.31 TFLOPS`
+    Dims,
+    /// `[matmul] size=8192 dtype=float16 TFLOPS=152.31`
+    Trailing,
+}
+
+impl MatmulStyle {
+    pub const ALL: [MatmulStyle; 3] = [
+        MatmulStyle::KeyValue,
+        MatmulStyle::Dims,
+        MatmulStyle::Trailing,
+    ];
+}
+
+/// The dtypes [`matmul`] writes, as (PyTorch's name, the short name the reader gives).
+pub const MATMUL_DTYPES: [(&str, &str); 4] = [
+    ("float16", "fp16"),
+    ("bfloat16", "bf16"),
+    ("float32", "fp32"),
+    ("float64", "fp64"),
+];
+
+/// A matmul script's output: `rows` = (n, index into [`MATMUL_DTYPES`], TFLOPS with 2
+/// decimals).
+pub fn matmul(style: MatmulStyle, rows: &[(u64, usize, f64)]) -> String {
+    let mut out = String::from("torch 2.5.1+cu124, CUDA 12.4, device NVIDIA GeForce RTX 4090\nwarmup: 10 iterations, timed: 50\n");
+    for (n, d, tflops) in rows {
+        let (name, short) = MATMUL_DTYPES[d % MATMUL_DTYPES.len()];
+        let _ = match style {
+            MatmulStyle::KeyValue => {
+                writeln!(out, "matmul n={n} dtype=torch.{name}: {tflops:.2} TFLOPS")
+            }
+            MatmulStyle::Dims => writeln!(out, "matmul {n}x{n} {short} {tflops:.2} TFLOPS"),
+            MatmulStyle::Trailing => {
+                writeln!(out, "[matmul] size={n} dtype={name} TFLOPS={tflops:.2}")
+            }
+        };
+    }
+    out
+}
+
+/// How a PyTorch copy test heads its GPU sections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyStyle {
+    /// `=== GPU 0: NVIDIA … ===`, lines `pinned   H2D: 24.61 GB/s`.
+    Banner,
+    /// `GPU 1:`, lines `  Host to Device (pinned, 256 MiB): 24.61 GB/s`.
+    Plain,
+    /// `[cuda:0] NVIDIA …`, lines `pageable D2H 11.87 GB/s`.
+    Cuda,
+}
+
+impl CopyStyle {
+    pub const ALL: [CopyStyle; 3] = [CopyStyle::Banner, CopyStyle::Plain, CopyStyle::Cuda];
+}
+
+/// One copy figure: direction (0 host to device, 1 device to host), pinned, GB/s (2
+/// decimals).
+pub type Copy = (usize, bool, f64);
+
+/// A copy test's output: `Detected = N GPU(s)`, then per GPU its section and `copies`.
+pub fn pytorch_copies(style: CopyStyle, gpus: &[Vec<Copy>]) -> String {
+    let mut out = format!(
+        "torch 2.5.1+cu124\nDetected = {} GPU(s)\ntransfer size 256 MiB, 20 iterations\n",
+        gpus.len()
+    );
+    for (g, copies) in gpus.iter().enumerate() {
+        let _ = match style {
+            CopyStyle::Banner => writeln!(out, "=== GPU {g}: NVIDIA GeForce RTX 4090 ==="),
+            CopyStyle::Plain => writeln!(out, "GPU {g}:"),
+            CopyStyle::Cuda => writeln!(out, "[cuda:{g}] NVIDIA GeForce RTX 4090"),
+        };
+        for (dir, pinned, gbps) in copies {
+            let mem = if *pinned { "pinned" } else { "pageable" };
+            let _ = match style {
+                CopyStyle::Banner => {
+                    writeln!(out, "{mem:<8} {}: {gbps:.2} GB/s", ["H2D", "D2H"][dir % 2])
+                }
+                CopyStyle::Plain => writeln!(
+                    out,
+                    "  {} ({mem}, 256 MiB): {gbps:.2} GB/s",
+                    ["Host to Device", "Device to Host"][dir % 2]
+                ),
+                CopyStyle::Cuda => {
+                    writeln!(out, "{mem} {} {gbps:.2} GB/s", ["H2D", "D2H"][dir % 2])
+                }
+            };
+        }
+    }
+    out
+}
+
+/// The lines nccl-tests and NCCL print before a table when `NCCL_*` variables are set and
+/// `NCCL_DEBUG=INFO`: the runner's echo of each (`NCCL_P2P_DISABLE=1`) and NCCL's own `…
+/// NCCL INFO NCCL_P2P_DISABLE set by environment to 1.`; put before [`nccl`]'s output.
+pub fn nccl_env(env: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for (k, v) in env {
+        let _ = writeln!(out, "{k}={v}");
+    }
+    for (k, v) in env {
+        let _ = writeln!(
+            out,
+            "guest:4242:4242 [0] NCCL INFO {k} set by environment to {v}."
+        );
+    }
+    out
+}
+
+/// `numactl --hardware` (numactl 2.0.x): `nodes` = (CPUs, size MiB, free MiB), distances 10
+/// on the diagonal, 20 elsewhere.
+pub fn numactl_hardware(nodes: &[(Vec<u32>, u64, u64)]) -> String {
+    let n = nodes.len();
+    let mut out = if n == 1 {
+        "available: 1 nodes (0)\n".to_string()
+    } else {
+        format!("available: {n} nodes (0-{})\n", n - 1)
+    };
+    for (i, (cpus, size, free)) in nodes.iter().enumerate() {
+        let list: Vec<String> = cpus.iter().map(u32::to_string).collect();
+        let _ = writeln!(out, "node {i} cpus: {}", list.join(" "));
+        let _ = writeln!(out, "node {i} size: {size} MB");
+        let _ = writeln!(out, "node {i} free: {free} MB");
+    }
+    out.push_str("node distances:\nnode ");
+    for i in 0..n {
+        let _ = write!(out, "{i:>3} ");
+    }
+    out.push('\n');
+    for i in 0..n {
+        let _ = write!(out, "{i:>3}: ");
+        for j in 0..n {
+            let _ = write!(out, "{:>3} ", if i == j { 10 } else { 20 });
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `lscpu` (util-linux 2.38's layout, 41-column keys): the counts and each node's CPUs.
+pub fn lscpu(sockets: u32, cores: u32, threads: u32, nodes: &[Vec<u32>]) -> String {
+    let cpus = sockets * cores * threads;
+    let field = |k: &str, v: &str| format!("{:<41}{v}\n", format!("{k}:"));
+    let mut out = field("Architecture", "x86_64");
+    out += &field("CPU op-mode(s)", "32-bit, 64-bit");
+    out += &field("CPU(s)", &cpus.to_string());
+    out += &field(
+        "On-line CPU(s) list",
+        &format!("0-{}", cpus.saturating_sub(1)),
+    );
+    out += &field("Vendor ID", "GenuineIntel");
+    out += &field("Model name", "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz");
+    out += &field("Thread(s) per core", &threads.to_string());
+    out += &field("Core(s) per socket", &cores.to_string());
+    out += &field("Socket(s)", &sockets.to_string());
+    out += &field("Flags", "fpu vme de pse tsc msr pae mce");
+    out += &field("NUMA node(s)", &nodes.len().to_string());
+    for (i, cpus) in nodes.iter().enumerate() {
+        let mut set = topo::CpuSet::new();
+        cpus.iter().for_each(|c| set.insert(*c));
+        out += &field(&format!("NUMA node{i} CPU(s)"), &set.to_list_string());
+    }
+    out
+}
+
+/// `/proc/meminfo` (Linux 6.x) with the hugepage lines: total, free, rsvd, surp (counts),
+/// the page size (kB); `Hugetlb` = total × size.
+pub fn meminfo(total: u64, free: u64, rsvd: u64, surp: u64, size_kib: u64) -> String {
+    format!(
+        "MemTotal:       32817152 kB\nMemFree:        12345678 kB\nMemAvailable:   20000000 kB\nAnonHugePages:         0 kB\nShmemHugePages:        0 kB\nFileHugePages:         0 kB\nHugePages_Total:   {total:>5}\nHugePages_Free:    {free:>5}\nHugePages_Rsvd:    {rsvd:>5}\nHugePages_Surp:    {surp:>5}\nHugepagesize:   {size_kib:>8} kB\nHugetlb:        {:>8} kB\nDirectMap4k:      234560 kB\n",
+        total.saturating_mul(size_kib)
+    )
+}

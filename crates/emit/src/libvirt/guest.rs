@@ -293,10 +293,12 @@ fn disk_edits(
                 });
             }
         }
-        other => return Err(EmitError::Invalid(format!(
+        other => {
+            return Err(EmitError::Invalid(format!(
             "disk {} is a {other} disk: vmtune bench matrix can overlay only file and block disks",
             info.target
-        ))),
+        )))
+        }
     }
     let source = child(d, "source")
         .ok_or_else(|| EmitError::Invalid(format!("disk {} has no <source>", info.target)))?;

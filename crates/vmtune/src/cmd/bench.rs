@@ -94,6 +94,20 @@ enum Sub {
     /// is defined: after a crash, `vmtune restore --journal /run/vmtune/bench-matrix.journal`
     /// removes what is left. Your domain is never changed.
     Matrix(super::bench_matrix::MatrixArgs),
+    /// A results tree you already have — the r/VFIO pinning study's `results/<gpu>/<config>/`,
+    /// or `DIR/<config>/` — read into the comparison, JSON and HTML report `matrix` makes.
+    ///
+    /// Each config directory is a layout (named as the directory; `baseline` or `default`
+    /// first, the baseline of every change); each file in it is read by its content: STREAM
+    /// (per-node runs told by a `numactl --cpunodebind/--membind` line or a name like
+    /// `stream_node0_mem1.txt`), sysbench, nccl-tests, nvbandwidth, bandwidthTest, PyTorch
+    /// matmul and host↔device lines, a `size ns # label` latency curve, `name value unit`
+    /// lines; `numactl --hardware`, `lscpu` and `/proc/meminfo` give each config's guest view
+    /// (CPUs, nodes, hugepages). Figures a file prints several times (five bandwidthTest runs)
+    /// count as that config's repeats. Files no reader knows are listed, not fatal; a config
+    /// with no benchmark output is a failed run (the reports are written, exit status 2).
+    /// Reads only; writes nothing but --out and --html.
+    Import(super::bench_import::ImportArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -375,6 +389,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Sub::Frametimes(a) => run_frametimes(a),
         Sub::Compare(a) => run_compare(a),
         Sub::Matrix(a) => super::bench_matrix::run(a),
+        Sub::Import(a) => super::bench_import::run(a),
         Sub::Suite(a) => run_suite(a),
         Sub::Report(a) => run_report(a),
     };

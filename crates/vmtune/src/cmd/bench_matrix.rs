@@ -727,6 +727,7 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
         Some(host),
     );
     report.setup = setup;
+    report.views = matrix::remote::views(&report.records);
     write_reports(&a, &report)
 }
 

@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod bench;
+pub mod bench_import;
 pub mod bench_matrix;
 pub mod boot;
 pub mod cdi;
