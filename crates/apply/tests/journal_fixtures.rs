@@ -316,7 +316,7 @@ fn run(
                     (_, n) => n,
                 };
                 let applied = match (&s.target, &v) {
-                    (Target::Hugepages { .. }, Some(v)) => Some(v.observed.clone()),
+                    (Target::Hugepages(_), Some(v)) => Some(v.observed.clone()),
                     _ => None,
                 };
                 j.outcome_applied(n, State::Done, note, applied).unwrap();
@@ -333,7 +333,7 @@ fn host_journal(r: &Path, j: &Path) {
     host_before(r);
     let pool = r.join(POOL);
     let mut steps = vec![PlannedStep::new(
-        Target::Hugepages {
+        Target::Hugepages(apply::step::Hugepages {
             node: 0,
             size_kb: 2048,
             path: pool.join("nr_hugepages"),
@@ -341,7 +341,7 @@ fn host_journal(r: &Path, j: &Path) {
             asked: 512,
             reserved: Some(pool.join("resv_hugepages")),
             own_pages: true,
-        },
+        }),
         "0",
         "512",
     )];
@@ -372,19 +372,19 @@ fn host_journal(r: &Path, j: &Path) {
         ("sys/devices/virtual/workqueue/cpumask", "workqueue cpumask"),
     ] {
         steps.push(PlannedStep::new(
-            Target::MaskFile {
+            Target::MaskFile(apply::step::MaskFile {
                 path: r.join(p),
                 what: what.into(),
-            },
+            }),
             "ff",
             "c3",
         ));
     }
     steps.push(PlannedStep::new(
-        Target::CgroupFile {
+        Target::CgroupFile(apply::step::CgroupFile {
             path: r.join("cgv1/machine/cpuset.cpus"),
             created: false,
-        },
+        }),
         "0-7",
         "2-5",
     ));
@@ -440,24 +440,24 @@ fn threads_journal(r: &Path, j: &Path) {
     };
     let steps = vec![
         PlannedStep::new(
-            Target::Thread {
+            Target::Thread(apply::step::Thread {
                 pid,
                 tid,
                 start_time: start,
                 role: "vcpu 0".into(),
                 proc_root: proc_root.clone(),
-            },
+            }),
             cpus,
             "0",
         ),
         PlannedStep::new(
-            Target::ThreadSched {
+            Target::ThreadSched(apply::step::ThreadSched {
                 pid,
                 tid,
                 start_time: start,
                 role: "vcpu 0".into(),
                 proc_root: proc_root.clone(),
-            },
+            }),
             sched.to_value(),
             nicer.to_value(),
         ),
@@ -470,13 +470,13 @@ fn threads_journal(r: &Path, j: &Path) {
         custom_slice: true,
         ..sched
     };
-    let boost = Target::ThreadSched {
+    let boost = Target::ThreadSched(apply::step::ThreadSched {
         pid,
         tid,
         start_time: start,
         role: "vcpu 0 (irq boost)".into(),
         proc_root,
-    };
+    });
     let n = jr
         .intend(&boost, &sched.to_value(), &raised.to_value())
         .unwrap();
@@ -487,13 +487,13 @@ fn threads_journal(r: &Path, j: &Path) {
     )
     .unwrap();
     // `irq balance`: an IRQ the daemon moves while it runs
-    let irq = Target::Irq {
+    let irq = Target::Irq(apply::step::Irq {
         irq: 41,
         path: r.join("proc/irq/41/smp_affinity_list"),
         name: "nvme0q2".into(),
         class: IrqClass::Host,
         previous_effective: Some("2".into()),
-    };
+    });
     let n = jr
         .intend(&irq, "0-7", "balanced by vmtune irq balance")
         .unwrap();
@@ -508,22 +508,22 @@ fn threads_journal(r: &Path, j: &Path) {
 fn services_journal(r: &Path, j: &Path) {
     let mut jr = Journal::create(j, &header(None)).unwrap();
     for unit in apply::shield::SYSTEMD_UNITS {
-        let t = Target::SystemdProperty {
+        let t = Target::SystemdProperty(apply::step::SystemdProperty {
             unit: unit.into(),
             property: "AllowedCPUs".into(),
-        };
+        });
         let n = jr.intend(&t, "", "0-1").unwrap();
         jr.outcome(n, State::Done, None).unwrap();
     }
-    let t = Target::LibvirtDomain {
+    let t = Target::LibvirtDomain(apply::step::LibvirtDomain {
         uri: Some("test:///default".into()),
         name: "vmtune-matrix-win10-a".into(),
         xml: r.join("matrix/vmtune-matrix-win10-a.xml"),
-    };
+    });
     let n = jr.intend(&t, "absent", "defined").unwrap();
     jr.outcome(n, State::Done, None).unwrap();
     // a task list as the v1 backend journals it, for a journal restored without root
-    let t = Target::CgroupTasks {
+    let t = Target::CgroupTasks(apply::step::CgroupTasks {
         dest: r.join("cgv1/vmtune-host"),
         procs_file: "tasks".into(),
         tasks: vec![MovedTask {
@@ -536,7 +536,7 @@ fn services_journal(r: &Path, j: &Path) {
             }],
         }],
         proc_root: r.join("proc"),
-    };
+    });
     let n = jr
         .intend(
             &t,

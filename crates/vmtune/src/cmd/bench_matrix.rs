@@ -110,11 +110,11 @@ impl Domains for VirshDomains {
     }
 
     fn define(&mut self, name: &str, xml: &Path) -> bench::Result<()> {
-        let target = Target::LibvirtDomain {
+        let target = Target::LibvirtDomain(apply::step::LibvirtDomain {
             uri: self.virsh.uri.clone(),
             name: name.to_string(),
             xml: xml.to_path_buf(),
-        };
+        });
         let step = self
             .journal
             .intend(&target, "absent", "defined")
