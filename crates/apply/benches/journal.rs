@@ -10,13 +10,13 @@ use apply::step::{IrqClass, Target};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn target() -> Target {
-    Target::Irq {
+    Target::Irq(apply::step::Irq {
         irq: 38,
         path: PathBuf::from("/proc/irq/38/smp_affinity_list"),
         name: "vfio-msix[0](0000:01:00.0)".into(),
         class: IrqClass::Vfio,
         previous_effective: Some("1".into()),
-    }
+    })
 }
 
 fn bench(c: &mut Criterion) {

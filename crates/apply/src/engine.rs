@@ -17,7 +17,7 @@ use crate::hugepages::{self, Pool, Returned};
 use crate::journal::{self, Header, Journal, JournalStep, Lock, State};
 use crate::qemu::{self, QemuThreads};
 pub use crate::step::PlannedStep;
-use crate::step::{Actuator, Outcome, Target};
+use crate::step::{self, Actuator, Outcome, Target};
 use crate::{irq, proc, sched, shield};
 
 /// Where procfs and sysfs are (tests may point them elsewhere for file-only actuators).
@@ -290,13 +290,13 @@ pub fn thread_steps(
             continue;
         }
         out.push(PlannedStep {
-            target: Target::Thread {
+            target: Target::Thread(step::Thread {
                 pid: t.pid,
                 tid,
                 start_time: start,
                 role,
                 proc_root: proc_root.to_path_buf(),
-            },
+            }),
             previous: cur,
             new: cpus.to_list_string(),
         });
@@ -361,7 +361,7 @@ fn slice_steps(
         };
         let cur = match sched::get(*tid, Some(base)) {
             Ok(c) => c,
-            Err(e) if e.raw_os_error() == Some(crate::step::libc_errno::ESRCH) => continue,
+            Err(e) if e.raw_os_error() == Some(crate::error::libc_errno::ESRCH) => continue,
             Err(e) => return Err(ApplyError::io(format!("sched_getattr(thread {tid})"), e)),
         };
         if !cur.policy.is_fair() {
@@ -381,13 +381,13 @@ fn slice_steps(
             continue;
         }
         out.push(PlannedStep::new(
-            Target::ThreadSched {
+            Target::ThreadSched(step::ThreadSched {
                 pid: t.pid,
                 tid: *tid,
                 start_time: start,
                 role: format!("vcpu {idx}"),
                 proc_root: paths.proc_root.clone(),
-            },
+            }),
             cur.to_value(),
             want.to_value(),
         ));
@@ -569,7 +569,7 @@ fn hugepage_steps(
             continue;
         };
         out.push(PlannedStep {
-            target: Target::Hugepages {
+            target: Target::Hugepages(step::Hugepages {
                 node,
                 size_kb: size,
                 path: dir.join("nr_hugepages"),
@@ -577,7 +577,7 @@ fn hugepage_steps(
                 asked: pages,
                 reserved: resv_file.exists().then_some(resv_file),
                 own_pages: true,
-            },
+            }),
             previous: pool.persistent().to_string(),
             new: new.to_string(),
         });
@@ -674,10 +674,10 @@ fn mask_step(
     }
     let new = mask_like(cpus, &cur);
     Some(PlannedStep {
-        target: Target::MaskFile {
+        target: Target::MaskFile(step::MaskFile {
             path,
             what: what.into(),
-        },
+        }),
         previous: cur,
         new,
     })
@@ -981,7 +981,7 @@ fn run_steps(
                 };
                 // a hugepage step's restore gives back what the pool read back here
                 let applied = match (&s.target, &v) {
-                    (Target::Hugepages { .. }, Some(v)) => Some(v.observed.clone()),
+                    (Target::Hugepages(_), Some(v)) => Some(v.observed.clone()),
                     _ => None,
                 };
                 j.outcome_applied(n, State::Done, note.clone(), applied)?;
@@ -1157,7 +1157,7 @@ fn restore_locked(journal_path: &Path) -> Result<RestoreReport> {
                 r.result = "restored".into();
                 r.note = note;
                 // a file in a cgroup vmtune created goes away with it: nothing to read back
-                if !matches!(s.target, Target::CgroupFile { created: true, .. }) {
+                if !matches!(&s.target, Target::CgroupFile(f) if f.created) {
                     r.observed = s.target.read_current().ok();
                 }
             }
@@ -1203,11 +1203,11 @@ fn give_back(
 ) -> Result<bool> {
     // the pool locked while its count is read and lowered (see `apply`)
     let _pool = match &s.target {
-        Target::Hugepages { path, .. } if !path.exists() => {
+        Target::Hugepages(h) if !h.path.exists() => {
             // the pool is gone (node offline): rollback says so
             return Ok(false);
         }
-        Target::Hugepages { path, .. } => Some(Lock::acquire_existing(path, POOL_LOCK_WAIT)?),
+        Target::Hugepages(h) => Some(Lock::acquire_existing(&h.path, POOL_LOCK_WAIT)?),
         _ => None,
     };
     let (from, to, plan) = match &s.undo {
@@ -1263,12 +1263,12 @@ fn give_back(
 
 /// Whether the journal has this IRQ (same number and name) as refused by the kernel.
 fn refused_before(journal: &[journal::JournalStep], t: &Target) -> bool {
-    let Target::Irq { irq, name, .. } = t else {
+    let Target::Irq(step::Irq { irq, name, .. }) = t else {
         return false;
     };
     journal.iter().any(|s| {
         s.state == State::Skipped
-            && matches!(&s.target, Target::Irq { irq: i, name: n, .. } if i == irq && n == name)
+            && matches!(&s.target, Target::Irq(q) if q.irq == *irq && q.name == *name)
     })
 }
 
@@ -1425,7 +1425,7 @@ mod tests {
         let got: Vec<(i32, String)> = s
             .iter()
             .map(|s| match &s.target {
-                Target::Thread { tid, .. } => (*tid, s.new.clone()),
+                Target::Thread(t) => (t.tid, s.new.clone()),
                 _ => unreachable!(),
             })
             .collect();

@@ -84,3 +84,13 @@ pub fn write_value(path: &Path, value: &str) -> Result<()> {
     f.write_all(value.as_bytes())
         .map_err(|e| ApplyError::io(path, e))
 }
+
+/// The few errno numbers we look at (Linux values; avoids a libc dependency).
+pub(crate) mod libc_errno {
+    pub const EPERM: i32 = 1;
+    pub const ENOENT: i32 = 2;
+    pub const ESRCH: i32 = 3;
+    pub const EIO: i32 = 5;
+    pub const EBUSY: i32 = 16;
+    pub const EINVAL: i32 = 22;
+}

@@ -9,7 +9,7 @@ use serde::Serialize;
 use topo::CpuSet;
 
 use crate::error::{read_trim, ApplyError, Result};
-use crate::step::{IrqClass, PlannedStep, Target};
+use crate::step::{self, IrqClass, PlannedStep, Target};
 
 /// One numbered IRQ as seen on the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -94,13 +94,13 @@ pub fn route(
         }
         let dir = proc_root.join("irq").join(irq.number.to_string());
         out.push(PlannedStep::new(
-            Target::Irq {
+            Target::Irq(step::Irq {
                 irq: irq.number,
                 path: dir.join("smp_affinity_list"),
                 name: irq.actions.clone(),
                 class,
                 previous_effective: irq.effective.clone(),
-            },
+            }),
             cur.clone(),
             new,
         ));
@@ -178,7 +178,7 @@ mod tests {
         let got: Vec<(u32, IrqClass, String)> = steps
             .iter()
             .map(|s| match &s.target {
-                Target::Irq { irq, class, .. } => (*irq, *class, s.new.clone()),
+                Target::Irq(q) => (q.irq, q.class, s.new.clone()),
                 _ => unreachable!(),
             })
             .collect();

@@ -437,13 +437,13 @@ mod tests {
     }
 
     fn target(n: u32) -> Target {
-        Target::Irq {
+        Target::Irq(crate::step::Irq {
             irq: n,
             path: PathBuf::from(format!("/proc/irq/{n}/smp_affinity_list")),
             name: "virtio0".into(),
             class: crate::step::IrqClass::Host,
             previous_effective: None,
-        }
+        })
     }
 
     #[test]

@@ -10,11 +10,13 @@
 //!          engine::restore ── journal walked backwards: actuator.rollback(previous)
 //! ```
 //!
-//! Every [`step::Target`] implements [`step::Actuator`] (describe, read_current, apply,
-//! verify, rollback) and is stored in the journal, so a restore needs nothing but the journal:
+//! Every actuator (`actuator/`, one file each) implements [`actuator::Actuator`] (describe,
+//! read_current, apply, verify, rollback); a [`step::Target`] holds one and is stored in the
+//! journal, so a restore needs nothing but the journal:
 //! also after a crash or `kill -9` in the middle of an apply. One `flock` (`lock` next to the
 //! journal) keeps applies and restores from interleaving.
 
+pub mod actuator;
 pub mod engine;
 pub mod error;
 pub mod hook;

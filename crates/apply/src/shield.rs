@@ -13,16 +13,19 @@
 //! affinity, so each moved thread's previous `Cpus_allowed_list` is journaled and put back.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use topo::CpuSet;
 
-use crate::error::{read_trim, write_value, ApplyError, Result};
+pub use crate::actuator::cgroup_dir::remove_cgroup;
+pub use crate::actuator::systemd_property::{systemctl_set, systemctl_show};
+use crate::actuator::{
+    CgroupController, CgroupDir, CgroupFile, CgroupTasks, MovedTask, SystemdProperty, ThreadCpus,
+};
+use crate::error::{read_trim, ApplyError, Result};
 use crate::proc;
 use crate::qemu::{classify_comm, CommRole};
-use crate::step::{libc_errno, MovedTask, PlannedStep, Target, ThreadCpus};
+use crate::step::{PlannedStep, Target};
 
 /// Name of the cgroup vmtune creates for host tasks.
 pub const HOST_CGROUP: &str = "vmtune-host";
@@ -139,10 +142,10 @@ pub fn plan_steps(
         Backend::Unavailable { reason } => notes.push(format!("CPU shielding skipped: {reason}")),
         Backend::Systemd { .. } => {
             for unit in SYSTEMD_UNITS {
-                let t = Target::SystemdProperty {
+                let t = Target::SystemdProperty(SystemdProperty {
                     unit: unit.into(),
                     property: "AllowedCPUs".into(),
-                };
+                });
                 let prev = systemctl_show(unit, "AllowedCPUs")?;
                 if prev != cpus {
                     steps.push(PlannedStep::new(t, prev, cpus.clone()));
@@ -164,10 +167,10 @@ pub fn plan_steps(
                 let on = read_trim(&sc)?.split_whitespace().any(|c| c == "cpuset");
                 if !on {
                     steps.push(PlannedStep::new(
-                        Target::CgroupController {
+                        Target::CgroupController(CgroupController {
                             path: sc,
                             controller: "cpuset".into(),
-                        },
+                        }),
                         "off",
                         "on",
                     ));
@@ -179,26 +182,26 @@ pub fn plan_steps(
                 read_trim(&root.join("cpuset.mems"))?
             };
             steps.push(PlannedStep::new(
-                Target::CgroupDir {
+                Target::CgroupDir(CgroupDir {
                     path: dir.clone(),
                     procs_file: procs_file.into(),
-                },
+                }),
                 "absent",
                 "present",
             ));
             steps.push(PlannedStep::new(
-                Target::CgroupFile {
+                Target::CgroupFile(CgroupFile {
                     path: dir.join("cpuset.cpus"),
                     created: true,
-                },
+                }),
                 String::new(),
                 cpus.clone(),
             ));
             steps.push(PlannedStep::new(
-                Target::CgroupFile {
+                Target::CgroupFile(CgroupFile {
                     path: dir.join("cpuset.mems"),
                     created: true,
-                },
+                }),
                 String::new(),
                 mems,
             ));
@@ -209,12 +212,12 @@ pub fn plan_steps(
                 ));
             }
             steps.push(PlannedStep::new(
-                Target::CgroupTasks {
+                Target::CgroupTasks(CgroupTasks {
                     dest: dir.clone(),
                     procs_file: procs_file.into(),
                     tasks,
                     proc_root: proc_root.to_path_buf(),
-                },
+                }),
                 "origin",
                 dir.display().to_string(),
             ));
@@ -310,104 +313,6 @@ fn movable_tasks(
         }
     }
     Ok((out, skipped))
-}
-
-/// Empty a cgroup into its parent and remove it. Idempotent.
-pub fn remove_cgroup(path: &Path, procs_file: &str) -> Result<()> {
-    let Some(parent) = path.parent() else {
-        return Err(ApplyError::Other(format!(
-            "{} has no parent cgroup",
-            path.display()
-        )));
-    };
-    for _ in 0..50 {
-        if !path.exists() {
-            return Ok(());
-        }
-        let members = std::fs::read_to_string(path.join(procs_file)).unwrap_or_default();
-        for id in members.lines().filter(|l| !l.trim().is_empty()) {
-            match write_value(&parent.join(procs_file), id.trim()) {
-                Ok(()) => {}
-                Err(e)
-                    if matches!(
-                        e.errno(),
-                        Some(libc_errno::ESRCH) | Some(libc_errno::EINVAL)
-                    ) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        match std::fs::remove_dir(path) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc_errno::ENOENT) => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc_errno::EBUSY) => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            Err(e) => return Err(ApplyError::io(path, e)),
-        }
-    }
-    Err(ApplyError::Other(format!(
-        "{}: still busy after moving its tasks out",
-        path.display()
-    )))
-}
-
-fn run_bounded(cmd: &mut Command, what: &str, timeout: Duration) -> Result<String> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| ApplyError::Other(format!("{what}: {e}")))?;
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(10)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(ApplyError::Other(format!(
-                    "{what}: timed out after {timeout:?}"
-                )));
-            }
-            Err(e) => return Err(ApplyError::Other(format!("{what}: {e}"))),
-        }
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| ApplyError::Other(format!("{what}: {e}")))?;
-    if !out.status.success() {
-        return Err(ApplyError::Other(format!(
-            "{what}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// `systemctl show -p PROPERTY --value UNIT`.
-pub fn systemctl_show(unit: &str, property: &str) -> Result<String> {
-    run_bounded(
-        Command::new("systemctl").args(["show", "-p", property, "--value", unit]),
-        &format!("systemctl show {unit}"),
-        Duration::from_secs(5),
-    )
-}
-
-/// `systemctl set-property --runtime UNIT PROPERTY=VALUE`.
-pub fn systemctl_set(unit: &str, property: &str, value: &str) -> Result<()> {
-    run_bounded(
-        Command::new("systemctl").args([
-            "--no-ask-password",
-            "set-property",
-            "--runtime",
-            unit,
-            &format!("{property}={value}"),
-        ]),
-        &format!("systemctl set-property {unit}"),
-        Duration::from_secs(5),
-    )
-    .map(|_| ())
 }
 
 #[cfg(test)]
@@ -534,15 +439,5 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
         // an existing vmtune-host means an apply that was not restored: refuse
         std::fs::create_dir(&dir).unwrap();
         assert!(plan_steps(&backend, &host, Path::new("/proc"), Some(me)).is_err());
-    }
-
-    #[test]
-    fn remove_cgroup_on_plain_dirs() {
-        let d = tempfile::tempdir().unwrap();
-        let cg = d.path().join("vmtune-host");
-        std::fs::create_dir(&cg).unwrap();
-        remove_cgroup(&cg, "tasks").unwrap();
-        assert!(!cg.exists());
-        remove_cgroup(&cg, "tasks").unwrap();
     }
 }

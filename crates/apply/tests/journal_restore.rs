@@ -42,7 +42,7 @@ fn steps(t: &Tree) -> Vec<PlannedStep> {
     let f = |i: usize| t.files[i].0.clone();
     vec![
         PlannedStep::new(
-            Target::Hugepages {
+            Target::Hugepages(apply::step::Hugepages {
                 node: 0,
                 size_kb: 2048,
                 path: f(0),
@@ -50,31 +50,31 @@ fn steps(t: &Tree) -> Vec<PlannedStep> {
                 asked: 512,
                 reserved: None,
                 own_pages: true,
-            },
+            }),
             "0",
             "512",
         ),
         PlannedStep::new(
-            Target::MaskFile {
+            Target::MaskFile(apply::step::MaskFile {
                 path: f(1),
                 what: "default IRQ affinity".into(),
-            },
+            }),
             "ff",
             "0f",
         ),
         PlannedStep::new(
-            Target::MaskFile {
+            Target::MaskFile(apply::step::MaskFile {
                 path: f(2),
                 what: "workqueue cpumask".into(),
-            },
+            }),
             "ff",
             "0f",
         ),
         PlannedStep::new(
-            Target::CgroupFile {
+            Target::CgroupFile(apply::step::CgroupFile {
                 path: f(3),
                 created: false,
-            },
+            }),
             "0-7",
             "0-3",
         ),

@@ -246,8 +246,70 @@ fn annotations(e: &Entry, d: &PciDevice) -> BTreeMap<String, String> {
 /// device asked for by BDF cannot go in, or when the host lacks the mode's shared node.
 pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
     names::parse_kind(&opts.kind).map_err(CdiError::Kind)?;
-    // candidates: the devices asked for, or every VFIO-owned function of the kinds asked for
-    let wanted = |d: &PciDevice| opts.classes.is_empty() || opts.classes.contains(&d.kind);
+    let explicit = !opts.devices.is_empty();
+    let candidates = candidates(host, opts)?;
+    let not_vfio = if explicit {
+        Vec::new()
+    } else {
+        not_vfio(host, opts)
+    };
+    let (entries, refused) = entries(host, opts, candidates);
+
+    if explicit && !refused.is_empty() {
+        return Err(CdiError::Refused(refused));
+    }
+    if entries.is_empty() {
+        return Err(CdiError::NoDevices(no_devices_message(
+            host,
+            &refused,
+            &not_vfio,
+            &opts.classes,
+        )));
+    }
+    shared_node(host, opts.mode)?;
+
+    let notes = notes(host, &entries);
+
+    let devices = devices(host, opts, &entries);
+    let mut spec = Spec {
+        cdi_version: String::new(),
+        kind: opts.kind.clone(),
+        annotations: BTreeMap::new(),
+        devices,
+        container_edits: ContainerEdits::default(),
+    };
+    let (version, version_reason) = version(&spec, opts)?;
+    spec.cdi_version = version.to_string();
+
+    // never hand out a spec a CDI loader would reject: one bad spec in /var/run/cdi fails the
+    // registry refresh for every device on the node
+    let doc = serde_json::to_value(&spec).map_err(|e| CdiError::Invalid(e.to_string()))?;
+    if let Err(v) = rules::validate(&doc) {
+        return Err(CdiError::Invalid(
+            v.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ));
+    }
+    Ok(Generated {
+        spec,
+        entries,
+        refused,
+        not_vfio,
+        notes,
+        version_reason,
+    })
+}
+
+/// A device of a kind asked for (none asked for: any).
+fn wanted(opts: &Options, d: &PciDevice) -> bool {
+    opts.classes.is_empty() || opts.classes.contains(&d.kind)
+}
+
+/// The devices asked for (an error names one that is not a PCI function of the host), or
+/// every VFIO-owned function of the kinds asked for; sorted by address.
+fn candidates<'h>(host: &'h Host, opts: &Options) -> Result<Vec<&'h PciDevice>, CdiError> {
     let explicit = !opts.devices.is_empty();
     let mut candidates: Vec<&PciDevice> = Vec::new();
     if explicit {
@@ -271,29 +333,33 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
         candidates = host
             .pci_devices
             .iter()
-            .filter(|d| d.vfio_bound() && wanted(d))
+            .filter(|d| d.vfio_bound() && wanted(opts, d))
             .collect();
     }
     candidates.sort_by(|a, b| a.bdf.cmp(&b.bdf));
 
-    let not_vfio: Vec<Refusal> = if explicit {
-        Vec::new()
-    } else {
-        host.pci_devices
-            .iter()
-            .filter(|d| {
-                matches!(d.kind, DeviceKind::Gpu | DeviceKind::Accelerator)
-                    && wanted(d)
-                    && d.driver.is_some()
-                    && !d.vfio_bound()
-            })
-            .map(|d| Refusal {
-                bdf: d.bdf.clone(),
-                reason: format!("bound to {}, not vfio-pci", driver_name(d)),
-            })
-            .collect()
-    };
+    Ok(candidates)
+}
 
+/// GPUs and accelerators of the kinds asked for that a driver other than vfio-pci holds.
+fn not_vfio(host: &Host, opts: &Options) -> Vec<Refusal> {
+    host.pci_devices
+        .iter()
+        .filter(|d| {
+            matches!(d.kind, DeviceKind::Gpu | DeviceKind::Accelerator)
+                && wanted(opts, d)
+                && d.driver.is_some()
+                && !d.vfio_bound()
+        })
+        .map(|d| Refusal {
+            bdf: d.bdf.clone(),
+            reason: format!("bound to {}, not vfio-pci", driver_name(d)),
+        })
+        .collect()
+}
+
+/// One entry per candidate that can go in the spec (its nodes, names), the others refused.
+fn entries(host: &Host, opts: &Options, candidates: Vec<&PciDevice>) -> (Vec<Entry>, Vec<Refusal>) {
     let mut entries: Vec<Entry> = Vec::new();
     let mut refused: Vec<Refusal> = Vec::new();
     let mut used_names: BTreeMap<String, String> = BTreeMap::new();
@@ -342,22 +408,14 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
             driver: driver_name(d).to_string(),
         });
     }
+    (entries, refused)
+}
 
-    if explicit && !refused.is_empty() {
-        return Err(CdiError::Refused(refused));
-    }
-    if entries.is_empty() {
-        return Err(CdiError::NoDevices(no_devices_message(
-            host,
-            &refused,
-            &not_vfio,
-            &opts.classes,
-        )));
-    }
-    // the node every device of the mode shares; checked once there are devices, so a host
-    // without VFIO devices hears that, not which module it lacks
+/// The node every device of the mode shares exists (checked once there are devices, so a
+/// host without VFIO devices hears that, not which module it lacks).
+fn shared_node(host: &Host, mode: Mode) -> Result<(), CdiError> {
     if let Some(v) = host.vfio.as_ref() {
-        match opts.mode {
+        match mode {
             Mode::Legacy if v.container.is_none() => {
                 return Err(CdiError::Host(format!(
                     "{}: no /dev/vfio/vfio (no sys/class/misc/vfio: vfio not loaded, or a kernel without the VFIO container); use --iommufd",
@@ -373,7 +431,11 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
             _ => {}
         }
     }
+    Ok(())
+}
 
+/// What the spec leaves to the runtime: device numbers sysfs does not give.
+fn notes(host: &Host, entries: &[Entry]) -> Vec<String> {
     let mut notes = Vec::new();
     if host.vfio.is_none() {
         notes.push(format!(
@@ -392,14 +454,18 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
             ));
         }
     }
+    notes
+}
 
+/// The spec's devices: each entry under each of its names.
+fn devices(host: &Host, opts: &Options, entries: &[Entry]) -> Vec<Device> {
     let by_bdf: BTreeMap<&str, &PciDevice> = host
         .pci_devices
         .iter()
         .map(|d| (d.bdf.as_str(), d))
         .collect();
     let mut devices = Vec::new();
-    for e in &entries {
+    for e in entries {
         let edits = ContainerEdits {
             env: Vec::new(),
             device_nodes: e.nodes.iter().map(device_node).collect(),
@@ -416,14 +482,13 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
             });
         }
     }
-    let mut spec = Spec {
-        cdi_version: String::new(),
-        kind: opts.kind.clone(),
-        annotations: BTreeMap::new(),
-        devices,
-        container_edits: ContainerEdits::default(),
-    };
-    let doc = serde_json::to_value(&spec).map_err(|e| CdiError::Invalid(e.to_string()))?;
+    devices
+}
+
+/// The spec's cdiVersion: the one asked for (not below what the spec needs) or that
+/// minimum, and why.
+fn version(spec: &Spec, opts: &Options) -> Result<(Version, String), CdiError> {
+    let doc = serde_json::to_value(spec).map_err(|e| CdiError::Invalid(e.to_string()))?;
     let (min, why) = minimum_required(&doc);
     let version = match &opts.version {
         None => min,
@@ -441,32 +506,12 @@ pub fn generate(host: &Host, opts: &Options) -> Result<Generated, CdiError> {
             v
         }
     };
-    spec.cdi_version = version.to_string();
     let version_reason = if opts.version.is_some() {
         format!("as asked (the minimum is {min}: {why})")
     } else {
         format!("the minimum this spec needs: {why}")
     };
-
-    // never hand out a spec a CDI loader would reject: one bad spec in /var/run/cdi fails the
-    // registry refresh for every device on the node
-    let doc = serde_json::to_value(&spec).map_err(|e| CdiError::Invalid(e.to_string()))?;
-    if let Err(v) = rules::validate(&doc) {
-        return Err(CdiError::Invalid(
-            v.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        ));
-    }
-    Ok(Generated {
-        spec,
-        entries,
-        refused,
-        not_vfio,
-        notes,
-        version_reason,
-    })
+    Ok((version, version_reason))
 }
 
 /// `gpu`, `nic`, … as `--class` spells them.

@@ -970,50 +970,16 @@ pub fn run_guest(
     let start = Instant::now();
     Policy::new(cfg.policy)?;
     let first = Sample::take(fs)?;
-    for &irq in &cfg.irqs {
-        if !first.ints.irqs.iter().any(|r| r.number == Some(irq)) {
-            return Err(Error::Other(format!(
-                "IRQ {irq} does not exist (not in {}/interrupts)",
-                fs.root.display()
-            )));
-        }
-    }
+    check_irqs(cfg, &first)?;
     let (mut reader, signal) = open_signal(cfg.signal, cfg.scan_gap)?;
     let interval = cfg.interval.unwrap_or(if reader.is_some() {
         INTERVAL_EBPF
     } else {
         INTERVAL_PROCSTAT
     });
-    let cands = discover(fs, &first.ints, &cfg.irqs, !cfg.dry_run);
-    let balanced: Vec<Candidate> = cands
-        .iter()
-        .filter(|c| c.movable || cfg.dry_run)
-        .cloned()
-        .collect();
-    let move_detection = decide_moves(cfg.moves, &balanced);
+    let (cands, move_detection, mut policy, wakes_known) =
+        announce(cfg, &first, reader.as_ref(), &signal, &mut emit)?;
     let deferred = move_detection.moves == MoveKind::Deferred;
-    let mut policy = Policy::new(cfg.policy.with_moves(move_detection.moves))?;
-    let wakes_known = reader
-        .as_ref()
-        .is_some_and(|r| r.wakes_unavailable.is_none());
-    let plan = plan_sentence(
-        move_detection.moves,
-        reader.is_some(),
-        wakes_known,
-        &cfg.policy,
-    );
-    let scheduling = if cfg.realtime {
-        set_fifo_1()
-    } else {
-        "normal (asked for)".to_string()
-    };
-    emit(&DaemonEvent::Start {
-        candidates: cands.clone(),
-        signal: signal.clone(),
-        scheduling,
-        moves: move_detection.clone(),
-        plan,
-    });
     // availability (deferred moves): preemption episodes and wake-ups (eBPF), steal and idle
     let mono0 = ebpf::monotonic_ns();
     let mut episodes = Episodes::new(crate::avail::DEFAULT_WINDOW_NS, mono0);
@@ -1024,35 +990,17 @@ pub fn run_guest(
         counters_of(&first.stat, read_wakes(&reader).as_deref()),
     );
     let mut guard = AffinityGuard::new(fs.clone());
-    // current holder of each balanced IRQ: its effective CPU (or first CPU of its mask).
-    // Only IRQs probed movable are balanced; a dry run probes nothing and balances
-    // hypothetically, reporting its moves as `dry-run`.
-    let mut held: Vec<(u32, u32)> = Vec::new();
-    for c in cands.iter().filter(|c| c.movable || cfg.dry_run) {
-        let eff = fs
-            .effective(c.irq)
-            .and_then(|s| s.first())
-            .or_else(|| CpuSet::parse_list(&c.original).ok().and_then(|s| s.first()));
-        if let Some(cpu) = eff {
-            held.push((c.irq, cpu));
-            if !cfg.dry_run {
-                guard.remember(c.irq, &c.original);
-            }
-        }
-    }
+    let mut held = holders(cfg, &cands, &mut guard);
     // eBPF view: vCPUs currently preempted, with when each was seen
     let mut preempted: std::collections::BTreeMap<u32, ebpf::PreemptEvent> = Default::default();
-    let mut lat = Latencies::default();
-    let (mut pts, mut bound, mut ring, mut written, mut writes, mut episode_lens) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut m = Measured::default();
     // the daemon's own CPU from here on (start-up, e.g. loading eBPF, is reported apart)
     let cpu_loop0 = fs.self_cpu_ticks().unwrap_or(cpu0);
     let loop_start = Instant::now();
     let mut prev = first;
     let mut last_window: Option<Snapshot> = None;
     let mut next_sample = Instant::now() + interval;
-    let (mut samples, mut moves, mut off_preempted, mut failed) = (0u64, 0u64, 0u64, 0u64);
-    let mut step_total = Duration::ZERO;
+    let mut n = Counts::default();
     loop {
         if stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
@@ -1070,41 +1018,12 @@ pub fn run_guest(
                 let evs = r.poll(wait);
                 let got = ebpf::monotonic_ns();
                 for e in evs {
-                    let ring_us = got.saturating_sub(e.ts_ns) as f64 / 1e3;
-                    ring.push(ring_us);
-                    let span_us = if e.preempted {
-                        lat.preemptions += 1;
-                        let b = e.ts_ns.saturating_sub(e.last_event_ns) as f64 / 1e3;
-                        bound.push(b);
-                        preempted.insert(e.cpu, e);
-                        episodes.preempted(e.cpu, e.ts_ns);
-                        // with deferred moves a single preemption is not acted on
-                        if !deferred && held.iter().any(|&(_, h)| h == e.cpu) {
-                            urgent.push(e);
-                        }
-                        b
-                    } else {
-                        lat.resumes += 1;
-                        let seen = preempted.remove(&e.cpu);
-                        let ep_ns = e.steal_ns.saturating_sub(e.steal_at_preempt_ns);
-                        episodes.resumed(e.cpu, e.ts_ns, ep_ns);
-                        let ep = ep_ns as f64 / 1e3;
-                        episode_lens.push(ep);
-                        // the episode began `ep` before the resume was seen; it was seen
-                        // preempted at `seen.ts_ns`: the gap is how late the program was
-                        if let (Some(p), Some(s0)) = (seen, e.episode_start_ns()) {
-                            pts.push(p.ts_ns.saturating_sub(s0) as f64 / 1e3);
-                        }
-                        ep
-                    };
-                    seen_reports.push(DaemonEvent::Preempt {
-                        t_s: start.elapsed().as_secs_f64(),
-                        cpu: e.cpu,
-                        preempted: e.preempted,
-                        observer: e.observer,
-                        ring_us,
-                        span_us,
-                    });
+                    let ev = on_signal(e, got, &mut m, &mut preempted, &mut episodes, start);
+                    // with deferred moves a single preemption is not acted on
+                    if e.preempted && !deferred && held.iter().any(|&(_, h)| h == e.cpu) {
+                        urgent.push(e);
+                    }
+                    seen_reports.push(ev);
                 }
             }
             None => std::thread::sleep(wait),
@@ -1131,7 +1050,7 @@ pub fn run_guest(
                 cfg.cpus.as_ref(),
                 now_ns,
             );
-            samples += 1;
+            n.samples += 1;
             let mut cpus = cpu_windows(&prev, &cur, cfg.steal_threshold, cfg.cpus.as_ref());
             if reader.is_some() {
                 for c in &mut cpus {
@@ -1145,32 +1064,8 @@ pub fn run_guest(
             (snap, Some(cpus))
         } else {
             // a preemption between windows: decide now on the last window's loads
-            match &last_window {
-                Some(w) => {
-                    let mut s = w.clone();
-                    s.now_ns = now_ns;
-                    for i in &mut s.irqs {
-                        if let Some(&(_, h)) = held.iter().find(|(q, _)| *q == i.irq) {
-                            i.holder = h;
-                        }
-                    }
-                    (s, None)
-                }
-                None => {
-                    let cur = Sample::take(fs)?;
-                    let s = observe(
-                        &prev,
-                        &cur,
-                        &held,
-                        cfg.steal_threshold,
-                        cfg.cpus.as_ref(),
-                        now_ns,
-                    );
-                    prev = cur;
-                    last_window = Some(s.clone());
-                    (s, None)
-                }
-            }
+            let s = between_windows(cfg, &mut prev, &mut last_window, &held, now_ns)?;
+            (s, None)
         };
         if reader.is_some() {
             // the exact signal replaces the steal window's guess
@@ -1186,55 +1081,290 @@ pub fn run_guest(
                 decision: decision.clone(),
             });
         }
-        for m in decision.moves() {
-            let seen = preempted
-                .get(&m.from)
-                .filter(|_| m.reason == Reason::HolderOffline);
-            let w0 = Instant::now();
-            let (ok, outcome, effective, pending, error) = if cfg.dry_run {
-                (false, "dry-run", None, false, None)
-            } else {
-                write_move(fs, m.irq, m.to)
-            };
-            let done = ebpf::monotonic_ns();
-            let since_seen_us = seen
-                .filter(|_| !cfg.dry_run)
-                .map(|e| done.saturating_sub(e.ts_ns) as f64 / 1e3);
-            if !cfg.dry_run {
-                writes.push(w0.elapsed().as_secs_f64() * 1e6);
-            }
-            if let Some(us) = since_seen_us {
-                written.push(us);
-            }
-            if ok {
-                moves += 1;
-                if m.reason == Reason::HolderOffline {
-                    off_preempted += 1;
-                }
-                if let Some(h) = held.iter_mut().find(|(i, _)| *i == m.irq) {
-                    h.1 = m.to;
-                }
-            } else if !cfg.dry_run {
-                failed += 1;
-            }
-            emit(&DaemonEvent::Move {
-                irq: m.irq,
-                from: m.from,
-                to: m.to,
-                reason: m.reason,
-                ok,
-                outcome,
-                effective,
-                pending,
-                error,
-                since_seen_us,
-            });
-        }
+        make_moves(
+            cfg, &decision, &preempted, &mut held, &mut m, &mut n, &mut emit,
+        );
         for r in &seen_reports {
             emit(r);
         }
-        step_total += t0.elapsed();
+        n.step_total += t0.elapsed();
     }
+    let times = Times {
+        start,
+        loop_start,
+        cpu0,
+        cpu_loop0,
+    };
+    let summary = summarize(
+        fs,
+        &mut guard,
+        reader.as_ref(),
+        &signal,
+        move_detection.moves,
+        m,
+        &n,
+        &times,
+    );
+    emit(&DaemonEvent::Stop {
+        summary: Box::new(summary.clone()),
+    });
+    Ok(summary)
+}
+
+/// The IRQs to balance, the move semantics they allow, the policy that runs with them and
+/// whether the signal counts wake-ups; the Start event says so.
+fn announce(
+    cfg: &GuestConfig,
+    first: &Sample,
+    reader: Option<&ebpf::PreemptReader>,
+    signal: &SignalInfo,
+    emit: &mut impl FnMut(&DaemonEvent),
+) -> Result<(Vec<Candidate>, crate::moves::MoveDetection, Policy, bool), Error> {
+    let cands = discover(&cfg.fs, &first.ints, &cfg.irqs, !cfg.dry_run);
+    let balanced: Vec<Candidate> = cands
+        .iter()
+        .filter(|c| c.movable || cfg.dry_run)
+        .cloned()
+        .collect();
+    let move_detection = decide_moves(cfg.moves, &balanced);
+    let policy = Policy::new(cfg.policy.with_moves(move_detection.moves))?;
+    let wakes_known = reader.is_some_and(|r| r.wakes_unavailable.is_none());
+    let plan = plan_sentence(
+        move_detection.moves,
+        reader.is_some(),
+        wakes_known,
+        &cfg.policy,
+    );
+    let scheduling = if cfg.realtime {
+        set_fifo_1()
+    } else {
+        "normal (asked for)".to_string()
+    };
+    emit(&DaemonEvent::Start {
+        candidates: cands.clone(),
+        signal: signal.clone(),
+        scheduling,
+        moves: move_detection.clone(),
+        plan,
+    });
+    Ok((cands, move_detection, policy, wakes_known))
+}
+
+/// The IRQs the daemon was told to balance exist.
+fn check_irqs(cfg: &GuestConfig, first: &Sample) -> Result<(), Error> {
+    for &irq in &cfg.irqs {
+        if !first.ints.irqs.iter().any(|r| r.number == Some(irq)) {
+            return Err(Error::Other(format!(
+                "IRQ {irq} does not exist (not in {}/interrupts)",
+                cfg.fs.root.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The current holder of each balanced IRQ: its effective CPU (or the first CPU of its mask).
+/// Only IRQs probed movable are balanced; a dry run probes nothing and balances
+/// hypothetically, reporting its moves as `dry-run`. Each IRQ's mask is remembered for the
+/// restore.
+fn holders(cfg: &GuestConfig, cands: &[Candidate], guard: &mut AffinityGuard) -> Vec<(u32, u32)> {
+    let fs = &cfg.fs;
+    let mut held: Vec<(u32, u32)> = Vec::new();
+    for c in cands.iter().filter(|c| c.movable || cfg.dry_run) {
+        let eff = fs
+            .effective(c.irq)
+            .and_then(|s| s.first())
+            .or_else(|| CpuSet::parse_list(&c.original).ok().and_then(|s| s.first()));
+        if let Some(cpu) = eff {
+            held.push((c.irq, cpu));
+            if !cfg.dry_run {
+                guard.remember(c.irq, &c.original);
+            }
+        }
+    }
+    held
+}
+
+/// What the loop measures for the summary's latencies (eBPF signal).
+#[derive(Default)]
+struct Measured {
+    lat: Latencies,
+    pts: Vec<f64>,
+    bound: Vec<f64>,
+    ring: Vec<f64>,
+    written: Vec<f64>,
+    writes: Vec<f64>,
+    episode_lens: Vec<f64>,
+}
+
+/// The loop's counts.
+#[derive(Default)]
+struct Counts {
+    samples: u64,
+    moves: u64,
+    off_preempted: u64,
+    failed: u64,
+    step_total: Duration,
+}
+
+/// When the daemon started and began balancing, and its CPU ticks then.
+struct Times {
+    start: Instant,
+    loop_start: Instant,
+    cpu0: u64,
+    cpu_loop0: u64,
+}
+
+/// One event of the eBPF program, read at `got`: the preempted set, the availability
+/// episodes and the measures updated; the report of what was seen.
+fn on_signal(
+    e: ebpf::PreemptEvent,
+    got: u64,
+    m: &mut Measured,
+    preempted: &mut std::collections::BTreeMap<u32, ebpf::PreemptEvent>,
+    episodes: &mut Episodes,
+    start: Instant,
+) -> DaemonEvent {
+    let ring_us = got.saturating_sub(e.ts_ns) as f64 / 1e3;
+    m.ring.push(ring_us);
+    let span_us = if e.preempted {
+        m.lat.preemptions += 1;
+        let b = e.ts_ns.saturating_sub(e.last_event_ns) as f64 / 1e3;
+        m.bound.push(b);
+        preempted.insert(e.cpu, e);
+        episodes.preempted(e.cpu, e.ts_ns);
+        b
+    } else {
+        m.lat.resumes += 1;
+        let seen = preempted.remove(&e.cpu);
+        let ep_ns = e.steal_ns.saturating_sub(e.steal_at_preempt_ns);
+        episodes.resumed(e.cpu, e.ts_ns, ep_ns);
+        let ep = ep_ns as f64 / 1e3;
+        m.episode_lens.push(ep);
+        // the episode began `ep` before the resume was seen; it was seen
+        // preempted at `seen.ts_ns`: the gap is how late the program was
+        if let (Some(p), Some(s0)) = (seen, e.episode_start_ns()) {
+            m.pts.push(p.ts_ns.saturating_sub(s0) as f64 / 1e3);
+        }
+        ep
+    };
+    DaemonEvent::Preempt {
+        t_s: start.elapsed().as_secs_f64(),
+        cpu: e.cpu,
+        preempted: e.preempted,
+        observer: e.observer,
+        ring_us,
+        span_us,
+    }
+}
+
+/// The loads of the last window, or before the first window since the start: a decision
+/// between windows (on a preemption).
+fn between_windows(
+    cfg: &GuestConfig,
+    prev: &mut Sample,
+    last_window: &mut Option<Snapshot>,
+    held: &[(u32, u32)],
+    now_ns: u64,
+) -> Result<Snapshot, Error> {
+    let fs = &cfg.fs;
+    match last_window {
+        Some(w) => {
+            let mut s = w.clone();
+            s.now_ns = now_ns;
+            for i in &mut s.irqs {
+                if let Some(&(_, h)) = held.iter().find(|(q, _)| *q == i.irq) {
+                    i.holder = h;
+                }
+            }
+            Ok(s)
+        }
+        None => {
+            let cur = Sample::take(fs)?;
+            let s = observe(
+                prev,
+                &cur,
+                held,
+                cfg.steal_threshold,
+                cfg.cpus.as_ref(),
+                now_ns,
+            );
+            *prev = cur;
+            *last_window = Some(s.clone());
+            Ok(s)
+        }
+    }
+}
+
+/// Make (or, in a dry run, report) the decision's moves.
+fn make_moves(
+    cfg: &GuestConfig,
+    decision: &Decision,
+    preempted: &std::collections::BTreeMap<u32, ebpf::PreemptEvent>,
+    held: &mut [(u32, u32)],
+    ms: &mut Measured,
+    n: &mut Counts,
+    emit: &mut impl FnMut(&DaemonEvent),
+) {
+    let fs = &cfg.fs;
+    for m in decision.moves() {
+        let seen = preempted
+            .get(&m.from)
+            .filter(|_| m.reason == Reason::HolderOffline);
+        let w0 = Instant::now();
+        let (ok, outcome, effective, pending, error) = if cfg.dry_run {
+            (false, "dry-run", None, false, None)
+        } else {
+            write_move(fs, m.irq, m.to)
+        };
+        let done = ebpf::monotonic_ns();
+        let since_seen_us = seen
+            .filter(|_| !cfg.dry_run)
+            .map(|e| done.saturating_sub(e.ts_ns) as f64 / 1e3);
+        if !cfg.dry_run {
+            ms.writes.push(w0.elapsed().as_secs_f64() * 1e6);
+        }
+        if let Some(us) = since_seen_us {
+            ms.written.push(us);
+        }
+        if ok {
+            n.moves += 1;
+            if m.reason == Reason::HolderOffline {
+                n.off_preempted += 1;
+            }
+            if let Some(h) = held.iter_mut().find(|(i, _)| *i == m.irq) {
+                h.1 = m.to;
+            }
+        } else if !cfg.dry_run {
+            n.failed += 1;
+        }
+        emit(&DaemonEvent::Move {
+            irq: m.irq,
+            from: m.from,
+            to: m.to,
+            reason: m.reason,
+            ok,
+            outcome,
+            effective,
+            pending,
+            error,
+            since_seen_us,
+        });
+    }
+}
+
+/// The summary at the end: the IRQs restored, the daemon's own cost, the latencies.
+#[allow(clippy::too_many_arguments)]
+fn summarize(
+    fs: &ProcFs,
+    guard: &mut AffinityGuard,
+    reader: Option<&ebpf::PreemptReader>,
+    signal: &SignalInfo,
+    move_kind: MoveKind,
+    m: Measured,
+    n: &Counts,
+    t: &Times,
+) -> Summary {
     let restore_failures = guard.restore();
     let restored = guard
         .restored
@@ -1248,34 +1378,34 @@ pub fn run_guest(
         })
         .collect();
     let effective_restored = guard.effective.clone();
-    let wall = loop_start.elapsed().as_secs_f64();
-    let ticks = fs.self_cpu_ticks().unwrap_or(cpu_loop0);
-    let cpu = ticks.saturating_sub(cpu_loop0) as f64 * NS_PER_TICK as f64 / 1e9;
-    let startup_cpu = cpu_loop0.saturating_sub(cpu0) as f64 * NS_PER_TICK as f64 / 1e9;
-    let latencies = reader.as_ref().map(|r| Latencies {
-        preempt_to_seen_us: Dist::of(&pts),
-        preempt_to_seen_bound_us: Dist::of(&bound),
-        seen_to_daemon_us: Dist::of(&ring),
-        seen_to_written_us: Dist::of(&written),
-        write_us: Dist::of(&writes),
-        episode_us: Dist::of(&episode_lens),
+    let wall = t.loop_start.elapsed().as_secs_f64();
+    let ticks = fs.self_cpu_ticks().unwrap_or(t.cpu_loop0);
+    let cpu = ticks.saturating_sub(t.cpu_loop0) as f64 * NS_PER_TICK as f64 / 1e9;
+    let startup_cpu = t.cpu_loop0.saturating_sub(t.cpu0) as f64 * NS_PER_TICK as f64 / 1e9;
+    let latencies = reader.map(|r| Latencies {
+        preempt_to_seen_us: Dist::of(&m.pts),
+        preempt_to_seen_bound_us: Dist::of(&m.bound),
+        seen_to_daemon_us: Dist::of(&m.ring),
+        seen_to_written_us: Dist::of(&m.written),
+        write_us: Dist::of(&m.writes),
+        episode_us: Dist::of(&m.episode_lens),
         counters: r.counters(),
-        ..lat.clone()
+        ..m.lat.clone()
     });
-    let summary = Summary {
+    Summary {
         signal: signal.signal,
-        move_kind: move_detection.moves,
-        samples,
-        moves,
-        moves_off_preempted: off_preempted,
-        failed_moves: failed,
+        move_kind,
+        samples: n.samples,
+        moves: n.moves,
+        moves_off_preempted: n.off_preempted,
+        failed_moves: n.failed,
         wall_s: wall,
         startup_cpu_s: startup_cpu,
-        startup_s: loop_start.duration_since(start).as_secs_f64(),
+        startup_s: t.loop_start.duration_since(t.start).as_secs_f64(),
         cpu_s: cpu,
         cpu_percent: if wall > 0.0 { 100.0 * cpu / wall } else { 0.0 },
-        step_us_mean: if samples > 0 {
-            step_total.as_secs_f64() * 1e6 / samples as f64
+        step_us_mean: if n.samples > 0 {
+            n.step_total.as_secs_f64() * 1e6 / n.samples as f64
         } else {
             0.0
         },
@@ -1283,11 +1413,7 @@ pub fn run_guest(
         restored,
         effective_restored,
         restore_failures,
-    };
-    emit(&DaemonEvent::Stop {
-        summary: Box::new(summary.clone()),
-    });
-    Ok(summary)
+    }
 }
 
 trait EffOk {

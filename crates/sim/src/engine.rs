@@ -31,7 +31,7 @@ use irqbal::{IrqView, Policy, Snapshot, VcpuView};
 
 use crate::scenario::{
     udp_slots, Detector, MoveSemantics, PolicyKind, Scenario, SchedulerKind, SourceSpec,
-    VbalanceSpec, Workload,
+    VbalanceSpec, VmSpec, Workload,
 };
 
 mod daemon;
@@ -434,6 +434,95 @@ pub struct Sim {
     irq_waiting: Vec<bool>,
 }
 
+/// vCPU `i` of VM `vm` (spec `spec`), on `pcpu`, as it starts: runnable, in its runqueue.
+fn vcpu_of(
+    sc: &Scenario,
+    spec: &VmSpec,
+    vm: u32,
+    i: u32,
+    pcpu: u32,
+    sched: SchedulerKind,
+    policy: PolicyKind,
+) -> Vcpu {
+    let half_life = (sc.vbalance.load_half_life_ms * MS as f64) as u64;
+    let compute = match spec.workload {
+        Workload::Io { compute_us, .. } => compute_us * US,
+        _ => 0,
+    };
+    Vcpu {
+        vm,
+        index: i,
+        pcpu,
+        state: RunState::Runnable,
+        pri: PRI_UNDER,
+        credit: 0,
+        vruntime: 0,
+        deadline: 0,
+        lag: 0,
+        act: Act::None,
+        act_gen: 0,
+        act_start: 0,
+        compute_left: compute,
+        pending: Vec::new(),
+        run_start: 0,
+        runtime: 0,
+        irq_ns: 0,
+        load: DecayingLoad::new(half_life),
+        // every vCPU starts in the runqueue, as if preempted (a vCPU that has not
+        // run yet must not look like a good target)
+        kvm_preempted: true,
+        runnable_since: 0,
+        steal_clock: 0,
+        steal_accounted: 0,
+        next_tick: 0,
+        tick_gen: 0,
+        preempted_at: None,
+        episode_seen: false,
+        woken: false,
+        idle_ns: 0,
+        blocked_since: 0,
+        wakes: 0,
+        wake_wait_ns: 0,
+        wake_wait_sq_us2: 0,
+        slice: if policy.host_slice() && sched == SchedulerKind::Eevdf {
+            // without HRTICK a slice ends at a scheduler tick at the earliest: a
+            // slice under the tick is the tick
+            let us = if sc.host.hrtick {
+                sc.host.slice_us
+            } else {
+                sc.host.slice_us.max(sc.host.tick_us)
+            };
+            (us * US as f64) as i64
+        } else {
+            (sc.eevdf.slice_us * US as f64) as i64
+        },
+        entered: false,
+        boosted: false,
+        boost_busy_at: 0,
+        boost_quiet_armed: false,
+        boost_gen: 0,
+    }
+}
+
+/// Queue `q` of VM `vm`, empty and armed.
+fn queue_of(spec: &VmSpec, vm: u32, q: u32, half_life: u64) -> Queue {
+    Queue {
+        vm,
+        irq_index: q,
+        ring: VecDeque::new(),
+        head_left: 0,
+        slots_used: 0,
+        ring_slots: spec.ring,
+        armed: true,
+        raised_on: None,
+        acked: false,
+        move_pending: None,
+        ints: vec![0; spec.vcpus as usize],
+        load: DecayingLoad::new(half_life),
+        drops: 0,
+    }
+}
+
 /// The process id a simulated VM has in an irq-wait trace: VM `i` is `IRQ_TRACE_PID + i`.
 pub const IRQ_TRACE_PID: u32 = 1000;
 
@@ -441,8 +530,22 @@ impl Sim {
     /// Build a simulation. The scenario must be valid ([`Scenario::validate`]).
     pub fn new(sc: &Scenario, sched: SchedulerKind, policy: PolicyKind) -> Result<Self, String> {
         sc.validate()?;
+        let mut sim = Sim::idle(sc, sched, policy);
+        for (vi, spec) in sc.vms.iter().enumerate() {
+            sim.add_vm(sc, vi, spec)?;
+        }
+        sim.shuffle_runqueues();
+        for (si, s) in sc.sources.iter().enumerate() {
+            sim.add_source(si, s);
+        }
+        sim.arm_timers(sc);
+        Ok(sim)
+    }
+
+    /// The simulation's parameters, with no VM and nothing queued.
+    fn idle(sc: &Scenario, sched: SchedulerKind, policy: PolicyKind) -> Sim {
         let half_life = (sc.vbalance.load_half_life_ms * MS as f64) as u64;
-        let mut sim = Sim {
+        Sim {
             now: 0,
             end: sc.duration_ms * MS,
             seq: 0,
@@ -490,199 +593,146 @@ impl Sim {
             peak_queue: 0,
             irq_trace: None,
             irq_waiting: Vec::new(),
-        };
-        for (vi, spec) in sc.vms.iter().enumerate() {
-            let mut vm = Vm {
-                vcpus: Vec::new(),
-                queues: Vec::new(),
-                map: vec![0; spec.queues as usize],
-                running: 0,
-                workload: spec.workload,
-                policy: None,
-                daemon: None,
-                irq_moves: 0,
-                last_queue_ns: vec![0; spec.queues as usize],
-                queue_ns: vec![0; spec.queues as usize],
-            };
-            let config = policy.policy_config(&sc.vbalance);
-            if policy.is_vbalance() {
-                vm.policy = Some(Policy::new(config).map_err(|e| e.to_string())?);
-            }
-            if let Some(det) = policy.detector().filter(|&d| d != Detector::Oracle) {
-                let windows_only = config.moves == irqbal::MoveKind::Deferred;
-                let avail_window = (sc.vbalance.avail_window_ms * MS as f64) as u64;
-                vm.daemon = Some(Daemon::new(
-                    det,
-                    spec.vcpus,
-                    spec.queues,
-                    avail_window,
-                    windows_only,
-                ));
-            }
-            for i in 0..spec.vcpus {
-                let pcpu = match &spec.pin {
-                    Some(p) => p.get(i as usize).copied().unwrap_or(0),
-                    None => i % sc.pcpus,
-                };
-                let compute = match spec.workload {
-                    Workload::Io { compute_us, .. } => compute_us * US,
-                    _ => 0,
-                };
-                vm.vcpus.push(sim.vcpus.len() as u32);
-                sim.vcpus.push(Vcpu {
-                    vm: vi as u32,
-                    index: i,
-                    pcpu,
-                    state: RunState::Runnable,
-                    pri: PRI_UNDER,
-                    credit: 0,
-                    vruntime: 0,
-                    deadline: 0,
-                    lag: 0,
-                    act: Act::None,
-                    act_gen: 0,
-                    act_start: 0,
-                    compute_left: compute,
-                    pending: Vec::new(),
-                    run_start: 0,
-                    runtime: 0,
-                    irq_ns: 0,
-                    load: DecayingLoad::new(half_life),
-                    // every vCPU starts in the runqueue, as if preempted (a vCPU that has not
-                    // run yet must not look like a good target)
-                    kvm_preempted: true,
-                    runnable_since: 0,
-                    steal_clock: 0,
-                    steal_accounted: 0,
-                    next_tick: 0,
-                    tick_gen: 0,
-                    preempted_at: None,
-                    episode_seen: false,
-                    woken: false,
-                    idle_ns: 0,
-                    blocked_since: 0,
-                    wakes: 0,
-                    wake_wait_ns: 0,
-                    wake_wait_sq_us2: 0,
-                    slice: if policy.host_slice() && sched == SchedulerKind::Eevdf {
-                        // without HRTICK a slice ends at a scheduler tick at the earliest: a
-                        // slice under the tick is the tick
-                        let us = if sc.host.hrtick {
-                            sc.host.slice_us
-                        } else {
-                            sc.host.slice_us.max(sc.host.tick_us)
-                        };
-                        (us * US as f64) as i64
-                    } else {
-                        (sc.eevdf.slice_us * US as f64) as i64
-                    },
-                    entered: false,
-                    boosted: false,
-                    boost_busy_at: 0,
-                    boost_quiet_armed: false,
-                    boost_gen: 0,
-                });
-            }
-            for q in 0..spec.queues {
-                vm.queues.push(sim.queues.len() as u32);
-                sim.queues.push(Queue {
-                    vm: vi as u32,
-                    irq_index: q,
-                    ring: VecDeque::new(),
-                    head_left: 0,
-                    slots_used: 0,
-                    ring_slots: spec.ring,
-                    armed: true,
-                    raised_on: None,
-                    acked: false,
-                    move_pending: None,
-                    ints: vec![0; spec.vcpus as usize],
-                    load: DecayingLoad::new(half_life),
-                    drops: 0,
-                });
-            }
-            sim.vms.push(vm);
         }
-        // initial runqueues: a random order of each pCPU's vCPUs
-        let mut order: Vec<u32> = (0..sim.vcpus.len() as u32).collect();
+    }
+
+    /// VM `vi`: its vCPUs, each in the runqueue of its pCPU, and its queues.
+    fn add_vm(&mut self, sc: &Scenario, vi: usize, spec: &VmSpec) -> Result<(), String> {
+        let (sched, policy) = (self.sched, self.policy);
+        let half_life = (sc.vbalance.load_half_life_ms * MS as f64) as u64;
+        let mut vm = Vm {
+            vcpus: Vec::new(),
+            queues: Vec::new(),
+            map: vec![0; spec.queues as usize],
+            running: 0,
+            workload: spec.workload,
+            policy: None,
+            daemon: None,
+            irq_moves: 0,
+            last_queue_ns: vec![0; spec.queues as usize],
+            queue_ns: vec![0; spec.queues as usize],
+        };
+        let config = policy.policy_config(&sc.vbalance);
+        if policy.is_vbalance() {
+            vm.policy = Some(Policy::new(config).map_err(|e| e.to_string())?);
+        }
+        if let Some(det) = policy.detector().filter(|&d| d != Detector::Oracle) {
+            let windows_only = config.moves == irqbal::MoveKind::Deferred;
+            let avail_window = (sc.vbalance.avail_window_ms * MS as f64) as u64;
+            vm.daemon = Some(Daemon::new(
+                det,
+                spec.vcpus,
+                spec.queues,
+                avail_window,
+                windows_only,
+            ));
+        }
+        for i in 0..spec.vcpus {
+            let pcpu = match &spec.pin {
+                Some(p) => p.get(i as usize).copied().unwrap_or(0),
+                None => i % sc.pcpus,
+            };
+            vm.vcpus.push(self.vcpus.len() as u32);
+            let vcpu = vcpu_of(sc, spec, vi as u32, i, pcpu, sched, policy);
+            self.vcpus.push(vcpu);
+        }
+        for q in 0..spec.queues {
+            vm.queues.push(self.queues.len() as u32);
+            self.queues.push(queue_of(spec, vi as u32, q, half_life));
+        }
+        self.vms.push(vm);
+        Ok(())
+    }
+
+    /// Initial runqueues: a random order of each pCPU's vCPUs.
+    fn shuffle_runqueues(&mut self) {
+        let mut order: Vec<u32> = (0..self.vcpus.len() as u32).collect();
         for i in (1..order.len()).rev() {
-            let j = sim.rng.below(i as u64 + 1) as usize;
+            let j = self.rng.below(i as u64 + 1) as usize;
             order.swap(i, j);
         }
         for v in order {
-            let p = sim.vcpus[v as usize].pcpu;
-            sim.pcpus[p as usize].runq.push_back(v);
+            let p = self.vcpus[v as usize].pcpu;
+            self.pcpus[p as usize].runq.push_back(v);
         }
-        for (si, s) in sc.sources.iter().enumerate() {
-            let vm = &sim.vms[s.vm() as usize];
-            let queue = vm.queues[s.queue() as usize];
-            let st = match *s {
-                SourceSpec::Ping {
-                    interval_ms, size, ..
-                } => {
-                    let interval = interval_ms * MS;
-                    let first = sim.rng.below(interval);
-                    sim.push(first, Ev::Source { src: si as u32 });
-                    SrcState::Ping {
-                        queue,
-                        interval,
-                        size,
-                        rtts: Vec::new(),
-                        sent: 0,
-                    }
+    }
+
+    /// Traffic source `si`, its first packet queued.
+    fn add_source(&mut self, si: usize, s: &SourceSpec) {
+        let vm = &self.vms[s.vm() as usize];
+        let queue = vm.queues[s.queue() as usize];
+        let st = match *s {
+            SourceSpec::Ping {
+                interval_ms, size, ..
+            } => {
+                let interval = interval_ms * MS;
+                let first = self.rng.below(interval);
+                self.push(first, Ev::Source { src: si as u32 });
+                SrcState::Ping {
+                    queue,
+                    interval,
+                    size,
+                    rtts: Vec::new(),
+                    sent: 0,
                 }
-                SourceSpec::Tcp {
-                    message_size,
-                    window_kb,
-                    ..
-                } => {
-                    let t0 = sim.rng.below(MS);
-                    sim.push(t0, Ev::Source { src: si as u32 });
-                    SrcState::Tcp {
-                        queue,
-                        msg: message_size,
-                        window: (window_kb as u64 * 1024).div_ceil(sim.mss as u64),
-                        next: 0,
-                        acked: 0,
-                        link_free: 0,
-                        send_armed: true,
-                        received: 0,
-                        unacked: 0,
-                        delack_gen: 0,
-                        delack_armed: false,
-                        bytes: 0,
-                    }
+            }
+            SourceSpec::Tcp {
+                message_size,
+                window_kb,
+                ..
+            } => {
+                let t0 = self.rng.below(MS);
+                self.push(t0, Ev::Source { src: si as u32 });
+                SrcState::Tcp {
+                    queue,
+                    msg: message_size,
+                    window: (window_kb as u64 * 1024).div_ceil(self.mss as u64),
+                    next: 0,
+                    acked: 0,
+                    link_free: 0,
+                    send_armed: true,
+                    received: 0,
+                    unacked: 0,
+                    delack_gen: 0,
+                    delack_armed: false,
+                    bytes: 0,
                 }
-                SourceSpec::Udp { message_size, .. } => {
-                    let t0 = sim.rng.below(MS);
-                    sim.push(t0, Ev::Source { src: si as u32 });
-                    SrcState::Udp {
-                        queue,
-                        msg: message_size,
-                        bytes: 0,
-                        sent: 0,
-                    }
+            }
+            SourceSpec::Udp { message_size, .. } => {
+                let t0 = self.rng.below(MS);
+                self.push(t0, Ev::Source { src: si as u32 });
+                SrcState::Udp {
+                    queue,
+                    msg: message_size,
+                    bytes: 0,
+                    sent: 0,
                 }
-            };
-            sim.srcs.push(st);
-        }
-        for p in 0..sim.pcpus.len() as u32 {
-            sim.push(0, Ev::Resched { pcpu: p });
-            sim.pcpus[p as usize].resched_pending = true;
+            }
+        };
+        self.srcs.push(st);
+    }
+
+    /// The first of every periodic event: pCPU reschedules and ticks, guest ticks, policy
+    /// ticks and daemon windows, and the host agent's tables.
+    fn arm_timers(&mut self, sc: &Scenario) {
+        let (sched, policy) = (self.sched, self.policy);
+        for p in 0..self.pcpus.len() as u32 {
+            self.push(0, Ev::Resched { pcpu: p });
+            self.pcpus[p as usize].resched_pending = true;
             if sched == SchedulerKind::Credit {
                 // stagger the pCPU ticks like Xen does
-                let off = sim.rng.below(sim.tick);
-                sim.push(off, Ev::Tick { pcpu: p, n: 0 });
+                let off = self.rng.below(self.tick);
+                self.push(off, Ev::Tick { pcpu: p, n: 0 });
             }
         }
         // each vCPU's guest tick has its own phase on the HZ grid
-        for v in 0..sim.vcpus.len() {
-            let phase = sim.rng.below(sim.vb_tick);
-            sim.vcpus[v].next_tick = phase;
+        for v in 0..self.vcpus.len() {
+            let phase = self.rng.below(self.vb_tick);
+            self.vcpus[v].next_tick = phase;
         }
-        for vm in 0..sim.vms.len() as u32 {
+        for vm in 0..self.vms.len() as u32 {
             if policy == PolicyKind::Irqbalance {
-                sim.push(sim.irqbalance_period, Ev::PolicyTick { vm });
+                self.push(self.irqbalance_period, Ev::PolicyTick { vm });
             }
             // every daemon samples /proc/stat and /proc/interrupts at its window and decides
             // there; the eBPF and tick daemons also decide when a vCPU holding an IRQ is seen
@@ -691,16 +741,15 @@ impl Sim {
                 // the daemon's windows have no fixed phase against the host's slices: the
                 // first comes at a random moment of its second interval (its own RNG, so that
                 // the other random draws are those of the static run with the same seed)
-                let every = sim.daemon_interval(det);
+                let every = self.daemon_interval(det);
                 let phase = Rng(sc.seed ^ 0xDAE_3011 ^ vm as u64).below(every);
-                sim.push(every + phase.max(1), Ev::DaemonTimer { vm });
+                self.push(every + phase.max(1), Ev::DaemonTimer { vm });
             }
         }
-        if let Some(a) = sim.agent.as_mut() {
-            a.size(sim.vcpus.len());
-            sim.irq_waiting = vec![false; sim.vcpus.len()];
+        if let Some(a) = self.agent.as_mut() {
+            a.size(self.vcpus.len());
+            self.irq_waiting = vec![false; self.vcpus.len()];
         }
-        Ok(sim)
     }
 
     fn push(&mut self, t: u64, ev: Ev) {

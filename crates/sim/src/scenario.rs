@@ -710,20 +710,18 @@ impl Scenario {
 
     /// Check every field; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
-        let finite_pos = |v: f64, what: &str| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(format!("{what} must be a positive number, got {v}"))
-            }
-        };
-        let finite_nonneg = |v: f64, what: &str| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(())
-            } else {
-                Err(format!("{what} must be a non-negative number, got {v}"))
-            }
-        };
+        self.validate_sizes()?;
+        self.validate_vms()?;
+        self.validate_net()?;
+        self.validate_schedulers()?;
+        self.validate_host()?;
+        self.validate_vbalance()?;
+        self.validate_sources()?;
+        self.validate_sweep()
+    }
+
+    /// The run: its length, pCPUs, VMs, variants and the irqbalance period.
+    fn validate_sizes(&self) -> Result<(), String> {
         if self.duration_ms == 0 || self.duration_ms > MAX_DURATION_MS {
             return Err(format!(
                 "duration_ms must be 1..={MAX_DURATION_MS}, got {}",
@@ -748,6 +746,11 @@ impl Scenario {
         if total_vcpus > MAX_VCPUS as u64 * 4 {
             return Err(format!("too many vCPUs in total ({total_vcpus})"));
         }
+        Ok(())
+    }
+
+    /// Each VM: vCPUs, pinning, queues, ring and workload.
+    fn validate_vms(&self) -> Result<(), String> {
         for (i, vm) in self.vms.iter().enumerate() {
             if vm.vcpus == 0 || vm.vcpus > MAX_VCPUS {
                 return Err(format!(
@@ -790,6 +793,11 @@ impl Scenario {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The network model's costs and sizes.
+    fn validate_net(&self) -> Result<(), String> {
         let n = &self.net;
         finite_pos(n.link_mbps, "net.link_mbps")?;
         if n.link_mbps > 1e7 {
@@ -809,6 +817,11 @@ impl Scenario {
             return Err(format!("net.mss must be 64..=65000, got {}", n.mss));
         }
         finite_pos(n.delack_ms, "net.delack_ms")?;
+        Ok(())
+    }
+
+    /// The credit and EEVDF schedulers' times.
+    fn validate_schedulers(&self) -> Result<(), String> {
         finite_pos(self.credit.timeslice_ms, "credit.timeslice_ms")?;
         finite_pos(self.credit.tick_ms, "credit.tick_ms")?;
         if self.credit.timeslice_ms < 0.1 || self.credit.tick_ms < 0.1 {
@@ -824,6 +837,11 @@ impl Scenario {
         if !(10.0..=1e6).contains(&self.eevdf.slice_us) {
             return Err("eevdf.slice_us must be 10..=1000000".into());
         }
+        Ok(())
+    }
+
+    /// The host agent's (boost) timings and shares.
+    fn validate_host(&self) -> Result<(), String> {
         let h = &self.host;
         for (v, what) in [
             (h.boost_reaction_p50_us, "host.boost_reaction_p50_us"),
@@ -859,13 +877,18 @@ impl Scenario {
         if h.slice_us < 10.0 || h.tick_us < 10.0 {
             return Err("host.slice_us and host.tick_us must be at least 10".into());
         }
+        Ok(())
+    }
+
+    /// The vBalance policy and its daemons' timings.
+    fn validate_vbalance(&self) -> Result<(), String> {
         let vb = &self.vbalance;
         finite_pos(vb.tick_us, "vbalance.tick_us")?;
         if vb.tick_us < 10.0 {
             return Err("vbalance.tick_us must be at least 10".into());
         }
         finite_pos(vb.load_half_life_ms, "vbalance.load_half_life_ms")?;
-        if vb.tick_us > 1e9 || vb.load_half_life_ms > 1e9 || n.delack_ms > 1e7 {
+        if vb.tick_us > 1e9 || vb.load_half_life_ms > 1e9 || self.net.delack_ms > 1e7 {
             return Err(
                 "vbalance.tick_us, vbalance.load_half_life_ms or net.delack_ms is too large".into(),
             );
@@ -908,6 +931,12 @@ impl Scenario {
         if !(vb.tick_miss.is_finite() && (1.0..=1000.0).contains(&vb.tick_miss)) {
             return Err("vbalance.tick_miss must be within 1..=1000 ticks".into());
         }
+        Ok(())
+    }
+
+    /// Each traffic source: its VM, queue and sizes.
+    fn validate_sources(&self) -> Result<(), String> {
+        let n = &self.net;
         for (i, s) in self.sources.iter().enumerate() {
             let vm = self.vms.get(s.vm() as usize).ok_or_else(|| {
                 format!(
@@ -967,6 +996,11 @@ impl Scenario {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The message-size sweep: every size fits each UDP source's ring.
+    fn validate_sweep(&self) -> Result<(), String> {
         for &m in &self.sweep.message_sizes {
             if !(1..=65_507).contains(&m) {
                 return Err(format!("sweep.message_sizes: {m} is not 1..=65507"));
@@ -1052,129 +1086,149 @@ fn base(name: &str, description: &str, duration_ms: u64, sources: Vec<SourceSpec
 /// The message sizes of the fig6 sweeps.
 pub const FIG6_SIZES: &[u32] = &[64, 256, 1024, 4096, 16384];
 
-/// A built-in scenario set by name. `vbalance-fig6` is the TCP and the UDP sweep.
-pub fn builtin(name: &str) -> Result<Vec<Scenario>, ScenarioError> {
-    let fig6 = |kind: &str| {
-        let src = match kind {
-            "tcp" => SourceSpec::Tcp {
-                vm: 0,
-                queue: 0,
-                message_size: 4096,
-                window_kb: 128,
-            },
-            _ => SourceSpec::Udp {
-                vm: 0,
-                queue: 0,
-                message_size: 4096,
-            },
-        };
-        let mut s = base(
-            &format!("vbalance-fig6-{kind}"),
-            &format!(
-                "vBalance paper 5.2.2: netperf {}_STREAM into a 4-vCPU VM whose vCPUs all burn CPU \
-                 on one physical core, over message sizes",
-                kind.to_ascii_uppercase()
-            ),
-            10_000,
-            vec![src],
-        );
-        s.sweep.message_sizes = FIG6_SIZES.to_vec();
-        s
+/// The fig6 sweep of one stream kind (`tcp`, else UDP).
+fn fig6(kind: &str) -> Scenario {
+    let src = match kind {
+        "tcp" => SourceSpec::Tcp {
+            vm: 0,
+            queue: 0,
+            message_size: 4096,
+            window_kb: 128,
+        },
+        _ => SourceSpec::Udp {
+            vm: 0,
+            queue: 0,
+            message_size: 4096,
+        },
     };
-    let vm = |vcpus: u32, pin: Option<Vec<u32>>, workload: Workload, queues: u32| VmSpec {
+    let mut s = base(
+        &format!("vbalance-fig6-{kind}"),
+        &format!(
+            "vBalance paper 5.2.2: netperf {}_STREAM into a 4-vCPU VM whose vCPUs all burn CPU \
+                 on one physical core, over message sizes",
+            kind.to_ascii_uppercase()
+        ),
+        10_000,
+        vec![src],
+    );
+    s.sweep.message_sizes = FIG6_SIZES.to_vec();
+    s
+}
+
+fn vm(vcpus: u32, pin: Option<Vec<u32>>, workload: Workload, queues: u32) -> VmSpec {
+    VmSpec {
         vcpus,
         pin,
         workload,
         queues,
         ring: 256,
-    };
-    let ping = |vm: u32, queue: u32| SourceSpec::Ping {
+    }
+}
+
+fn ping(vm: u32, queue: u32) -> SourceSpec {
+    SourceSpec::Ping {
         vm,
         queue,
         interval_ms: 100,
         size: 64,
-    };
-    let tcp = |vm: u32, queue: u32, message_size: u32| SourceSpec::Tcp {
+    }
+}
+
+fn tcp(vm: u32, queue: u32, message_size: u32) -> SourceSpec {
+    SourceSpec::Tcp {
         vm,
         queue,
         message_size,
         window_kb: 128,
-    };
-    let udp = |vm: u32, queue: u32, message_size: u32| SourceSpec::Udp {
+    }
+}
+
+fn udp(vm: u32, queue: u32, message_size: u32) -> SourceSpec {
+    SourceSpec::Udp {
         vm,
         queue,
         message_size,
-    };
-    let more =
-        |name: &str| -> Scenario {
-            match name {
-                "vbalance-mixed" => {
-                    let mut s = base(
-                    name,
-                    "fig5's VM (4 vCPUs on one core, CPU burn) with a ping on one NIC queue and \
+    }
+}
+
+/// One of the `vbalance-more` scenarios (`vbalance-wide` for any other name).
+fn more(name: &str) -> Scenario {
+    match name {
+        "vbalance-mixed" => {
+            let mut s = base(
+                name,
+                "fig5's VM (4 vCPUs on one core, CPU burn) with a ping on one NIC queue and \
                      TCP_STREAM 4 KiB on another",
-                    30_000,
-                    vec![ping(0, 0), tcp(0, 1, 4096)],
-                );
-                    s.vms = vec![vm(4, Some(vec![0, 0, 0, 0]), Workload::Burn, 2)];
-                    s
-                }
-                "vbalance-shared-core" => {
-                    let mut s = base(
-                        name,
-                        "a 2-vCPU I/O-bound VM whose vCPU0 shares its core with a busy 1-vCPU \
+                30_000,
+                vec![ping(0, 0), tcp(0, 1, 4096)],
+            );
+            s.vms = vec![vm(4, Some(vec![0, 0, 0, 0]), Workload::Burn, 2)];
+            s
+        }
+        "vbalance-shared-core" => {
+            let mut s = base(
+                name,
+                "a 2-vCPU I/O-bound VM whose vCPU0 shares its core with a busy 1-vCPU \
                      co-tenant while vCPU1 has a core to itself; ping and UDP_STREAM 1 KiB",
-                        30_000,
-                        vec![ping(0, 0), udp(0, 1, 1024)],
-                    );
-                    s.pcpus = 2;
-                    let io = Workload::Io {
-                        compute_us: 2000,
-                        io_us: 1000,
-                    };
-                    s.vms = vec![
-                        vm(2, Some(vec![0, 1]), io, 2),
-                        vm(1, Some(vec![0]), Workload::Burn, 1),
-                    ];
-                    s
-                }
-                "vbalance-two-vms" => {
-                    let mut s = base(
-                    name,
-                    "two VMs on two cores: a 4-vCPU CPU burner (vCPUs on cores 0,0,1,1) pinged \
+                30_000,
+                vec![ping(0, 0), udp(0, 1, 1024)],
+            );
+            s.pcpus = 2;
+            let io = Workload::Io {
+                compute_us: 2000,
+                io_us: 1000,
+            };
+            s.vms = vec![
+                vm(2, Some(vec![0, 1]), io, 2),
+                vm(1, Some(vec![0]), Workload::Burn, 1),
+            ];
+            s
+        }
+        "vbalance-two-vms" => {
+            let mut s = base(
+                name,
+                "two VMs on two cores: a 4-vCPU CPU burner (vCPUs on cores 0,0,1,1) pinged \
                      and receiving TCP_STREAM 4 KiB, beside a 2-vCPU I/O-bound VM",
-                    30_000,
-                    vec![ping(0, 0), tcp(0, 1, 4096)],
-                );
-                    s.pcpus = 2;
-                    s.vms = vec![
-                        vm(4, Some(vec![0, 0, 1, 1]), Workload::Burn, 2),
-                        vm(
-                            2,
-                            Some(vec![0, 1]),
-                            Workload::Io {
-                                compute_us: 500,
-                                io_us: 2000,
-                            },
-                            1,
-                        ),
-                    ];
-                    s
-                }
-                _ => {
-                    let mut s = base(
-                    "vbalance-wide",
-                    "8 vCPUs on 2 cores (4:1), CPU burn, a 4-queue NIC: ping, UDP_STREAM 1 KiB \
+                30_000,
+                vec![ping(0, 0), tcp(0, 1, 4096)],
+            );
+            s.pcpus = 2;
+            s.vms = vec![
+                vm(4, Some(vec![0, 0, 1, 1]), Workload::Burn, 2),
+                vm(
+                    2,
+                    Some(vec![0, 1]),
+                    Workload::Io {
+                        compute_us: 500,
+                        io_us: 2000,
+                    },
+                    1,
+                ),
+            ];
+            s
+        }
+        _ => {
+            let mut s = base(
+                "vbalance-wide",
+                "8 vCPUs on 2 cores (4:1), CPU burn, a 4-queue NIC: ping, UDP_STREAM 1 KiB \
                      and 4 KiB, TCP_STREAM 4 KiB",
-                    30_000,
-                    vec![ping(0, 0), udp(0, 1, 1024), udp(0, 2, 4096), tcp(0, 3, 4096)],
-                );
-                    s.pcpus = 2;
-                    s.vms = vec![vm(8, None, Workload::Burn, 4)];
-                    s
-                }
-            }
-        };
+                30_000,
+                vec![
+                    ping(0, 0),
+                    udp(0, 1, 1024),
+                    udp(0, 2, 4096),
+                    tcp(0, 3, 4096),
+                ],
+            );
+            s.pcpus = 2;
+            s.vms = vec![vm(8, None, Workload::Burn, 4)];
+            s
+        }
+    }
+}
+
+/// A built-in scenario set by name. `vbalance-fig6` is the TCP and the UDP sweep.
+pub fn builtin(name: &str) -> Result<Vec<Scenario>, ScenarioError> {
     match name {
         "vbalance-more" => Ok([
             "vbalance-mixed",
@@ -1207,6 +1261,22 @@ pub fn builtin(name: &str) -> Result<Vec<Scenario>, ScenarioError> {
             name.into(),
             BUILTINS.join(", "),
         )),
+    }
+}
+
+fn finite_pos(v: f64, what: &str) -> Result<(), String> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(format!("{what} must be a positive number, got {v}"))
+    }
+}
+
+fn finite_nonneg(v: f64, what: &str) -> Result<(), String> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(format!("{what} must be a non-negative number, got {v}"))
     }
 }
 

@@ -109,10 +109,12 @@ fn with_cdev(mut d: PciDevice, minor: u32) -> PciDevice {
 }
 
 /// The raw topology of the built-in host.
-pub fn raw_default() -> RawTopology {
-    const KIB: u64 = 1024;
-    const MIB: u64 = 1024 * KIB;
-    const GIB: u64 = 1024 * MIB;
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const GIB: u64 = 1024 * MIB;
+
+/// The i9-9900K's caches: L1d, L1i and L2 per core, one L3.
+fn default_caches() -> Vec<RawCache> {
     let mut caches = Vec::new();
     for core in 0..8u32 {
         let cpus = list(&format!("{core},{}", core + 8));
@@ -139,7 +141,12 @@ pub fn raw_default() -> RawTopology {
         ways: Some(16),
         cpus: list("0-15"),
     });
-    let interrupts = parse_proc_interrupts(INTERRUPTS).ok().map(|mut t| {
+    caches
+}
+
+/// The desktop's interrupts, routed as the VFIO gaming-host write-up masks them.
+fn default_interrupts() -> Option<InterruptTable> {
+    parse_proc_interrupts(INTERRUPTS).ok().map(|mut t| {
         for irq in &mut t.irqs {
             // what /proc/irq/N/smp_affinity_list would say after the VFIO gaming-host write-up's masking
             if irq.number.is_some() {
@@ -152,7 +159,169 @@ pub fn raw_default() -> RawTopology {
             }
         }
         t
-    });
+    })
+}
+
+/// Its one NUMA node: 32 GiB, 8192 free 2 MiB pages.
+fn default_node() -> NumaNode {
+    NumaNode {
+        os_index: 0,
+        cpus: list("0-15"),
+        memory_bytes: Some(32 * GIB),
+        hugepages: vec![
+            HugePages {
+                size_kb: 2048,
+                total: Some(8192),
+                free: Some(8192),
+            },
+            HugePages {
+                size_kb: 1048576,
+                total: Some(0),
+                free: Some(0),
+            },
+        ],
+        memory_kind: MemoryKind::Dram,
+        free_bytes: None,
+    }
+}
+
+/// Its PCI functions: the host bridge, the iGPU, USB, SATA, the NIC, and the GTX 1080 Ti with
+/// its audio function bound to vfio-pci.
+fn default_pci_devices() -> Vec<PciDevice> {
+    vec![
+        dev(
+            "0000:00:00.0",
+            0x8086,
+            0x3e30,
+            0x0600,
+            "8th Gen Core 8-core Desktop Processor Host Bridge",
+            "skl_uncore",
+            0,
+            &[],
+            &[],
+            None,
+        ),
+        dev(
+            "0000:00:01.0",
+            0x8086,
+            0x1901,
+            0x0604,
+            "6th-10th Gen Core Processor PCIe Controller (x16)",
+            "pcieport",
+            1,
+            &[],
+            &[],
+            None,
+        ),
+        dev(
+            "0000:00:02.0",
+            0x8086,
+            0x3e98,
+            0x0300,
+            "CoffeeLake-S GT2 [UHD Graphics 630]",
+            "i915",
+            2,
+            &[(0, 16 * MIB), (2, 256 * MIB)],
+            &[125],
+            None,
+        ),
+        dev(
+            "0000:00:14.0",
+            0x8086,
+            0xa36d,
+            0x0c03,
+            "Cannon Lake PCH USB 3.1 xHCI Host Controller",
+            "xhci_hcd",
+            3,
+            &[(0, 64 * KIB)],
+            &[122],
+            None,
+        ),
+        dev(
+            "0000:00:17.0",
+            0x8086,
+            0xa352,
+            0x0106,
+            "Cannon Lake PCH SATA AHCI Controller",
+            "ahci",
+            4,
+            &[(0, 8 * KIB), (5, 2 * KIB)],
+            &[123],
+            None,
+        ),
+        dev(
+            "0000:00:1f.6",
+            0x8086,
+            0x15bc,
+            0x0200,
+            "Ethernet Connection (7) I219-V",
+            "e1000e",
+            5,
+            &[(0, 128 * KIB)],
+            &[124],
+            None,
+        ),
+        with_cdev(
+            dev(
+                "0000:01:00.0",
+                0x10de,
+                0x1b06,
+                0x0300,
+                "GP102 [GeForce GTX 1080 Ti]",
+                "vfio-pci",
+                1,
+                &[(0, 16 * MIB), (1, 256 * MIB), (3, 32 * MIB)],
+                &[126],
+                Some("0000:00:01.0"),
+            ),
+            0,
+        ),
+        with_cdev(
+            dev(
+                "0000:01:00.1",
+                0x10de,
+                0x10ef,
+                0x0403,
+                "GP102 HDMI Audio Controller",
+                "vfio-pci",
+                1,
+                &[(0, 16 * KIB)],
+                &[127],
+                Some("0000:00:01.0"),
+            ),
+            1,
+        ),
+    ]
+}
+
+/// Its VFIO device nodes: the container, iommufd and the GPU's group.
+fn default_vfio() -> VfioNodes {
+    VfioNodes {
+        // the legacy container is VFIO_MINOR (196) on the misc major (10)
+        container: Some(DevNumber {
+            major: 10,
+            minor: 196,
+        }),
+        // iommufd registers with a dynamic misc minor
+        iommufd: Some(DevNumber {
+            major: 10,
+            minor: 124,
+        }),
+        groups: vec![VfioGroup {
+            id: 1,
+            node: "1".into(),
+            noiommu: false,
+            dev: Some(DevNumber {
+                major: VFIO_GROUP_MAJOR,
+                minor: 0,
+            }),
+        }],
+    }
+}
+
+pub fn raw_default() -> RawTopology {
+    let caches = default_caches();
+    let interrupts = default_interrupts();
     RawTopology {
         source: format!("builtin:{DEFAULT_NAME}"),
         name: Some("VFIO gaming desktop (VFIO gaming-host write-up): i9-9900K, GTX 1080 Ti".into()),
@@ -168,160 +337,19 @@ pub fn raw_default() -> RawTopology {
         caches,
         groups: vec![],
         cpu_kinds: vec![],
-        numa_nodes: vec![NumaNode {
-            os_index: 0,
-            cpus: list("0-15"),
-            memory_bytes: Some(32 * GIB),
-            hugepages: vec![
-                HugePages {
-                    size_kb: 2048,
-                    total: Some(8192),
-                    free: Some(8192),
-                },
-                HugePages {
-                    size_kb: 1048576,
-                    total: Some(0),
-                    free: Some(0),
-                },
-            ],
-            memory_kind: MemoryKind::Dram,
-            free_bytes: None,
-        }],
+        numa_nodes: vec![default_node()],
         distances: Some(Distances {
             nodes: vec![0],
             matrix: vec![vec![10]],
         }),
-        pci_devices: vec![
-            dev(
-                "0000:00:00.0",
-                0x8086,
-                0x3e30,
-                0x0600,
-                "8th Gen Core 8-core Desktop Processor Host Bridge",
-                "skl_uncore",
-                0,
-                &[],
-                &[],
-                None,
-            ),
-            dev(
-                "0000:00:01.0",
-                0x8086,
-                0x1901,
-                0x0604,
-                "6th-10th Gen Core Processor PCIe Controller (x16)",
-                "pcieport",
-                1,
-                &[],
-                &[],
-                None,
-            ),
-            dev(
-                "0000:00:02.0",
-                0x8086,
-                0x3e98,
-                0x0300,
-                "CoffeeLake-S GT2 [UHD Graphics 630]",
-                "i915",
-                2,
-                &[(0, 16 * MIB), (2, 256 * MIB)],
-                &[125],
-                None,
-            ),
-            dev(
-                "0000:00:14.0",
-                0x8086,
-                0xa36d,
-                0x0c03,
-                "Cannon Lake PCH USB 3.1 xHCI Host Controller",
-                "xhci_hcd",
-                3,
-                &[(0, 64 * KIB)],
-                &[122],
-                None,
-            ),
-            dev(
-                "0000:00:17.0",
-                0x8086,
-                0xa352,
-                0x0106,
-                "Cannon Lake PCH SATA AHCI Controller",
-                "ahci",
-                4,
-                &[(0, 8 * KIB), (5, 2 * KIB)],
-                &[123],
-                None,
-            ),
-            dev(
-                "0000:00:1f.6",
-                0x8086,
-                0x15bc,
-                0x0200,
-                "Ethernet Connection (7) I219-V",
-                "e1000e",
-                5,
-                &[(0, 128 * KIB)],
-                &[124],
-                None,
-            ),
-            with_cdev(
-                dev(
-                    "0000:01:00.0",
-                    0x10de,
-                    0x1b06,
-                    0x0300,
-                    "GP102 [GeForce GTX 1080 Ti]",
-                    "vfio-pci",
-                    1,
-                    &[(0, 16 * MIB), (1, 256 * MIB), (3, 32 * MIB)],
-                    &[126],
-                    Some("0000:00:01.0"),
-                ),
-                0,
-            ),
-            with_cdev(
-                dev(
-                    "0000:01:00.1",
-                    0x10de,
-                    0x10ef,
-                    0x0403,
-                    "GP102 HDMI Audio Controller",
-                    "vfio-pci",
-                    1,
-                    &[(0, 16 * KIB)],
-                    &[127],
-                    Some("0000:00:01.0"),
-                ),
-                1,
-            ),
-        ],
+        pci_devices: default_pci_devices(),
         interrupts,
         tsc_stable: Some(true),
         // the i9-9900K desktop
         arch: Some("x86_64".into()),
         numa_inferred: false,
         notes: Vec::new(),
-        vfio: Some(VfioNodes {
-            // the legacy container is VFIO_MINOR (196) on the misc major (10)
-            container: Some(DevNumber {
-                major: 10,
-                minor: 196,
-            }),
-            // iommufd registers with a dynamic misc minor
-            iommufd: Some(DevNumber {
-                major: 10,
-                minor: 124,
-            }),
-            groups: vec![VfioGroup {
-                id: 1,
-                node: "1".into(),
-                noiommu: false,
-                dev: Some(DevNumber {
-                    major: VFIO_GROUP_MAJOR,
-                    minor: 0,
-                }),
-            }],
-        }),
+        vfio: Some(default_vfio()),
     }
 }
 

@@ -1034,130 +1034,13 @@ impl<'a, 'input> Loader<'a, 'input> {
                 "hwloc topology without any PU object",
             ));
         }
-        let resolve = |b: &Bitmap| -> CpuSet {
-            match b {
-                None => all.clone(),
-                Some(s) => s.intersection(&all),
-            }
-        };
+        let resolve = |b: &Bitmap| resolve(b, &all);
 
-        // NUMA nodes: deepest attachment wins its CPUs, then ordinary memory, then os_index.
-        if self.numa.is_empty() && self.version == 1 {
-            // v1 machine without NUMA nodes: Linux still has node 0 with all memory
-            self.numa.push(RawNuma {
-                os_index: 0,
-                cpuset: self.root_cpuset.clone(),
-                depth: 0,
-                special: false,
-                subtype: None,
-                memory: self.root_memory,
-                hugepages: std::mem::take(&mut self.root_hugepages),
-                gp_index: None,
-            });
-        }
-        let mut order: Vec<usize> = (0..self.numa.len()).collect();
-        order.sort_by_key(|&i| {
-            let n = &self.numa[i];
-            (std::cmp::Reverse(n.depth), n.special, n.os_index)
-        });
-        let mut owned = CpuSet::new();
-        let mut numa_cpus: Vec<CpuSet> = vec![CpuSet::new(); self.numa.len()];
-        for i in order {
-            let own = resolve(&self.numa[i].cpuset).difference(&owned);
-            if !own.is_empty() {
-                owned = owned.union(&own);
-                numa_cpus[i] = own;
-            }
-        }
-        let numa_nodes: Vec<NumaNode> = self
-            .numa
-            .iter()
-            .zip(numa_cpus)
-            .map(|(n, cpus)| {
-                let memory_kind = match n.subtype.as_deref().map(str::to_ascii_uppercase) {
-                    Some(s) if s == "HBM" || s == "MCDRAM" => MemoryKind::Hbm,
-                    Some(s) if s == "GPUMEMORY" => MemoryKind::Gpu,
-                    Some(s) if s == "NVM" || s.starts_with("CXL") => MemoryKind::Nvm,
-                    Some(s) if s == "DRAM" => MemoryKind::Dram,
-                    _ if cpus.is_empty() => MemoryKind::Unknown,
-                    _ => MemoryKind::Dram,
-                };
-                NumaNode {
-                    os_index: n.os_index,
-                    cpus,
-                    memory_bytes: n.memory,
-                    hugepages: n.hugepages.clone(),
-                    memory_kind,
-                    free_bytes: None,
-                }
-            })
-            .collect();
+        let numa_nodes = self.numa_nodes(&all);
         let known_nodes: CpuSet = numa_nodes.iter().map(|n| n.os_index).collect();
 
-        // distances: prefer hwloc's NUMALatency matrix, then any latency matrix
-        let pick = self
-            .distances
-            .iter()
-            .position(|d| d.name.as_deref() == Some("NUMALatency"))
-            .or_else(|| self.distances.iter().position(|d| d.latency));
-        let distances = pick.and_then(|i| {
-            let d = &self.distances[i];
-            if d.nodes.len() < 2 || !d.nodes.iter().all(|&n| known_nodes.contains(n)) {
-                return None;
-            }
-            let mut seen = CpuSet::new();
-            for &n in &d.nodes {
-                if seen.contains(n) {
-                    return None;
-                }
-                seen.insert(n);
-            }
-            let k = d.nodes.len();
-            let matrix = d
-                .values
-                .chunks(k)
-                .map(|row| {
-                    row.iter()
-                        .map(|&v| u32::try_from(v).unwrap_or(u32::MAX))
-                        .collect()
-                })
-                .collect();
-            Some(Distances {
-                nodes: d.nodes.clone(),
-                matrix,
-            })
-        });
-
-        // PCI devices: locality of the nearest non-I/O ancestor
-        let anchor_cpus: Vec<CpuSet> = self.anchors.iter().map(|a| resolve(&a.cpuset)).collect();
-        let mut pci_devices = Vec::with_capacity(self.pci.len());
-        for p in std::mem::take(&mut self.pci) {
-            let mut dev = p.dev;
-            let (Some(anchor), Some(cpus)) =
-                (self.anchors.get(p.anchor), anchor_cpus.get(p.anchor))
-            else {
-                continue;
-            };
-            let nodes: Vec<u32> = match &anchor.nodeset {
-                Some(None) => known_nodes.to_vec(),
-                Some(Some(ns)) => ns.intersection(&known_nodes).to_vec(),
-                // no nodeset (old v1): the nodes whose CPUs are local
-                None => numa_nodes
-                    .iter()
-                    .filter(|n| n.cpus.intersects(cpus))
-                    .map(|n| n.os_index)
-                    .collect(),
-            };
-            dev.numa = (!nodes.is_empty()).then_some(nodes);
-            dev.local_cpus = Some(cpus.clone());
-            if matches!(dev.kind, DeviceKind::Other | DeviceKind::Accelerator) && p.gpu_osdev {
-                dev.kind = DeviceKind::Gpu;
-            } else if dev.kind == DeviceKind::Other && p.coproc_osdev {
-                dev.kind = DeviceKind::Accelerator;
-            }
-            pci_devices.push(dev);
-        }
-
+        let distances = self.distances(&known_nodes);
+        let pci_devices = self.pci_devices(&all, &numa_nodes, &known_nodes);
         let mut cpu_kinds = std::mem::take(&mut self.cpu_kinds);
         for (k, set) in cpu_kinds.iter_mut().zip(&self.cpu_kind_sets) {
             k.cpus = resolve(set);
@@ -1221,6 +1104,144 @@ impl<'a, 'input> Loader<'a, 'input> {
             notes: Vec::new(),
         };
         raw.assemble()
+    }
+    /// NUMA nodes: deepest attachment wins its CPUs, then ordinary memory, then os_index.
+    fn numa_nodes(&mut self, all: &CpuSet) -> Vec<NumaNode> {
+        if self.numa.is_empty() && self.version == 1 {
+            // v1 machine without NUMA nodes: Linux still has node 0 with all memory
+            self.numa.push(RawNuma {
+                os_index: 0,
+                cpuset: self.root_cpuset.clone(),
+                depth: 0,
+                special: false,
+                subtype: None,
+                memory: self.root_memory,
+                hugepages: std::mem::take(&mut self.root_hugepages),
+                gp_index: None,
+            });
+        }
+        let mut order: Vec<usize> = (0..self.numa.len()).collect();
+        order.sort_by_key(|&i| {
+            let n = &self.numa[i];
+            (std::cmp::Reverse(n.depth), n.special, n.os_index)
+        });
+        let mut owned = CpuSet::new();
+        let mut numa_cpus: Vec<CpuSet> = vec![CpuSet::new(); self.numa.len()];
+        for i in order {
+            let own = resolve(&self.numa[i].cpuset, all).difference(&owned);
+            if !own.is_empty() {
+                owned = owned.union(&own);
+                numa_cpus[i] = own;
+            }
+        }
+        self.numa
+            .iter()
+            .zip(numa_cpus)
+            .map(|(n, cpus)| {
+                let memory_kind = match n.subtype.as_deref().map(str::to_ascii_uppercase) {
+                    Some(s) if s == "HBM" || s == "MCDRAM" => MemoryKind::Hbm,
+                    Some(s) if s == "GPUMEMORY" => MemoryKind::Gpu,
+                    Some(s) if s == "NVM" || s.starts_with("CXL") => MemoryKind::Nvm,
+                    Some(s) if s == "DRAM" => MemoryKind::Dram,
+                    _ if cpus.is_empty() => MemoryKind::Unknown,
+                    _ => MemoryKind::Dram,
+                };
+                NumaNode {
+                    os_index: n.os_index,
+                    cpus,
+                    memory_bytes: n.memory,
+                    hugepages: n.hugepages.clone(),
+                    memory_kind,
+                    free_bytes: None,
+                }
+            })
+            .collect()
+    }
+
+    /// Distances: hwloc's NUMALatency matrix, else any latency matrix, over known nodes.
+    fn distances(&self, known_nodes: &CpuSet) -> Option<Distances> {
+        let pick = self
+            .distances
+            .iter()
+            .position(|d| d.name.as_deref() == Some("NUMALatency"))
+            .or_else(|| self.distances.iter().position(|d| d.latency));
+        pick.and_then(|i| {
+            let d = &self.distances[i];
+            if d.nodes.len() < 2 || !d.nodes.iter().all(|&n| known_nodes.contains(n)) {
+                return None;
+            }
+            let mut seen = CpuSet::new();
+            for &n in &d.nodes {
+                if seen.contains(n) {
+                    return None;
+                }
+                seen.insert(n);
+            }
+            let k = d.nodes.len();
+            let matrix = d
+                .values
+                .chunks(k)
+                .map(|row| {
+                    row.iter()
+                        .map(|&v| u32::try_from(v).unwrap_or(u32::MAX))
+                        .collect()
+                })
+                .collect();
+            Some(Distances {
+                nodes: d.nodes.clone(),
+                matrix,
+            })
+        })
+    }
+
+    /// PCI devices: locality of the nearest non-I/O ancestor.
+    fn pci_devices(
+        &mut self,
+        all: &CpuSet,
+        numa_nodes: &[NumaNode],
+        known_nodes: &CpuSet,
+    ) -> Vec<PciDevice> {
+        let anchor_cpus: Vec<CpuSet> = self
+            .anchors
+            .iter()
+            .map(|a| resolve(&a.cpuset, all))
+            .collect();
+        let mut pci_devices = Vec::with_capacity(self.pci.len());
+        for p in std::mem::take(&mut self.pci) {
+            let mut dev = p.dev;
+            let (Some(anchor), Some(cpus)) =
+                (self.anchors.get(p.anchor), anchor_cpus.get(p.anchor))
+            else {
+                continue;
+            };
+            let nodes: Vec<u32> = match &anchor.nodeset {
+                Some(None) => known_nodes.to_vec(),
+                Some(Some(ns)) => ns.intersection(known_nodes).to_vec(),
+                // no nodeset (old v1): the nodes whose CPUs are local
+                None => numa_nodes
+                    .iter()
+                    .filter(|n| n.cpus.intersects(cpus))
+                    .map(|n| n.os_index)
+                    .collect(),
+            };
+            dev.numa = (!nodes.is_empty()).then_some(nodes);
+            dev.local_cpus = Some(cpus.clone());
+            if matches!(dev.kind, DeviceKind::Other | DeviceKind::Accelerator) && p.gpu_osdev {
+                dev.kind = DeviceKind::Gpu;
+            } else if dev.kind == DeviceKind::Other && p.coproc_osdev {
+                dev.kind = DeviceKind::Accelerator;
+            }
+            pci_devices.push(dev);
+        }
+        pci_devices
+    }
+}
+
+/// A bitmap's CPUs among the host's PUs (no bitmap: all of them).
+fn resolve(b: &Bitmap, all: &CpuSet) -> CpuSet {
+    match b {
+        None => all.clone(),
+        Some(s) => s.intersection(all),
     }
 }
 

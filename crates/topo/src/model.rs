@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
 use crate::error::TopoError;
-pub use crate::pcie::PciLink;
 
 /// One logical CPU (hwloc "PU", Linux "cpuN").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -645,6 +644,37 @@ pub fn normalize_bdf(s: &str) -> Option<String> {
     Some(format!("{dom:04x}:{bus:02x}:{dev:02x}.{func:x}"))
 }
 
+/// One function's PCIe link, as its sysfs files give it (read and judged in [`crate::pcie`]). Every figure is `None` (JSON `null`)
+/// where the file is missing or unreadable ("Unknown", garbage), never zero.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PciLink {
+    /// `current_link_speed`, GT/s per lane.
+    #[serde(default)]
+    pub speed_gts: Option<f32>,
+    /// `current_link_width`, lanes.
+    #[serde(default)]
+    pub width: Option<u32>,
+    /// `max_link_speed`: this function's own capability.
+    #[serde(default)]
+    pub max_speed_gts: Option<f32>,
+    /// `max_link_width`.
+    #[serde(default)]
+    pub max_width: Option<u32>,
+    /// The other end's maximum where it is known (the port above a function, the function
+    /// below a port): the link can do no more than the lower of the two.
+    #[serde(default)]
+    pub peer_max_speed_gts: Option<f32>,
+    #[serde(default)]
+    pub peer_max_width: Option<u32>,
+    /// The link runs below what both its ends can do: a lower speed or fewer lanes. Only a
+    /// function's entry says so; a port whose link is a function's says `same_link_as`.
+    #[serde(default)]
+    pub downgraded: bool,
+    /// On a port: the function below it that reports this same link and carries the verdict.
+    #[serde(default)]
+    pub same_link_as: Option<String>,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Raw topology: what loaders produce.
 // ---------------------------------------------------------------------------------------------
@@ -703,69 +733,27 @@ impl RawTopology {
     /// Validate and number everything. Errors name the inconsistency (a PU in two cores, a
     /// core naming PUs that do not exist, ...).
     pub fn assemble(mut self) -> Result<Host, TopoError> {
+        let source = self.source.clone();
         let invalid = |msg: String| TopoError::Invalid {
-            source_name: self.source.clone(),
+            source_name: source.clone(),
             msg,
         };
         if self.pus.is_empty() {
             return Err(invalid("no CPUs (PUs) found".into()));
         }
         let all = self.pus.clone();
-
-        // Cores: every PU in exactly one core. PUs that no source put in a core become
-        // single-PU cores (hwloc does the same for PUs without Core parents).
-        let mut cores: Vec<RawGroup> = Vec::new();
-        let mut seen = CpuSet::new();
-        for c in self.cores.drain(..) {
-            if c.cpus.is_empty() {
-                continue;
-            }
-            if !c.cpus.is_subset(&all) {
-                return Err(invalid(format!(
-                    "core lists CPUs {} that are not PUs of this host",
-                    c.cpus.difference(&all)
-                )));
-            }
-            if c.cpus.intersects(&seen) {
-                // identical duplicates are fine (same core read twice)
-                if cores.iter().any(|k| k.cpus == c.cpus) {
-                    continue;
-                }
-                return Err(invalid(format!(
-                    "CPUs {} belong to two different cores",
-                    c.cpus.intersection(&seen)
-                )));
-            }
-            for cpu in c.cpus.iter() {
-                seen.insert(cpu);
-            }
-            cores.push(c);
-        }
-        for cpu in all.difference(&seen).iter() {
-            cores.push(RawGroup {
-                os_index: None,
-                cpus: std::iter::once(cpu).collect(),
-            });
-        }
-
-        let packages = number_groups(self.packages.drain(..).collect(), &all)
+        let cores = whole_cores(std::mem::take(&mut self.cores), &all).map_err(&invalid)?;
+        let packages = number_groups(std::mem::take(&mut self.packages), &all)
             .map_err(|m| invalid(format!("package: {m}")))?;
-        let dies = number_groups(self.dies.drain(..).map(|g| (g, ())).collect(), &all)
-            .map_err(|m| invalid(format!("die: {m}")))?;
-
-        // Caches: merge duplicates, drop empty, number per (level, type).
-        let mut caches: Vec<RawCache> = Vec::new();
-        let mut cache_keys: std::collections::HashSet<(u8, CacheType, CpuSet)> =
-            std::collections::HashSet::new();
-        for c in self.caches.drain(..) {
-            if c.cpus.is_empty() || !c.cpus.is_subset(&all) {
-                continue;
-            }
-            if !cache_keys.insert((c.level, c.cache_type, c.cpus.clone())) {
-                continue;
-            }
-            caches.push(c);
-        }
+        let dies = number_groups(
+            std::mem::take(&mut self.dies)
+                .into_iter()
+                .map(|g| (g, ()))
+                .collect(),
+            &all,
+        )
+        .map_err(|m| invalid(format!("die: {m}")))?;
+        let caches = distinct_caches(std::mem::take(&mut self.caches), &all);
         for n in &mut self.numa_nodes {
             n.cpus = n.cpus.intersection(&all);
         }
@@ -795,135 +783,13 @@ impl RawTopology {
         let cores: Vec<RawGroup> = keyed.into_iter().map(|(_, c)| c).collect();
         let packages = tree.renumber(packages);
         let dies = tree.renumber(dies);
-        let mut caches: Vec<(Vec<u32>, RawCache)> =
-            caches.into_iter().map(|c| (tree.key(&c.cpus), c)).collect();
-        caches.sort_by(|(ka, a), (kb, b)| {
-            (a.level, a.cache_type, ka).cmp(&(b.level, b.cache_type, kb))
-        });
-        let caches: Vec<RawCache> = caches.into_iter().map(|(_, c)| c).collect();
-        let mut next_id: BTreeMap<(u8, CacheType), u32> = BTreeMap::new();
-        let caches: Vec<Cache> = caches
-            .into_iter()
-            .map(|c| {
-                let id = next_id.entry((c.level, c.cache_type)).or_insert(0);
-                let out = Cache {
-                    id: *id,
-                    level: c.level,
-                    cache_type: c.cache_type,
-                    size_bytes: c.size_bytes,
-                    line_bytes: c.line_bytes,
-                    ways: c.ways,
-                    cpus: c.cpus,
-                };
-                *id += 1;
-                out
-            })
-            .collect();
+        let caches = number_caches(&tree, caches);
 
-        // NUMA nodes: sorted, unique os_index.
-        self.numa_nodes.sort_by_key(|n| n.os_index);
-        for w in self.numa_nodes.windows(2) {
-            if w[0].os_index == w[1].os_index {
-                return Err(invalid(format!(
-                    "NUMA node {} appears twice",
-                    w[0].os_index
-                )));
-            }
-        }
-        for n in &mut self.numa_nodes {
-            n.hugepages.sort_by_key(|h| h.size_kb);
-        }
+        sort_numa_nodes(&mut self.numa_nodes).map_err(&invalid)?;
+        let kinds = ranked_kinds(std::mem::take(&mut self.cpu_kinds));
 
-        // CPU kinds: only meaningful with two or more; label by efficiency rank.
-        let mut kinds: Vec<CpuKind> = self
-            .cpu_kinds
-            .drain(..)
-            .filter(|k| !k.cpus.is_empty())
-            .collect();
-        if kinds.len() < 2 {
-            kinds.clear();
-        }
-        // rank: explicit efficiency, else max frequency; higher = faster
-        kinds.sort_by_key(|k| {
-            (
-                std::cmp::Reverse(k.efficiency.unwrap_or(i32::MIN)),
-                std::cmp::Reverse(k.max_freq_mhz.unwrap_or(0)),
-                k.cpus.first(),
-            )
-        });
-        let nk = kinds.len();
-        for (i, k) in kinds.iter_mut().enumerate() {
-            k.label = match (nk, i) {
-                (2, 0) => "performance".into(),
-                (2, 1) => "efficiency".into(),
-                _ => format!("kind{i}"),
-            };
-        }
-
-        let core_ids: Vec<(CpuSet, u32)> = cores
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.cpus.clone(), i as u32))
-            .collect();
-        // cpu -> id of the first set holding it, built in one pass over the sets (a scan of
-        // every set for every CPU is quadratic on hosts with thousands of CPUs)
-        let table = |sets: &[(CpuSet, u32)]| -> Vec<Option<u32>> {
-            let mut t = vec![None; all.last().map_or(0, |l| l as usize + 1)];
-            for (s, id) in sets {
-                for cpu in s.iter() {
-                    if let Some(slot) = t.get_mut(cpu as usize) {
-                        if slot.is_none() {
-                            *slot = Some(*id);
-                        }
-                    }
-                }
-            }
-            t
-        };
-        let find =
-            |t: &[Option<u32>], cpu: u32| -> Option<u32> { t.get(cpu as usize).copied().flatten() };
-        let pkg_sets: Vec<(CpuSet, u32)> = packages
-            .iter()
-            .map(|(g, _, id)| (g.cpus.clone(), *id))
-            .collect();
-        let die_sets: Vec<(CpuSet, u32)> = dies
-            .iter()
-            .map(|(g, _, id)| (g.cpus.clone(), *id))
-            .collect();
-        let cache_sets = |level: u8| -> Vec<(CpuSet, u32)> {
-            caches
-                .iter()
-                .filter(|c| c.level == level && c.cache_type != CacheType::Instruction)
-                .map(|c| (c.cpus.clone(), c.id))
-                .collect()
-        };
-        let (l1, l2, l3) = (cache_sets(1), cache_sets(2), cache_sets(3));
-        let numa_sets: Vec<(CpuSet, u32)> = self
-            .numa_nodes
-            .iter()
-            .map(|n| (n.cpus.clone(), n.os_index))
-            .collect();
-
-        let (core_ids, pkg_sets, die_sets) = (table(&core_ids), table(&pkg_sets), table(&die_sets));
-        let (numa_sets, l1, l2, l3) = (table(&numa_sets), table(&l1), table(&l2), table(&l3));
-        let pus: Vec<Pu> = all
-            .iter()
-            .map(|cpu| Pu {
-                os_index: cpu,
-                core: find(&core_ids, cpu).unwrap_or(0),
-                package: find(&pkg_sets, cpu),
-                die: find(&die_sets, cpu),
-                numa: find(&numa_sets, cpu),
-                l1d: find(&l1, cpu),
-                l2: find(&l2, cpu),
-                l3: find(&l3, cpu),
-                kind: kinds
-                    .iter()
-                    .find(|k| k.cpus.contains(cpu))
-                    .map(|k| k.label.clone()),
-            })
-            .collect();
-
+        let holders = Holders::new(&all, &cores, &packages, &dies, &caches, &self.numa_nodes);
+        let pus: Vec<Pu> = all.iter().map(|cpu| holders.pu(cpu, &kinds)).collect();
         let core_list: Vec<Core> = cores
             .into_iter()
             .enumerate()
@@ -932,13 +798,12 @@ impl RawTopology {
                 Core {
                     id: i as u32,
                     os_index: c.os_index,
-                    package: find(&pkg_sets, first),
-                    die: find(&die_sets, first),
+                    package: find(&holders.package, first),
+                    die: find(&holders.die, first),
                     pus: c.cpus,
                 }
             })
             .collect();
-
         let package_list = packages
             .into_iter()
             .map(|(g, model, id)| Package {
@@ -953,23 +818,34 @@ impl RawTopology {
             .map(|(g, _, id)| Die {
                 id,
                 os_index: g.os_index,
-                package: g.cpus.first().and_then(|c| find(&pkg_sets, c)),
+                package: g.cpus.first().and_then(|c| find(&holders.package, c)),
                 cpus: g.cpus,
             })
             .collect();
+        Ok(self.into_host(pus, core_list, caches, die_list, package_list, kinds))
+    }
 
+    /// The host of the numbered parts and what the loader read as it is.
+    fn into_host(
+        self,
+        pus: Vec<Pu>,
+        cores: Vec<Core>,
+        caches: Vec<Cache>,
+        dies: Vec<Die>,
+        packages: Vec<Package>,
+        cpu_kinds: Vec<CpuKind>,
+    ) -> Host {
         let mut pci = self.pci_devices;
         pci.sort_by(|a, b| a.bdf.cmp(&b.bdf));
-
-        Ok(Host {
+        Host {
             source: self.source,
             name: self.name,
             pus,
-            cores: core_list,
+            cores,
             caches,
-            dies: die_list,
-            packages: package_list,
-            cpu_kinds: kinds,
+            dies,
+            packages,
+            cpu_kinds,
             numa_nodes: self.numa_nodes,
             distances: self.distances,
             pci_devices: pci,
@@ -986,8 +862,212 @@ impl RawTopology {
                 .filter(|a| !a.is_empty()),
             numa_inferred: self.numa_inferred,
             notes: self.notes,
-        })
+        }
     }
+}
+
+/// Cores: every PU in exactly one core. PUs that no source put in a core become single-PU
+/// cores (hwloc does the same for PUs without Core parents).
+fn whole_cores(raw: Vec<RawGroup>, all: &CpuSet) -> Result<Vec<RawGroup>, String> {
+    let mut cores: Vec<RawGroup> = Vec::new();
+    let mut seen = CpuSet::new();
+    for c in raw {
+        if c.cpus.is_empty() {
+            continue;
+        }
+        if !c.cpus.is_subset(all) {
+            return Err(format!(
+                "core lists CPUs {} that are not PUs of this host",
+                c.cpus.difference(all)
+            ));
+        }
+        if c.cpus.intersects(&seen) {
+            // identical duplicates are fine (same core read twice)
+            if cores.iter().any(|k| k.cpus == c.cpus) {
+                continue;
+            }
+            return Err(format!(
+                "CPUs {} belong to two different cores",
+                c.cpus.intersection(&seen)
+            ));
+        }
+        for cpu in c.cpus.iter() {
+            seen.insert(cpu);
+        }
+        cores.push(c);
+    }
+    for cpu in all.difference(&seen).iter() {
+        cores.push(RawGroup {
+            os_index: None,
+            cpus: std::iter::once(cpu).collect(),
+        });
+    }
+    Ok(cores)
+}
+
+/// Caches: duplicates merged, empty ones and ones naming other CPUs dropped.
+fn distinct_caches(raw: Vec<RawCache>, all: &CpuSet) -> Vec<RawCache> {
+    let mut caches: Vec<RawCache> = Vec::new();
+    let mut cache_keys: std::collections::HashSet<(u8, CacheType, CpuSet)> =
+        std::collections::HashSet::new();
+    for c in raw {
+        if c.cpus.is_empty() || !c.cpus.is_subset(all) {
+            continue;
+        }
+        if !cache_keys.insert((c.level, c.cache_type, c.cpus.clone())) {
+            continue;
+        }
+        caches.push(c);
+    }
+    caches
+}
+
+/// Caches in the tree's order, numbered per (level, type).
+fn number_caches(tree: &SetTree, caches: Vec<RawCache>) -> Vec<Cache> {
+    let mut caches: Vec<(Vec<u32>, RawCache)> =
+        caches.into_iter().map(|c| (tree.key(&c.cpus), c)).collect();
+    caches
+        .sort_by(|(ka, a), (kb, b)| (a.level, a.cache_type, ka).cmp(&(b.level, b.cache_type, kb)));
+    let mut next_id: BTreeMap<(u8, CacheType), u32> = BTreeMap::new();
+    caches
+        .into_iter()
+        .map(|(_, c)| {
+            let id = next_id.entry((c.level, c.cache_type)).or_insert(0);
+            let out = Cache {
+                id: *id,
+                level: c.level,
+                cache_type: c.cache_type,
+                size_bytes: c.size_bytes,
+                line_bytes: c.line_bytes,
+                ways: c.ways,
+                cpus: c.cpus,
+            };
+            *id += 1;
+            out
+        })
+        .collect()
+}
+
+/// NUMA nodes: sorted, unique os_index; each node's hugepage sizes sorted.
+fn sort_numa_nodes(nodes: &mut [NumaNode]) -> Result<(), String> {
+    nodes.sort_by_key(|n| n.os_index);
+    for w in nodes.windows(2) {
+        if w[0].os_index == w[1].os_index {
+            return Err(format!("NUMA node {} appears twice", w[0].os_index));
+        }
+    }
+    for n in nodes.iter_mut() {
+        n.hugepages.sort_by_key(|h| h.size_kb);
+    }
+    Ok(())
+}
+
+/// CPU kinds: only meaningful with two or more; labelled by efficiency rank.
+fn ranked_kinds(raw: Vec<CpuKind>) -> Vec<CpuKind> {
+    let mut kinds: Vec<CpuKind> = raw.into_iter().filter(|k| !k.cpus.is_empty()).collect();
+    if kinds.len() < 2 {
+        kinds.clear();
+    }
+    // rank: explicit efficiency, else max frequency; higher = faster
+    kinds.sort_by_key(|k| {
+        (
+            std::cmp::Reverse(k.efficiency.unwrap_or(i32::MIN)),
+            std::cmp::Reverse(k.max_freq_mhz.unwrap_or(0)),
+            k.cpus.first(),
+        )
+    });
+    let nk = kinds.len();
+    for (i, k) in kinds.iter_mut().enumerate() {
+        k.label = match (nk, i) {
+            (2, 0) => "performance".into(),
+            (2, 1) => "efficiency".into(),
+            _ => format!("kind{i}"),
+        };
+    }
+    kinds
+}
+
+/// For each level, CPU → id of the first set holding it.
+struct Holders {
+    core: Vec<Option<u32>>,
+    package: Vec<Option<u32>>,
+    die: Vec<Option<u32>>,
+    numa: Vec<Option<u32>>,
+    l1: Vec<Option<u32>>,
+    l2: Vec<Option<u32>>,
+    l3: Vec<Option<u32>>,
+}
+
+impl Holders {
+    fn new<P, D>(
+        all: &CpuSet,
+        cores: &[RawGroup],
+        packages: &[(RawGroup, P, u32)],
+        dies: &[(RawGroup, D, u32)],
+        caches: &[Cache],
+        numa_nodes: &[NumaNode],
+    ) -> Holders {
+        let width = all.last().map_or(0, |l| l as usize + 1);
+        let cache = |level: u8| {
+            let sets = caches
+                .iter()
+                .filter(|c| c.level == level && c.cache_type != CacheType::Instruction)
+                .map(|c| (&c.cpus, c.id));
+            holder_table(width, sets)
+        };
+        Holders {
+            core: holder_table(
+                width,
+                cores.iter().enumerate().map(|(i, c)| (&c.cpus, i as u32)),
+            ),
+            package: holder_table(width, packages.iter().map(|(g, _, id)| (&g.cpus, *id))),
+            die: holder_table(width, dies.iter().map(|(g, _, id)| (&g.cpus, *id))),
+            numa: holder_table(width, numa_nodes.iter().map(|n| (&n.cpus, n.os_index))),
+            l1: cache(1),
+            l2: cache(2),
+            l3: cache(3),
+        }
+    }
+
+    fn pu(&self, cpu: u32, kinds: &[CpuKind]) -> Pu {
+        Pu {
+            os_index: cpu,
+            core: find(&self.core, cpu).unwrap_or(0),
+            package: find(&self.package, cpu),
+            die: find(&self.die, cpu),
+            numa: find(&self.numa, cpu),
+            l1d: find(&self.l1, cpu),
+            l2: find(&self.l2, cpu),
+            l3: find(&self.l3, cpu),
+            kind: kinds
+                .iter()
+                .find(|k| k.cpus.contains(cpu))
+                .map(|k| k.label.clone()),
+        }
+    }
+}
+
+/// cpu -> id of the first set holding it, built in one pass over the sets (a scan of every
+/// set for every CPU is quadratic on hosts with thousands of CPUs).
+fn holder_table<'a>(
+    width: usize,
+    sets: impl Iterator<Item = (&'a CpuSet, u32)>,
+) -> Vec<Option<u32>> {
+    let mut t = vec![None; width];
+    for (s, id) in sets {
+        for cpu in s.iter() {
+            if let Some(slot) = t.get_mut(cpu as usize) {
+                if slot.is_none() {
+                    *slot = Some(id);
+                }
+            }
+        }
+    }
+    t
+}
+
+fn find(t: &[Option<u32>], cpu: u32) -> Option<u32> {
+    t.get(cpu as usize).copied().flatten()
 }
 
 /// The PU sets of a host's tree (packages, dies, NUMA nodes, caches, groups), for numbering

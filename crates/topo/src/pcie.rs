@@ -13,45 +13,13 @@
 //! slow link is one finding, not one per end. A switch's upstream port reports its own link
 //! (to the port above it), which is not the link of the downstream ports below it.
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::model::PciLink;
 use crate::model::{DeviceKind, PciDevice};
 
 /// Widths a PCIe link can have (x1 … x32); anything else in a width file is unknown.
 const MAX_WIDTH: u32 = 32;
 /// No PCIe generation signals above this (Gen 7 is 128 GT/s); a larger figure is garbage.
 const MAX_GTS: f32 = 1024.0;
-
-/// One function's PCIe link, as its sysfs files give it. Every figure is `None` (JSON `null`)
-/// where the file is missing or unreadable ("Unknown", garbage), never zero.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PciLink {
-    /// `current_link_speed`, GT/s per lane.
-    #[serde(default)]
-    pub speed_gts: Option<f32>,
-    /// `current_link_width`, lanes.
-    #[serde(default)]
-    pub width: Option<u32>,
-    /// `max_link_speed`: this function's own capability.
-    #[serde(default)]
-    pub max_speed_gts: Option<f32>,
-    /// `max_link_width`.
-    #[serde(default)]
-    pub max_width: Option<u32>,
-    /// The other end's maximum where it is known (the port above a function, the function
-    /// below a port): the link can do no more than the lower of the two.
-    #[serde(default)]
-    pub peer_max_speed_gts: Option<f32>,
-    #[serde(default)]
-    pub peer_max_width: Option<u32>,
-    /// The link runs below what both its ends can do: a lower speed or fewer lanes. Only a
-    /// function's entry says so; a port whose link is a function's says `same_link_as`.
-    #[serde(default)]
-    pub downgraded: bool,
-    /// On a port: the function below it that reports this same link and carries the verdict.
-    #[serde(default)]
-    pub same_link_as: Option<String>,
-}
 
 /// A link speed file: `16.0 GT/s PCIe` (Linux 5.0 on), `8 GT/s` and `2.5 GT/s` (before),
 /// `8.0 GT/s`; `Unknown`, `Unknown speed`, an empty file or anything else is unknown.

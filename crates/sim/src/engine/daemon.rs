@@ -456,13 +456,14 @@ impl Sim {
         self.daemon_post(vm, home, work);
     }
 
-    /// The daemon's run ends: it reads what it was told, samples at its window, decides when
-    /// the real daemon would (at each window; with direct moves also when a vCPU holding an
-    /// IRQ is seen preempted) and writes.
-    pub(super) fn daemon_done(&mut self, vm: u32) {
+    /// What VM `vm`'s daemon reads now: each vCPU's accounted steal in ticks, its
+    /// availability counters, and the /proc/stat and /proc/interrupts sample.
+    fn daemon_reading(
+        &self,
+        vm: u32,
+        vcpus: &[u32],
+    ) -> (Vec<u64>, Vec<irqbal::avail::CpuCounters>, Sample) {
         let now = self.now;
-        let threshold = self.vb.procstat_steal_threshold;
-        let vcpus = self.vms[vm as usize].vcpus.clone();
         let steal_ticks: Vec<u64> = vcpus
             .iter()
             .map(|&g| self.vcpus[g as usize].steal_accounted / (10 * MS))
@@ -497,6 +498,17 @@ impl Sim {
                 .collect(),
             steal_ticks: steal_ticks.clone(),
         };
+        (steal_ticks, counters, sample)
+    }
+
+    /// The daemon's run ends: it reads what it was told, samples at its window, decides when
+    /// the real daemon would (at each window; with direct moves also when a vCPU holding an
+    /// IRQ is seen preempted) and writes.
+    pub(super) fn daemon_done(&mut self, vm: u32) {
+        let now = self.now;
+        let threshold = self.vb.procstat_steal_threshold;
+        let vcpus = self.vms[vm as usize].vcpus.clone();
+        let (steal_ticks, counters, sample) = self.daemon_reading(vm, &vcpus);
         let Some(d) = self.vms[vm as usize].daemon.as_mut() else {
             return;
         };

@@ -208,12 +208,12 @@ impl Domains for VirshDomains {
         let step = match self.made.get(name) {
             Some((step, _)) => *step,
             None => {
-                let target = Target::LibvirtDomain {
+                let target = Target::LibvirtDomain(apply::step::LibvirtDomain {
                     uri: self.virsh.uri.clone(),
                     name: name.to_string(),
                     xml: xml.to_path_buf(),
                     files: Vec::new(),
-                };
+                });
                 self.journal()?
                     .intend(&target, "absent", "defined")
                     .map_err(other)?
@@ -262,12 +262,12 @@ impl Domains for VirshDomains {
             // the working directory goes last, once empty
             files.push(self.workdir.clone());
         }
-        let target = Target::LibvirtDomain {
+        let target = Target::LibvirtDomain(apply::step::LibvirtDomain {
             uri: self.virsh.uri.clone(),
             name: name.to_string(),
             xml: xml_path,
             files: files.clone(),
-        };
+        });
         let step = self
             .journal()?
             .intend(&target, "absent", "defined")

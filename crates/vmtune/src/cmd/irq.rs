@@ -620,13 +620,13 @@ fn journal_candidates(
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
-        let target = apply::step::Target::Irq {
+        let target = apply::step::Target::Irq(apply::step::Irq {
             irq: c.irq,
             path: dir.join("smp_affinity_list"),
             name: c.name.clone(),
             class: apply::step::IrqClass::Host,
             previous_effective: effective,
-        };
+        });
         let step = j.intend(&target, &c.original, "balanced by vmtune irq balance")?;
         j.outcome(
             step,

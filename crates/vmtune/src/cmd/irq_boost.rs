@@ -202,13 +202,13 @@ impl Agent {
             let Ok(previous) = sched::get(tid as i32, self.base_slice) else {
                 continue;
             };
-            let target = Target::ThreadSched {
+            let target = Target::ThreadSched(apply::step::ThreadSched {
                 pid: vm.pid as i32,
                 tid: tid as i32,
                 start_time: start,
                 role: format!("vcpu {idx} (irq boost)"),
                 proc_root: PathBuf::from("/proc"),
-            };
+            });
             let step = self
                 .journal
                 .intend(&target, &previous.to_value(), &self.raised.to_value())
