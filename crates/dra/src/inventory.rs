@@ -109,7 +109,7 @@ pub struct CpuGroup {
     pub cpus: CpuSet,
     /// What it offers: its whole cores off housekeeping and off CPUs taken outside DRA.
     pub offered: CpuSet,
-    /// Hardware threads of its widest core (the request granule: whole cores).
+    /// Hardware threads of its widest offered core (the request granule: whole cores).
     pub threads_per_core: u32,
     /// L3 groups its cores sit in.
     pub l3_groups: u32,
@@ -306,8 +306,8 @@ fn cpu_groups(
         g.cpus = g.cpus.union(&core.pus);
         if !core.pus.intersects(&held) {
             g.offered = g.offered.union(&core.pus);
+            g.threads_per_core = g.threads_per_core.max(core.pus.len() as u32);
         }
-        g.threads_per_core = g.threads_per_core.max(core.pus.len() as u32);
     }
     let mut out = Vec::new();
     for mut g in groups.into_values() {

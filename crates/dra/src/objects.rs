@@ -26,7 +26,10 @@ pub struct ObjectMeta {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSlice {
+    /// Absent from the items of a list the API server answers.
+    #[serde(default)]
     pub api_version: String,
+    #[serde(default)]
     pub kind: String,
     pub metadata: ObjectMeta,
     pub spec: ResourceSliceSpec,
@@ -67,14 +70,55 @@ pub struct Device {
     pub allow_multiple_allocations: Option<bool>,
 }
 
-/// `DeviceAttribute`: exactly one of its members is set.
+/// `DeviceAttribute`: exactly one of its members is set (`{int: 0}`, `{string: "x"}`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(into = "RawAttribute", try_from = "RawAttribute")]
 pub enum Attribute {
     Int(i64),
     Bool(bool),
     String(String),
     Version(String),
+}
+
+/// The wire shape of [`Attribute`]: a struct of optional members, so YAML gets a plain map
+/// (an enum would be written as a YAML tag, `!int 0`, which Kubernetes does not read).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct RawAttribute {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    int: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bool: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    string: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+}
+
+impl From<Attribute> for RawAttribute {
+    fn from(a: Attribute) -> RawAttribute {
+        let mut r = RawAttribute::default();
+        match a {
+            Attribute::Int(v) => r.int = Some(v),
+            Attribute::Bool(v) => r.bool = Some(v),
+            Attribute::String(v) => r.string = Some(v),
+            Attribute::Version(v) => r.version = Some(v),
+        }
+        r
+    }
+}
+
+impl TryFrom<RawAttribute> for Attribute {
+    type Error = String;
+
+    fn try_from(r: RawAttribute) -> Result<Attribute, String> {
+        match (r.int, r.bool, r.string, r.version) {
+            (Some(v), None, None, None) => Ok(Attribute::Int(v)),
+            (None, Some(v), None, None) => Ok(Attribute::Bool(v)),
+            (None, None, Some(v), None) => Ok(Attribute::String(v)),
+            (None, None, None, Some(v)) => Ok(Attribute::Version(v)),
+            _ => Err("a device attribute has exactly one of int, bool, string, version".into()),
+        }
+    }
 }
 
 /// `DeviceCapacity`: a quantity, and how a claim's request for it is rounded.

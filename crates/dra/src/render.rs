@@ -125,15 +125,19 @@ fn cpu_device(g: &CpuGroup) -> Device {
         Attribute::Int(g.threads_per_core.into()),
     );
     a.insert("numCPUs".into(), Attribute::Int(g.cpus.len() as i64));
-    let step = g.threads_per_core.max(1).to_string();
+    let tpc = g.threads_per_core.max(1);
+    let value = g.offered.len() as u32;
+    // the API server wants room for one step above the minimum (min + step <= value); a
+    // group of one core (or less than two of its widest) gets only the minimum's rounding
+    let step = (value >= 2 * tpc).then(|| tpc.to_string());
     let capacity = Capacity {
-        value: g.offered.len().to_string(),
+        value: value.to_string(),
         request_policy: Some(RequestPolicy {
-            default: Some(step.clone()),
+            default: Some(tpc.to_string()),
             valid_range: Some(CapacityRange {
-                min: step.clone(),
+                min: tpc.to_string(),
                 max: None,
-                step: Some(step),
+                step,
             }),
         }),
     };

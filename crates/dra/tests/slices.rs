@@ -204,7 +204,7 @@ fn check_cpus(name: &str, host: &Host, inv: &dra::Inventory, slices: &[ResourceS
         let tpc = host
             .cores
             .iter()
-            .filter(|c| c.pus.is_subset(&g.cpus))
+            .filter(|c| c.pus.is_subset(&g.offered))
             .map(|c| c.pus.len())
             .max()
             .unwrap();
@@ -216,7 +216,10 @@ fn check_cpus(name: &str, host: &Host, inv: &dra::Inventory, slices: &[ResourceS
             .as_ref()
             .unwrap();
         assert_eq!(range.min, tpc.to_string(), "{name}: {}", g.name);
-        assert_eq!(range.step.as_deref(), Some(tpc.to_string().as_str()));
+        // a step only where one fits above the minimum (the API server's rule)
+        let step = (g.offered.len() >= 2 * tpc).then(|| tpc.to_string());
+        assert_eq!(range.step, step, "{name}: {}", g.name);
+        assert!(g.offered.len() >= tpc);
     }
     // nothing offerable lost: every core off housekeeping and taken CPUs is offered whole,
     // and every other core not at all
@@ -444,4 +447,28 @@ proptest! {
             prev = Some(offered);
         }
     }
+}
+
+/// YAML output is what kubectl reads: attributes as plain maps (`int: 0`), never YAML tags,
+/// and it reads back as the same slices; an attribute with two members is refused.
+#[test]
+fn yaml_attributes_are_plain_maps() {
+    let p = dra::slices(
+        &topology("vfio/desktop-pcie-healthy.tar.gz"),
+        &Options::new("desk"),
+    )
+    .unwrap();
+    let yaml = dra::to_yaml(&p.slices);
+    assert!(!yaml.contains('!'), "{yaml}");
+    assert!(
+        yaml.contains("resource.kubernetes.io/numaNode:\n        int: 0"),
+        "{yaml}"
+    );
+    let back: Vec<ResourceSlice> = yaml
+        .split("---\n")
+        .map(|d| serde_yaml_ng::from_str(d).unwrap())
+        .collect();
+    assert_eq!(back, p.slices);
+    let two: Result<Attribute, _> = serde_json::from_str(r#"{"int": 1, "string": "x"}"#);
+    assert!(two.unwrap_err().to_string().contains("exactly one"));
 }
