@@ -1,4 +1,4 @@
-//! deploy/kubernetes/dra: the publisher's DaemonSet, ServiceAccount, RBAC and admission
+//! deploy/kubernetes-dra: the publisher's DaemonSet, ServiceAccount, RBAC and admission
 //! policy, the DeviceClasses, and example/'s pod with a claim for a GPU and 8 aligned CPUs.
 //!
 //! - without anything: the kustomization lists every manifest, each object is labelled, the
@@ -22,7 +22,7 @@ use serde_json::Value;
 use support::{k8s_check_dir, run, workspace_root};
 
 fn dir() -> PathBuf {
-    workspace_root().join("deploy/kubernetes/dra")
+    workspace_root().join("deploy/kubernetes-dra")
 }
 
 fn docs(path: &std::path::Path) -> Vec<Value> {
@@ -193,7 +193,7 @@ fn a_real_api_server_accepts_the_manifests_and_the_example() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let mut all = String::new();
-    for d in ["deploy/kubernetes", "deploy/kubernetes/dra"] {
+    for d in ["deploy/kubernetes", "deploy/kubernetes-dra"] {
         let out = run(
             Command::new(bin.join("kubectl"))
                 .arg("kustomize")

@@ -12,7 +12,7 @@
 //!   (node-a: the two-socket cts1-pascal hwloc export, both GPUs on NUMA node 0; node-b: the
 //!   one-socket desktop sysfs snapshot with two GPUs on vfio-pci), each with a
 //!   `vmtune dra publish` process writing its slices with a ServiceAccount token bound to a
-//!   pod on its node (deploy/kubernetes/dra's RBAC and admission policy: node-a's token
+//!   pod on its node (deploy/kubernetes-dra's RBAC and admission policy: node-a's token
 //!   cannot write node-b's slices). A real NRI agent (`nri::Agent`) on node-a places an
 //!   exclusive GPU container outside DRA: node-a's published slices lose its CPUs and GPU.
 //!   Pods whose claims (ResourceClaimTemplates, so the controller makes one per pod) ask for
@@ -452,14 +452,14 @@ fn the_scheduler_binds_gpu_pods_where_they_align() {
     for n in [&a, &b] {
         cp.add_node(n.name, n.host.pus.len());
     }
-    // what deploy/kubernetes/dra installs: the namespace, the publisher's ServiceAccount, its
+    // what deploy/kubernetes-dra installs: the namespace, the publisher's ServiceAccount, its
     // RBAC and admission policy, the DeviceClasses
-    let deploy = workspace_root().join("deploy/kubernetes");
+    let deploy = workspace_root().join("deploy");
     for f in [
-        "namespace.yaml",
-        "dra/serviceaccount.yaml",
-        "dra/rbac.yaml",
-        "dra/deviceclasses.yaml",
+        "kubernetes/namespace.yaml",
+        "kubernetes-dra/serviceaccount.yaml",
+        "kubernetes-dra/rbac.yaml",
+        "kubernetes-dra/deviceclasses.yaml",
     ] {
         cp.ok(&["apply", "-f", &deploy.join(f).to_string_lossy()]);
     }
@@ -541,6 +541,22 @@ fn the_scheduler_binds_gpu_pods_where_they_align() {
     assert_eq!(on_numa0, 32, "the container sits on its GPU's node");
     assert_eq!(numa0(&node_slices(&cp, a.name)), before - 32);
     assert!(before - 32 < 8, "node-a's GPU node keeps fewer than 8 CPUs");
+    let gpus_now: Vec<String> = node_slices(&cp, a.name)[dra::GPU_DRIVER]["spec"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            d["attributes"][dra::PCI_BUS_ID]["string"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(gpus_now.len(), 1, "{gpus_now:?}");
+    assert!(
+        !gpus_now.contains(&gpu0),
+        "the container's GPU is no longer offered"
+    );
 
     // p1: a GPU and 8 CPUs on one NUMA node. node-a (72 CPUs, the scheduler's favourite) has
     // a GPU on node 0 but too few CPUs there: node-b (16 CPUs, 14 offered)

@@ -472,3 +472,22 @@ fn yaml_attributes_are_plain_maps() {
     let two: Result<Attribute, _> = serde_json::from_str(r#"{"int": 1, "string": "x"}"#);
     assert!(two.unwrap_err().to_string().contains("exactly one"));
 }
+
+/// A GPU a container holds outside DRA is not offered; the others are.
+#[test]
+fn a_gpu_taken_outside_dra_is_not_offered() {
+    let host = topology("vfio/hgx-h100-vfio.tar.gz");
+    let mut opts = Options::new("hgx");
+    let all = dra::slices(&host, &opts).unwrap().inventory.gpus;
+    let held = all[2].bdf.clone();
+    opts.taken.devices.insert(held.clone());
+    let p = dra::slices(&host, &opts).unwrap();
+    let now: Vec<&str> = p.inventory.gpus.iter().map(|g| g.bdf.as_str()).collect();
+    assert_eq!(now.len(), all.len() - 1);
+    assert!(!now.contains(&held.as_str()));
+    assert!(p
+        .inventory
+        .notes
+        .iter()
+        .any(|n| n.contains(&held) && n.contains("outside DRA")));
+}
