@@ -519,6 +519,7 @@ fn services_journal(r: &Path, j: &Path) {
         uri: Some("test:///default".into()),
         name: "vmtune-matrix-win10-a".into(),
         xml: r.join("matrix/vmtune-matrix-win10-a.xml"),
+        files: Vec::new(),
     });
     let n = jr.intend(&t, "absent", "defined").unwrap();
     jr.outcome(n, State::Done, None).unwrap();

@@ -55,6 +55,9 @@ enum Command {
     /// On Kubernetes: the containerd NRI agent that gives pods their CPUs as `plan` would.
     #[command(long_about = cmd::nri::LONG_ABOUT)]
     Nri(Box<cmd::nri::Args>),
+    /// On Kubernetes: the DRA driver's ResourceSlices and DeviceClasses, and their publisher.
+    #[command(long_about = cmd::dra::LONG_ABOUT)]
+    Dra(cmd::dra::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::generate::CompletionsArgs),
     /// Write the manual pages, one per command, generated from this help.
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(a)) => cmd::bench::run(a),
         Some(Command::Cdi(a)) => cmd::cdi::run(a),
         Some(Command::Nri(a)) => cmd::nri::run(*a),
+        Some(Command::Dra(a)) => cmd::dra::run(a),
         Some(Command::Completions(a)) => cmd::generate::completions(a, Cli::command()),
         Some(Command::Man(a)) => cmd::generate::man(a, Cli::command()),
     };
@@ -118,6 +122,7 @@ fn changes_host(cmd: Option<&Command>) -> bool {
         Some(Command::Bench(a)) => a.changes_host(),
         // the agent is a daemon: a closed log pipe must not kill it mid-event
         Some(Command::Nri(a)) => a.command.is_none(),
+        Some(Command::Dra(a)) => a.is_daemon(),
     }
 }
 

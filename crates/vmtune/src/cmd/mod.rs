@@ -8,6 +8,7 @@ pub mod boot;
 pub mod cdi;
 pub mod common;
 pub mod demo;
+pub mod dra;
 pub mod generate;
 pub mod irq;
 pub mod irq_boost;
