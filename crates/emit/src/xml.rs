@@ -300,6 +300,22 @@ fn splice_attrs(src: &str, n: &roxmltree::Node, e: &El, st: &Style, depth: usize
     out
 }
 
+/// One byte-range replacement in a document's text (the splices that keep every other byte).
+pub(crate) struct Edit {
+    pub at: std::ops::Range<usize>,
+    pub text: String,
+}
+
+/// `src` with `edits` made (non-overlapping ranges of `src`, in any order).
+pub(crate) fn apply_edits(src: &str, mut edits: Vec<Edit>) -> String {
+    edits.sort_by_key(|e| std::cmp::Reverse(e.at.start));
+    let mut out = src.to_string();
+    for e in edits {
+        out.replace_range(e.at, &e.text);
+    }
+    out
+}
+
 /// Escape text or a single-quoted attribute value.
 pub(crate) fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());

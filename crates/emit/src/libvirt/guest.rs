@@ -22,7 +22,7 @@ use topo::CpuSet;
 
 use super::read::{child, children, parse_doc};
 use crate::values::{parse_libvirt_cpuset, scaled};
-use crate::xml::line_indent;
+use crate::xml::{apply_edits, escape, line_indent, Edit};
 use crate::EmitError;
 
 /// The guest agent's virtio-serial port name (qemu-guest-agent's default).
@@ -105,33 +105,9 @@ pub struct GuestScratch {
     pub agent_channel: bool,
 }
 
-struct Edit {
-    at: std::ops::Range<usize>,
-    text: String,
-}
-
-fn apply_edits(xml: &str, mut edits: Vec<Edit>) -> String {
-    edits.sort_by_key(|e| std::cmp::Reverse(e.at.start));
-    let mut out = xml.to_string();
-    for e in edits {
-        out.replace_range(e.at, &e.text);
-    }
-    out
-}
-
-/// `name='value'` with the value escaped for an attribute in single quotes.
+/// `name='value'`, the value escaped for single quotes.
 fn attr(name: &str, value: &str) -> String {
-    let v = value
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('\'', "&apos;");
-    format!("{name}='{v}'")
-}
-
-fn text_escaped(t: &str) -> String {
-    t.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    format!("{name}='{}'", escape(value))
 }
 
 /// An element's whole line (its indentation and newline included) where it stands alone
@@ -181,7 +157,7 @@ pub fn scratch_guest(xml: &str, s: &GuestScratch) -> Result<String, EmitError> {
         child(root, "name").ok_or_else(|| EmitError::Invalid("the domain has no <name>".into()))?;
     edits.push(Edit {
         at: name.range(),
-        text: format!("<name>{}</name>", text_escaped(&s.name)),
+        text: format!("<name>{}</name>", escape(&s.name)),
     });
     if let Some(u) = child(root, "uuid") {
         edits.push(Edit {
@@ -251,7 +227,7 @@ fn nvram_edits(
                 .collect();
             Ok(vec![Edit {
                 at: n.range(),
-                text: format!("<nvram{attrs}>{}</nvram>", text_escaped(copy)),
+                text: format!("<nvram{attrs}>{}</nvram>", escape(copy)),
             }])
         }
         (Some(_), None) => Err(EmitError::Invalid(
@@ -261,7 +237,7 @@ fn nvram_edits(
             let indent = child(os, "type")
                 .and_then(|t| line_indent(xml, t.range().start))
                 .unwrap_or_else(|| "    ".into());
-            let el = format!("<nvram>{}</nvram>", text_escaped(copy));
+            let el = format!("<nvram>{}</nvram>", escape(copy));
             Ok(vec![append_child(xml, os, &el, &indent)])
         }
         (None, None) if efi => Err(EmitError::Invalid(

@@ -9,14 +9,8 @@ use plan::Plan;
 
 use super::read::{child, children, parse_doc, pci_bdf, pci_part};
 use crate::locality::{expanders, Expander};
-use crate::xml::{line_indent, El, Style};
+use crate::xml::{apply_edits, line_indent, Edit, El, Style};
 use crate::EmitError;
-
-/// One byte-range replacement.
-struct Edit {
-    at: std::ops::Range<usize>,
-    text: String,
-}
 
 /// A controller's `index`.
 fn index_of(c: roxmltree::Node) -> Option<u32> {
@@ -212,12 +206,7 @@ pub fn place_devices(xml: &str, plan: &Plan) -> Result<String, EmitError> {
         text.push_str(&c.render(&st, 1));
     }
     edits.push(Edit { at: at..at, text });
-    edits.sort_by_key(|e| std::cmp::Reverse(e.at.start));
-    let mut out = xml.to_string();
-    for e in edits {
-        out.replace_range(e.at, &e.text);
-    }
-    Ok(out)
+    Ok(apply_edits(xml, edits))
 }
 
 fn has(e: &Expander, bdf: &str) -> bool {
