@@ -65,7 +65,7 @@ pub struct RunOutput {
 }
 
 /// A shell word: single-quoted, its quotes escaped.
-fn sh_quote(a: &str) -> String {
+pub(crate) fn sh_quote(a: &str) -> String {
     format!("'{}'", a.replace('\'', "'\\''"))
 }
 

@@ -354,26 +354,17 @@ fn read_set(
         }
         records.extend(records_of(name, &c.user, records.len()));
         if c.user.is_empty() {
-            records.push(RunRecord {
-                layout: name.clone(),
-                run: 1,
-                position: records.len() + 1,
-                seconds: 0.0,
-                suite: None,
-                user: Vec::new(),
-                error: Some(format!(
-                    "{}: no benchmark output among its files{}",
-                    path.display(),
-                    if c.view.is_some() {
-                        " (guest-view files only)"
-                    } else {
-                        ""
-                    }
-                )),
-                invalid: None,
-                view: None,
-                view_text: None,
-            });
+            let mut failed = RunRecord::new(name, 1, records.len() + 1, 0.0);
+            failed.error = Some(format!(
+                "{}: no benchmark output among its files{}",
+                path.display(),
+                if c.view.is_some() {
+                    " (guest-view files only)"
+                } else {
+                    ""
+                }
+            ));
+            records.push(failed);
         }
         if let Some(v) = c.view {
             views.insert(name.clone(), v);
@@ -431,18 +422,9 @@ fn records_of(config: &str, user: &[UserResult], before: usize) -> Vec<RunRecord
                     one
                 })
                 .collect();
-            RunRecord {
-                layout: config.to_string(),
-                run: k,
-                position: before + k,
-                seconds: 0.0,
-                suite: None,
-                user,
-                error: None,
-                invalid: None,
-                view: None,
-                view_text: None,
-            }
+            let mut rec = RunRecord::new(config, k, before + k, 0.0);
+            rec.user = user;
+            rec
         })
         .collect()
 }

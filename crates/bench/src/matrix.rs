@@ -155,6 +155,22 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Run `run` of `layout` at `position` in the order, `seconds` long, nothing read yet.
+    pub fn new(layout: &str, run: usize, position: usize, seconds: f64) -> RunRecord {
+        RunRecord {
+            layout: layout.to_string(),
+            run,
+            position,
+            seconds,
+            suite: None,
+            user: Vec::new(),
+            error: None,
+            invalid: None,
+            view: None,
+            view_text: None,
+        }
+    }
+
     /// Whether the run's figures count: it neither failed nor was found invalid.
     pub fn counts(&self) -> bool {
         self.error.is_none() && self.invalid.is_none()
@@ -279,18 +295,7 @@ pub fn run(
         };
         let t0 = Instant::now();
         let got = one(l, &files, opts.timeout, dom);
-        let mut rec = RunRecord {
-            layout: l.name.clone(),
-            run: r + 1,
-            position: pos + 1,
-            seconds: t0.elapsed().as_secs_f64(),
-            suite: None,
-            user: Vec::new(),
-            error: None,
-            invalid: None,
-            view: None,
-            view_text: None,
-        };
+        let mut rec = RunRecord::new(&l.name, r + 1, pos + 1, t0.elapsed().as_secs_f64());
         match got {
             Ok((suite, user)) => {
                 let why = suite
@@ -335,18 +340,7 @@ fn run_guests(
         let name = format!("{}-{}-{}", opts.prefix, l.name, r + 1);
         let t0 = Instant::now();
         let got = remote::one(l, &name, opts, dom);
-        let mut rec = RunRecord {
-            layout: l.name.clone(),
-            run: r + 1,
-            position: pos + 1,
-            seconds: t0.elapsed().as_secs_f64(),
-            suite: None,
-            user: Vec::new(),
-            error: None,
-            invalid: None,
-            view: None,
-            view_text: None,
-        };
+        let mut rec = RunRecord::new(&l.name, r + 1, pos + 1, t0.elapsed().as_secs_f64());
         match got {
             Ok(g) => {
                 judge(&mut rec, l, g.view.as_ref().map_err(Clone::clone));

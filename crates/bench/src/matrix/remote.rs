@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use super::{view, Domains, LayoutSpec, MatrixOptions, UserResult};
 use crate::error::{BenchError, Result};
-use crate::guest::RunOutput;
+use crate::guest::{sh_quote, RunOutput};
 use crate::{signals, RunFile};
 
 /// How commands reach the guest.
@@ -364,10 +364,6 @@ impl Shell for SshShell {
             ))),
         }
     }
-}
-
-fn sh_quote(a: &str) -> String {
-    format!("'{}'", a.replace('\'', "'\\''"))
 }
 
 /// The guest's own description of itself, recorded with each run: the section name and the
