@@ -24,9 +24,8 @@ mod support;
 
 use serde::Deserialize;
 use serde_json::Value;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{workspace_root, Containerd, ContainerdOpts, Runtime};
 
@@ -906,92 +905,9 @@ fn k8s_check_dir() -> Result<PathBuf, String> {
     ))
 }
 
-/// What a command did.
-struct Ran {
-    line: String,
-    status: Option<ExitStatus>,
-    stdout: String,
-    stderr: String,
-}
+use testkit::process::Ran;
 
-impl Ran {
-    fn success(&self) -> bool {
-        self.status.is_some_and(|s| s.success())
-    }
-
-    fn code(&self) -> Option<i32> {
-        self.status.and_then(|s| s.code())
-    }
-}
-
-impl std::fmt::Display for Ran {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let status = match self.status {
-            Some(s) => s.to_string(),
-            None => "did not finish (killed)".into(),
-        };
-        write!(
-            f,
-            "{} ({status})\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.line, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Run `cmd` to completion, killed after `timeout`; a command that cannot start is a `Ran`
-/// without a status whose stderr says so.
+/// Run `cmd` to completion, killed after `timeout` ([`testkit::process::run`]).
 fn run(cmd: &mut Command, timeout: Duration) -> Ran {
-    let line = format!(
-        "{} {}",
-        cmd.get_program().to_string_lossy(),
-        cmd.get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let mut child = match cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            return Ran {
-                stderr: format!("cannot run {line}: {e}"),
-                line,
-                status: None,
-                stdout: String::new(),
-            }
-        }
-    };
-    fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    }
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    Ran {
-        line,
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    }
+    testkit::process::run(cmd, None, timeout)
 }

@@ -41,6 +41,7 @@
 
 pub mod kvm;
 pub mod layout;
+pub mod process;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -7,10 +7,9 @@
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const K8S_CHECK_ENV: &str = "VMTUNE_K8S_CHECK";
@@ -96,101 +95,12 @@ pub fn vmtune_binary() -> Result<PathBuf, String> {
     Ok(exe)
 }
 
-/// What a command did.
-pub struct Ran {
-    pub line: String,
-    pub status: Option<ExitStatus>,
-    pub stdout: String,
-    pub stderr: String,
-}
+pub use testkit::process::{run, Ran};
 
-impl Ran {
-    pub fn success(&self) -> bool {
-        self.status.is_some_and(|s| s.success())
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        assert!(self.success(), "{self}");
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self}"))
-    }
-}
-
-impl std::fmt::Display for Ran {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let status = match self.status {
-            Some(s) => s.to_string(),
-            None => "timed out or did not start".into(),
-        };
-        write!(
-            f,
-            "`{}`: {status}\n--- stdout\n{}\n--- stderr\n{}",
-            self.line, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `cmd` (with `input` on stdin) for at most `timeout`.
-pub fn run(cmd: &mut Command, input: Option<&str>, timeout: Duration) -> Ran {
-    let line = format!(
-        "{} {}",
-        cmd.get_program().to_string_lossy(),
-        cmd.get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let mut child = match cmd
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            return Ran {
-                stderr: format!("cannot run {line}: {e}"),
-                line,
-                status: None,
-                stdout: String::new(),
-            }
-        }
-    };
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        let _ = stdin.write_all(text.as_bytes());
-    }
-    fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    }
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    Ran {
-        line,
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    }
+/// A command's stdout as JSON; it must have succeeded.
+pub fn json(r: &Ran) -> serde_json::Value {
+    assert!(r.success(), "{r}");
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r}"))
 }
 
 /// A port nothing listens on now.
@@ -428,7 +338,7 @@ impl ControlPlane {
         let mut a = vec!["get"];
         a.extend_from_slice(args);
         a.extend_from_slice(&["-o", "json"]);
-        self.ok(&a).json()
+        json(&self.ok(&a))
     }
 
     /// The end of a daemon's log.
