@@ -98,7 +98,7 @@ fn every_shared_topologys_slices_pass_the_servers_dry_run() {
     }
     assert!(checked >= 40, "{checked} topologies' slices");
     for out in &docs {
-        let list: Value = support::json(&out);
+        let list: Value = support::json(out);
         if list["items"].as_array().is_none_or(|i| i.is_empty()) {
             continue;
         }

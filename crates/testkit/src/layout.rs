@@ -340,6 +340,30 @@ pub fn module_cycles(src: &Path) -> Vec<Vec<String>> {
     s.out
 }
 
+/// The layout rules as two tests of the calling crate (its `src/`): no function outside tests
+/// runs past 150 lines, and no modules import each other in a circle. Write
+/// `testkit::layout_tests!();` in the crate's `tests/layout.rs`.
+#[macro_export]
+macro_rules! layout_tests {
+    () => {
+        fn src() -> &'static ::std::path::Path {
+            ::std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
+        }
+
+        #[test]
+        fn no_function_runs_past_150_lines() {
+            let long = $crate::layout::long_functions(src(), 150);
+            assert!(long.is_empty(), "functions over 150 lines: {long:?}");
+        }
+
+        #[test]
+        fn no_module_imports_in_a_circle() {
+            let cycles = $crate::layout::module_cycles(src());
+            assert!(cycles.is_empty(), "import circles: {cycles:?}");
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,28 +420,4 @@ mod tests {
         let names: Vec<(&str, usize)> = found.iter().map(|f| (f.name.as_str(), f.lines)).collect();
         assert_eq!(names, vec![("m", 14), ("long", 12)]);
     }
-}
-
-/// The layout rules as two tests of the calling crate (its `src/`): no function outside tests
-/// runs past 150 lines, and no modules import each other in a circle. Write
-/// `testkit::layout_tests!();` in the crate's `tests/layout.rs`.
-#[macro_export]
-macro_rules! layout_tests {
-    () => {
-        fn src() -> &'static ::std::path::Path {
-            ::std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
-        }
-
-        #[test]
-        fn no_function_runs_past_150_lines() {
-            let long = $crate::layout::long_functions(src(), 150);
-            assert!(long.is_empty(), "functions over 150 lines: {long:?}");
-        }
-
-        #[test]
-        fn no_module_imports_in_a_circle() {
-            let cycles = $crate::layout::module_cycles(src());
-            assert!(cycles.is_empty(), "import circles: {cycles:?}");
-        }
-    };
 }
