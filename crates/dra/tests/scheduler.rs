@@ -205,6 +205,30 @@ fn node_token(cp: &ControlPlane, node: &str) -> PathBuf {
     path
 }
 
+/// Until a server-side dry-run create of a slice on `node` by `token`'s bearer is refused
+/// by the admission policy (it never lets one through: nothing is stored on a dry run).
+fn wait_policy_enforced(cp: &ControlPlane, token: &Path, node: &str) {
+    let slice = format!(
+        r#"{{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {{"name": "policy-probe-{node}"}},
+            "spec": {{"driver": "cpu.vmtune.io", "nodeName": "{node}",
+                     "pool": {{"name": "{node}", "generation": 1, "resourceSliceCount": 1}},
+                     "devices": []}}}}"#
+    );
+    wait_for(
+        &format!("the admission policy refuses {node}'s slices to another node"),
+        Duration::from_secs(60),
+        || {
+            let r = cp.kubectl_as(
+                token,
+                &["create", "--dry-run=server", "-f", "-"],
+                Some(&slice),
+            );
+            (!r.success() && r.stderr.contains("may write only that node's")).then_some(())
+        },
+    );
+}
+
 /// The node's slices in the API server, by driver.
 fn node_slices(cp: &ControlPlane, node: &str) -> BTreeMap<String, Value> {
     let list = cp.get_json(&["resourceslices"]);
@@ -472,7 +496,10 @@ fn the_scheduler_binds_gpu_pods_where_they_align() {
     let gen0 = wait_slices(&cp, &a, &expected_slices(&a, &none), &pub_a);
     wait_slices(&cp, &b, &expected_slices(&b, &none), &pub_b);
 
-    // node-a's token cannot write node-b's slices (the admission policy of rbac.yaml)
+    // node-a's token cannot write node-b's slices (the admission policy of rbac.yaml). The
+    // API server enforces a new policy a moment after it is created: wait for that with
+    // server-side dry runs (admission runs, nothing is stored), then write for real.
+    wait_policy_enforced(&cp, &token_a, b.name);
     let bt = b.topology.to_string_lossy().into_owned();
     let (ts, ca) = (
         token_a.to_string_lossy().into_owned(),

@@ -3,9 +3,9 @@
 //! `tests/guest-image/build.sh` from Debian's packages, cached by `.ci/run`, named by
 //! `VMTUNE_GUEST_IMAGE`) on a qcow2 disk, defined as the user's domains in a private libvirtd.
 //! The test checks
-//! - every layout run once through the guest agent (sysbench from Debian and a STREAM the test
-//!   builds, copied in with `guest-file-write`), each run's guest view matching its layout;
-//! - the planner's own plan measured as `plan`, two layouts twice (interleaved) through SSH;
+//! - every layout run once: five through the guest agent (sysbench from Debian and a STREAM the
+//!   test builds, copied in with `guest-file-write`), each run's guest view matching its layout;
+//! - the planner's own plan measured as `plan`, it and `pin` twice (interleaved) through SSH;
 //! - a layout the guest cannot show (its kernel booted with `numa=off`) flagged invalid;
 //! - the user's image, kernel, initrd and definitions unchanged (checksums, `dumpxml`), no
 //!   scratch domain and no overlay left; a SIGKILL mid-run and `vmtune restore` leave the same.
@@ -180,11 +180,12 @@ fn the_users_own_guest_in_every_layout_through_the_agent_and_ssh() {
         .iter()
         .map(|f| (user.join(f), sha256(&user.join(f))))
         .collect();
-    // a STREAM built here, copied into the guest by the matrix
+    // a STREAM built here, copied into the guest by the matrix (linked against the host's
+    // glibc, which the Debian guest has too: 16 KiB to copy instead of a static 750 KiB)
     let stream = work.path().join("stream");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest-image/stream.c");
     let o = Command::new("gcc")
-        .args(["-O2", "-static", "-o"])
+        .args(["-O2", "-o"])
         .arg(&stream)
         .arg(&src)
         .output()
@@ -247,13 +248,14 @@ fn the_users_own_guest_in_every_layout_through_the_agent_and_ssh() {
     };
     let t0 = Instant::now();
 
-    // 1. six layouts through the agent, each once: every run measured and valid
+    // 1. five layouts through the agent, each once (plan and pin run through SSH below): every
+    // run measured and valid
     let out_a = work.path().join("a");
     let mut a = args("ci-debian", &out_a, "a.journal");
     a.extend(
         [
             "--layouts",
-            "default,pin,pin-numa,pin-numa-smt,pin-span,smt-double",
+            "default,pin-numa,pin-numa-smt,pin-span,smt-double",
         ]
         .map(String::from),
     );
@@ -263,7 +265,7 @@ fn the_users_own_guest_in_every_layout_through_the_agent_and_ssh() {
     assert!(said.contains("transport: qemu-guest-agent"), "{said}");
     assert_eq!(v["partial"], false, "{said}");
     let recs = records(&v);
-    assert_eq!(recs.len(), 6);
+    assert_eq!(recs.len(), 5);
     for rec in recs {
         let l = rec["layout"].as_str().unwrap();
         assert!(rec["error"].is_null(), "{l}: {rec}");
@@ -290,7 +292,7 @@ fn the_users_own_guest_in_every_layout_through_the_agent_and_ssh() {
     assert!(!smt.is_null(), "{}", v["views"]);
     let html = std::fs::read_to_string(out_a.join("matrix.html")).unwrap();
     assert!(html.contains("smt-double"));
-    eprintln!("agent, 6 layouts: {:.0} s", t0.elapsed().as_secs_f64());
+    eprintln!("agent, 5 layouts: {:.0} s", t0.elapsed().as_secs_f64());
 
     // 2. the planner's plan and pin, twice each, interleaved, through SSH
     let t1 = Instant::now();

@@ -216,13 +216,28 @@ impl Shell for AgentShell<'_> {
 }
 
 /// The `ssh` client, batch mode (never a password prompt), the guest's host key not kept.
+/// One connection per run: the first login becomes a master (`ControlMaster=auto`) that
+/// every later command of the run shares, so a guest pays one key exchange, not one per
+/// command (under TCG each costs seconds); the master is told to exit when the shell drops.
 pub struct SshShell {
     pub target: SshTarget,
+    /// The master's socket, short enough for a Unix socket path.
+    control: PathBuf,
 }
 
 impl SshShell {
+    pub fn new(target: SshTarget) -> SshShell {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let control = std::env::temp_dir().join(format!("vmtune-ssh-{}-{n}", std::process::id()));
+        SshShell { target, control }
+    }
+
     fn command(&self, connect_timeout: u64) -> Command {
         let mut c = Command::new("ssh");
+        c.arg("-o")
+            .arg(format!("ControlPath={}", self.control.display()))
+            .args(["-o", "ControlMaster=auto", "-o", "ControlPersist=300"]);
         c.args([
             "-o",
             "BatchMode=yes",
@@ -310,6 +325,20 @@ fn wait_output(mut child: std::process::Child, timeout: Duration) -> Result<Exec
         stdout,
         stderr,
     })
+}
+
+impl Drop for SshShell {
+    fn drop(&mut self) {
+        if self.control.exists() {
+            let mut c = Command::new("ssh");
+            c.arg("-o")
+                .arg(format!("ControlPath={}", self.control.display()))
+                .args(["-O", "exit", "-p"])
+                .arg(self.target.port.to_string())
+                .arg(&self.target.destination);
+            let _ = self.run(c, None, Duration::from_secs(10));
+        }
+    }
 }
 
 impl Shell for SshShell {
@@ -452,7 +481,7 @@ fn inside(
     let mut ssh;
     let sh: &mut dyn Shell = match &opts.transport {
         Transport::Ssh(t) => {
-            ssh = SshShell { target: t.clone() };
+            ssh = SshShell::new(t.clone());
             &mut ssh
         }
         _ => {

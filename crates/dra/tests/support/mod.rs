@@ -317,6 +317,24 @@ impl ControlPlane {
         run(&mut cmd, input, Duration::from_secs(60))
     }
 
+    /// `kubectl ARGS` as the bearer of `token` (no kubeconfig, so no admin certificate).
+    pub fn kubectl_as(&self, token: &Path, args: &[&str], input: Option<&str>) -> Ran {
+        let token = std::fs::read_to_string(token).expect("the token file");
+        let empty = self.dir.path().join("empty.kubeconfig");
+        std::fs::write(&empty, "apiVersion: v1\nkind: Config\n").expect("an empty kubeconfig");
+        let mut cmd = Command::new(self.bin.join("kubectl"));
+        cmd.arg("--kubeconfig")
+            .arg(&empty)
+            .arg("--server")
+            .arg(&self.server)
+            .arg("--certificate-authority")
+            .arg(&self.ca)
+            .arg("--token")
+            .arg(token.trim())
+            .args(args);
+        run(&mut cmd, input, Duration::from_secs(60))
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> Ran {
         self.kubectl_in(args, None)
     }

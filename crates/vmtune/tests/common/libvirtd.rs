@@ -1,5 +1,6 @@
-//! A private `libvirtd` for the tests that need a real one (QEMU driver, its own socket;
-//! `virtlogd` too when none runs), stopped on drop with every domain it holds.
+//! A private `libvirtd` for the tests that need a real one (QEMU driver, its own socket, its
+//! own mount namespace with the QEMU driver's configuration and state directories; `virtlogd`
+//! too when none runs), stopped on drop with every domain it holds.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -51,15 +52,50 @@ impl Daemon {
                     .map_err(|e| format!("virtlogd: {e}"))?,
             )
         };
-        let libvirtd = Command::new("libvirtd")
-            .arg("--config")
-            .arg(&conf)
-            .arg("--pid-file")
-            .arg(dir.path().join("libvirtd.pid"))
+        // Its own mount namespace, where the QEMU driver's configuration and state are the
+        // test's: a qemu.conf running QEMU as root (where /dev/kvm is root's alone, as on
+        // this machine, the stock user's capabilities never match their probe and libvirt
+        // probes QEMU again on every define and start, ~45 s each), and empty directories
+        // for definitions and state, so nothing the host's libvirt holds is seen or written.
+        let private = dir.path().join("qemu");
+        let binds = [
+            ("qemu.conf", "/etc/libvirt/qemu.conf"),
+            ("etc", "/etc/libvirt/qemu"),
+            ("run", "/run/libvirt/qemu"),
+            ("lib", "/var/lib/libvirt/qemu"),
+        ];
+        let mut script = String::from("set -e\n");
+        for (own, host) in binds {
+            let own = private.join(own);
+            if own.ends_with("qemu.conf") {
+                std::fs::create_dir_all(&private).map_err(|e| e.to_string())?;
+                std::fs::write(&own, "user = \"+0\"\ngroup = \"+0\"\n")
+                    .map_err(|e| e.to_string())?;
+                if !std::path::Path::new(host).exists() {
+                    return Err(format!(
+                        "{host} is missing (Debian: libvirt-daemon-driver-qemu)"
+                    ));
+                }
+            } else {
+                std::fs::create_dir_all(&own).map_err(|e| e.to_string())?;
+                script.push_str(&format!("mkdir -p {host}\n"));
+            }
+            script.push_str(&format!("mount --bind '{}' {host}\n", own.display()));
+        }
+        script.push_str(&format!(
+            "exec libvirtd --config '{}' --pid-file '{}'\n",
+            conf.display(),
+            dir.path().join("libvirtd.pid").display()
+        ));
+        let libvirtd = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.path().join("libvirtd.err"))
+                    .map_err(|e| e.to_string())?,
+            ))
             .spawn()
-            .map_err(|e| format!("libvirtd: {e}"))?;
+            .map_err(|e| format!("unshare (util-linux) for libvirtd: {e}"))?;
         let d = Daemon {
             dir,
             libvirtd,
@@ -73,7 +109,8 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(300));
         }
         Err(format!(
-            "libvirtd did not answer in 30 s: {}",
+            "libvirtd did not answer in 30 s: {}{}",
+            std::fs::read_to_string(d.dir.path().join("libvirtd.err")).unwrap_or_default(),
             std::fs::read_to_string(d.dir.path().join("libvirtd.log")).unwrap_or_default()
         ))
     }
