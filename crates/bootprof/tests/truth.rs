@@ -7,7 +7,8 @@
 use bootprof::parse::ingest::{Ingester, Options};
 use bootprof::parse::time::parse_rfc3339;
 use bootprof::synth::{
-    render, BarWording, Bind, JournalFormat, Outcome, ProxyConsole, RamPages, Records, Spec, Stop,
+    render, BarWording, Bind, CiClock, JournalFormat, Outcome, ProxyConsole, RamPages, Records,
+    Spec, Stop,
 };
 use bootprof::{build, Report};
 use proptest::prelude::*;
@@ -388,6 +389,17 @@ fn spec() -> impl Strategy<Value = Spec> {
             } else {
                 JournalFormat::ALL[(seed >> 58) as usize % JournalFormat::ALL.len()]
             },
+            // a CI job's log of the journal: every line behind the runner's clock (issue 37)
+            ci_clock: [
+                None,
+                None,
+                None,
+                None,
+                Some(CiClock::Hms),
+                Some(CiClock::Bracketed),
+                Some(CiClock::Millis),
+                Some(CiClock::Rfc3339),
+            ][(seed >> 52) as usize % 8],
             start: None,
         }
     })
@@ -518,6 +530,22 @@ fn study_boot_and_single_variations() {
         s.bar_unassigned = Some(BarWording::Old);
         s.old_bar_lines = true;
     });
+    for (name, c) in [
+        ("behind a CI runner's HH:MM:SS", CiClock::Hms),
+        ("behind a CI runner's [HH:MM:SS]", CiClock::Bracketed),
+        ("behind a CI runner's HH:MM:SS.mmm", CiClock::Millis),
+        ("behind GitHub Actions' RFC 3339 clock", CiClock::Rfc3339),
+    ] {
+        v(name, &move |s| {
+            s.ci_clock = Some(c);
+            s.journal_format = JournalFormat::Short;
+        });
+    }
+    v("behind a CI clock, short-full, other sandboxes", &|s| {
+        s.ci_clock = Some(CiClock::Hms);
+        s.journal_format = JournalFormat::ShortFull;
+        s.other_sandbox = true;
+    });
     v("shim lines under kata[PID] and containerd[PID]", &|s| {
         s.dup_identifiers = true;
         s.prefix_only_pct = 30;
@@ -633,4 +661,39 @@ fn a_gpu_whose_vram_bar_line_was_cut_keeps_its_bar_pin() {
     assert!(first.checkable);
     let r = analyze(&rec, None);
     check(&spec, &rec, &r).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The CI clock shapes are written as a runner prints them, before every journald line
+/// (the variations above check the analysis reads the boot through them).
+#[test]
+fn ci_clocks_stand_before_every_journal_line() {
+    for (c, looks) in [
+        (
+            CiClock::Hms,
+            (|w: &str| w.len() == 8 && w.as_bytes()[2] == b':') as fn(&str) -> bool,
+        ),
+        (CiClock::Bracketed, |w: &str| {
+            w.starts_with('[') && w.ends_with(']')
+        }),
+        (CiClock::Millis, |w: &str| {
+            w.len() == 12 && w.as_bytes()[8] == b'.'
+        }),
+        (CiClock::Rfc3339, |w: &str| {
+            w.ends_with('Z') && w.contains('T')
+        }),
+    ] {
+        let mut s = Spec::study(11);
+        s.ci_clock = Some(c);
+        let r = render(&s);
+        assert!(!r.journal.is_empty());
+        for line in r.journal.lines() {
+            let word = line.split(' ').next().unwrap_or("");
+            assert!(looks(word), "{c:?}: {line}");
+        }
+    }
+    // `-o cat` has no prefix to stand before: left as it is
+    let mut s = Spec::study(11);
+    s.ci_clock = Some(CiClock::Hms);
+    s.journal_format = JournalFormat::Cat;
+    assert!(render(&s).journal.lines().all(|l| l.starts_with("time=")));
 }

@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 use topo::{CpuSet, Host};
 
+use crate::fold::{self, DomainCell, DomainMemoryDevice, DomainNumatune, DomainPage};
 use crate::memory::{human_bytes, page_name};
 use crate::model::DeviceInfo;
 use crate::{CpuFeatures, GuestOs, Plan, Timer};
@@ -219,6 +220,22 @@ pub struct DomainChoices {
     /// values.
     #[serde(default)]
     pub qemu_overrides: Vec<(String, String)>,
+    /// The cells of `<cpu><numa>` with the attributes the plan does not set; empty without
+    /// one.
+    #[serde(default)]
+    pub cells: Vec<DomainCell>,
+    /// `<cpu><numa><interconnects>` (HMAT latencies and bandwidths) is present.
+    #[serde(default)]
+    pub interconnects: bool,
+    /// Every `<hugepages><page>`, in document order.
+    #[serde(default)]
+    pub hugepages: Vec<DomainPage>,
+    /// `<devices><memory>` bound to a guest cell (`<target><node>`).
+    #[serde(default)]
+    pub memory_devices: Vec<DomainMemoryDevice>,
+    /// `<numatune>`, when the domain has one.
+    #[serde(default)]
+    pub numatune: Option<DomainNumatune>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -302,6 +319,7 @@ pub fn adopt_domain(plan: &mut Plan, dom: &DomainChoices) {
     a.page_size(plan);
     a.guest_cells(plan);
     a.memory_devices(plan);
+    a.numatune(plan);
     a.qemu_overrides();
     a.finish(plan);
 }
@@ -643,11 +661,10 @@ impl<'a> Adoption<'a> {
             let line = format!(
                 "CPU mode '{mode}' of {src} becomes host-passthrough: pinned VFIO guests do not migrate, and the guest sees the host's real CPU (caches, invtsc)"
             );
-            if mode == "custom" {
-                self.warnings.push(line);
-            } else {
-                self.rationale.push(line);
-            }
+            // said on stderr like every other override (host-model and maximum too: the
+            // guest's CPUID changes)
+            self.warnings.push(line.clone());
+            self.rationale.push(line);
         }
     }
 
@@ -693,6 +710,11 @@ impl<'a> Adoption<'a> {
     /// The domain's page size, where the plan chose another.
     fn page_size(&mut self, plan: &Plan) {
         let (dom, src) = (self.dom, &self.src);
+        if !dom.hugepages.is_empty() {
+            self.warnings
+                .extend(fold::page_warnings(plan, &dom.hugepages, src));
+            return;
+        }
         let Some(theirs) = dom.hugepage_size_kb else {
             return;
         };
@@ -716,6 +738,14 @@ impl<'a> Adoption<'a> {
     /// Nova write one cell per host node they placed the VM on).
     fn guest_cells(&mut self, plan: &Plan) {
         let (dom, src) = (self.dom, &self.src);
+        self.warnings
+            .extend(fold::cell_warnings(plan, &dom.cells, src));
+        self.warnings.extend(fold::interconnect_warning(
+            plan,
+            &dom.cells,
+            dom.interconnects,
+            src,
+        ));
         let Some(theirs) = dom.guest_cells.filter(|n| *n > 1) else {
             return;
         };
@@ -738,6 +768,8 @@ impl<'a> Adoption<'a> {
     /// Memory hotplug: the domain's `<memory>` devices come on top of the plan's memory.
     fn memory_devices(&mut self, plan: &Plan) {
         let (dom, src) = (self.dom, &self.src);
+        self.warnings
+            .extend(fold::memory_device_warnings(plan, &dom.memory_devices, src));
         if dom.memory_devices_bytes > 0 {
             let total = plan
                 .request
@@ -749,6 +781,15 @@ impl<'a> Adoption<'a> {
                 human_bytes(total),
                 human_bytes(plan.request.memory_bytes)
             ));
+        }
+    }
+
+    /// `<numatune>`: the plan's replaces the domain's; a mode, placement or `<memnode>` it
+    /// does not keep is said.
+    fn numatune(&mut self, plan: &Plan) {
+        if let Some(nt) = &self.dom.numatune {
+            let w = fold::numatune_warnings(plan, nt, &self.src);
+            self.warnings.extend(w);
         }
     }
 

@@ -32,6 +32,7 @@ pub mod definition;
 mod devices;
 pub mod emulator;
 mod features;
+mod fold;
 pub mod housekeeping;
 pub mod layouts;
 pub mod memory;
@@ -47,6 +48,10 @@ use topo::CpuSet;
 
 pub use crate::features::{
     adopt_domain, DomainChoices, DomainEnlightenment, DomainTimer, VENDOR_ID,
+};
+pub use crate::fold::{
+    fold_target, folded_cell_attrs, guest_cell_ids, same_cells, DomainCell, DomainMemoryDevice,
+    DomainNumatune, DomainPage,
 };
 pub use crate::plan::{plan, plan_for, plan_on};
 pub use crate::tenant::taken_cpus;

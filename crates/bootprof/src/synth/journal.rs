@@ -1,7 +1,7 @@
 //! The containerd journal as `journalctl -o FORMAT` prints it: the boot's shim, console and
 //! CRI lines in host time order, with noise from other units between them.
 
-use super::spec::{JournalFormat, ProxyConsole, Spec};
+use super::spec::{CiClock, JournalFormat, ProxyConsole, Spec};
 use super::{ns, rfc3339, weekday, zone_s, Rng, MONTHS};
 use crate::parse::time::{civil_from_nanos, Nanos, NS_PER_S};
 
@@ -47,6 +47,22 @@ fn zone_name(zone_s: i64) -> String {
         19_800 => "IST".into(),
         3_600 => "CET".into(),
         o => crate::parse::time::format_offset(o).replace(':', ""),
+    }
+}
+
+/// A CI runner's clock before a line the host logged at `t`: the runner prints it 2.5 s
+/// later, in UTC.
+fn ci_clock(t: Nanos, c: CiClock) -> String {
+    let at = t + 2 * NS_PER_S + NS_PER_S / 2;
+    let (y, mo, d, h, mi, s, sub) = civil_from_nanos(at);
+    match c {
+        CiClock::Hms => format!("{h:02}:{mi:02}:{s:02} "),
+        CiClock::Bracketed => format!("[{h:02}:{mi:02}:{s:02}] "),
+        CiClock::Millis => format!("{h:02}:{mi:02}:{s:02}.{:03} ", sub / 1_000_000),
+        CiClock::Rfc3339 => format!(
+            "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:07}Z ",
+            sub / 100
+        ),
     }
 }
 
@@ -308,6 +324,11 @@ fn message(l: &JLine, time: &str, cat: bool) -> String {
 /// for `-o json` an object of journald's fields.
 fn journal_entry(text: &mut String, t: Nanos, zone_s: i64, spec: &Spec, ident: &str, msg: &str) {
     if spec.journal_format != JournalFormat::Json {
+        if spec.journal_format != JournalFormat::Cat {
+            if let Some(c) = spec.ci_clock {
+                text.push_str(&ci_clock(t, c));
+            }
+        }
         text.push_str(&prefix(t, zone_s, spec, ident));
         text.push_str(msg);
         text.push('\n');

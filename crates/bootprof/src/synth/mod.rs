@@ -28,8 +28,8 @@ mod vfio;
 pub use vfio::WORDINGS as HOTPLUG_WORDINGS;
 
 pub use spec::{
-    BarWording, Bind, GpuTruth, JournalFormat, Outcome, ProxyConsole, RamPages, Records, Spec,
-    Stop, Truth,
+    BarWording, Bind, CiClock, GpuTruth, JournalFormat, Outcome, ProxyConsole, RamPages, Records,
+    Spec, Stop, Truth,
 };
 
 use crate::parse::time::{civil_from_nanos, days_from_civil, Nanos, NS_PER_S};

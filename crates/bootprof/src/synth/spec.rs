@@ -95,6 +95,21 @@ impl JournalFormat {
     ];
 }
 
+/// A CI runner's clock that a job's log puts before each journal line it prints
+/// ([`Spec::ci_clock`]): the runner's own time (UTC, a little after the host logged the
+/// line), never the boot's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CiClock {
+    /// Jenkins' timestamper: `17:55:41 `.
+    Hms,
+    /// `[17:55:41] `.
+    Bracketed,
+    /// `17:55:41.123 `.
+    Millis,
+    /// GitHub Actions: `2025-11-20T17:55:41.1234567Z `.
+    Rfc3339,
+}
+
 /// Pages backing guest RAM (they set how fast the host pins it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RamPages {
@@ -173,6 +188,9 @@ pub struct Spec {
     /// The node's host name (journald's host field, kubectl's `Node:`).
     pub host: String,
     pub journal_format: JournalFormat,
+    /// Every line of a journald text format behind a CI runner's clock (`-o cat` and
+    /// `-o json` are left as they are).
+    pub ci_clock: Option<CiClock>,
     /// When the boot starts (its first line); `None`: a time within a year of the study's
     /// boot, from the seed.
     pub start: Option<Nanos>,
@@ -215,6 +233,7 @@ impl Spec {
             kubectl: false,
             host: "gpu-node-3".to_string(),
             journal_format: JournalFormat::Short,
+            ci_clock: None,
             start: None,
         }
     }

@@ -260,10 +260,12 @@ fn timer_element(t: &Timer) -> El {
 
 /// `<cpu><numa>`: the plan's guest cells when it shows the guest more than one. A domain
 /// that has its own `<numa>` keeps one even for a single cell, and a domain with
-/// `<maxMemory>` gets one (libvirt hotplugs memory into a cell): its cells' other attributes
-/// stay — `memAccess='shared'` is the shared memory virtiofs and vhost-user need — and are
-/// given to cells the plan adds; their `<distances>` stay when the plan's cells are the
-/// domain's.
+/// `<maxMemory>` gets one (libvirt hotplugs memory into a cell). Where the plan's cells are
+/// the domain's, each keeps its attributes, `<distances>` and `<cache>`s and the
+/// `<interconnects>` stay; where they are not (a one-node host folds several cells into
+/// one), every cell takes [`plan::folded_cell_attrs`] — `memAccess='shared'` of any cell,
+/// the shared memory vhost-user and virtiofs need — and the HMAT `<interconnects>`, which
+/// name the old cells and their caches, go with them (`plan::adopt_domain` says so).
 fn numa_element(plan: &Plan, info: Option<&DomainInfo>) -> Option<El> {
     let user = info.and_then(|i| i.numa_cells.as_deref());
     let hotplug = info.is_some_and(|i| i.max_memory);
@@ -280,24 +282,25 @@ fn numa_element(plan: &Plan, info: Option<&DomainInfo>) -> Option<El> {
         cells.push((0, CpuSet::range(0, n), plan.request.memory_bytes));
     }
     let user = user.unwrap_or(&[]);
-    let same_cells = user.len() == cells.len()
-        && cells
-            .iter()
-            .all(|(id, _, _)| user.iter().any(|u| u.id == *id));
+    let same_cells = plan::same_cells(&plan::guest_cell_ids(plan), user);
+    let folded = plan::folded_cell_attrs(user);
     let mut numa = El::new("numa").merged().drops(&["cell"]);
+    if !same_cells {
+        numa = numa.drops(&["interconnects"]);
+    }
     for (id, cpus, bytes) in cells {
         let mut cell = El::new("cell")
             .attr("id", id)
             .attr("cpus", cpus.to_list_string())
             .attr("memory", kib(bytes))
             .attr("unit", "KiB");
-        // the same cell's attributes, else the first cell's (also written out, so a cell
-        // the domain wrote without an `id` keeps them too)
         let own = user.iter().find(|u| u.id == id);
-        if let Some(from) = own.or(user.first()) {
-            for (k, v) in &from.kept {
-                cell = cell.attr(k, v);
-            }
+        let attrs = match own {
+            Some(o) if same_cells => &o.attrs,
+            _ => &folded,
+        };
+        for (k, v) in attrs {
+            cell = cell.attr(k, v);
         }
         if own.is_some() {
             cell = cell.keep_attrs(same_cells);
@@ -603,8 +606,40 @@ pub fn patch(xml: &str, plan: &Plan) -> Result<Patched, EmitError> {
     out.push_str(xml.get(..r.start).unwrap_or(""));
     out.push_str(&patched);
     out.push_str(xml.get(r.end..).unwrap_or(""));
+    let out = retarget_memory_devices(&out, &plan)?;
     let out = locality::place_devices(&out, &plan)?;
     Ok(Patched { xml: out, plan })
+}
+
+/// `<devices><memory>` (DIMM, NVDIMM, virtio-mem) whose `<target><node>` names a guest cell
+/// the plan's guest does not have move to the cell that cell's memory folds into
+/// ([`plan::fold_target`]); libvirt refuses a memory device on a missing cell. Only the
+/// number changes; `plan::adopt_domain` says it.
+fn retarget_memory_devices(xml: &str, plan: &Plan) -> Result<String, EmitError> {
+    let doc = parse_doc(xml)?;
+    let Some(devices) = read::child(doc.root_element(), "devices") else {
+        return Ok(xml.to_string());
+    };
+    let ids = plan::guest_cell_ids(plan);
+    let mut edits = Vec::new();
+    for m in read::children(devices, "memory") {
+        let Some(node) = read::child(m, "target").and_then(|t| read::child(t, "node")) else {
+            continue;
+        };
+        let Some(text) = node.first_child().filter(|t| t.is_text()) else {
+            continue;
+        };
+        let Some(id) = text.text().and_then(|t| t.trim().parse::<u32>().ok()) else {
+            continue;
+        };
+        if !ids.contains(&id) {
+            edits.push(crate::xml::Edit {
+                at: text.range(),
+                text: plan::fold_target(&ids, id).to_string(),
+            });
+        }
+    }
+    Ok(crate::xml::apply_edits(xml, edits))
 }
 
 /// A `type='qemu'` domain runs under TCG: there is no host CPU to pass through and no
@@ -612,6 +647,8 @@ pub fn patch(xml: &str, plan: &Plan) -> Result<Patched, EmitError> {
 fn emulated(plan: &mut Plan) {
     plan.cpu_features.invtsc = false;
     plan.rationale
+        .retain(|r| !r.contains("becomes host-passthrough"));
+    plan.warnings
         .retain(|r| !r.contains("becomes host-passthrough"));
     plan.rationale.push(
         "the domain is type='qemu' (TCG, no KVM): its <cpu> mode and model are kept, and no invtsc is required — host-passthrough and invtsc need KVM".into(),

@@ -2,7 +2,10 @@
 //! what the patch depends on ([`DomainInfo`]), and a domain as a tenant
 //! ([`tenant_from_domain_xml`]).
 
-use plan::{DomainChoices, DomainEnlightenment, DomainTimer, GuestOs, Tenant, TenantHugepages};
+use plan::{
+    DomainCell, DomainChoices, DomainEnlightenment, DomainMemoryDevice, DomainNumatune, DomainPage,
+    DomainTimer, GuestOs, Tenant, TenantHugepages,
+};
 use topo::CpuSet;
 
 use crate::values::{parse_libvirt_cpuset, scaled};
@@ -80,7 +83,7 @@ pub(crate) struct DomainInfo {
     /// `<vcpus>`: (id, enabled, hotpluggable as written), when present.
     pub vcpus: Option<Vec<(u32, bool, Option<String>)>>,
     /// The cells of `<cpu><numa>`, when the domain has one.
-    pub numa_cells: Option<Vec<CellInfo>>,
+    pub numa_cells: Option<Vec<DomainCell>>,
     /// `<maxMemory>`: memory hotplug, which needs guest NUMA cells.
     pub max_memory: bool,
     /// `<memoryBacking><source type=…>`.
@@ -90,14 +93,6 @@ pub(crate) struct DomainInfo {
     pub current_memory: Option<(u64, Option<String>, String)>,
     /// `<domain type='qemu'>`: QEMU's TCG emulator, no KVM — no host CPU to pass through.
     pub emulated: bool,
-}
-
-/// A guest NUMA cell of the domain: its id, and the attributes of it the plan does not set
-/// (`memAccess='shared'` is what virtiofs and vhost-user need, `discard`).
-#[derive(Debug)]
-pub(crate) struct CellInfo {
-    pub id: u32,
-    pub kept: Vec<(String, String)>,
 }
 
 /// Cell attributes the plan writes; every other one is the user's.
@@ -122,22 +117,9 @@ impl DomainInfo {
                 info.iothread_ids = (1..=n.min(1024)).collect();
             }
         }
-        info.numa_cells = child(root, "cpu").and_then(|c| child(c, "numa")).map(|n| {
-            children(n, "cell")
-                .enumerate()
-                .map(|(i, c)| CellInfo {
-                    id: c
-                        .attribute("id")
-                        .and_then(|v| v.trim().parse::<u32>().ok())
-                        .unwrap_or(i as u32),
-                    kept: c
-                        .attributes()
-                        .filter(|a| a.namespace().is_none() && !CELL_OWNED.contains(&a.name()))
-                        .map(|a| (a.name().to_string(), a.value().to_string()))
-                        .collect(),
-                })
-                .collect()
-        });
+        info.numa_cells = child(root, "cpu")
+            .and_then(|c| child(c, "numa"))
+            .map(domain_cells);
         let written = |name: &str| {
             let m = child(root, name)?;
             let text = m.text().unwrap_or("").trim().to_string();
@@ -238,6 +220,66 @@ fn memory_devices_bytes(root: roxmltree::Node) -> Result<u64, EmitError> {
     Ok(total)
 }
 
+/// The cells of `<cpu><numa>` with their own attributes (an id-less cell numbered by its
+/// place, as libvirt does), their `<cache>`s and `<distances>`.
+pub(crate) fn domain_cells(numa: roxmltree::Node) -> Vec<DomainCell> {
+    children(numa, "cell")
+        .enumerate()
+        .map(|(i, c)| DomainCell {
+            id: c
+                .attribute("id")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .unwrap_or(i as u32),
+            attrs: c
+                .attributes()
+                .filter(|a| a.namespace().is_none() && !CELL_OWNED.contains(&a.name()))
+                .map(|a| (a.name().to_string(), a.value().to_string()))
+                .collect(),
+            caches: u32::try_from(children(c, "cache").count()).unwrap_or(u32::MAX),
+            distances: child(c, "distances").is_some(),
+        })
+        .collect()
+}
+
+/// `<devices><memory>` elements bound to a guest cell: (model, `<target><node>`).
+fn memory_device_nodes(root: roxmltree::Node) -> Vec<DomainMemoryDevice> {
+    let Some(devs) = child(root, "devices") else {
+        return Vec::new();
+    };
+    children(devs, "memory")
+        .filter_map(|m| {
+            let node = child(m, "target")
+                .and_then(|t| child(t, "node"))
+                .and_then(|n| n.text())
+                .and_then(|t| t.trim().parse::<u32>().ok())?;
+            Some(DomainMemoryDevice {
+                model: m.attribute("model").unwrap_or("dimm").trim().to_string(),
+                node,
+            })
+        })
+        .collect()
+}
+
+/// `<numatune>`: its `<memory>` mode, nodeset and placement, and its `<memnode>`s.
+fn numatune(nt: roxmltree::Node) -> DomainNumatune {
+    let attr = |n: roxmltree::Node, k: &str| n.attribute(k).map(|v| v.trim().to_string());
+    let memory = child(nt, "memory");
+    DomainNumatune {
+        mode: memory.map(|m| attr(m, "mode").unwrap_or_else(|| "strict".into())),
+        nodeset: memory.and_then(|m| attr(m, "nodeset")),
+        placement: memory.and_then(|m| attr(m, "placement")),
+        memnodes: children(nt, "memnode")
+            .filter_map(|m| {
+                Some((
+                    m.attribute("cellid")?.trim().parse::<u32>().ok()?,
+                    attr(m, "mode").unwrap_or_else(|| "strict".into()),
+                    attr(m, "nodeset").unwrap_or_default(),
+                ))
+            })
+            .collect(),
+    }
+}
+
 /// The guest-CPU choices an existing domain makes, for [`plan::adopt_domain`]: its Hyper-V
 /// settings (mode, each enlightenment on/off with its value, `<stimer><direct>` …), the
 /// hypervisor CPUID bit's policy, the hidden KVM signature, its timers, its CPU mode and
@@ -285,6 +327,17 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
     c.memory_source = memory_source(root);
     if let Some(hp) = child(root, "memoryBacking").and_then(|m| child(m, "hugepages")) {
         let pages: Vec<roxmltree::Node> = children(hp, "page").collect();
+        for p in &pages {
+            c.hugepages.push(DomainPage {
+                size_kb: scaled(
+                    p.attribute("size").unwrap_or(""),
+                    p.attribute("unit"),
+                    1024,
+                    "<page size>",
+                )? / 1024,
+                nodeset: p.attribute("nodeset").map(|n| n.trim().to_string()),
+            });
+        }
         let page = pages
             .iter()
             .find(|p| p.attribute("nodeset").is_none())
@@ -310,6 +363,8 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
         )?);
     }
     c.memory_devices_bytes = memory_devices_bytes(root)?;
+    c.memory_devices = memory_device_nodes(root);
+    c.numatune = child(root, "numatune").map(numatune);
     c.qemu_overrides = qemu_overrides(root);
     if let Some(cpu) = child(root, "cpu") {
         let mode = cpu.attribute("mode").unwrap_or("custom").trim();
@@ -327,6 +382,10 @@ pub fn domain_choices(xml: &str) -> Result<DomainChoices, EmitError> {
         };
         c.guest_cells = child(cpu, "numa")
             .map(|n| u32::try_from(children(n, "cell").count()).unwrap_or(u32::MAX));
+        if let Some(n) = child(cpu, "numa") {
+            c.cells = domain_cells(n);
+            c.interconnects = child(n, "interconnects").is_some();
+        }
         c.hypervisor_policy = policy("hypervisor");
         c.invtsc_policy = policy("invtsc");
     }
