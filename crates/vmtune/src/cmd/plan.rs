@@ -271,87 +271,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         emit,
         Some(EmitArg::Kata | EmitArg::KataConfig | EmitArg::KataPod)
     );
-    if let Some(bytes) = args.kata_container_memory {
-        if !is_kata {
-            bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
-        }
-        let min = emit::kata::MIN_CONTAINER_MEMORY_MIB;
-        if bytes < min << 20 {
-            // exactly as much as was given: 63.99M must not read as 64M
-            let given = if bytes % (1 << 20) == 0 {
-                format!("{}M", bytes >> 20)
-            } else if bytes % 1024 == 0 {
-                format!("{}K", bytes >> 10)
-            } else {
-                format!("{bytes}B")
-            };
-            bail!(
-                "--kata-container-memory {given} is below {min}M, the least vmtune gives a container (a Guaranteed pod needs a memory limit, and Kata applies it inside the guest as the container's ceiling)"
-            );
-        }
-    }
+    check_kata_memory(args.kata_container_memory, is_kata)?;
     let tenants = args
         .tenants
         .iter()
         .map(|p| read_tenant(p))
         .collect::<Result<Vec<_>>>()?;
-    let domain = match &args.domain {
-        Some(arg) => {
-            let virsh = apply::libvirt::Virsh::new(args.connect.clone());
-            let (xml, defined) = read_domain(arg, &virsh)?;
-            let label = if defined {
-                format!("domain {arg}")
-            } else {
-                format!("domain {}", Path::new(arg).display())
-            };
-            let mut choices = emit::libvirt::domain_choices(&xml).with_context(|| label.clone())?;
-            choices.source = label.clone();
-            let shape = emit::libvirt::domain_shape(&xml).with_context(|| label.clone())?;
-            let def = Definition {
-                source: label,
-                name: Some(shape.name),
-                vcpus: shape.vcpus,
-                memory_bytes: shape.memory_bytes,
-                devices: shape.devices,
-            };
-            Some((arg, xml, choices, def))
-        }
-        None => None,
-    };
+    let domain = args
+        .domain
+        .as_deref()
+        .map(|d| given_domain(d, &args))
+        .transpose()?;
     let (mut req, merged) = args.request(domain.as_ref().map(|(_, _, _, d)| d))?;
     let domain = domain.map(|(p, x, c, _)| (p, x, c));
     // the guest OS: --os, else what the domain shows; a contradiction is warned about
     let mut os_notes: (Option<String>, Option<String>) = (None, None);
     if let Some((_, xml, choices)) = &domain {
-        let shown = emit::libvirt::domain_guest_os(xml).with_context(|| choices.source.clone())?;
-        let name = |os: GuestOs| emit::text::plain(&os);
-        match (args.os, shown) {
-            (None, Some(d)) => {
-                req.os = d.os;
-                os_notes.0 = Some(format!(
-                    "guest OS {} from {}: {} (no --os given)",
-                    name(d.os),
-                    choices.source,
-                    d.evidence
-                ));
-            }
-            (None, None) => {
-                os_notes.0 = Some(format!(
-                    "guest OS linux: no --os given and {} does not show its OS (no libosinfo id, Hyper-V settings, direct kernel boot or local-time RTC)",
-                    choices.source
-                ));
-            }
-            (Some(_), Some(d)) if d.os != req.os => {
-                os_notes.1 = Some(format!(
-                    "--os {} but {} looks like a {} guest ({}): the plan follows --os",
-                    name(req.os),
-                    choices.source,
-                    name(d.os),
-                    d.evidence
-                ));
-            }
-            (Some(_), _) => {}
-        }
+        os_notes = guest_os(args.os, &mut req, xml, choices)?;
     }
     // libvirt refuses hugepages with anonymous memory (TDX/SEV guides set it): plan 4K
     let anonymous = domain
@@ -412,8 +348,117 @@ pub fn run(args: Args) -> Result<ExitCode> {
             eprintln!("vmtune: warning: {w}");
         }
     }
+    print_plan(
+        emit,
+        &plan,
+        &host,
+        domain.as_ref().map(|(p, x)| (p.as_str(), x.as_str())),
+        &kata,
+    )
+}
+
+/// `--kata-container-memory`: only with a Kata format, and not below the least vmtune gives.
+fn check_kata_memory(bytes: Option<u64>, is_kata: bool) -> Result<()> {
+    if let Some(bytes) = bytes {
+        if !is_kata {
+            bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
+        }
+        let min = emit::kata::MIN_CONTAINER_MEMORY_MIB;
+        if bytes < min << 20 {
+            // exactly as much as was given: 63.99M must not read as 64M
+            let given = if bytes % (1 << 20) == 0 {
+                format!("{}M", bytes >> 20)
+            } else if bytes % 1024 == 0 {
+                format!("{}K", bytes >> 10)
+            } else {
+                format!("{bytes}B")
+            };
+            bail!(
+                "--kata-container-memory {given} is below {min}M, the least vmtune gives a container (a Guaranteed pod needs a memory limit, and Kata applies it inside the guest as the container's ceiling)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The `--domain` (a file, or a name libvirt has defined): its text, its CPU choices and the
+/// definition the request is merged with.
+fn given_domain(
+    arg: &str,
+    args: &Args,
+) -> Result<(String, String, plan::DomainChoices, Definition)> {
+    let virsh = apply::libvirt::Virsh::new(args.connect.clone());
+    let (xml, defined) = read_domain(arg, &virsh)?;
+    let label = if defined {
+        format!("domain {arg}")
+    } else {
+        format!("domain {}", Path::new(arg).display())
+    };
+    let mut choices = emit::libvirt::domain_choices(&xml).with_context(|| label.clone())?;
+    choices.source = label.clone();
+    let shape = emit::libvirt::domain_shape(&xml).with_context(|| label.clone())?;
+    let def = Definition {
+        source: label,
+        name: Some(shape.name),
+        vcpus: shape.vcpus,
+        memory_bytes: shape.memory_bytes,
+        devices: shape.devices,
+    };
+    Ok((arg.to_string(), xml, choices, def))
+}
+
+/// The guest OS of a domain's plan: --os, else what the domain shows. A sentence for the
+/// "Why" (the OS taken from the domain, or linux for want of a sign) and a warning where --os
+/// contradicts the domain.
+fn guest_os(
+    os: Option<OsArg>,
+    req: &mut Request,
+    xml: &str,
+    choices: &plan::DomainChoices,
+) -> Result<(Option<String>, Option<String>)> {
+    let mut os_notes: (Option<String>, Option<String>) = (None, None);
+    let shown = emit::libvirt::domain_guest_os(xml).with_context(|| choices.source.clone())?;
+    let name = |os: GuestOs| emit::text::plain(&os);
+    match (os, shown) {
+        (None, Some(d)) => {
+            req.os = d.os;
+            os_notes.0 = Some(format!(
+                "guest OS {} from {}: {} (no --os given)",
+                name(d.os),
+                choices.source,
+                d.evidence
+            ));
+        }
+        (None, None) => {
+            os_notes.0 = Some(format!(
+                "guest OS linux: no --os given and {} does not show its OS (no libosinfo id, Hyper-V settings, direct kernel boot or local-time RTC)",
+                choices.source
+            ));
+        }
+        (Some(_), Some(d)) if d.os != req.os => {
+            os_notes.1 = Some(format!(
+                "--os {} but {} looks like a {} guest ({}): the plan follows --os",
+                name(req.os),
+                choices.source,
+                name(d.os),
+                d.evidence
+            ));
+        }
+        (Some(_), _) => {}
+    }
+    Ok(os_notes)
+}
+
+/// The plan printed: the report, the JSON, or a VM manager's format (a given domain patched).
+fn print_plan(
+    emit: Option<EmitArg>,
+    plan: &Plan,
+    host: &Host,
+    domain: Option<(&str, &str)>,
+    kata: &emit::kata::KataOptions,
+) -> Result<ExitCode> {
     match emit {
-        None => print!("{}", emit::text::plan_report(&plan, &host)),
+        None => print!("{}", emit::text::plan_report(plan, host)),
         Some(EmitArg::Json) => print_json(&plan)?,
         Some(EmitArg::Libvirt) => match &domain {
             // exactly the patched bytes: a file without a final newline stays without one
