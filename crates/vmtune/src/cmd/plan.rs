@@ -459,33 +459,33 @@ fn print_plan(
 ) -> Result<ExitCode> {
     match emit {
         None => print!("{}", emit::text::plan_report(plan, host)),
-        Some(EmitArg::Json) => print_json(&plan)?,
+        Some(EmitArg::Json) => print_json(plan)?,
         Some(EmitArg::Libvirt) => match &domain {
             // exactly the patched bytes: a file without a final newline stays without one
             Some((arg, xml)) => print!(
                 "{}",
-                emit::libvirt::patch_domain(xml, &plan).with_context(|| format!("domain {arg}"))?
+                emit::libvirt::patch_domain(xml, plan).with_context(|| format!("domain {arg}"))?
             ),
-            None => print!("{}", ensure_newline(emit::libvirt::domain_fragment(&plan))),
+            None => print!("{}", ensure_newline(emit::libvirt::domain_fragment(plan))),
         },
-        Some(EmitArg::Qemu) => print!("{}", ensure_newline(emit::qemu::command_line(&plan))),
+        Some(EmitArg::Qemu) => print!("{}", ensure_newline(emit::qemu::command_line(plan))),
         Some(EmitArg::Kata) => print!(
             "# ---- config.d/50-vmtune.toml ----\n{}# ---- pod.yaml ----\n{}",
-            ensure_newline(emit::kata::config_toml_with(&plan, &kata)),
-            ensure_newline(emit::kata::pod_spec_yaml_with(&plan, &kata))
+            ensure_newline(emit::kata::config_toml_with(plan, kata)),
+            ensure_newline(emit::kata::pod_spec_yaml_with(plan, kata))
         ),
         Some(EmitArg::KataConfig) => print!(
             "{}",
-            ensure_newline(emit::kata::config_toml_with(&plan, &kata))
+            ensure_newline(emit::kata::config_toml_with(plan, kata))
         ),
         Some(EmitArg::KataPod) => print!(
             "{}",
-            ensure_newline(emit::kata::pod_spec_yaml_with(&plan, &kata))
+            ensure_newline(emit::kata::pod_spec_yaml_with(plan, kata))
         ),
         Some(EmitArg::Kubevirt) => {
             print!(
                 "{}",
-                ensure_newline(emit::kubevirt::vmi_fragment_yaml(&plan))
+                ensure_newline(emit::kubevirt::vmi_fragment_yaml(plan))
             )
         }
     }
