@@ -9,6 +9,7 @@
 //! - [`readers`]: other benchmarks' output (STREAM, sysbench, nccl-tests, nvbandwidth,
 //!   bandwidthTest, PyTorch matmul and copy tests, pointer-chase curves, `name value unit`
 //!   lines) read into measures, and the guest's own view (`numactl`, `lscpu`, meminfo)
+//! - [`harness`]: a wall-clock benchmark's runs: their spread, paired ratios, load, CPU time
 //! - [`import`]: a results tree already on disk (`results/<gpu>/<config>/`) into the
 //!   matrix's comparison and report
 //!
@@ -20,6 +21,7 @@ pub mod compare;
 pub mod error;
 pub mod frametimes;
 pub mod guest;
+pub mod harness;
 pub mod import;
 pub mod latency;
 pub mod matrix;

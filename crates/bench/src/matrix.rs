@@ -449,13 +449,9 @@ fn wait_shut_off(
     }
 }
 
-/// Whether a unit measures time (lower is better) rather than a rate.
-pub fn is_time_unit(unit: &str) -> bool {
-    matches!(
-        unit.trim(),
-        "s" | "ms" | "us" | "µs" | "ns" | "sec" | "seconds"
-    )
-}
+/// Whether a unit measures time (lower is better) rather than a rate (in `stats`, where the
+/// readers and the report ask too).
+pub use crate::stats::is_time_unit;
 
 /// The matrix's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

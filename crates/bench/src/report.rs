@@ -1022,7 +1022,7 @@ fn curve_chart(title: &str, fam: &Family, layouts: &[LayoutMeasures], per: &[Poi
     } else {
         "size (bytes, log₂)"
     };
-    let log_y = crate::matrix::is_time_unit(&fam.unit);
+    let log_y = crate::stats::is_time_unit(&fam.unit);
     let y = format!(
         "{} ({}{})",
         fam.metric.as_deref().unwrap_or(""),

@@ -128,6 +128,14 @@ pub fn beyond_noise(a: &Summary, b: &Summary) -> Option<bool> {
     Some(a.max < b.min || b.max < a.min)
 }
 
+/// Whether a unit measures time (lower is better) rather than a rate.
+pub fn is_time_unit(unit: &str) -> bool {
+    matches!(
+        unit.trim(),
+        "s" | "ms" | "us" | "µs" | "ns" | "sec" | "seconds"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,25 +1,8 @@
 //! The crate's layout rules (ARCHITECTURE.md): the folders are the pipeline and import each
 //! other in one direction only, and no function outside tests runs past 150 lines.
 
-use std::path::Path;
-
-const MAX_FN_LINES: usize = 150;
-
-fn src() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
-}
-
-#[test]
-fn no_function_runs_past_150_lines() {
-    let long = testkit::layout::long_functions(src(), MAX_FN_LINES);
-    assert!(long.is_empty(), "cut these into named steps: {long:#?}");
-}
-
-#[test]
-fn no_module_imports_in_a_circle() {
-    let cycles = testkit::layout::module_cycles(src());
-    assert!(cycles.is_empty(), "import circles: {cycles:?}");
-}
+// no function outside tests past 150 lines, no import circle (`testkit::layout_tests`)
+testkit::layout_tests!();
 
 #[test]
 fn the_stages_import_downstream_only() {

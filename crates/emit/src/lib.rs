@@ -10,6 +10,7 @@ pub mod libvirt;
 pub mod locality;
 pub mod picture;
 pub mod qemu;
+pub mod text;
 mod values;
 mod xml;
 

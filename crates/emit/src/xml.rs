@@ -554,42 +554,8 @@ pub(crate) fn merge(
     let (start_end, self_closing) = start_tag_end(src, range.start);
     // this element's line at depth 0, its children's at 1
     let inner = st.inside(src, node, depth);
-    // the user's start tag, byte for byte (opened if it was self-closing)
-    let kept = || {
-        let t = src.get(range.start..start_end).unwrap_or("");
-        if self_closing {
-            format!(
-                "{}>",
-                t.trim_end_matches('>').trim_end_matches('/').trim_end()
-            )
-        } else {
-            t.to_string()
-        }
-    };
-    let start_tag = if ours.keep_start {
-        kept()
-    } else if node.attributes().len() == ours.attrs.len()
-        && ours
-            .attrs
-            .iter()
-            .all(|(k, v)| node.attribute(k.as_str()) == Some(v.as_str()))
-    {
-        // the start tag already says what ours would: its bytes stay (a later patch of a
-        // file whose quote style the first one tipped over writes nothing new)
-        kept()
-    } else {
-        format!("{}>", ours.start(st))
-    };
-
-    // Group our children by key, in our order.
-    let mut groups: Vec<(Option<String>, Vec<&Kid>)> = Vec::new();
-    for k in &ours.kids {
-        let key = k.key();
-        match groups.iter_mut().find(|(g, _)| key.is_some() && *g == key) {
-            Some((_, v)) => v.push(k),
-            None => groups.push((key, vec![k])),
-        }
-    }
+    let start_tag = start_tag(src, node, ours, st, start_end, self_closing);
+    let groups = groups(ours);
     let children: Vec<roxmltree::Node> = node.children().filter(|c| !c.is_text()).collect();
     let existing: Vec<Option<String>> = children.iter().map(node_key).collect();
     let exists = |k: &Option<String>| k.is_some() && existing.contains(k);
@@ -614,29 +580,8 @@ pub(crate) fn merge(
                 .or_else(|| ours.order.iter().position(|o| *o == key_name(k)))
         })
     };
-
-    // Our i-th child of a key is written over the i-th existing child of that key: merged,
-    // kept byte for byte when it already says the same, or with its other attributes kept.
-    let render_group = |kids: &[&Kid], existing: &[roxmltree::Node], sep: &str| -> String {
-        let mut s = String::new();
-        for (i, kid) in kids.iter().enumerate() {
-            if i > 0 {
-                s.push_str(sep);
-            }
-            match (kid, existing.get(i)) {
-                (Kid::El(e), Some(ex)) if e.merge => s.push_str(&merge(src, ex, e, &inner, 1)),
-                (Kid::El(e), Some(ex)) if same(ex, e) => {
-                    s.push_str(src.get(ex.range()).unwrap_or(""))
-                }
-                (Kid::El(e), Some(ex)) if e.keep_attrs => {
-                    s.push_str(&splice_attrs(src, ex, e, &inner, 1))
-                }
-                // written over an existing element: on its line, its children on theirs
-                (Kid::El(e), Some(ex)) => s.push_str(&e.render(&inner.inside(src, ex, 1), 0)),
-                _ => s.push_str(&kid.render(&inner, 1)),
-            }
-        }
-        s
+    let render_group = |kids: &[&Kid], existing: &[roxmltree::Node], sep: &str| {
+        render_group(src, &inner, kids, existing, sep)
     };
     let existing_of = |k: &str| -> Vec<roxmltree::Node> {
         children
@@ -646,26 +591,9 @@ pub(crate) fn merge(
             .map(|(c, _)| *c)
             .collect()
     };
-    let skip_empty = |kids: &[&Kid]| {
-        kids.iter()
-            .all(|k| matches!(k, Kid::El(e) if e.merge && e.kids.is_empty() && e.text.is_none()))
-    };
 
     if self_closing {
-        let pending: Vec<usize> = (0..groups.len())
-            .filter(|&i| !emitted[i] && !skip_empty(&groups[i].1))
-            .collect();
-        if pending.is_empty() {
-            return src.get(range.clone()).unwrap_or("").to_string();
-        }
-        let mut out = start_tag;
-        for i in pending {
-            out.push_str(&inner.sep(1));
-            out.push_str(&render_group(&groups[i].1, &[], &inner.sep(1)));
-        }
-        out.push_str(&inner.sep(0));
-        let _ = write!(out, "</{}>", ours.name);
-        return out;
+        return opened(src, node, ours, &inner, start_tag, &groups, &emitted);
     }
 
     let end_tag_start = src
@@ -758,6 +686,118 @@ pub(crate) fn merge(
     }
     out.push_str(src.get(end_tag_start..range.end).unwrap_or(""));
     out
+}
+
+/// The start tag `merge` writes: the user's, byte for byte (opened if it was self-closing),
+/// where `ours` keeps it or it already says what ours would; else ours.
+fn start_tag(
+    src: &str,
+    node: &roxmltree::Node,
+    ours: &El,
+    st: &Style,
+    start_end: usize,
+    self_closing: bool,
+) -> String {
+    let range = node.range();
+    let kept = || {
+        let t = src.get(range.start..start_end).unwrap_or("");
+        if self_closing {
+            format!(
+                "{}>",
+                t.trim_end_matches('>').trim_end_matches('/').trim_end()
+            )
+        } else {
+            t.to_string()
+        }
+    };
+    if ours.keep_start {
+        kept()
+    } else if node.attributes().len() == ours.attrs.len()
+        && ours
+            .attrs
+            .iter()
+            .all(|(k, v)| node.attribute(k.as_str()) == Some(v.as_str()))
+    {
+        // the start tag already says what ours would: its bytes stay (a later patch of a
+        // file whose quote style the first one tipped over writes nothing new)
+        kept()
+    } else {
+        format!("{}>", ours.start(st))
+    }
+}
+
+/// A self-closing element merged: as it was when nothing of ours is pending, else opened
+/// with our groups inside.
+fn opened(
+    src: &str,
+    node: &roxmltree::Node,
+    ours: &El,
+    inner: &Style,
+    start_tag: String,
+    groups: &[(Option<String>, Vec<&Kid>)],
+    emitted: &[bool],
+) -> String {
+    let pending: Vec<usize> = (0..groups.len())
+        .filter(|&i| !emitted[i] && !skip_empty(&groups[i].1))
+        .collect();
+    if pending.is_empty() {
+        return src.get(node.range()).unwrap_or("").to_string();
+    }
+    let mut out = start_tag;
+    for i in pending {
+        out.push_str(&inner.sep(1));
+        out.push_str(&render_group(src, inner, &groups[i].1, &[], &inner.sep(1)));
+    }
+    out.push_str(&inner.sep(0));
+    let _ = write!(out, "</{}>", ours.name);
+    out
+}
+
+/// Our children grouped by key, in our order (children without a key each alone).
+fn groups(ours: &El) -> Vec<(Option<String>, Vec<&Kid>)> {
+    let mut groups: Vec<(Option<String>, Vec<&Kid>)> = Vec::new();
+    for k in &ours.kids {
+        let key = k.key();
+        match groups.iter_mut().find(|(g, _)| key.is_some() && *g == key) {
+            Some((_, v)) => v.push(k),
+            None => groups.push((key, vec![k])),
+        }
+    }
+    groups
+}
+
+/// Our i-th child of a key written over the i-th existing child of that key: merged, kept
+/// byte for byte when it already says the same, or with its other attributes kept.
+fn render_group(
+    src: &str,
+    inner: &Style,
+    kids: &[&Kid],
+    existing: &[roxmltree::Node],
+    sep: &str,
+) -> String {
+    let mut s = String::new();
+    for (i, kid) in kids.iter().enumerate() {
+        if i > 0 {
+            s.push_str(sep);
+        }
+        match (kid, existing.get(i)) {
+            (Kid::El(e), Some(ex)) if e.merge => s.push_str(&merge(src, ex, e, inner, 1)),
+            (Kid::El(e), Some(ex)) if same(ex, e) => s.push_str(src.get(ex.range()).unwrap_or("")),
+            (Kid::El(e), Some(ex)) if e.keep_attrs => {
+                s.push_str(&splice_attrs(src, ex, e, inner, 1))
+            }
+            // written over an existing element: on its line, its children on theirs
+            (Kid::El(e), Some(ex)) => s.push_str(&e.render(&inner.inside(src, ex, 1), 0)),
+            _ => s.push_str(&kid.render(inner, 1)),
+        }
+    }
+    s
+}
+
+/// A group of empty merged elements only: nothing to write where none exists.
+fn skip_empty(kids: &[&Kid]) -> bool {
+    kids.iter()
+        .all(|k| matches!(k, Kid::El(e) if e.merge && e.kids.is_empty() && e.text.is_none()))
 }
 
 /// `None`: keep the child as it is; `Some(None)`: remove it; `Some(Some(t))`: its new text.

@@ -105,35 +105,27 @@ fn is_header_for(fields: &[String], column: Option<&str>) -> bool {
     }
 }
 
+/// The columns a row is read from, found in the header.
+struct Columns {
+    src: Source,
+    /// The frame-time column's name, as the capture reports it.
+    column: String,
+    app: Option<usize>,
+    pid: Option<usize>,
+    swap: Option<usize>,
+    /// A time column and its scale to seconds.
+    time: Option<(usize, f64)>,
+    dropped: Option<(usize, Drop, &'static str)>,
+    mode: Option<usize>,
+    tearing: Option<usize>,
+}
+
 pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Result<Capture> {
-    let mut capframex_info = false;
-    let mut lines: Vec<(usize, &str)> = Vec::new();
-    for (i, l) in text.lines().enumerate() {
-        let l = l.trim();
-        if let Some(rest) = l.strip_prefix("//") {
-            capframex_info |= rest.contains('=');
-            continue;
-        }
-        if !l.is_empty() && !l.starts_with('#') {
-            lines.push((i + 1, l));
-        }
-    }
+    let (lines, capframex_info) = content_lines(text);
     if lines.is_empty() {
         return Err(BenchError::format(path, "empty frame-time log"));
     }
-    let mut header = None;
-    'search: for (pos, (_, line)) in lines.iter().enumerate().take(64) {
-        for delim in [',', ';', '\t'] {
-            if delim != ',' && !line.contains(delim) {
-                continue;
-            }
-            let fields = split(line, delim);
-            if is_header_for(&fields, opts.column) {
-                header = Some((pos, delim, fields));
-                break 'search;
-            }
-        }
-    }
+    let header = find_header(&lines, opts);
     // MangoHud before 0.5 named no columns: read its rows as the columns it wrote
     let unlabelled = header
         .is_none()
@@ -162,48 +154,14 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
         .any(|(_, l)| l.contains("cpuscheduler") || l.starts_with("os,cpu,gpu"));
     let format = classify(&h, capframex_info, mangohud_preamble);
     let header_line = lines.get(pos).map_or(0, |(n, _)| *n);
-
-    let (src, column) = match opts.column {
-        Some(c) => {
-            let i = h.idx(c).unwrap_or_default();
-            (Source::Col(i), h.name(i))
-        }
-        None => {
-            if let Some(i) = KNOWN_COLUMNS.iter().find_map(|k| h.idx(k)) {
-                (Source::Col(i), h.name(i))
-            } else if let (Some(b), Some(w)) = (h.idx("CPUBusy"), h.idx("CPUWait")) {
-                (Source::Sum(b, w), format!("{}+{}", h.name(b), h.name(w)))
-            } else if let Some(i) = h.idx("fps") {
-                (Source::Fps(i), format!("{} (as 1000/fps)", h.name(i)))
-            } else {
-                return Err(BenchError::format(
-                    path,
-                    format!(
-                        "line {header_line}: no frame-time column (looked for {}); name one \
-                         with --column",
-                        KNOWN_COLUMNS.join(", ")
-                    ),
-                ));
-            }
-        }
-    };
+    let (src, column) = frame_source(&h, opts, path, header_line)?;
     let zero_is_missing = DISPLAY_COLUMNS
         .iter()
         .any(|d| column.eq_ignore_ascii_case(d));
 
     // Times only where they decide frames vs samples; PresentMon-family rows are presents.
     let presents = !matches!(format, "mangohud" | "csv");
-    let time = if presents {
-        None
-    } else if let Some(i) = h.idx("elapsed") {
-        // MangoHud: ns since logging began (µs before it logged frametime, 2020-09).
-        let scale = if h.has("frametime") { 1e-9 } else { 1e-6 };
-        Some((i, scale))
-    } else if let Some(i) = h.idx("TimeInSeconds") {
-        Some((i, 1.0))
-    } else {
-        h.idx("TimeInMs").map(|i| (i, 1e-3))
-    };
+    let time = if presents { None } else { time_column(&h) };
     let rows_are = if presents {
         RowsAre::Presents
     } else if time.is_some() {
@@ -211,24 +169,16 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
     } else {
         RowsAre::Unknown
     };
-
-    let (app, pid, swap) = (
-        h.idx("Application"),
-        h.idx("ProcessID"),
-        h.idx("SwapChainAddress"),
-    );
-    let dropped = if let Some(i) = h.idx("Dropped") {
-        Some((i, Drop::Flag, "Dropped = 1, PresentMon 1.x columns"))
-    } else if let Some(i) = h.idx("MsUntilDisplayed") {
-        Some((i, Drop::Na, "MsUntilDisplayed = NA, PresentMon 2.4+"))
-    } else {
-        h.idx("DisplayedTime")
-            .map(|i| (i, Drop::NaOrZero, "DisplayedTime = NA or 0, PresentMon 2.x"))
-    };
-    let (mode, tearing) = (h.idx("PresentMode"), h.idx("AllowsTearing"));
-    let pick = |f: &[String], i: Option<usize>| -> Option<String> {
-        let v = f.get(i?)?.trim();
-        (!is_missing(v)).then(|| v.to_string())
+    let cols = Columns {
+        src,
+        column,
+        app: h.idx("Application"),
+        pid: h.idx("ProcessID"),
+        swap: h.idx("SwapChainAddress"),
+        time,
+        dropped: dropped_column(&h),
+        mode: h.idx("PresentMode"),
+        tearing: h.idx("AllowsTearing"),
     };
 
     let mut rows = Vec::with_capacity(lines.len().saturating_sub(pos + 1));
@@ -241,70 +191,13 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
         } else {
             f
         };
-        let at = Loc::Line(lineno);
-        let first = match src {
-            Source::Col(i) | Source::Sum(i, _) | Source::Fps(i) => i,
-        };
-        // a header repeated further down (captures appended to one file)
-        if f.get(first)
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case(&h.name(first)))
-        {
-            continue;
+        if let Some(r) = read_row(&f, &cols, &h, path, Loc::Line(lineno))? {
+            rows.push(r);
         }
-        let cell = match src {
-            Source::Col(i) => match f.get(i) {
-                Some(v) => cells::ms_cell(v, path, at, &column)?,
-                None => Cell::Missing,
-            },
-            Source::Sum(b, w) => match (f.get(b), f.get(w)) {
-                (Some(b), Some(w)) if !is_missing(b) && !is_missing(w) => {
-                    let x = cells::number(b, path, at, "CPUBusy")?
-                        + cells::number(w, path, at, "CPUWait")?;
-                    cells::ms_value(
-                        x,
-                        &format!("{} + {}", b.trim(), w.trim()),
-                        path,
-                        at,
-                        &column,
-                    )?
-                }
-                _ => Cell::Missing,
-            },
-            Source::Fps(i) => match f.get(i) {
-                Some(v) => cells::fps_cell(v, path, at, &column)?,
-                None => Cell::Missing,
-            },
-        };
-        let mut r = Row::new(at, cell);
-        r.key.application = pick(&f, app);
-        if let Some(p) = pick(&f, pid) {
-            let n = cells::number(&p, path, at, "ProcessID")?;
-            if n.fract() != 0.0 || !(0.0..=u32::MAX as f64).contains(&n) {
-                return Err(BenchError::format(
-                    path,
-                    format!("{at}: ProcessID value {p:?} is not a process id"),
-                ));
-            }
-            r.key.process_id = Some(n as u32);
-        }
-        r.key.swap_chain = pick(&f, swap);
-        if let Some((i, scale)) = time {
-            if let Some(v) = f.get(i).filter(|v| !is_missing(v)) {
-                let t = cells::number(v, path, at, &h.name(i))? * scale;
-                r.time_s = t.is_finite().then_some(t);
-            }
-        }
-        if let Some((i, how, _)) = &dropped {
-            r.dropped = f.get(*i).and_then(|v| how.read(v));
-        }
-        r.mode = pick(&f, mode);
-        r.tearing = match f.get(tearing.unwrap_or(usize::MAX)).map(|v| v.trim()) {
-            Some("1") => Some(true),
-            Some("0") => Some(false),
-            _ => None,
-        };
-        rows.push(r);
     }
+    let Columns {
+        column, dropped, ..
+    } = cols;
     let meta = Meta {
         path,
         source,
@@ -333,6 +226,164 @@ pub(super) fn parse(text: &str, path: &Path, source: &str, opts: &Options) -> Re
         column: Some(column),
         series,
     })
+}
+
+/// The lines that carry data or a header, numbered from 1 (blank lines, `#` comments and
+/// CapFrameX's `//` info lines left out), and whether CapFrameX `//key=value` lines came.
+fn content_lines(text: &str) -> (Vec<(usize, &str)>, bool) {
+    let mut capframex_info = false;
+    let mut lines: Vec<(usize, &str)> = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let l = l.trim();
+        if let Some(rest) = l.strip_prefix("//") {
+            capframex_info |= rest.contains('=');
+            continue;
+        }
+        if !l.is_empty() && !l.starts_with('#') {
+            lines.push((i + 1, l));
+        }
+    }
+    (lines, capframex_info)
+}
+
+/// The header among the first 64 lines: its position, delimiter and fields.
+fn find_header(lines: &[(usize, &str)], opts: &Options) -> Option<(usize, char, Vec<String>)> {
+    for (pos, (_, line)) in lines.iter().enumerate().take(64) {
+        for delim in [',', ';', '\t'] {
+            if delim != ',' && !line.contains(delim) {
+                continue;
+            }
+            let fields = split(line, delim);
+            if is_header_for(&fields, opts.column) {
+                return Some((pos, delim, fields));
+            }
+        }
+    }
+    None
+}
+
+/// Where the frame times come from (--column, else the known columns, CPUBusy + CPUWait, or
+/// fps) and the name the capture reports for it.
+fn frame_source(
+    h: &Header,
+    opts: &Options,
+    path: &Path,
+    header_line: usize,
+) -> Result<(Source, String)> {
+    Ok(match opts.column {
+        Some(c) => {
+            let i = h.idx(c).unwrap_or_default();
+            (Source::Col(i), h.name(i))
+        }
+        None => {
+            if let Some(i) = KNOWN_COLUMNS.iter().find_map(|k| h.idx(k)) {
+                (Source::Col(i), h.name(i))
+            } else if let (Some(b), Some(w)) = (h.idx("CPUBusy"), h.idx("CPUWait")) {
+                (Source::Sum(b, w), format!("{}+{}", h.name(b), h.name(w)))
+            } else if let Some(i) = h.idx("fps") {
+                (Source::Fps(i), format!("{} (as 1000/fps)", h.name(i)))
+            } else {
+                return Err(BenchError::format(
+                    path,
+                    format!(
+                        "line {header_line}: no frame-time column (looked for {}); name one \
+                         with --column",
+                        KNOWN_COLUMNS.join(", ")
+                    ),
+                ));
+            }
+        }
+    })
+}
+
+/// A time column of a log whose rows may be samples rather than frames, and its scale to s.
+fn time_column(h: &Header) -> Option<(usize, f64)> {
+    if let Some(i) = h.idx("elapsed") {
+        // MangoHud: ns since logging began (µs before it logged frametime, 2020-09).
+        let scale = if h.has("frametime") { 1e-9 } else { 1e-6 };
+        Some((i, scale))
+    } else if let Some(i) = h.idx("TimeInSeconds") {
+        Some((i, 1.0))
+    } else {
+        h.idx("TimeInMs").map(|i| (i, 1e-3))
+    }
+}
+
+/// The column that says a present was not displayed, how it says so, and the rule's words.
+fn dropped_column(h: &Header) -> Option<(usize, Drop, &'static str)> {
+    if let Some(i) = h.idx("Dropped") {
+        Some((i, Drop::Flag, "Dropped = 1, PresentMon 1.x columns"))
+    } else if let Some(i) = h.idx("MsUntilDisplayed") {
+        Some((i, Drop::Na, "MsUntilDisplayed = NA, PresentMon 2.4+"))
+    } else {
+        h.idx("DisplayedTime")
+            .map(|i| (i, Drop::NaOrZero, "DisplayedTime = NA or 0, PresentMon 2.x"))
+    }
+}
+
+/// One row's cells read; `None` for a header repeated further down (captures appended to
+/// one file).
+fn read_row(f: &[String], cols: &Columns, h: &Header, path: &Path, at: Loc) -> Result<Option<Row>> {
+    let column = &cols.column;
+    let pick = |i: Option<usize>| -> Option<String> {
+        let v = f.get(i?)?.trim();
+        (!is_missing(v)).then(|| v.to_string())
+    };
+    let first = match cols.src {
+        Source::Col(i) | Source::Sum(i, _) | Source::Fps(i) => i,
+    };
+    if f.get(first)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(&h.name(first)))
+    {
+        return Ok(None);
+    }
+    let cell = match cols.src {
+        Source::Col(i) => match f.get(i) {
+            Some(v) => cells::ms_cell(v, path, at, column)?,
+            None => Cell::Missing,
+        },
+        Source::Sum(b, w) => match (f.get(b), f.get(w)) {
+            (Some(b), Some(w)) if !is_missing(b) && !is_missing(w) => {
+                let x =
+                    cells::number(b, path, at, "CPUBusy")? + cells::number(w, path, at, "CPUWait")?;
+                cells::ms_value(x, &format!("{} + {}", b.trim(), w.trim()), path, at, column)?
+            }
+            _ => Cell::Missing,
+        },
+        Source::Fps(i) => match f.get(i) {
+            Some(v) => cells::fps_cell(v, path, at, column)?,
+            None => Cell::Missing,
+        },
+    };
+    let mut r = Row::new(at, cell);
+    r.key.application = pick(cols.app);
+    if let Some(p) = pick(cols.pid) {
+        let n = cells::number(&p, path, at, "ProcessID")?;
+        if n.fract() != 0.0 || !(0.0..=u32::MAX as f64).contains(&n) {
+            return Err(BenchError::format(
+                path,
+                format!("{at}: ProcessID value {p:?} is not a process id"),
+            ));
+        }
+        r.key.process_id = Some(n as u32);
+    }
+    r.key.swap_chain = pick(cols.swap);
+    if let Some((i, scale)) = cols.time {
+        if let Some(v) = f.get(i).filter(|v| !is_missing(v)) {
+            let t = cells::number(v, path, at, &h.name(i))? * scale;
+            r.time_s = t.is_finite().then_some(t);
+        }
+    }
+    if let Some((i, how, _)) = &cols.dropped {
+        r.dropped = f.get(*i).and_then(|v| how.read(v));
+    }
+    r.mode = pick(cols.mode);
+    r.tearing = match f.get(cols.tearing.unwrap_or(usize::MAX)).map(|v| v.trim()) {
+        Some("1") => Some(true),
+        Some("0") => Some(false),
+        _ => None,
+    };
+    Ok(Some(r))
 }
 
 /// MangoHud before 0.5 (`src/logging.cpp` until 2020-06-20, and the overlay before it) wrote

@@ -205,7 +205,7 @@ pub fn collapse(measures: &[Measure], rule: RepeatRule) -> Vec<Measure> {
                 return Some(first);
             }
             let values: Vec<f64> = group.iter().map(|m| m.value).collect();
-            let lower = crate::matrix::is_time_unit(&first.unit);
+            let lower = crate::stats::is_time_unit(&first.unit);
             let value = match rule {
                 RepeatRule::Median => crate::stats::Summary::of(&values)?.median,
                 RepeatRule::Best if lower => values.iter().copied().fold(f64::INFINITY, f64::min),

@@ -312,6 +312,27 @@ fn numa_element(plan: &Plan, info: Option<&DomainInfo>) -> Option<El> {
 
 /// The plan's domain elements. `info` is the domain being patched (None for a fragment).
 fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
+    let mut out = memory_elements(plan, info);
+    // <vcpu>, <vcpus>
+    let n = vcpu_count(plan);
+    out.push(El::new("vcpu").attr("placement", "static").text(n));
+    if let Some(v) = vcpus_block(n, info) {
+        out.push(v);
+    }
+    out.push(cputune_element(plan, info, n));
+    if let Some(nt) = numatune_element(plan) {
+        out.push(nt);
+    }
+    out.push(features_element(plan, info));
+    out.push(cpu_element(plan, info));
+    if let Some(c) = clock_element(plan, info) {
+        out.push(c);
+    }
+    out
+}
+
+/// `<memory>`, `<currentMemory>` and `<memoryBacking>`.
+fn memory_elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
     let mut out = Vec::new();
     // in KiB, or in the domain's own unit when it already says the plan's size
     let bytes = plan.request.memory_bytes;
@@ -343,15 +364,11 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
         );
     }
     out.push(mb);
+    out
+}
 
-    // <vcpu>, <vcpus>
-    let n = vcpu_count(plan);
-    out.push(El::new("vcpu").attr("placement", "static").text(n));
-    if let Some(v) = vcpus_block(n, info) {
-        out.push(v);
-    }
-
-    // <cputune>
+/// `<cputune>`: a pin per vCPU, the emulator's and each iothread's (`n` vCPUs).
+fn cputune_element(plan: &Plan, info: Option<&DomainInfo>, n: usize) -> El {
     let ids = iothread_ids(info);
     let mut ct = El::new("cputune")
         .merged()
@@ -383,9 +400,11 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
             );
         }
     }
-    out.push(ct);
+    ct
+}
 
-    // <numatune>
+/// `<numatune>`: the memory's host nodes, and each exposed guest cell's; none when unbound.
+fn numatune_element(plan: &Plan) -> Option<El> {
     let exposed = crate::guest_numa_exposed(plan);
     if !plan.memory.host_nodes.is_empty() {
         let mut nt = El::new("numatune").kid(
@@ -405,10 +424,13 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
                 }
             }
         }
-        out.push(nt);
+        return Some(nt);
     }
+    None
+}
 
-    // <features>
+/// `<features>`: ACPI and APIC where absent, Hyper-V, a hidden KVM signature.
+fn features_element(plan: &Plan, info: Option<&DomainInfo>) -> El {
     let mut f = El::new("features").merged();
     f.order = FEATURES_ORDER;
     f.push(El::new("acpi").soft());
@@ -431,9 +453,12 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
                 .kid(El::new("hidden").attr("state", "on").soft()),
         );
     }
-    out.push(f);
+    f
+}
 
-    // <cpu>
+/// `<cpu>`: host-passthrough (a TCG domain's own mode), the guest topology, invtsc, the
+/// hypervisor bit and the guest NUMA cells.
+fn cpu_element(plan: &Plan, info: Option<&DomainInfo>) -> El {
     let t = &plan.guest_topology;
     let mut cpu = if info.is_some_and(|i| i.emulated) {
         // TCG: the domain's own CPU mode and model stay (libvirt refuses host-passthrough
@@ -480,11 +505,13 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
     if let Some(numa) = numa_element(plan, info) {
         cpu.push(numa);
     }
-    out.push(cpu);
+    cpu
+}
 
-    // <clock>: the plan's timers (Windows: RTC catch-up, PIT delay, no HPET — emulated in
-    // QEMU userspace, the Windows 7 timer note — and the Hyper-V reference clock). A plan without timers
-    // leaves the domain's clock alone.
+/// `<clock>`: the plan's timers (Windows: RTC catch-up, PIT delay, no HPET — emulated in
+/// QEMU userspace, the Windows 7 timer note — and the Hyper-V reference clock). A plan without
+/// timers leaves the domain's clock alone (`None`).
+fn clock_element(plan: &Plan, info: Option<&DomainInfo>) -> Option<El> {
     let timers = plan_timers(plan);
     if !timers.is_empty() {
         let offset = if is_windows(plan) { "localtime" } else { "utc" };
@@ -501,9 +528,9 @@ fn elements(plan: &Plan, info: Option<&DomainInfo>) -> Vec<El> {
             }
             c.push(timer_element(t));
         }
-        out.push(c);
+        return Some(c);
     }
-    out
+    None
 }
 
 /// The `<vcpu>`, `<cputune>`, `<numatune>`, `<memoryBacking>`, `<cpu>` and `<features>`

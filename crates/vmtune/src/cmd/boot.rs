@@ -14,6 +14,8 @@ use bootprof::{fleet, render, Ingester, Options};
 use clap::{Args as ClapArgs, Subcommand};
 use serde::Serialize;
 
+use bench::harness::{loadavg, paired, show_load, timed, Spread};
+
 use super::common::{parse_size, print_json};
 
 /// GPU VM boot time: where the minutes of a multi-GPU (Kata) VM boot go, and what would
@@ -788,64 +790,6 @@ fn gen(a: GenArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Wall (or CPU) seconds of one side of a benchmark over its runs.
-#[derive(Serialize, Clone, Copy, Default)]
-struct Spread {
-    best: f64,
-    median: f64,
-    worst: f64,
-}
-
-impl Spread {
-    fn of(v: &[f64]) -> Spread {
-        let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-        s.sort_by(f64::total_cmp);
-        let (Some(&best), Some(&worst)) = (s.first(), s.last()) else {
-            return Spread::default();
-        };
-        // the median of an even count is the mean of the middle two
-        let n = s.len();
-        let mid = |i: usize| s.get(i).copied().unwrap_or(best);
-        let median = if n % 2 == 1 {
-            mid(n / 2)
-        } else {
-            (mid(n / 2 - 1) + mid(n / 2)) / 2.0
-        };
-        Spread {
-            best,
-            median,
-            worst,
-        }
-    }
-
-    /// `median [best–worst]`, with `digits` decimals.
-    fn show(&self, digits: usize) -> String {
-        format!(
-            "{:.d$} [{:.d$}–{:.d$}]",
-            self.median,
-            self.best,
-            self.worst,
-            d = digits
-        )
-    }
-}
-
-/// Ratios `num[i] / den[i]` of the runs of two sides taken in the same round.
-fn paired(num: &[f64], den: &[f64]) -> Vec<f64> {
-    num.iter().zip(den).map(|(a, b)| a / b.max(1e-9)).collect()
-}
-
-/// The 1-, 5- and 15-minute load averages (`/proc/loadavg`), if readable.
-fn loadavg() -> Option<[f64; 3]> {
-    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let mut it = s.split_whitespace().map(|w| w.parse::<f64>().ok());
-    Some([it.next()??, it.next()??, it.next()??])
-}
-
-fn show_load(l: Option<[f64; 3]>) -> String {
-    l.map_or("?".to_string(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"))
-}
-
 #[derive(Serialize)]
 struct BenchOut {
     file: String,
@@ -931,25 +875,6 @@ struct BenchAllOut {
     /// Load averages (1, 5, 15 min) before and after the runs.
     load_before: Option<[f64; 3]>,
     load_after: Option<[f64; 3]>,
-}
-
-/// CPU seconds (user + system, all threads) this process has used.
-fn cpu_s() -> f64 {
-    // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid value.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a valid, writable rusage.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
-        return 0.0;
-    }
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
-}
-
-/// Wall and CPU seconds of `f`.
-fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, f64, T)> {
-    let (t, c) = (Instant::now(), cpu_s());
-    let v = f()?;
-    Ok((t.elapsed().as_secs_f64(), cpu_s() - c, v))
 }
 
 /// `analyze --all` against one sandbox's analysis, the runs interleaved (and their order
@@ -1099,7 +1024,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
                             },
                         )?;
                         let rep = bootprof::analyze::build(&ing, Some(&a.sandbox))?;
-                        Ok((ing.stats.events, rep))
+                        anyhow::Ok((ing.stats.events, rep))
                     })?;
                     std::hint::black_box(rep);
                     events = ev;

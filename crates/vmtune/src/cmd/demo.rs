@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 pub fn run() -> anyhow::Result<ExitCode> {
     let host = topo::builtin::default_host();
-    print!("{}", super::topo::render_tree(&host));
+    print!("{}", emit::text::host_tree(&host));
     println!();
     println!("$ vmtune plan --topology builtin --vcpus 12 --memory 16G --gpu 01:00.0 --os windows");
     print!("{}", super::plan::demo_report(&host)?);

@@ -318,29 +318,7 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         mono0,
         daemon::counters_of(&first.stat, wakes(&reader).as_deref()),
     );
-    // the window: with the eBPF signal, count preemptions as they come
-    let mut preemptions: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut preempted_now: std::collections::BTreeSet<u32> = Default::default();
-    let end = Instant::now() + Duration::from_secs_f64(a.interval);
-    match reader.as_mut() {
-        Some(r) => {
-            while Instant::now() < end {
-                let left = end.saturating_duration_since(Instant::now());
-                for e in r.poll(left.min(Duration::from_millis(50))) {
-                    if e.preempted {
-                        *preemptions.entry(e.cpu).or_default() += 1;
-                        preempted_now.insert(e.cpu);
-                        episodes.preempted(e.cpu, e.ts_ns);
-                    } else {
-                        preempted_now.remove(&e.cpu);
-                        let len = e.steal_ns.saturating_sub(e.steal_at_preempt_ns);
-                        episodes.resumed(e.cpu, e.ts_ns, len);
-                    }
-                }
-            }
-        }
-        None => std::thread::sleep(Duration::from_secs_f64(a.interval)),
-    }
+    let (preemptions, preempted_now) = watch(reader.as_mut(), a.interval, &mut episodes);
     let cur = Sample::take_full(&fs)?;
     let mono1 = irqbal::ebpf::monotonic_ns();
     counters.push(
@@ -359,49 +337,11 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
             c.online = !preempted_now.contains(&c.cpu);
         }
     }
-    // per-IRQ rates
-    let mut irqs = Vec::new();
-    for r in &cur.ints.irqs {
-        let Some(n) = r.number else { continue };
-        let before = first
-            .ints
-            .irqs
-            .iter()
-            .find(|p| p.id == r.id)
-            .map_or(0, |p| p.total());
-        let rate = r.total().saturating_sub(before) as f64 / dt;
-        if !a.all && rate == 0.0 && !cands.iter().any(|c| c.irq == n) {
-            continue;
-        }
-        let cand = cands.iter().find(|c| c.irq == n);
-        irqs.push(serde_json::json!({
-            "irq": n,
-            "name": r.actions,
-            "chip": r.chip,
-            "per_sec": rate,
-            "affinity": r.affinity.as_ref().map(|s| s.to_list_string()),
-            "effective": r.effective_affinity.as_ref().map(|s| s.to_list_string()),
-            "balanced": cand.is_some(),
-            "movable": cand.map(|c| if a.probe { serde_json::json!(c.movable) } else { serde_json::Value::Null }),
-            "note": cand.map(|c| c.note.clone()),
-        }));
-    }
-    let held: Vec<(u32, u32)> = cands
-        .iter()
-        .filter_map(|c| {
-            let r = cur.ints.irqs.iter().find(|r| r.number == Some(c.irq))?;
-            let cpu = r
-                .effective_affinity
-                .as_ref()
-                .or(r.affinity.as_ref())?
-                .first()?;
-            Some((c.irq, cpu))
-        })
-        .collect();
+    let irqs = irq_rows(&first, &cur, &cands, &a, dt);
     let mut snap = daemon::observe(
         &first,
         &cur,
-        &held,
+        &held(&cands, &cur),
         a.policy.steal_threshold,
         eligible.as_ref(),
         0,
@@ -438,6 +378,47 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
+    let shown = Shown {
+        signal: &signal,
+        moves: &moves,
+        dt,
+        ebpf,
+        cpus: &cpus,
+        preemptions: &preemptions,
+        irqs: &irqs,
+        cfg: &cfg,
+        decision: &decision,
+    };
+    print!("{}", show_text(&shown));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `irq show` prints as text.
+struct Shown<'a> {
+    signal: &'a daemon::SignalInfo,
+    moves: &'a irqbal::moves::MoveDetection,
+    dt: f64,
+    ebpf: bool,
+    cpus: &'a [daemon::CpuWindow],
+    preemptions: &'a BTreeMap<u32, u64>,
+    irqs: &'a [serde_json::Value],
+    cfg: &'a PolicyConfig,
+    decision: &'a irqbal::policy::Decision,
+}
+
+/// `irq show`'s text: the signal and moves, the CPUs' window, the IRQs, the vBalance decision.
+fn show_text(w: &Shown) -> String {
+    let Shown {
+        signal,
+        moves,
+        dt,
+        ebpf,
+        cpus,
+        preemptions,
+        irqs,
+        cfg,
+        decision,
+    } = *w;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -457,7 +438,7 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         "wait ms",
         "state"
     );
-    for c in &cpus {
+    for c in cpus {
         let _ = writeln!(
             s,
             "cpu{:<3} {:>8.1} {:>10.1} {:>10} {:>10} {:>10}",
@@ -481,7 +462,7 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         "\n{:>5} {:>10} {:>9} {:>9} {:>8}  name",
         "irq", "per sec", "affinity", "effective", "balanced"
     );
-    for i in &irqs {
+    for i in irqs {
         let bal = match (i["balanced"].as_bool(), i["movable"].as_bool()) {
             (Some(true), Some(true)) => "movable",
             (Some(true), Some(false)) => "fixed",
@@ -515,8 +496,93 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
         };
         let _ = writeln!(s, "  irq {:>4}: {verb}: {}", p.irq, p.reason.describe());
     }
-    print!("{s}");
-    Ok(ExitCode::SUCCESS)
+    s
+}
+
+/// The window: with the eBPF signal, preemptions counted as they come (per CPU, and which
+/// are preempted at its end) and each episode recorded; without it, a sleep.
+fn watch(
+    reader: Option<&mut irqbal::ebpf::PreemptReader>,
+    interval: f64,
+    episodes: &mut irqbal::avail::Episodes,
+) -> (BTreeMap<u32, u64>, std::collections::BTreeSet<u32>) {
+    let mut preemptions: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut preempted_now: std::collections::BTreeSet<u32> = Default::default();
+    let end = Instant::now() + Duration::from_secs_f64(interval);
+    match reader {
+        Some(r) => {
+            while Instant::now() < end {
+                let left = end.saturating_duration_since(Instant::now());
+                for e in r.poll(left.min(Duration::from_millis(50))) {
+                    if e.preempted {
+                        *preemptions.entry(e.cpu).or_default() += 1;
+                        preempted_now.insert(e.cpu);
+                        episodes.preempted(e.cpu, e.ts_ns);
+                    } else {
+                        preempted_now.remove(&e.cpu);
+                        let len = e.steal_ns.saturating_sub(e.steal_at_preempt_ns);
+                        episodes.resumed(e.cpu, e.ts_ns, len);
+                    }
+                }
+            }
+        }
+        None => std::thread::sleep(Duration::from_secs_f64(interval)),
+    }
+    (preemptions, preempted_now)
+}
+
+/// Each IRQ's rate over the window and what the balancer makes of it (those that took no
+/// interrupts and are not balanced only with --all).
+fn irq_rows(
+    first: &Sample,
+    cur: &Sample,
+    cands: &[daemon::Candidate],
+    a: &ShowArgs,
+    dt: f64,
+) -> Vec<serde_json::Value> {
+    let mut irqs = Vec::new();
+    for r in &cur.ints.irqs {
+        let Some(n) = r.number else { continue };
+        let before = first
+            .ints
+            .irqs
+            .iter()
+            .find(|p| p.id == r.id)
+            .map_or(0, |p| p.total());
+        let rate = r.total().saturating_sub(before) as f64 / dt;
+        if !a.all && rate == 0.0 && !cands.iter().any(|c| c.irq == n) {
+            continue;
+        }
+        let cand = cands.iter().find(|c| c.irq == n);
+        irqs.push(serde_json::json!({
+            "irq": n,
+            "name": r.actions,
+            "chip": r.chip,
+            "per_sec": rate,
+            "affinity": r.affinity.as_ref().map(|s| s.to_list_string()),
+            "effective": r.effective_affinity.as_ref().map(|s| s.to_list_string()),
+            "balanced": cand.is_some(),
+            "movable": cand.map(|c| if a.probe { serde_json::json!(c.movable) } else { serde_json::Value::Null }),
+            "note": cand.map(|c| c.note.clone()),
+        }));
+    }
+    irqs
+}
+
+/// The CPU each balanced IRQ is on now (its effective affinity, else its affinity).
+fn held(cands: &[daemon::Candidate], cur: &Sample) -> Vec<(u32, u32)> {
+    cands
+        .iter()
+        .filter_map(|c| {
+            let r = cur.ints.irqs.iter().find(|r| r.number == Some(c.irq))?;
+            let cpu = r
+                .effective_affinity
+                .as_ref()
+                .or(r.affinity.as_ref())?
+                .first()?;
+            Some((c.irq, cpu))
+        })
+        .collect()
 }
 
 fn signal_label(signal: &str) -> &'static str {

@@ -297,7 +297,8 @@ fn summary_text(sum: &Summary, a: &BoostArgs) -> String {
     out
 }
 
-pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
+/// The agent's policy from the flags, which it checks.
+fn config(a: &BoostArgs) -> anyhow::Result<BoostConfig> {
     if !(a.max_share.is_finite() && a.max_share > 0.0 && a.max_share <= 1.0) {
         bail!("--max-share must be in (0, 1]");
     }
@@ -317,6 +318,71 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
         },
         ..BoostConfig::default()
     };
+    Ok(cfg)
+}
+
+/// What the agent starts on, said on stderr: the VMs, the threads journaled, its own priority.
+fn announce(a: &BoostArgs, seen: &[vms::VmProc], journaled: usize, own: bool) {
+    eprintln!(
+        "boosting vCPUs of {} VM(s) ({} thread(s) journaled in {}){}: {}",
+        seen.len(),
+        journaled,
+        a.journal.display(),
+        if own {
+            format!(", agent at SCHED_FIFO {}", (a.priority + 1).min(99))
+        } else {
+            ", agent at normal priority (SCHED_FIFO refused)".to_string()
+        },
+        if seen.is_empty() {
+            "none yet, watching for VMs".to_string()
+        } else {
+            seen.iter()
+                .map(|v| format!("{} (pid {})", v.name, v.pid))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+}
+
+/// Raises that failed (the thread exited, or the kernel refused), with the last reason.
+#[derive(Default)]
+struct Failures {
+    count: u64,
+    last: Option<String>,
+}
+
+/// One raise or lower carried out (a thread the scan has not journaled yet: its VM journaled
+/// first); the tracer told which vCPUs are boosted. Only a journal error is an error.
+fn perform(
+    agent: &mut Agent,
+    tr: &mut tracer::WaitTracer,
+    seen: &[vms::VmProc],
+    act: BoostAction,
+    failures: &mut Failures,
+) -> anyhow::Result<()> {
+    let (vm, vcpu, tid, raise) = match act {
+        BoostAction::Raise { vm, vcpu, tid } => (vm, vcpu, tid, true),
+        BoostAction::Lower { vm, vcpu, tid, .. } => (vm, vcpu, tid, false),
+    };
+    if raise && !agent.known.contains_key(&tid) {
+        if let Some(v) = seen.iter().find(|v| v.pid == vm) {
+            agent.journal_vm(v)?;
+        }
+    }
+    match agent.set(tid, raise) {
+        Ok(()) => {
+            let _ = tr.set_boosted(vm, vcpu, raise);
+        }
+        Err(why) => {
+            failures.count += 1;
+            failures.last = Some(why);
+        }
+    }
+    Ok(())
+}
+
+pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
+    let cfg = config(&a)?;
     let mut tr = tracer::WaitTracer::open().map_err(|e| anyhow!("irq boost: {e}"))?;
     let (lock, journal) = start_journal(&a.journal, a.pid.map(|p| p as i32))?;
     let mut agent = Agent {
@@ -334,31 +400,12 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
     }
     let own = raise_self((a.priority + 1).min(99));
-    eprintln!(
-        "boosting vCPUs of {} VM(s) ({} thread(s) journaled in {}){}: {}",
-        seen.len(),
-        agent.known.len(),
-        a.journal.display(),
-        if own.is_some() {
-            format!(", agent at SCHED_FIFO {}", (a.priority + 1).min(99))
-        } else {
-            ", agent at normal priority (SCHED_FIFO refused)".to_string()
-        },
-        if seen.is_empty() {
-            "none yet, watching for VMs".to_string()
-        } else {
-            seen.iter()
-                .map(|v| format!("{} (pid {})", v.name, v.pid))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    );
+    announce(&a, &seen, agent.known.len(), own.is_some());
     let start = Instant::now();
     let deadline = a.duration.map(|d| start + Duration::from_secs_f64(d));
     let mut booster = Booster::new(cfg);
     let mut reactions = Vec::new();
-    let mut failed = 0u64;
-    let mut last_failure = None;
+    let mut failures = Failures::default();
     let mut next_scan = start + Duration::from_secs(1);
     let mut err: Option<anyhow::Error> = None;
     // (vm, vcpu index) → thread, from the names
@@ -391,27 +438,9 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
         }
         actions.extend(booster.on_tick(tracer::monotonic_ns()));
         for act in actions {
-            let (vm, vcpu, tid, raise) = match act {
-                BoostAction::Raise { vm, vcpu, tid } => (vm, vcpu, tid, true),
-                BoostAction::Lower { vm, vcpu, tid, .. } => (vm, vcpu, tid, false),
-            };
-            if raise && !agent.known.contains_key(&tid) {
-                // a thread the scan has not journaled yet: journal its VM first
-                if let Some(v) = seen.iter().find(|v| v.pid == vm).cloned() {
-                    if let Err(e) = agent.journal_vm(&v) {
-                        err = Some(e);
-                        break;
-                    }
-                }
-            }
-            match agent.set(tid, raise) {
-                Ok(()) => {
-                    let _ = tr.set_boosted(vm, vcpu, raise);
-                }
-                Err(why) => {
-                    failed += 1;
-                    last_failure = Some(why);
-                }
+            if let Err(e) = perform(&mut agent, &mut tr, &seen, act, &mut failures) {
+                err = Some(e);
+                break;
             }
         }
         if Instant::now() >= next_scan {
@@ -456,8 +485,8 @@ pub fn run(a: BoostArgs) -> anyhow::Result<ExitCode> {
         stats: booster.stats().clone(),
         reaction_us: reaction(reactions),
         lost: tr.counters().lost,
-        failed,
-        last_failure,
+        failed: failures.count,
+        last_failure: failures.last,
         restored: rep.failed == 0,
         journal: a.journal.clone(),
         archived_as: rep.archived_as.clone(),

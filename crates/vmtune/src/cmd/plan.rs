@@ -1,7 +1,6 @@
 //! `vmtune plan`: read the host and the tenants, call the planner, print a report, the plan
 //! JSON, or the plan in a VM manager's format.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -272,87 +271,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         emit,
         Some(EmitArg::Kata | EmitArg::KataConfig | EmitArg::KataPod)
     );
-    if let Some(bytes) = args.kata_container_memory {
-        if !is_kata {
-            bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
-        }
-        let min = emit::kata::MIN_CONTAINER_MEMORY_MIB;
-        if bytes < min << 20 {
-            // exactly as much as was given: 63.99M must not read as 64M
-            let given = if bytes % (1 << 20) == 0 {
-                format!("{}M", bytes >> 20)
-            } else if bytes % 1024 == 0 {
-                format!("{}K", bytes >> 10)
-            } else {
-                format!("{bytes}B")
-            };
-            bail!(
-                "--kata-container-memory {given} is below {min}M, the least vmtune gives a container (a Guaranteed pod needs a memory limit, and Kata applies it inside the guest as the container's ceiling)"
-            );
-        }
-    }
+    check_kata_memory(args.kata_container_memory, is_kata)?;
     let tenants = args
         .tenants
         .iter()
         .map(|p| read_tenant(p))
         .collect::<Result<Vec<_>>>()?;
-    let domain = match &args.domain {
-        Some(arg) => {
-            let virsh = apply::libvirt::Virsh::new(args.connect.clone());
-            let (xml, defined) = read_domain(arg, &virsh)?;
-            let label = if defined {
-                format!("domain {arg}")
-            } else {
-                format!("domain {}", Path::new(arg).display())
-            };
-            let mut choices = emit::libvirt::domain_choices(&xml).with_context(|| label.clone())?;
-            choices.source = label.clone();
-            let shape = emit::libvirt::domain_shape(&xml).with_context(|| label.clone())?;
-            let def = Definition {
-                source: label,
-                name: Some(shape.name),
-                vcpus: shape.vcpus,
-                memory_bytes: shape.memory_bytes,
-                devices: shape.devices,
-            };
-            Some((arg, xml, choices, def))
-        }
-        None => None,
-    };
+    let domain = args
+        .domain
+        .as_deref()
+        .map(|d| given_domain(d, &args))
+        .transpose()?;
     let (mut req, merged) = args.request(domain.as_ref().map(|(_, _, _, d)| d))?;
     let domain = domain.map(|(p, x, c, _)| (p, x, c));
     // the guest OS: --os, else what the domain shows; a contradiction is warned about
     let mut os_notes: (Option<String>, Option<String>) = (None, None);
     if let Some((_, xml, choices)) = &domain {
-        let shown = emit::libvirt::domain_guest_os(xml).with_context(|| choices.source.clone())?;
-        let name = |os: GuestOs| serde_plain(&os);
-        match (args.os, shown) {
-            (None, Some(d)) => {
-                req.os = d.os;
-                os_notes.0 = Some(format!(
-                    "guest OS {} from {}: {} (no --os given)",
-                    name(d.os),
-                    choices.source,
-                    d.evidence
-                ));
-            }
-            (None, None) => {
-                os_notes.0 = Some(format!(
-                    "guest OS linux: no --os given and {} does not show its OS (no libosinfo id, Hyper-V settings, direct kernel boot or local-time RTC)",
-                    choices.source
-                ));
-            }
-            (Some(_), Some(d)) if d.os != req.os => {
-                os_notes.1 = Some(format!(
-                    "--os {} but {} looks like a {} guest ({}): the plan follows --os",
-                    name(req.os),
-                    choices.source,
-                    name(d.os),
-                    d.evidence
-                ));
-            }
-            (Some(_), _) => {}
-        }
+        os_notes = guest_os(args.os, &mut req, xml, choices)?;
     }
     // libvirt refuses hugepages with anonymous memory (TDX/SEV guides set it): plan 4K
     let anonymous = domain
@@ -413,35 +348,144 @@ pub fn run(args: Args) -> Result<ExitCode> {
             eprintln!("vmtune: warning: {w}");
         }
     }
+    print_plan(
+        emit,
+        &plan,
+        &host,
+        domain.as_ref().map(|(p, x)| (p.as_str(), x.as_str())),
+        &kata,
+    )
+}
+
+/// `--kata-container-memory`: only with a Kata format, and not below the least vmtune gives.
+fn check_kata_memory(bytes: Option<u64>, is_kata: bool) -> Result<()> {
+    if let Some(bytes) = bytes {
+        if !is_kata {
+            bail!("--kata-container-memory goes with --emit kata, kata-config or kata-pod");
+        }
+        let min = emit::kata::MIN_CONTAINER_MEMORY_MIB;
+        if bytes < min << 20 {
+            // exactly as much as was given: 63.99M must not read as 64M
+            let given = if bytes % (1 << 20) == 0 {
+                format!("{}M", bytes >> 20)
+            } else if bytes % 1024 == 0 {
+                format!("{}K", bytes >> 10)
+            } else {
+                format!("{bytes}B")
+            };
+            bail!(
+                "--kata-container-memory {given} is below {min}M, the least vmtune gives a container (a Guaranteed pod needs a memory limit, and Kata applies it inside the guest as the container's ceiling)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The `--domain` (a file, or a name libvirt has defined): its text, its CPU choices and the
+/// definition the request is merged with.
+fn given_domain(
+    arg: &str,
+    args: &Args,
+) -> Result<(String, String, plan::DomainChoices, Definition)> {
+    let virsh = apply::libvirt::Virsh::new(args.connect.clone());
+    let (xml, defined) = read_domain(arg, &virsh)?;
+    let label = if defined {
+        format!("domain {arg}")
+    } else {
+        format!("domain {}", Path::new(arg).display())
+    };
+    let mut choices = emit::libvirt::domain_choices(&xml).with_context(|| label.clone())?;
+    choices.source = label.clone();
+    let shape = emit::libvirt::domain_shape(&xml).with_context(|| label.clone())?;
+    let def = Definition {
+        source: label,
+        name: Some(shape.name),
+        vcpus: shape.vcpus,
+        memory_bytes: shape.memory_bytes,
+        devices: shape.devices,
+    };
+    Ok((arg.to_string(), xml, choices, def))
+}
+
+/// The guest OS of a domain's plan: --os, else what the domain shows. A sentence for the
+/// "Why" (the OS taken from the domain, or linux for want of a sign) and a warning where --os
+/// contradicts the domain.
+fn guest_os(
+    os: Option<OsArg>,
+    req: &mut Request,
+    xml: &str,
+    choices: &plan::DomainChoices,
+) -> Result<(Option<String>, Option<String>)> {
+    let mut os_notes: (Option<String>, Option<String>) = (None, None);
+    let shown = emit::libvirt::domain_guest_os(xml).with_context(|| choices.source.clone())?;
+    let name = |os: GuestOs| emit::text::plain(&os);
+    match (os, shown) {
+        (None, Some(d)) => {
+            req.os = d.os;
+            os_notes.0 = Some(format!(
+                "guest OS {} from {}: {} (no --os given)",
+                name(d.os),
+                choices.source,
+                d.evidence
+            ));
+        }
+        (None, None) => {
+            os_notes.0 = Some(format!(
+                "guest OS linux: no --os given and {} does not show its OS (no libosinfo id, Hyper-V settings, direct kernel boot or local-time RTC)",
+                choices.source
+            ));
+        }
+        (Some(_), Some(d)) if d.os != req.os => {
+            os_notes.1 = Some(format!(
+                "--os {} but {} looks like a {} guest ({}): the plan follows --os",
+                name(req.os),
+                choices.source,
+                name(d.os),
+                d.evidence
+            ));
+        }
+        (Some(_), _) => {}
+    }
+    Ok(os_notes)
+}
+
+/// The plan printed: the report, the JSON, or a VM manager's format (a given domain patched).
+fn print_plan(
+    emit: Option<EmitArg>,
+    plan: &Plan,
+    host: &Host,
+    domain: Option<(&str, &str)>,
+    kata: &emit::kata::KataOptions,
+) -> Result<ExitCode> {
     match emit {
-        None => print!("{}", render_report(&plan, &host)),
-        Some(EmitArg::Json) => print_json(&plan)?,
+        None => print!("{}", emit::text::plan_report(plan, host)),
+        Some(EmitArg::Json) => print_json(plan)?,
         Some(EmitArg::Libvirt) => match &domain {
             // exactly the patched bytes: a file without a final newline stays without one
             Some((arg, xml)) => print!(
                 "{}",
-                emit::libvirt::patch_domain(xml, &plan).with_context(|| format!("domain {arg}"))?
+                emit::libvirt::patch_domain(xml, plan).with_context(|| format!("domain {arg}"))?
             ),
-            None => print!("{}", ensure_newline(emit::libvirt::domain_fragment(&plan))),
+            None => print!("{}", ensure_newline(emit::libvirt::domain_fragment(plan))),
         },
-        Some(EmitArg::Qemu) => print!("{}", ensure_newline(emit::qemu::command_line(&plan))),
+        Some(EmitArg::Qemu) => print!("{}", ensure_newline(emit::qemu::command_line(plan))),
         Some(EmitArg::Kata) => print!(
             "# ---- config.d/50-vmtune.toml ----\n{}# ---- pod.yaml ----\n{}",
-            ensure_newline(emit::kata::config_toml_with(&plan, &kata)),
-            ensure_newline(emit::kata::pod_spec_yaml_with(&plan, &kata))
+            ensure_newline(emit::kata::config_toml_with(plan, kata)),
+            ensure_newline(emit::kata::pod_spec_yaml_with(plan, kata))
         ),
         Some(EmitArg::KataConfig) => print!(
             "{}",
-            ensure_newline(emit::kata::config_toml_with(&plan, &kata))
+            ensure_newline(emit::kata::config_toml_with(plan, kata))
         ),
         Some(EmitArg::KataPod) => print!(
             "{}",
-            ensure_newline(emit::kata::pod_spec_yaml_with(&plan, &kata))
+            ensure_newline(emit::kata::pod_spec_yaml_with(plan, kata))
         ),
         Some(EmitArg::Kubevirt) => {
             print!(
                 "{}",
-                ensure_newline(emit::kubevirt::vmi_fragment_yaml(&plan))
+                ensure_newline(emit::kubevirt::vmi_fragment_yaml(plan))
             )
         }
     }
@@ -508,7 +552,7 @@ pub fn demo_report(host: &Host) -> Result<String> {
         threads: plan::ThreadPolicy::Auto,
     };
     let plan = plan::plan(&req, host, &[])?;
-    Ok(render_report(&plan, host))
+    Ok(emit::text::plan_report(&plan, host))
 }
 
 fn ensure_newline(mut s: String) -> String {
@@ -516,213 +560,6 @@ fn ensure_newline(mut s: String) -> String {
         s.push('\n');
     }
     s
-}
-
-fn cpus_or_none(s: &CpuSet) -> String {
-    if s.is_empty() {
-        "none".into()
-    } else {
-        s.to_string()
-    }
-}
-
-/// The plain-text report: what goes where and why, checkable against `lstopo` (PU P#n is the
-/// Linux CPU number; core and L3 columns are hwloc logical indexes, L#).
-pub fn render_report(plan: &Plan, host: &Host) -> String {
-    let mut o = String::new();
-    let req = &plan.request;
-    let name = req.name.as_deref().unwrap_or("(unnamed VM)");
-    let devices = if plan.devices.is_empty() {
-        "no devices".to_string()
-    } else {
-        plan.devices
-            .iter()
-            .map(|d| match d.guest_cell {
-                Some(c) => format!("{} (guest cell {c})", d.bdf),
-                None => d.bdf.clone(),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let _ = writeln!(
-        o,
-        "Plan for {name}: {} vCPUs, {}, {devices}; profile {}, guest {}",
-        req.vcpus,
-        super::topo::human_bytes(req.memory_bytes),
-        serde_plain(&req.profile),
-        serde_plain(&req.os)
-    );
-    let _ = writeln!(
-        o,
-        "Host: {} ({}, {}): {} PUs, {} cores, {}, {} NUMA node(s)",
-        host.name.as_deref().unwrap_or("unnamed"),
-        host.source,
-        host.arch.as_deref().unwrap_or("architecture unknown"),
-        host.pus.len(),
-        host.cores.len(),
-        host.l3_summary(),
-        host.numa_nodes.len()
-    );
-    let _ = writeln!(o);
-    let _ = writeln!(o, "Host side");
-    let _ = writeln!(o, "  housekeeping CPUs  {}", cpus_or_none(&plan.host_cpus));
-    let _ = writeln!(
-        o,
-        "  emulator CPUs      {}",
-        cpus_or_none(&plan.emulator_cpus)
-    );
-    let _ = writeln!(
-        o,
-        "  iothread CPUs      {}",
-        cpus_or_none(&plan.iothread_cpus)
-    );
-    let t = plan.guest_topology;
-    let _ = writeln!(
-        o,
-        "Guest CPUs {}  (guest sees {} socket(s) x {} die(s) x {} core(s) x {} thread(s))",
-        plan.guest_cpus(),
-        t.sockets,
-        t.dies,
-        t.cores,
-        t.threads
-    );
-    if !plan.idle_cpus.is_empty() {
-        let _ = writeln!(
-            o,
-            "  idle threads {}  (siblings of the vCPUs' cores: no vCPU, host or other VM runs there)",
-            plan.idle_cpus
-        );
-    }
-    let _ = writeln!(o, "  vCPU  PU P#  core L#  L3 L#  node  kind");
-    for v in &plan.vcpus {
-        let pu = host.pu(v.cpu);
-        let opt = |x: Option<u32>| x.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            o,
-            "  {:>4}  {:>4}  {:>7}  {:>5}  {:>4}  {}",
-            v.vcpu,
-            v.cpu,
-            opt(pu.map(|p| p.core)),
-            opt(pu.and_then(|p| p.l3)),
-            opt(pu.and_then(|p| p.numa)),
-            pu.and_then(|p| p.kind.as_deref()).unwrap_or("-")
-        );
-    }
-    let m = &plan.memory;
-    let nodes = if m.host_nodes.is_empty() {
-        "unbound (no NUMA information)".to_string()
-    } else {
-        m.host_nodes
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    if m.hugepage_size_kb > 4 {
-        let per: Vec<String> = m
-            .host_nodes
-            .iter()
-            .zip(&m.pages_per_node)
-            .map(|(n, p)| format!("{p} on node {n}"))
-            .collect();
-        let _ = writeln!(
-            o,
-            "Memory: node(s) {nodes}, {} pages of {}{}",
-            m.pages,
-            plan::memory::page_name(m.hugepage_size_kb),
-            if per.len() > 1 {
-                format!(" ({})", per.join(", "))
-            } else {
-                String::new()
-            }
-        );
-    } else {
-        let _ = writeln!(o, "Memory: node(s) {nodes}, 4 KiB pages (no hugepages)");
-    }
-    for c in &plan.guest_numa {
-        let _ = writeln!(
-            o,
-            "Guest NUMA cell {}: vCPUs {}, {}, host node(s) {}",
-            c.cell,
-            cpus_or_none(&c.vcpus),
-            super::topo::human_bytes(c.memory_bytes),
-            c.host_nodes
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        );
-    }
-    let _ = writeln!(
-        o,
-        "Interrupts: device (VFIO) -> CPUs {}; all others -> CPUs {}",
-        cpus_or_none(&plan.irq.vfio_cpus),
-        cpus_or_none(&plan.irq.host_cpus)
-    );
-    let f = &plan.cpu_features;
-    let mut feats = Vec::new();
-    if f.invtsc {
-        feats.push("invtsc".to_string());
-    }
-    if !f.hyperv.is_empty() {
-        feats.push(format!("Hyper-V {}", f.hyperv.join(",")));
-    }
-    if f.hide_hypervisor {
-        feats.push("hypervisor CPUID bit hidden".into());
-    }
-    if f.kvm_hidden {
-        feats.push("KVM signature hidden".into());
-    }
-    if !f.timers.is_empty() {
-        feats.push(format!(
-            "timers {}",
-            f.timers
-                .iter()
-                .map(|t| {
-                    let mut s = format!("{}={}", t.name, if t.present { "on" } else { "off" });
-                    if let Some(p) = &t.tickpolicy {
-                        let _ = write!(s, "({p})");
-                    }
-                    s
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        ));
-    }
-    let _ = writeln!(
-        o,
-        "CPU features: {}",
-        if feats.is_empty() {
-            "defaults".to_string()
-        } else {
-            feats.join("; ")
-        }
-    );
-    let _ = writeln!(o);
-    let _ = writeln!(o, "Why");
-    for r in &plan.rationale {
-        let _ = writeln!(o, "  - {r}");
-    }
-    if !plan.warnings.is_empty() {
-        let _ = writeln!(o, "Warnings");
-        for w in &plan.warnings {
-            let _ = writeln!(o, "  ! {w}");
-        }
-    }
-    let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "Check against `lstopo-no-graphics` (default: Core L#, L3 L#, PU P# = Linux CPU number); --json prints the plan, --emit libvirt|qemu|kata|kata-config|kata-pod|kubevirt the configuration."
-    );
-    o
-}
-
-/// The JSON spelling of a unit enum (`gaming`, `windows7`).
-fn serde_plain<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
