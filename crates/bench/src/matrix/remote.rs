@@ -346,9 +346,11 @@ impl Shell for SshShell {
         let t0 = Instant::now();
         let mut last = String::new();
         while t0.elapsed() < timeout {
-            let mut c = self.command(5);
+            // the connect timeout covers the banner too, which a booting guest under load
+            // (TCG, a busy host) can take well over 5 s to send
+            let mut c = self.command(30);
             c.arg("true");
-            let x = self.run(c, None, Duration::from_secs(15))?;
+            let x = self.run(c, None, Duration::from_secs(60))?;
             if x.rc == Some(0) {
                 return Ok(());
             }
@@ -365,7 +367,7 @@ impl Shell for SshShell {
     }
 
     fn exec(&mut self, command: &str, timeout: Duration) -> Result<Exec> {
-        let mut c = self.command(10);
+        let mut c = self.command(30);
         // ssh joins its arguments into one remote command line: one quoted word for sh -c
         c.arg(format!("sh -c {}", sh_quote(command)));
         let x = self.run(c, None, timeout)?;
@@ -380,7 +382,7 @@ impl Shell for SshShell {
     }
 
     fn put(&mut self, data: &[u8], path: &str) -> Result<()> {
-        let mut c = self.command(10);
+        let mut c = self.command(30);
         let q = sh_quote(path);
         c.arg(format!("cat > {q} && chmod 755 {q}"));
         let x = self.run(c, Some(data), Duration::from_secs(120))?;
