@@ -11,7 +11,7 @@
 //!          nri::report::Status ──taken_outside_dra()──► Republisher::taken_changed()
 //! ```
 //!
-//! * [`inventory`] — what the node offers (the decisions); [`render`] — the objects;
+//! * [`inventory()`] — what the node offers (the decisions); [`render`] — the objects;
 //!   [`objects`] — the `resource.k8s.io/v1` types as serde structs.
 //! * [`publish`] — the API server client (HTTPS, bearer token) and the sync of one node's
 //!   slices; [`Republisher`] — when CPUs taken outside DRA change, the slices to write.

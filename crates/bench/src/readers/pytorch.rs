@@ -118,7 +118,7 @@ pub fn matmul_line(line: &str) -> Option<(String, &'static str, Option<f64>)> {
 }
 
 /// Reads every matmul line: metric `tflops` (TFLOPS), parameters `n` (the size as
-/// [`matrix_size`] writes it) and `dtype`.
+/// `matrix_size` writes it) and `dtype`.
 pub fn read_matmul(text: &str) -> Result<Vec<Measure>, ReadError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {

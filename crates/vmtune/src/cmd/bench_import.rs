@@ -16,7 +16,7 @@ pub struct ImportArgs {
     /// Print what was read and the reports as JSON.
     #[arg(long)]
     json: bool,
-    /// Write matrix.json and matrix.html here (in OUT/<gpu>/ for each GPU tree).
+    /// Write matrix.json and matrix.html here (in OUT/GPU/ for each GPU tree).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Write the HTML report to this file (a tree with one GPU level or none).
