@@ -233,11 +233,17 @@ impl SshShell {
         SshShell { target, control }
     }
 
-    fn command(&self, connect_timeout: u64) -> Command {
+    /// `ssh` with this run's master socket.
+    fn ssh(&self) -> Command {
         let mut c = Command::new("ssh");
         c.arg("-o")
-            .arg(format!("ControlPath={}", self.control.display()))
-            .args(["-o", "ControlMaster=auto", "-o", "ControlPersist=300"]);
+            .arg(format!("ControlPath={}", self.control.display()));
+        c
+    }
+
+    fn command(&self, connect_timeout: u64) -> Command {
+        let mut c = self.ssh();
+        c.args(["-o", "ControlMaster=auto", "-o", "ControlPersist=300"]);
         c.args([
             "-o",
             "BatchMode=yes",
@@ -330,10 +336,8 @@ fn wait_output(mut child: std::process::Child, timeout: Duration) -> Result<Exec
 impl Drop for SshShell {
     fn drop(&mut self) {
         if self.control.exists() {
-            let mut c = Command::new("ssh");
-            c.arg("-o")
-                .arg(format!("ControlPath={}", self.control.display()))
-                .args(["-O", "exit", "-p"])
+            let mut c = self.ssh();
+            c.args(["-O", "exit", "-p"])
                 .arg(self.target.port.to_string())
                 .arg(&self.target.destination);
             let _ = self.run(c, None, Duration::from_secs(10));

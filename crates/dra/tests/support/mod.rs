@@ -321,7 +321,9 @@ impl ControlPlane {
     pub fn kubectl_as(&self, token: &Path, args: &[&str], input: Option<&str>) -> Ran {
         let token = std::fs::read_to_string(token).expect("the token file");
         let empty = self.dir.path().join("empty.kubeconfig");
-        std::fs::write(&empty, "apiVersion: v1\nkind: Config\n").expect("an empty kubeconfig");
+        if !empty.exists() {
+            std::fs::write(&empty, "apiVersion: v1\nkind: Config\n").expect("an empty kubeconfig");
+        }
         let mut cmd = Command::new(self.bin.join("kubectl"));
         cmd.arg("--kubeconfig")
             .arg(&empty)

@@ -58,29 +58,30 @@ impl Daemon {
         // probes QEMU again on every define and start, ~45 s each), and empty directories
         // for definitions and state, so nothing the host's libvirt holds is seen or written.
         let private = dir.path().join("qemu");
-        let binds = [
-            ("qemu.conf", "/etc/libvirt/qemu.conf"),
+        let qemu_conf = "/etc/libvirt/qemu.conf";
+        if !std::path::Path::new(qemu_conf).exists() {
+            return Err(format!(
+                "{qemu_conf} is missing (Debian: libvirt-daemon-driver-qemu)"
+            ));
+        }
+        std::fs::create_dir_all(&private).map_err(|e| e.to_string())?;
+        let own_conf = private.join("qemu.conf");
+        std::fs::write(&own_conf, "user = \"+0\"\ngroup = \"+0\"\n").map_err(|e| e.to_string())?;
+        let mut script = format!(
+            "set -e\nmount --bind '{}' {qemu_conf}\n",
+            own_conf.display()
+        );
+        for (own, host) in [
             ("etc", "/etc/libvirt/qemu"),
             ("run", "/run/libvirt/qemu"),
             ("lib", "/var/lib/libvirt/qemu"),
-        ];
-        let mut script = String::from("set -e\n");
-        for (own, host) in binds {
+        ] {
             let own = private.join(own);
-            if own.ends_with("qemu.conf") {
-                std::fs::create_dir_all(&private).map_err(|e| e.to_string())?;
-                std::fs::write(&own, "user = \"+0\"\ngroup = \"+0\"\n")
-                    .map_err(|e| e.to_string())?;
-                if !std::path::Path::new(host).exists() {
-                    return Err(format!(
-                        "{host} is missing (Debian: libvirt-daemon-driver-qemu)"
-                    ));
-                }
-            } else {
-                std::fs::create_dir_all(&own).map_err(|e| e.to_string())?;
-                script.push_str(&format!("mkdir -p {host}\n"));
-            }
-            script.push_str(&format!("mount --bind '{}' {host}\n", own.display()));
+            std::fs::create_dir_all(&own).map_err(|e| e.to_string())?;
+            script.push_str(&format!(
+                "mkdir -p {host}\nmount --bind '{}' {host}\n",
+                own.display()
+            ));
         }
         script.push_str(&format!(
             "exec libvirtd --config '{}' --pid-file '{}'\n",
