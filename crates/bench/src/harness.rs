@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::stats::Summary;
+
 /// Wall (or CPU) seconds of one side of a benchmark over its runs.
 #[derive(Debug, Serialize, Clone, Copy, Default)]
 pub struct Spread {
@@ -15,26 +17,14 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// The best, median and worst of the finite values (zeros when there are none).
+    /// The best, median and worst of the finite values (zeros when there are none): the
+    /// minimum, median and maximum of [`Summary::of`].
     pub fn of(v: &[f64]) -> Spread {
-        let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-        s.sort_by(f64::total_cmp);
-        let (Some(&best), Some(&worst)) = (s.first(), s.last()) else {
-            return Spread::default();
-        };
-        // the median of an even count is the mean of the middle two
-        let n = s.len();
-        let mid = |i: usize| s.get(i).copied().unwrap_or(best);
-        let median = if n % 2 == 1 {
-            mid(n / 2)
-        } else {
-            (mid(n / 2 - 1) + mid(n / 2)) / 2.0
-        };
-        Spread {
-            best,
-            median,
-            worst,
-        }
+        Summary::of(v).map_or_else(Spread::default, |s| Spread {
+            best: s.min,
+            median: s.median,
+            worst: s.max,
+        })
     }
 
     /// `median [best–worst]`, with `digits` decimals.
@@ -83,4 +73,19 @@ pub fn timed<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<(f64, f64, T), E>
     let (t, c) = (Instant::now(), cpu_s());
     let v = f()?;
     Ok((t.elapsed().as_secs_f64(), cpu_s() - c, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spread_is_min_median_max_of_the_finite_values() {
+        let s = Spread::of(&[3.0, f64::NAN, 1.0, 2.0, 10.0]);
+        assert_eq!((s.best, s.median, s.worst), (1.0, 2.5, 10.0));
+        let s = Spread::of(&[5.0, 1.0, 3.0]);
+        assert_eq!((s.best, s.median, s.worst), (1.0, 3.0, 5.0));
+        let s = Spread::of(&[f64::INFINITY]);
+        assert_eq!((s.best, s.median, s.worst), (0.0, 0.0, 0.0));
+    }
 }
